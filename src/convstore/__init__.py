@@ -1,0 +1,69 @@
+"""convstore: an event-sourced conversation store for LLM agent runtimes.
+
+One history per conversation, recorded block by block as immutable events; every surface
+replays that same record as provider wire messages.
+"""
+
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.events import (
+    BlockAppended,
+    ConversationStarted,
+    Event,
+    MessageEnded,
+    MessageInterrupted,
+    MessageStarted,
+    Role,
+)
+from convstore.errors import (
+    ConcurrencyError,
+    ConversationNotFound,
+    ConvstoreError,
+    InvalidBlock,
+    InvalidInput,
+    MessageClosed,
+    MessageNotFound,
+    NoStore,
+    NotFound,
+    StoreError,
+)
+from convstore.infrastructure.bootstrap import open_store
+from convstore.projections.replay import Shape, replay
+from convstore.store import ConversationInfo, Store
+
+__all__ = [
+    "Block",
+    "BlockAppended",
+    "ConcurrencyError",
+    "ConversationInfo",
+    "ConversationNotFound",
+    "ConversationStarted",
+    "ConvstoreError",
+    "Event",
+    "ImageBlock",
+    "InvalidBlock",
+    "InvalidInput",
+    "MessageClosed",
+    "MessageEnded",
+    "MessageInterrupted",
+    "MessageNotFound",
+    "MessageStarted",
+    "NoStore",
+    "NotFound",
+    "ReasoningBlock",
+    "Role",
+    "Shape",
+    "Store",
+    "StoreError",
+    "TextBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "open_store",
+    "replay",
+]

@@ -1,0 +1,139 @@
+"""Content blocks: the parts a message is made of.
+
+Each kind is a frozen pydantic model; :data:`Block` is the discriminated union over ``type``.
+The JSON is the shape users know from provider content blocks. Unknown fields are an error,
+and no value is coerced (``strict``): what is accepted round-trips exactly.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Literal, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
+
+ImageMediaType: TypeAlias = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+IMAGE_MEDIA_TYPES: tuple[ImageMediaType, ...] = (
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+)
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class TextBlock(_Block):
+    """Plain text, written by any role."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningBlock(_Block):
+    """The model's reasoning (thinking) text."""
+
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+
+
+def _sniff_media_type(data: bytes) -> ImageMediaType | None:
+    """The image format the bytes' signature says, or ``None`` for none we accept."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(data) >= 12 and data.startswith(b"RIFF") and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+class ImageBlock(_Block):
+    """An image, kept as the base64 text it arrived in; checked against its media type."""
+
+    type: Literal["image"] = "image"
+    media_type: ImageMediaType
+    data: str
+
+    @field_validator("data")
+    @classmethod
+    def _data_is_base64(cls, value: str) -> str:
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            msg = f"image data is not valid base64 ({exc})"
+            raise ValueError(msg) from None
+        return value
+
+    @model_validator(mode="after")
+    def _data_matches_media_type(self) -> ImageBlock:
+        sniffed = _sniff_media_type(self.raw_bytes())
+        if sniffed != self.media_type:
+            found = sniffed or "not a PNG, JPEG, GIF or WebP image"
+            msg = f"image data does not match media_type {self.media_type} (found: {found})"
+            raise ValueError(msg)
+        return self
+
+    def raw_bytes(self) -> bytes:
+        """The decoded image bytes."""
+        return base64.b64decode(self.data, validate=True)
+
+    @property
+    def byte_size(self) -> int:
+        """Size of the decoded image in bytes, computed from the base64 length."""
+        padding = self.data[-2:].count("=")
+        return len(self.data) * 3 // 4 - padding
+
+
+ToolResultPart: TypeAlias = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
+class ToolUseBlock(_Block):
+    """A tool call the assistant made: its id, the tool's name and its input object."""
+
+    type: Literal["tool_use"] = "tool_use"
+    id: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)]
+    input: dict[str, JsonValue]
+
+
+class ToolResultBlock(_Block):
+    """What a tool returned (or the error it raised) for the call with ``tool_use_id``.
+
+    ``name`` is optional: when absent, the store resolves it from the matching ``tool_use``
+    recorded earlier in the conversation.
+    """
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: Annotated[str, Field(min_length=1)]
+    content: str | list[ToolResultPart]
+    is_error: bool = False
+    name: Annotated[str, Field(min_length=1)] | None = None
+
+
+Block: TypeAlias = Annotated[
+    TextBlock | ToolUseBlock | ToolResultBlock | ReasoningBlock | ImageBlock,
+    Field(discriminator="type"),
+]
+
+BLOCK_ADAPTER: TypeAdapter[Block] = TypeAdapter(Block)
+BLOCKS_ADAPTER: TypeAdapter[list[Block]] = TypeAdapter(list[Block])
+
+
+def block_json(block: Block) -> str:
+    """The block as compact JSON, leaving out only an unset optional ``name``."""
+    return block.model_dump_json(exclude_none=True)

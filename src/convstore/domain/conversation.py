@@ -1,0 +1,234 @@
+"""The conversation aggregate: the little state a writer needs, and the rules for writing.
+
+Commands (``start_message``, ``append_block`` …) check the rules against the current state and
+return the events to record; they never change the state. :meth:`Conversation.apply` folds a
+recorded event in. Keeping the two apart lets the store record first and apply after, so a
+failed or contested write leaves the state exactly as the log is.
+
+The state is deliberately small (message roles and statuses, tool names by call id): block
+contents are never kept here, so appending is O(1) however long the conversation grows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, assert_never
+from uuid import UUID, uuid4
+
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.events import (
+    UNKNOWN_TOOL,
+    BlockAppended,
+    ConversationStarted,
+    Event,
+    MessageEnded,
+    MessageInterrupted,
+    MessageStarted,
+    Role,
+    utcnow,
+)
+from convstore.errors import InvalidBlock, MessageClosed, MessageNotFound
+
+MessageStatus = Literal["open", "ended", "interrupted"]
+
+
+@dataclass
+class MessageState:
+    """What the rules need to know about one message."""
+
+    role: Role
+    status: MessageStatus = "open"
+    block_count: int = 0
+
+
+@dataclass
+class Conversation:
+    """State folded from a conversation's events, with command methods that decide new ones."""
+
+    id: UUID
+    version: int = 0
+    title: str | None = None
+    created_at: datetime | None = None
+    messages: dict[UUID, MessageState] = field(default_factory=dict)
+    tool_names: dict[str, str] = field(default_factory=dict)
+
+    # -- folding ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_events(cls, conversation_id: UUID, events: list[Event]) -> Conversation:
+        """Fold recorded events, in order, into a fresh state."""
+        state = cls(id=conversation_id)
+        for event in events:
+            state.apply(event)
+        return state
+
+    def apply(self, event: Event) -> None:
+        """Fold one recorded event into the state."""
+        if event.originator_version != self.version + 1:
+            msg = f"event version {event.originator_version} does not follow {self.version}"
+            raise ValueError(msg)
+        match event:
+            case ConversationStarted():
+                self.title = event.title
+                self.created_at = event.timestamp
+            case MessageStarted():
+                self.messages[event.message_id] = MessageState(role=event.role)
+            case BlockAppended():
+                self.messages[event.message_id].block_count += 1
+                if isinstance(event.block, ToolUseBlock):
+                    self.tool_names[event.block.id] = event.block.name
+            case MessageEnded():
+                self.messages[event.message_id].status = "ended"
+            case MessageInterrupted():
+                self.messages[event.message_id].status = "interrupted"
+            case _:
+                assert_never(event)
+        self.version = event.originator_version
+
+    # -- commands --------------------------------------------------------------------------
+
+    @staticmethod
+    def start(conversation_id: UUID, title: str | None = None) -> ConversationStarted:
+        """The event that creates a conversation."""
+        return ConversationStarted(
+            originator_id=conversation_id,
+            originator_version=1,
+            timestamp=utcnow(),
+            title=title,
+        )
+
+    def start_message(self, role: Role, message_id: UUID | None = None) -> MessageStarted:
+        """Open a new message for ``role``."""
+        return MessageStarted(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=utcnow(),
+            message_id=message_id or uuid4(),
+            role=role,
+        )
+
+    def append_block(self, message_id: UUID, block: Block) -> BlockAppended:
+        """Add one block to the end of an open message."""
+        message = self._open_message(message_id)
+        return self._decide_block(
+            message_id=message_id,
+            role=message.role,
+            index=message.block_count,
+            version=self.version + 1,
+            block=block,
+            pending_tool_ids=set(),
+        )
+
+    def end_message(self, message_id: UUID) -> MessageEnded:
+        """Mark an open message complete."""
+        self._open_message(message_id)
+        return MessageEnded(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=utcnow(),
+            message_id=message_id,
+        )
+
+    def interrupt_message(self, message_id: UUID, reason: str | None = None) -> MessageInterrupted:
+        """Record that an open message was cut short."""
+        self._open_message(message_id)
+        return MessageInterrupted(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=utcnow(),
+            message_id=message_id,
+            reason=reason,
+        )
+
+    def record_message(
+        self, role: Role, blocks: list[Block], *, leave_open: bool = False
+    ) -> list[Event]:
+        """Every event of a whole message: started, each block, and ended unless left open."""
+        started = self.start_message(role)
+        events: list[Event] = [started]
+        pending_tool_ids: set[str] = set()
+        for index, block in enumerate(blocks):
+            version = started.originator_version + 1 + index
+            try:
+                events.append(
+                    self._decide_block(
+                        message_id=started.message_id,
+                        role=role,
+                        index=index,
+                        version=version,
+                        block=block,
+                        pending_tool_ids=pending_tool_ids,
+                    )
+                )
+            except InvalidBlock as exc:
+                msg = f"block {index}: {exc}"
+                raise InvalidBlock(msg) from None
+        if not leave_open:
+            events.append(
+                MessageEnded(
+                    originator_id=self.id,
+                    originator_version=started.originator_version + 1 + len(blocks),
+                    timestamp=started.timestamp,
+                    message_id=started.message_id,
+                )
+            )
+        return events
+
+    # -- rules -----------------------------------------------------------------------------
+
+    def _open_message(self, message_id: UUID) -> MessageState:
+        message = self.messages.get(message_id)
+        if message is None:
+            msg = f"message {message_id} not found in conversation {self.id}"
+            raise MessageNotFound(msg)
+        if message.status != "open":
+            msg = f"message {message_id} is {message.status}; it takes no more blocks"
+            raise MessageClosed(msg)
+        return message
+
+    def _decide_block(
+        self,
+        *,
+        message_id: UUID,
+        role: Role,
+        index: int,
+        version: int,
+        block: Block,
+        pending_tool_ids: set[str],
+    ) -> BlockAppended:
+        tool_name: str | None = None
+        match block:
+            case ToolUseBlock():
+                if role != "assistant":
+                    msg = f"tool_use blocks belong in assistant messages, not {role}"
+                    raise InvalidBlock(msg)
+                if block.id in self.tool_names or block.id in pending_tool_ids:
+                    msg = f"tool_use id {block.id!r} is already recorded in this conversation"
+                    raise InvalidBlock(msg)
+                pending_tool_ids.add(block.id)
+            case ToolResultBlock():
+                if role != "user":
+                    msg = f"tool_result blocks belong in user messages, not {role}"
+                    raise InvalidBlock(msg)
+                tool_name = block.name or self.tool_names.get(block.tool_use_id, UNKNOWN_TOOL)
+            case TextBlock() | ReasoningBlock() | ImageBlock():
+                pass
+            case _:
+                assert_never(block)
+        return BlockAppended(
+            originator_id=self.id,
+            originator_version=version,
+            timestamp=utcnow(),
+            message_id=message_id,
+            index=index,
+            block=block,
+            tool_name=tool_name,
+        )

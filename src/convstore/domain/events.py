@@ -1,0 +1,97 @@
+"""Events: the immutable facts a conversation's log is made of, named in the past tense.
+
+Every event carries the ``originator_id`` (the conversation) and ``originator_version`` (its
+position in that conversation, from 1, gapless) that eventsourcing's recorders key on.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, ClassVar, Literal, TypeAlias
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from convstore.domain.blocks import Block
+
+Role: TypeAlias = Literal["system", "user", "assistant"]
+ROLES: tuple[Role, ...] = ("system", "user", "assistant")
+
+UNKNOWN_TOOL = "unknown"
+"""The tool name recorded for a result whose call cannot be found."""
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware in UTC."""
+    return datetime.now(UTC)
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    class_version: ClassVar[int] = 1
+
+    originator_id: UUID
+    originator_version: Annotated[int, Field(ge=1)]
+    timestamp: datetime
+
+
+class ConversationStarted(_Event):
+    """A conversation was created (always version 1)."""
+
+    type: Literal["conversation_started"] = "conversation_started"
+    title: str | None = None
+
+
+class MessageStarted(_Event):
+    """A message was opened for a role; blocks may now be appended to it."""
+
+    type: Literal["message_started"] = "message_started"
+    message_id: UUID
+    role: Role
+
+
+class BlockAppended(_Event):
+    """One block landed in an open message at position ``index`` (from 0).
+
+    ``tool_name`` is set for tool results only: the name given on the block, else the name of
+    the matching call recorded earlier, else ``"unknown"``. It is fixed when the result lands
+    so that replay of any later window (after compaction, say) needs no lookup.
+    """
+
+    type: Literal["block_appended"] = "block_appended"
+    message_id: UUID
+    index: Annotated[int, Field(ge=0)]
+    block: Block
+    tool_name: str | None = None
+
+
+class MessageEnded(_Event):
+    """The message is complete; it takes no more blocks."""
+
+    type: Literal["message_ended"] = "message_ended"
+    message_id: UUID
+
+
+class MessageInterrupted(_Event):
+    """The message was cut short on purpose (user stop, timeout); it takes no more blocks."""
+
+    type: Literal["message_interrupted"] = "message_interrupted"
+    message_id: UUID
+    reason: str | None = None
+
+
+Event: TypeAlias = Annotated[
+    ConversationStarted | MessageStarted | BlockAppended | MessageEnded | MessageInterrupted,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+EVENT_CLASSES: tuple[type[_Event], ...] = (
+    ConversationStarted,
+    MessageStarted,
+    BlockAppended,
+    MessageEnded,
+    MessageInterrupted,
+)

@@ -1,0 +1,1 @@
+"""Infrastructure: eventsourcing wiring, the backends, and the one place that opens them."""

@@ -1,0 +1,67 @@
+"""Maps convstore's pydantic events to eventsourcing's stored events and back.
+
+Topics are convstore's own stable names (``convstore:<event type>``), not module paths, so
+moving a class never makes old events unreadable. The state is the event's JSON, compressed
+and encrypted when eventsourcing's ``COMPRESSOR_TOPIC`` / ``CIPHER_KEY`` settings ask for it.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
+from pydantic import BaseModel, ValidationError
+
+from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, Event
+
+TOPIC_PREFIX = "convstore:"
+
+
+def topic_of(event_class: type[BaseModel]) -> str:
+    """The stored topic of an event class."""
+    return TOPIC_PREFIX + str(event_class.model_fields["type"].default)
+
+
+TOPICS: frozenset[str] = frozenset(topic_of(cls) for cls in EVENT_CLASSES)
+
+
+class PydanticMapper(Mapper[UUID]):
+    """Stores each event as its JSON; reads it back through one discriminated-union adapter."""
+
+    def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
+        assert isinstance(domain_event, BaseModel)
+        state = domain_event.model_dump_json().encode()
+        if self.compressor:
+            state = self.compressor.compress(state)
+        if self.cipher:
+            state = self.cipher.encrypt(state)
+        return StoredEvent(
+            originator_id=domain_event.originator_id,
+            originator_version=domain_event.originator_version,
+            topic=topic_of(type(domain_event)),
+            state=state,
+        )
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Event:
+        return self.decode(stored_event)
+
+    def decode(self, stored_event: StoredEvent) -> Event:
+        """The event a stored record holds; raises ``MapperDeserialisationError`` if it can't."""
+        try:
+            return EVENT_ADAPTER.validate_json(self.state_json(stored_event))
+        except (ValidationError, ValueError) as exc:
+            msg = (
+                f"stored event {stored_event.originator_id} v{stored_event.originator_version} "
+                f"({stored_event.topic}) does not decode: {exc}"
+            )
+            raise MapperDeserialisationError(msg) from exc
+
+    def state_json(self, stored_event: StoredEvent) -> bytes:
+        """The event's JSON exactly as recorded (decompressed and decrypted)."""
+        state = stored_event.state
+        if self.cipher:
+            state = self.cipher.decrypt(state)
+        if self.compressor:
+            state = self.compressor.decompress(state)
+        return state

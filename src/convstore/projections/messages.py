@@ -1,0 +1,67 @@
+"""Fold a conversation's events into its messages, in the order they were started."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import assert_never
+from uuid import UUID
+
+from convstore.domain.blocks import Block
+from convstore.domain.conversation import MessageStatus
+from convstore.domain.events import (
+    BlockAppended,
+    ConversationStarted,
+    Event,
+    MessageEnded,
+    MessageInterrupted,
+    MessageStarted,
+    Role,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedBlock:
+    """A block as it landed, with the tool name fixed for results."""
+
+    block: Block
+    tool_name: str | None
+
+
+@dataclass(slots=True)
+class RecordedMessage:
+    """One stored message: its role, its blocks in order, and how it closed (if it did)."""
+
+    message_id: UUID
+    role: Role
+    started_at: datetime
+    blocks: list[RecordedBlock] = field(default_factory=list)
+    status: MessageStatus = "open"
+    interrupt_reason: str | None = None
+
+
+def collect_messages(events: Iterable[Event]) -> list[RecordedMessage]:
+    """Every stored message in start order; blocks in the order they landed."""
+    messages: dict[UUID, RecordedMessage] = {}
+    for event in events:
+        match event:
+            case ConversationStarted():
+                pass
+            case MessageStarted():
+                messages[event.message_id] = RecordedMessage(
+                    event.message_id, event.role, event.timestamp
+                )
+            case BlockAppended():
+                messages[event.message_id].blocks.append(
+                    RecordedBlock(event.block, event.tool_name)
+                )
+            case MessageEnded():
+                messages[event.message_id].status = "ended"
+            case MessageInterrupted():
+                message = messages[event.message_id]
+                message.status = "interrupted"
+                message.interrupt_reason = event.reason
+            case _:
+                assert_never(event)
+    return list(messages.values())

@@ -1,0 +1,116 @@
+"""The prose form of every block kind, as the segments a wire message is built from.
+
+A segment is either text or an image the model will be shown natively. The dispatch over block
+kinds is a ``match`` ending in ``assert_never``: a new kind without a prose form fails
+``mypy --strict``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TypeAlias, assert_never
+
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Text to send."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image to send natively."""
+
+    media_type: str
+    data: str
+
+
+Segment: TypeAlias = Text | Image
+
+BLOCK_SEPARATOR = "\n\n"
+"""Joins the prose of adjacent blocks within one wire message."""
+
+PART_SEPARATOR = "\n"
+"""Joins the text parts inside one tool result."""
+
+
+def image_marker(image: ImageBlock, why: str) -> str:
+    """The text that stands where an image was not shown, saying so plainly."""
+    return (
+        f"[Image not shown: an {image.media_type} image ({image.byte_size:,} bytes) "
+        f"was here, but {why}.]"
+    )
+
+
+def tool_input_json(block: ToolUseBlock) -> str:
+    """A tool call's input as compact JSON, keys in the order they were recorded."""
+    return json.dumps(block.input, separators=(",", ":"), ensure_ascii=False)
+
+
+def _image(image: ImageBlock, hidden_because: str | None) -> Segment:
+    if hidden_because is None:
+        return Image(image.media_type, image.data)
+    return Text(image_marker(image, hidden_because))
+
+
+def block_segments(
+    block: Block, tool_name: str | None, hidden_because: str | None
+) -> list[Segment]:
+    """The segments one block becomes.
+
+    ``hidden_because`` is ``None`` when images may be sent natively, otherwise the reason they
+    are not (it completes the marker's sentence).
+    """
+    match block:
+        case TextBlock():
+            return [Text(block.text)]
+        case ReasoningBlock():
+            return [Text(f"[Reasoning]: {block.text}")]
+        case ToolUseBlock():
+            return [Text(f"Tool use: {block.name}({tool_input_json(block)})")]
+        case ToolResultBlock():
+            label = "Error" if block.is_error else "Result"
+            head = f"{label} ({tool_name or block.name or 'unknown'}): "
+            if isinstance(block.content, str):
+                return [Text(head + block.content)]
+            parts: list[Segment] = [Text(head)]
+            for part in block.content:
+                segment = (
+                    Text(part.text) if isinstance(part, TextBlock) else _image(part, hidden_because)
+                )
+                parts.append(segment)
+            return merge_text(parts, PART_SEPARATOR, first_joins_bare=True)
+        case ImageBlock():
+            return [_image(block, hidden_because)]
+        case _:
+            assert_never(block)
+
+
+def merge_text(
+    segments: list[Segment], separator: str, *, first_joins_bare: bool = False
+) -> list[Segment]:
+    """Join runs of adjacent text segments with ``separator``.
+
+    With ``first_joins_bare`` the first segment (a tool result's head) is joined to the next
+    text with nothing between them.
+    """
+    merged: list[Segment] = []
+    for position, segment in enumerate(segments):
+        previous = merged[-1] if merged else None
+        if isinstance(segment, Text) and isinstance(previous, Text):
+            glue = "" if first_joins_bare and position == 1 else separator
+            merged[-1] = Text(previous.text + glue + segment.text)
+        else:
+            merged.append(segment)
+    return merged

@@ -1,0 +1,331 @@
+"""The store: record conversations block by block, read them back, replay them.
+
+One :class:`Store` wraps one event log (a SQLite file or a PostgreSQL database). Writers keep a
+small per-conversation state in memory (see :mod:`convstore.domain.conversation`) and save each
+new event with the next version number. The recorder refuses a version that another writer took
+first; the store then reads just the events it missed, re-checks the command against them and
+tries again. So an append costs one insert however long the conversation is, and concurrent
+writers never overwrite, duplicate or reorder each other's events.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+from uuid import UUID, uuid4
+
+from eventsourcing.persistence import IntegrityError, MapperDeserialisationError, PersistenceError
+from pydantic import ValidationError
+
+from convstore.domain.blocks import BLOCK_ADAPTER, Block
+from convstore.domain.conversation import Conversation
+from convstore.domain.events import ROLES, ConversationStarted, Event, Role
+from convstore.errors import (
+    ConcurrencyError,
+    ConversationNotFound,
+    InvalidBlock,
+    InvalidInput,
+    StoreError,
+)
+from convstore.infrastructure.application import EventLog
+from convstore.infrastructure.mapper import topic_of
+from convstore.projections.messages import RecordedMessage, collect_messages
+from convstore.projections.replay import SHAPES, JSONDict, Shape, replay
+
+MAX_WRITE_ATTEMPTS = 50
+"""How many times a write is re-decided after losing a version race before giving up."""
+
+STATE_CACHE_SIZE = 256
+"""How many conversations' writer states one store keeps in memory."""
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """A conversation as listed: its id, title and when it started."""
+
+    id: UUID
+    title: str | None
+    created_at: datetime
+
+
+def format_validation_error(exc: ValidationError, what: str) -> str:
+    """One line naming the first problem in ``exc`` and where it is."""
+    first = exc.errors(include_url=False)[0]
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+    where = where.lstrip(".") or what
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"invalid {what}: {where}: {first['msg']}{more}"
+
+
+def parse_block(value: Block | Mapping[str, Any]) -> Block:
+    """A block from a model or a JSON-like mapping; raises :class:`InvalidBlock`."""
+    if not isinstance(value, Mapping):
+        return value
+    try:
+        return BLOCK_ADAPTER.validate_python(value)
+    except ValidationError as exc:
+        raise InvalidBlock(format_validation_error(exc, "block")) from None
+
+
+def parse_role(role: str) -> Role:
+    """``role`` checked against the three roles; raises :class:`InvalidInput`."""
+    for known in ROLES:
+        if role == known:
+            return known
+    msg = f"unknown role {role!r}; use one of: {', '.join(ROLES)}"
+    raise InvalidInput(msg)
+
+
+def parse_id(value: UUID | str, what: str) -> UUID:
+    """An id given as a UUID or its text; raises :class:`InvalidInput` when it isn't one."""
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(value)
+    except ValueError:
+        msg = f"{value!r} is not a {what} id (ids look like 0b8e7c0e-3d6f-4c1a-9a51-5e2f1c9d7a10)"
+        raise InvalidInput(msg) from None
+
+
+class Store:
+    """Conversations recorded as an event log. Build one with :func:`convstore.open_store`."""
+
+    def __init__(self, log: EventLog, location: str) -> None:
+        self._log = log
+        self.location = location
+        self._states: OrderedDict[UUID, Conversation] = OrderedDict()
+        self._locks: dict[UUID, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the backend's connections."""
+        self._log.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def new_conversation(self, title: str | None = None) -> UUID:
+        """Start a conversation; returns its id."""
+        conversation_id = uuid4()
+        started = Conversation.start(conversation_id, title)
+        self._save([started])
+        state = Conversation(id=conversation_id)
+        state.apply(started)
+        self._remember(state)
+        return conversation_id
+
+    def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
+        """Open a message for ``role``; returns the message id. Append blocks, then end it."""
+        checked = parse_role(role)
+        events = self._write(conversation, lambda c: [c.start_message(checked)])
+        assert events[0].type == "message_started"
+        return events[0].message_id
+
+    def append_block(
+        self, conversation: UUID | str, message: UUID | str, block: Block | Mapping[str, Any]
+    ) -> int:
+        """Append one block to an open message (streaming); returns its index in the message."""
+        message_id = parse_id(message, "message")
+        parsed = parse_block(block)
+        events = self._write(conversation, lambda c: [c.append_block(message_id, parsed)])
+        assert events[0].type == "block_appended"
+        return events[0].index
+
+    def end_message(self, conversation: UUID | str, message: UUID | str) -> None:
+        """Mark an open message complete."""
+        message_id = parse_id(message, "message")
+        self._write(conversation, lambda c: [c.end_message(message_id)])
+
+    def interrupt_message(
+        self, conversation: UUID | str, message: UUID | str, reason: str | None = None
+    ) -> None:
+        """Record that an open message was cut short (and why, if known)."""
+        message_id = parse_id(message, "message")
+        self._write(conversation, lambda c: [c.interrupt_message(message_id, reason)])
+
+    def append_message(
+        self,
+        conversation: UUID | str,
+        role: Role | str,
+        blocks: Iterable[Block | Mapping[str, Any]],
+        *,
+        leave_open: bool = False,
+    ) -> UUID:
+        """Record a whole message in one atomic write; returns its id.
+
+        With ``leave_open`` the message is not ended, so more blocks may follow.
+        """
+        checked = parse_role(role)
+        parsed: list[Block] = []
+        for index, block in enumerate(blocks):
+            try:
+                parsed.append(parse_block(block))
+            except InvalidBlock as exc:
+                msg = f"block {index}: {exc}"
+                raise InvalidBlock(msg) from None
+        events = self._write(
+            conversation, lambda c: c.record_message(checked, parsed, leave_open=leave_open)
+        )
+        assert events[0].type == "message_started"
+        return events[0].message_id
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def events(self, conversation: UUID | str) -> list[Event]:
+        """Every recorded event of a conversation, in order."""
+        conversation_id = parse_id(conversation, "conversation")
+        events = self._read(conversation_id)
+        if not events:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return events
+
+    def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
+        """Every recorded event of a conversation as the JSON it was stored as."""
+        conversation_id = parse_id(conversation, "conversation")
+        stored = self._guarded(lambda: self._log.recorder.select_events(conversation_id))
+        if not stored:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        mapper = self._log.pydantic_mapper
+        return (mapper.state_json(s) for s in stored)
+
+    def messages(self, conversation: UUID | str) -> list[RecordedMessage]:
+        """The stored messages of a conversation with their blocks and status."""
+        return collect_messages(self.events(conversation))
+
+    def replay(
+        self, conversation: UUID | str, *, shape: Shape | str = "openai", vision: bool = False
+    ) -> JSONDict:
+        """The conversation as provider wire messages (see :mod:`convstore.projections.replay`).
+
+        ``vision`` says whether the model can see images; nothing else varies replay.
+        """
+        checked = _parse_shape(shape)
+        return replay(self.events(conversation), shape=checked, vision=vision)
+
+    def conversations(self) -> list[ConversationInfo]:
+        """Every conversation in the order they were started."""
+        topic = topic_of(ConversationStarted)
+        found: list[ConversationInfo] = []
+        start = 1
+        recorder = self._log.recorder
+        while True:
+            page = self._guarded(
+                lambda start=start: recorder.select_notifications(start, 500, topics=[topic])  # type: ignore[misc]
+            )
+            for notification in page:
+                event = self._log.pydantic_mapper.decode(notification)
+                assert isinstance(event, ConversationStarted)
+                found.append(ConversationInfo(event.originator_id, event.title, event.timestamp))
+            if len(page) < 500:
+                return found
+            start = page[-1].id + 1
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _guarded(self, call: Callable[[], _T]) -> _T:
+        """Run a backend call, turning its failures into :class:`StoreError`."""
+        try:
+            return call()
+        except MapperDeserialisationError as exc:
+            raise StoreError(str(exc)) from exc
+        except PersistenceError as exc:
+            msg = f"store failed at {self.location}: {exc}"
+            raise StoreError(msg) from exc
+
+    def _read(self, conversation_id: UUID, after: int | None = None) -> list[Event]:
+        stored = self._guarded(lambda: self._log.recorder.select_events(conversation_id, gt=after))
+        decode = self._log.pydantic_mapper.decode
+        return self._guarded(lambda: [decode(s) for s in stored])
+
+    def _save(self, events: list[Event]) -> None:
+        """Record events atomically; lets ``IntegrityError`` (a lost version race) through."""
+        try:
+            self._log.save(*events)
+        except IntegrityError:
+            raise
+        except PersistenceError as exc:
+            msg = f"store failed at {self.location}: {exc}"
+            raise StoreError(msg) from exc
+
+    @contextmanager
+    def _locked(self, conversation_id: UUID) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(conversation_id, threading.Lock())
+        with lock:
+            yield
+
+    def _remember(self, state: Conversation) -> None:
+        with self._guard:
+            self._states[state.id] = state
+            self._states.move_to_end(state.id)
+            while len(self._states) > STATE_CACHE_SIZE:
+                self._states.popitem(last=False)
+
+    def _state(self, conversation_id: UUID) -> Conversation:
+        with self._guard:
+            state = self._states.get(conversation_id)
+        if state is None:
+            state = Conversation.from_events(conversation_id, self._read(conversation_id))
+            if state.version == 0:
+                msg = f"conversation {conversation_id} not found"
+                raise ConversationNotFound(msg)
+            self._remember(state)
+        return state
+
+    def _write(
+        self, conversation: UUID | str, decide: Callable[[Conversation], list[Event]]
+    ) -> list[Event]:
+        """Decide events against the newest state, save them, and fold them in.
+
+        A lost version race means another writer got there first: read what it wrote, decide
+        again (the command may now be refused), and retry.
+        """
+        conversation_id = parse_id(conversation, "conversation")
+        with self._locked(conversation_id):
+            for _ in range(MAX_WRITE_ATTEMPTS):
+                state = self._state(conversation_id)
+                events = decide(state)
+                try:
+                    self._save(events)
+                except IntegrityError:
+                    for missed in self._read(conversation_id, after=state.version):
+                        state.apply(missed)
+                    continue
+                for event in events:
+                    state.apply(event)
+                return events
+        msg = (
+            f"gave up writing to conversation {conversation_id} after {MAX_WRITE_ATTEMPTS} "
+            "attempts: other writers kept taking the next version"
+        )
+        raise ConcurrencyError(msg)
+
+
+def _parse_shape(shape: str) -> Shape:
+    for known in SHAPES:
+        if shape == known:
+            return known
+    msg = f"unknown shape {shape!r}; use one of: {', '.join(SHAPES)}"
+    raise InvalidInput(msg)
