@@ -22,8 +22,9 @@ from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError, MapperDeserialisationError, PersistenceError
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
-from convstore.domain.blocks import BLOCK_ADAPTER, Block
+from convstore.domain.blocks import BLOCK_ADAPTER, BLOCK_CLASSES, BLOCK_TYPES, Block
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import ROLES, ConversationStarted, Event, Role
 from convstore.errors import (
@@ -56,23 +57,46 @@ class ConversationInfo:
     created_at: datetime
 
 
-def format_validation_error(exc: ValidationError, what: str) -> str:
-    """One line naming the first problem in ``exc`` and where it is."""
-    first = exc.errors(include_url=False)[0]
-    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
-    where = where.lstrip(".") or what
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"invalid {what}: {where}: {first['msg']}{more}"
+def _is_branch_label(part: str | int) -> bool:
+    """Whether a location part names a union branch (``str``, ``list[…]``), not a field."""
+    return isinstance(part, str) and ("[" in part or part in {"str", "list", "dict"})
+
+
+def _describe(error: ErrorDetails) -> str:
+    """One pydantic error as a short phrase naming the field.
+
+    A location that starts with a block kind (``tool_use.input``) reads as
+    "tool_use block: input".
+    """
+    parts = [str(p) for p in error["loc"] if not _is_branch_label(p)]
+    kind = f"{parts.pop(0)} block: " if parts and parts[0] in BLOCK_TYPES else ""
+    loc = ".".join(parts)
+    if error["type"] == "missing":
+        return f"{kind}missing field '{loc}'"
+    if error["type"] == "extra_forbidden":
+        return f"{kind}unknown field '{loc}'"
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{kind}{loc}: {message}" if loc else f"{kind}{message}"
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line naming the problems in ``exc`` (the first three) and where they are."""
+    described = list(dict.fromkeys(_describe(e) for e in exc.errors(include_url=False)))
+    more = f" (and {len(described) - 3} more)" if len(described) > 3 else ""
+    return "; ".join(described[:3]) + more
 
 
 def parse_block(value: Block | Mapping[str, Any]) -> Block:
-    """A block from a model or a JSON-like mapping; raises :class:`InvalidBlock`."""
-    if not isinstance(value, Mapping):
+    """A block from a model or a JSON-like mapping; raises :class:`InvalidBlock`.
+
+    A block model passes as it is: it was validated when it was made.
+    """
+    if isinstance(value, BLOCK_CLASSES):
         return value
     try:
         return BLOCK_ADAPTER.validate_python(value)
     except ValidationError as exc:
-        raise InvalidBlock(format_validation_error(exc, "block")) from None
+        raise InvalidBlock(format_validation_error(exc)) from None
 
 
 def parse_role(role: str) -> Role:

@@ -130,6 +130,11 @@ Block: TypeAlias = Annotated[
     Field(discriminator="type"),
 ]
 
+BLOCK_CLASSES = (TextBlock, ToolUseBlock, ToolResultBlock, ReasoningBlock, ImageBlock)
+BLOCK_TYPES: frozenset[str] = frozenset(
+    str(cls.model_fields["type"].default) for cls in BLOCK_CLASSES
+)
+
 BLOCK_ADAPTER: TypeAdapter[Block] = TypeAdapter(Block)
 BLOCKS_ADAPTER: TypeAdapter[list[Block]] = TypeAdapter(list[Block])
 
