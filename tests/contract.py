@@ -1,0 +1,264 @@
+"""The store's contract: one abstract suite, run unchanged against every backend.
+
+A backend's test module subclasses :class:`StoreContract` and provides ``open_store``, which
+must return a new, independent :class:`~convstore.Store` on the same backing log each time it
+is called (another connection pool and another writer cache, as a second process would have).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from uuid import UUID, uuid4
+
+import pytest
+
+from convstore import (
+    ConversationNotFound,
+    InvalidBlock,
+    InvalidInput,
+    MessageClosed,
+    MessageNotFound,
+    Store,
+    replay,
+)
+from convstore.domain.events import BlockAppended
+
+TEXT = {"type": "text", "text": "hello"}
+
+
+class StoreContract(ABC):
+    """Behaviour every backend must show."""
+
+    @abstractmethod
+    def open_store(self) -> Store:
+        """A new store on this test's backing log."""
+
+    @pytest.fixture
+    def store(self) -> Iterator[Store]:
+        store = self.open_store()
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def conv(self, store: Store) -> UUID:
+        return store.new_conversation(title="contract")
+
+    # -- conversations -------------------------------------------------------------------
+
+    def test_new_conversation_is_listed_with_its_title(self, store: Store) -> None:
+        """A started conversation shows up in the list with its title."""
+        conv = store.new_conversation(title="first")
+        listed = {c.id: c.title for c in store.conversations()}
+        assert listed[conv] == "first"
+
+    def test_unknown_conversation_is_not_found(self, store: Store) -> None:
+        """Reading or writing an id that was never started raises ConversationNotFound."""
+        missing = uuid4()
+        with pytest.raises(ConversationNotFound):
+            store.replay(missing)
+        with pytest.raises(ConversationNotFound):
+            store.start_message(missing, "user")
+
+    def test_malformed_ids_are_invalid_input(self, store: Store, conv: UUID) -> None:
+        """Ids that are not UUIDs are refused as bad input, not looked up."""
+        with pytest.raises(InvalidInput, match="not a conversation id"):
+            store.events("not-an-id")
+        with pytest.raises(InvalidInput, match="not a message id"):
+            store.end_message(conv, "nope")
+
+    # -- appending -----------------------------------------------------------------------
+
+    def test_whole_message_lands_in_order(self, store: Store, conv: UUID) -> None:
+        """append_message records start, each block in order, and end."""
+        msg = store.append_message(conv, "user", [TEXT, {"type": "text", "text": "again"}])
+        [message] = store.messages(conv)
+        assert message.message_id == msg
+        assert message.status == "ended"
+        assert [b.block.model_dump()["text"] for b in message.blocks] == ["hello", "again"]
+
+    def test_streaming_appends_one_block_at_a_time(self, store: Store, conv: UUID) -> None:
+        """Blocks appended to an open message get indexes 0, 1, 2 and stay in order."""
+        msg = store.start_message(conv, "assistant")
+        indexes = [
+            store.append_block(conv, msg, {"type": "reasoning", "text": "plan"}),
+            store.append_block(conv, msg, TEXT),
+            store.append_block(
+                conv, msg, {"type": "tool_use", "id": "c1", "name": "ls", "input": {}}
+            ),
+        ]
+        store.end_message(conv, msg)
+        assert indexes == [0, 1, 2]
+        [message] = store.messages(conv)
+        assert [b.block.type for b in message.blocks] == ["reasoning", "text", "tool_use"]
+
+    def test_versions_are_gapless_from_one(self, store: Store, conv: UUID) -> None:
+        """Every event gets the next version of its conversation."""
+        store.append_message(conv, "user", [TEXT, TEXT])
+        msg = store.start_message(conv, "assistant")
+        store.append_block(conv, msg, TEXT)
+        versions = [e.originator_version for e in store.events(conv)]
+        assert versions == list(range(1, len(versions) + 1))
+
+    def test_closed_messages_take_no_more_blocks(self, store: Store, conv: UUID) -> None:
+        """Ended and interrupted messages refuse blocks, ends and interrupts."""
+        ended = store.append_message(conv, "user", [TEXT])
+        cut = store.start_message(conv, "assistant")
+        store.interrupt_message(conv, cut, reason="user pressed stop")
+        for msg in (ended, cut):
+            with pytest.raises(MessageClosed):
+                store.append_block(conv, msg, TEXT)
+            with pytest.raises(MessageClosed):
+                store.end_message(conv, msg)
+            with pytest.raises(MessageClosed):
+                store.interrupt_message(conv, msg)
+
+    def test_unknown_message_is_not_found(self, store: Store, conv: UUID) -> None:
+        """A message id that was never started in this conversation is refused."""
+        with pytest.raises(MessageNotFound):
+            store.append_block(conv, uuid4(), TEXT)
+
+    def test_rejected_input_writes_nothing(self, store: Store, conv: UUID) -> None:
+        """A message whose last block is bad leaves the log exactly as it was."""
+        store.append_message(conv, "user", [TEXT])
+        before = list(store.raw_events(conv))
+        bad = {"type": "image", "media_type": "image/png", "data": "bm90IGFuIGltYWdl"}
+        with pytest.raises(InvalidBlock, match="block 1"):
+            store.append_message(conv, "user", [TEXT, bad])
+        with pytest.raises(InvalidBlock, match="tool_use blocks belong in assistant"):
+            store.append_message(
+                conv, "user", [{"type": "tool_use", "id": "x", "name": "n", "input": {}}]
+            )
+        assert list(store.raw_events(conv)) == before
+
+    def test_tool_result_names_are_resolved_and_fixed(self, store: Store, conv: UUID) -> None:
+        """A result takes its call's name, an explicit name, or 'unknown' when no call exists."""
+        store.append_message(
+            conv, "assistant", [{"type": "tool_use", "id": "c1", "name": "grep", "input": {}}]
+        )
+        store.append_message(
+            conv,
+            "user",
+            [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "found"},
+                {"type": "tool_result", "tool_use_id": "c9", "content": "?", "name": "cat"},
+                {"type": "tool_result", "tool_use_id": "c7", "content": "lost", "is_error": True},
+            ],
+        )
+        names = [e.tool_name for e in store.events(conv) if isinstance(e, BlockAppended)]
+        assert names == [None, "grep", "cat", "unknown"]
+        text = store.replay(conv)["messages"][1]["content"]
+        assert text == "Result (grep): found\n\nResult (cat): ?\n\nError (unknown): lost"
+
+    def test_duplicate_tool_use_id_is_refused(self, store: Store, conv: UUID) -> None:
+        """A call id may be recorded once per conversation."""
+        call = {"type": "tool_use", "id": "c1", "name": "ls", "input": {}}
+        store.append_message(conv, "assistant", [call])
+        with pytest.raises(InvalidBlock, match="already recorded"):
+            store.append_message(conv, "assistant", [call])
+
+    # -- replay and reading ----------------------------------------------------------------
+
+    def test_killed_round_replays_as_what_landed(self, store: Store, conv: UUID) -> None:
+        """A message never ended (the process died) replays as its blocks, with no call ids."""
+        msg = store.start_message(conv, "assistant")
+        store.append_block(
+            conv, msg, {"type": "tool_use", "id": "c1", "name": "run", "input": {"n": 1}}
+        )
+        for shape in ("openai", "anthropic"):
+            [wire] = store.replay(conv, shape=shape)["messages"]
+            assert "tool_call" not in str(wire)
+            assert 'Tool use: run({"n":1})' in str(wire)
+
+    def test_store_replay_is_the_pure_projection(self, store: Store, conv: UUID) -> None:
+        """Store.replay is exactly the pure replay of the recorded events."""
+        store.append_message(conv, "system", [TEXT])
+        store.append_message(conv, "user", [TEXT])
+        events = store.events(conv)
+        for shape in ("openai", "anthropic"):
+            for vision in (False, True):
+                assert store.replay(conv, shape=shape, vision=vision) == replay(
+                    events, shape=shape, vision=vision
+                )
+
+    def test_unknown_shape_is_invalid_input(self, store: Store, conv: UUID) -> None:
+        """Replay names the shapes it knows when given another."""
+        with pytest.raises(InvalidInput, match="openai, anthropic"):
+            store.replay(conv, shape="gemini")
+
+    def test_raw_events_are_the_recorded_json(self, store: Store, conv: UUID) -> None:
+        """The raw log decodes to the same events the store returns."""
+        store.append_message(conv, "user", [TEXT])
+        raw = list(store.raw_events(conv))
+        assert len(raw) == len(store.events(conv))
+        assert all(line.startswith(b"{") for line in raw)
+
+    # -- several writers -----------------------------------------------------------------
+
+    def test_read_your_writes_across_stores(self, store: Store, conv: UUID) -> None:
+        """Once an append returns, another store on the same log replays it."""
+        other = self.open_store()
+        try:
+            for n in range(3):
+                store.append_message(conv, "user", [{"type": "text", "text": f"m{n}"}])
+                assert len(other.replay(conv)["messages"]) == n + 1
+        finally:
+            other.close()
+
+    def test_stale_writer_catches_up_instead_of_overwriting(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """A writer whose cached state is behind retries at the next version; nothing is lost."""
+        other = self.open_store()
+        try:
+            msg = store.start_message(conv, "assistant")
+            other.append_block(conv, msg, {"type": "text", "text": "from other"})
+            store.append_block(conv, msg, {"type": "text", "text": "from store"})
+            other.append_block(conv, msg, {"type": "text", "text": "other again"})
+            [message] = store.messages(conv)
+            texts = [b.block.model_dump()["text"] for b in message.blocks]
+            assert texts == ["from other", "from store", "other again"]
+            versions = [e.originator_version for e in store.events(conv)]
+            assert versions == list(range(1, len(versions) + 1))
+        finally:
+            other.close()
+
+    def test_stale_writer_sees_the_message_was_closed(self, store: Store, conv: UUID) -> None:
+        """A command decided on stale state is re-checked against what other writers did."""
+        other = self.open_store()
+        try:
+            msg = store.start_message(conv, "assistant")
+            other.end_message(conv, msg)
+            with pytest.raises(MessageClosed):
+                store.append_block(conv, msg, TEXT)
+        finally:
+            other.close()
+
+    def test_threads_and_stores_interleave_without_loss(self, store: Store, conv: UUID) -> None:
+        """Threads on two stores append to one message; every block lands exactly once."""
+        other = self.open_store()
+        msg = store.start_message(conv, "user")
+        per_thread = 15
+
+        def write(target: Store, name: str) -> None:
+            for n in range(per_thread):
+                target.append_block(conv, msg, {"type": "text", "text": f"{name}-{n}"})
+
+        threads = [
+            threading.Thread(target=write, args=(target, f"t{i}"))
+            for i, target in enumerate([store, store, other, other])
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            other.close()
+        [message] = store.messages(conv)
+        texts = [b.block.model_dump()["text"] for b in message.blocks]
+        assert sorted(texts) == sorted(f"t{i}-{n}" for i in range(4) for n in range(per_thread))
+        for i in range(4):
+            mine = [t for t in texts if t.startswith(f"t{i}-")]
+            assert mine == [f"t{i}-{n}" for n in range(per_thread)]

@@ -1,0 +1,58 @@
+"""The README matches the code: its examples run, its commands exist, CI runs its test command."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from convstore.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _fenced(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+
+
+@pytest.mark.parametrize("index", range(len(_fenced("python"))))
+def test_readme_python_examples_run(
+    index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every Python block in the README runs, and its asserts hold."""
+    monkeypatch.chdir(tmp_path)
+    code = _fenced("python")[index]
+    exec(compile(code, f"README.md python block {index}", "exec"), {})  # noqa: S102
+
+
+def test_every_cli_command_is_documented() -> None:
+    """Each command the CLI has appears in the README's command table."""
+    assert isinstance(cli, click.Group)
+    for name in cli.commands:
+        assert f"`convstore {name}" in README, f"README does not document `convstore {name}`"
+
+
+def test_readme_documents_no_command_the_cli_lacks() -> None:
+    """Each `convstore X` in the README's command table is a real command."""
+    documented = set(re.findall(r"^\| `convstore ([a-z-]+)", README, flags=re.MULTILINE))
+    assert isinstance(cli, click.Group)
+    assert documented == set(cli.commands)
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """.ci/run contains the README's test command word for word."""
+    commands = [block.strip() for block in _fenced("bash") if "pytest" in block]
+    assert len(commands) == 1
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert commands[0] in ci.splitlines()
+
+
+def test_readme_main_command_runs_the_demo() -> None:
+    """The README's main-job command installs the project and runs `convstore demo`."""
+    [command] = [b.strip() for b in _fenced("bash") if b.strip().endswith("convstore demo")]
+    assert command.startswith("python3 -m venv .venv && .venv/bin/pip install -e .")
+    assert os.access(ROOT / ".ci" / "run", os.X_OK)
