@@ -119,12 +119,20 @@ def parse_id(value: UUID | str, what: str) -> UUID:
         raise InvalidInput(msg) from None
 
 
+def failure_detail(exc: BaseException, secret: str = "") -> str:
+    """A backend exception's message on one line, with ``secret`` (a password) masked."""
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    return detail.replace(secret, "***") if secret else detail
+
+
 class Store:
     """Conversations recorded as an event log. Build one with :func:`convstore.open_store`."""
 
-    def __init__(self, log: EventLog, location: str) -> None:
+    def __init__(self, log: EventLog, location: str, *, secret: str = "") -> None:
         self._log = log
         self.location = location
+        """Where the store is, safe to show: a file path, or a URL without its password."""
+        self._secret = secret
         self._states: OrderedDict[UUID, Conversation] = OrderedDict()
         self._locks: dict[UUID, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -268,15 +276,19 @@ class Store:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _failure(self, exc: Exception) -> StoreError:
+        """A backend failure as one line naming the store, never showing its password."""
+        detail = failure_detail(exc, self._secret)
+        if isinstance(exc, MapperDeserialisationError):
+            return StoreError(detail)
+        return StoreError(f"store failed at {self.location}: {detail}")
+
     def _guarded(self, call: Callable[[], _T]) -> _T:
         """Run a backend call, turning its failures into :class:`StoreError`."""
         try:
             return call()
-        except MapperDeserialisationError as exc:
-            raise StoreError(str(exc)) from exc
-        except PersistenceError as exc:
-            msg = f"store failed at {self.location}: {exc}"
-            raise StoreError(msg) from exc
+        except (MapperDeserialisationError, PersistenceError) as exc:
+            raise self._failure(exc) from exc
 
     def _read(self, conversation_id: UUID, after: int | None = None) -> list[Event]:
         stored = self._guarded(lambda: self._log.recorder.select_events(conversation_id, gt=after))
@@ -290,8 +302,7 @@ class Store:
         except IntegrityError:
             raise
         except PersistenceError as exc:
-            msg = f"store failed at {self.location}: {exc}"
-            raise StoreError(msg) from exc
+            raise self._failure(exc) from exc
 
     @contextmanager
     def _locked(self, conversation_id: UUID) -> Iterator[None]:

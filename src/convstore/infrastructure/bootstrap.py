@@ -5,36 +5,41 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from eventsourcing.persistence import PersistenceError
-
-from convstore.errors import NoStore, StoreError
+from convstore.errors import InvalidInput, NoStore, StoreError
 from convstore.infrastructure.application import EventLog
+from convstore.infrastructure.postgres import PostgresSettings, is_postgres_url, redact
 from convstore.infrastructure.sqlite import create_private_file, default_path, sqlite_env
-from convstore.store import Store
+from convstore.store import Store, failure_detail
 
 ENV_VAR = "CONVSTORE_DB"
 
 
-def resolve_location(location: str | os.PathLike[str] | None) -> Path:
-    """The location given, else ``$CONVSTORE_DB``, else the default path."""
+def resolve_location(location: str | os.PathLike[str] | None) -> str:
+    """The location given, else ``$CONVSTORE_DB``, else the default SQLite path."""
     if location is None or str(location) == "":
-        location = os.environ.get(ENV_VAR) or default_path()
-    return Path(location)
+        return os.environ.get(ENV_VAR) or str(default_path())
+    return str(location)
 
 
 def open_store(location: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
-    """Open the store at ``location`` (a SQLite file path).
+    """Open the store at ``location``: a SQLite file path or a ``postgresql://`` URL.
 
-    Without a location, ``$CONVSTORE_DB`` or the default path is used, and its directory is
-    made if missing. With ``create=False`` a missing store raises :class:`NoStore` instead of
+    Without a location, ``$CONVSTORE_DB`` or the default path is used (its directory is made
+    if missing). With ``create=False`` a missing SQLite file raises :class:`NoStore` instead of
     being created, so reading never leaves a file behind.
     """
-    path = resolve_location(location)
+    resolved = resolve_location(location)
+    if is_postgres_url(resolved):
+        return _open_postgres(resolved)
+    return _open_sqlite(Path(resolved), create=create, make_directory=location is None)
+
+
+def _open_sqlite(path: Path, *, create: bool, make_directory: bool) -> Store:
     if not path.exists():
         if not create:
             msg = f"no store at {path} (nothing has been recorded there yet)"
             raise NoStore(msg)
-        if location is None:
+        if make_directory:
             path.parent.mkdir(parents=True, exist_ok=True)
         if not path.parent.is_dir():
             msg = f"cannot create a store at {path}: directory {path.parent} does not exist"
@@ -44,9 +49,27 @@ def open_store(location: str | os.PathLike[str] | None = None, *, create: bool =
         except OSError as exc:
             msg = f"cannot create a store at {path}: {exc.strerror or exc}"
             raise StoreError(msg) from exc
+    return _open(sqlite_env(path), str(path), secret="")
+
+
+def _open_postgres(url: str) -> Store:
+    settings = PostgresSettings.from_url(url)
+    shown = redact(url)
     try:
-        log = EventLog(env=sqlite_env(path))
-    except (PersistenceError, OSError) as exc:
-        msg = f"cannot open the store at {path}: {exc}"
-        raise StoreError(msg) from exc
-    return Store(log, str(path))
+        settings.create_schema()
+    except ImportError as exc:
+        msg = f"PostgreSQL stores need the driver: pip install 'convstore[postgres]' ({exc})"
+        raise InvalidInput(msg) from exc
+    except Exception as exc:  # noqa: BLE001 - any driver failure is reported as one line
+        msg = f"cannot reach the store at {shown}: {failure_detail(exc, settings.password)}"
+        raise StoreError(msg) from None
+    return _open(settings.env(), shown, secret=settings.password)
+
+
+def _open(env: dict[str, str], shown: str, *, secret: str) -> Store:
+    try:
+        log = EventLog(env=env)
+    except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
+        msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"
+        raise StoreError(msg) from None
+    return Store(log, shown, secret=secret)

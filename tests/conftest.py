@@ -1,0 +1,65 @@
+"""Shared fixtures: a real PostgreSQL schema per test, or a clear skip where no server runs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from uuid import uuid4
+
+import pytest
+
+POSTGRES_URL = os.environ.get(
+    "CONVSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+"""The server the PostgreSQL tests use; each test gets a schema of its own in it."""
+
+REQUIRE_POSTGRES = os.environ.get("CONVSTORE_REQUIRE_POSTGRES", "") not in ("", "0")
+"""Set by CI: an unreachable server fails the PostgreSQL tests instead of skipping them."""
+
+
+def _connect_error() -> str | None:
+    try:
+        import psycopg  # noqa: PLC0415 - only the PostgreSQL tests need the driver
+    except ImportError as exc:
+        return f"psycopg is not installed ({exc})"
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            return None
+    except psycopg.Error as exc:
+        return " ".join(str(exc).split())
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """The test server's URL; skips (or, under CI, fails) when it cannot be reached."""
+    error = _connect_error()
+    if error is not None:
+        reason = f"no PostgreSQL server reachable at {POSTGRES_URL}: {error}"
+        if REQUIRE_POSTGRES:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return POSTGRES_URL
+
+
+@pytest.fixture
+def make_postgres_url(postgres_server: str) -> Iterator[Callable[[], str]]:
+    """Makes store URLs, each on a fresh schema of the test server; drops them all after."""
+    import psycopg  # noqa: PLC0415
+    from psycopg import sql  # noqa: PLC0415
+
+    schemas: list[str] = []
+
+    def make() -> str:
+        schemas.append(f"convstore_test_{uuid4().hex[:12]}")
+        return f"{postgres_server}?schema={schemas[-1]}"
+
+    yield make
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        for schema in schemas:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def postgres_url(make_postgres_url: Callable[[], str]) -> str:
+    """A store URL on a fresh schema of the test server, dropped after the test."""
+    return make_postgres_url()
