@@ -10,7 +10,9 @@ writers never overwrite, duplicate or reorder each other's events.
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -339,7 +341,7 @@ class Store:
         """
         conversation_id = parse_id(conversation, "conversation")
         with self._locked(conversation_id):
-            for _ in range(MAX_WRITE_ATTEMPTS):
+            for attempt in range(MAX_WRITE_ATTEMPTS):
                 state = self._state(conversation_id)
                 events = decide(state)
                 try:
@@ -347,6 +349,8 @@ class Store:
                 except IntegrityError:
                     for missed in self._read(conversation_id, after=state.version):
                         state.apply(missed)
+                    # Back off a little, at random, so one writer does not lose every race.
+                    time.sleep(random.uniform(0, 0.002) * attempt)  # noqa: S311 - jitter, not crypto
                     continue
                 for event in events:
                     state.apply(event)

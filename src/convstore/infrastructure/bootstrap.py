@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -55,15 +56,17 @@ def _open_sqlite(path: Path, *, create: bool, make_directory: bool) -> Store:
 def _open_postgres(url: str) -> Store:
     settings = PostgresSettings.from_url(url)
     shown = redact(url)
+    if importlib.util.find_spec("psycopg") is None:
+        msg = "PostgreSQL stores need the driver: pip install 'convstore[postgres]'"
+        raise InvalidInput(msg)
     try:
-        settings.create_schema()
-    except ImportError as exc:
-        msg = f"PostgreSQL stores need the driver: pip install 'convstore[postgres]' ({exc})"
-        raise InvalidInput(msg) from exc
+        with settings.setup_lock():
+            return _open(settings.env(), shown, secret=settings.password)
+    except StoreError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any driver failure is reported as one line
         msg = f"cannot reach the store at {shown}: {failure_detail(exc, settings.password)}"
         raise StoreError(msg) from None
-    return _open(settings.env(), shown, secret=settings.password)
 
 
 def _open(env: dict[str, str], shown: str, *, secret: str) -> Store:

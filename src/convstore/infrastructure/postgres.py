@@ -12,6 +12,9 @@ created on first use; give each store its own schema to keep several in one data
 from __future__ import annotations
 
 import getpass
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -115,11 +118,19 @@ class PostgresSettings:
             "POSTGRES_LOCK_TIMEOUT": str(self.lock_timeout),
         }
 
-    def create_schema(self) -> None:
-        """Create the schema if it is missing (the recorder creates only its tables)."""
+    @contextmanager
+    def setup_lock(self) -> Iterator[None]:
+        """Hold the store's setup lock, with its schema created, for the duration.
+
+        eventsourcing creates its tables and functions when a store is opened; two processes
+        doing that at once make PostgreSQL fail one of them ("tuple concurrently updated").
+        A session advisory lock per schema makes them take turns.
+        """
         import psycopg  # noqa: PLC0415 - only PostgreSQL stores need the driver
         from psycopg import sql  # noqa: PLC0415
 
+        digest = hashlib.sha256(f"convstore setup {self.schema}".encode()).digest()
+        key = int.from_bytes(digest[:8], "big", signed=True)
         with psycopg.connect(
             dbname=self.dbname,
             host=self.host,
@@ -129,6 +140,8 @@ class PostgresSettings:
             connect_timeout=self.connect_timeout,
             autocommit=True,
         ) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
             conn.execute(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
             )
+            yield
