@@ -6,6 +6,7 @@ written; 1 when the store itself fails. Set ``CONVSTORE_DEBUG=1`` to see traceba
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -15,10 +16,11 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from convstore.domain.images import dimensions
 from convstore.errors import ConvstoreError, InvalidInput, NoStore
 from convstore.infrastructure.bootstrap import ENV_VAR, open_store, resolve_location
 from convstore.infrastructure.sqlite import default_path
-from convstore.projections.prose import Text, block_segments
+from convstore.projections.prose import Image, Text, block_segments
 from convstore.projections.replay import SHAPES, interruption_marker
 from convstore.store import Store
 
@@ -33,12 +35,39 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def _usage_failure(exc: click.UsageError) -> NoReturn:
+    message = " ".join(exc.format_message().split())
+    hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+    _fail(message + hint, EXIT_BAD_INPUT)
+
+
 class _Group(click.Group):
-    """Turns convstore's errors into one line on stderr and the right exit status."""
+    """Turns every error into one line on stderr and the right exit status.
+
+    Click's own usage errors (an unknown option, a bad choice) are folded to one line too.
+    """
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            _usage_failure(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            _usage_failure(exc)
         except InvalidInput as exc:
             _fail(str(exc), EXIT_BAD_INPUT)
         except ConvstoreError as exc:
@@ -57,17 +86,21 @@ class _Group(click.Group):
 # -- input ----------------------------------------------------------------------------------
 
 
+class _StrictJSONError(ValueError):
+    """JSON the standard parser accepts but convstore does not."""
+
+
 def _reject_constant(name: str) -> NoReturn:
-    msg = f"malformed JSON: {name} is not a JSON number"
-    raise InvalidInput(msg)
+    msg = f"{name} is not a JSON number"
+    raise _StrictJSONError(msg)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            msg = f"malformed JSON: key {key!r} appears twice in one object"
-            raise InvalidInput(msg)
+            msg = f"key {key!r} appears twice in one object"
+            raise _StrictJSONError(msg)
         result[key] = value
     return result
 
@@ -99,6 +132,9 @@ def read_json(source: str | None) -> Any:
     except json.JSONDecodeError as exc:
         msg = f"malformed JSON in {where}: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         raise InvalidInput(msg) from None
+    except _StrictJSONError as exc:
+        msg = f"malformed JSON in {where}: {exc}"
+        raise InvalidInput(msg) from None
     except RecursionError:
         msg = f"malformed JSON in {where}: nested too deeply"
         raise InvalidInput(msg) from None
@@ -110,6 +146,14 @@ def _json_kind(value: object) -> str:
     if isinstance(value, list):
         return "an array"
     return "a string" if isinstance(value, str) else "a number, true, false or null"
+
+
+def describe_image(image: Image) -> str:
+    """An image as one line of a transcript: format, size and pixel dimensions."""
+    raw = base64.b64decode(image.data)
+    size = dimensions(raw)
+    shown = f", {size[0]}x{size[1]} px" if size else ""
+    return f"[image: {image.media_type}, {len(raw):,} bytes{shown}]"
 
 
 # -- shared options ---------------------------------------------------------------------------
@@ -316,8 +360,8 @@ def show(ctx: click.Context, conversation: str) -> None:
         if not message.blocks:
             click.echo("    (no blocks)")
         for recorded in message.blocks:
-            for segment in block_segments(recorded.block, recorded.tool_name, "this is text"):
-                text = segment.text if isinstance(segment, Text) else "[image]"
+            for segment in block_segments(recorded.block, recorded.tool_name, None):
+                text = segment.text if isinstance(segment, Text) else describe_image(segment)
                 click.echo("    " + text.replace("\n", "\n    "))
         if message.status == "interrupted":
             click.echo("    " + interruption_marker(message.interrupt_reason))

@@ -77,6 +77,15 @@ def _describe(error: ErrorDetails) -> str:
         return f"{kind}missing field '{loc}'"
     if error["type"] == "extra_forbidden":
         return f"{kind}unknown field '{loc}'"
+    if error["type"] == "union_tag_not_found":
+        return f"{kind}missing field '{'.'.join([*parts, 'type'])}'"
+    if error["type"] == "union_tag_invalid":
+        context = error.get("ctx", {})
+        where = f" at '{loc}'" if loc else ""
+        return (
+            f"{kind}unknown block type {context.get('tag')!r}{where}; "
+            f"use one of: {context.get('expected_tags')}"
+        )
     message = error["msg"].removeprefix("Value error, ")
     return f"{kind}{loc}: {message}" if loc else f"{kind}{message}"
 

@@ -21,14 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-ImageMediaType: TypeAlias = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
-
-IMAGE_MEDIA_TYPES: tuple[ImageMediaType, ...] = (
-    "image/png",
-    "image/jpeg",
-    "image/gif",
-    "image/webp",
-)
+from convstore.domain.images import ImageMediaType, sniff_media_type
 
 
 class _Block(BaseModel):
@@ -47,19 +40,6 @@ class ReasoningBlock(_Block):
 
     type: Literal["reasoning"] = "reasoning"
     text: str
-
-
-def _sniff_media_type(data: bytes) -> ImageMediaType | None:
-    """The image format the bytes' signature says, or ``None`` for none we accept."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if len(data) >= 12 and data.startswith(b"RIFF") and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 class ImageBlock(_Block):
@@ -81,7 +61,7 @@ class ImageBlock(_Block):
 
     @model_validator(mode="after")
     def _data_matches_media_type(self) -> ImageBlock:
-        sniffed = _sniff_media_type(self.raw_bytes())
+        sniffed = sniff_media_type(self.raw_bytes())
         if sniffed != self.media_type:
             found = sniffed or "not a PNG, JPEG, GIF or WebP image"
             msg = f"image data does not match media_type {self.media_type} (found: {found})"

@@ -117,7 +117,7 @@ class Conversation:
 
     def append_block(self, message_id: UUID, block: Block) -> BlockAppended:
         """Add one block to the end of an open message."""
-        message = self._open_message(message_id)
+        message = self._open_message(message_id, "given more blocks")
         return self._decide_block(
             message_id=message_id,
             role=message.role,
@@ -129,7 +129,7 @@ class Conversation:
 
     def end_message(self, message_id: UUID) -> MessageEnded:
         """Mark an open message complete."""
-        self._open_message(message_id)
+        self._open_message(message_id, "ended")
         return MessageEnded(
             originator_id=self.id,
             originator_version=self.version + 1,
@@ -139,7 +139,7 @@ class Conversation:
 
     def interrupt_message(self, message_id: UUID, reason: str | None = None) -> MessageInterrupted:
         """Record that an open message was cut short."""
-        self._open_message(message_id)
+        self._open_message(message_id, "interrupted")
         return MessageInterrupted(
             originator_id=self.id,
             originator_version=self.version + 1,
@@ -184,13 +184,13 @@ class Conversation:
 
     # -- rules -----------------------------------------------------------------------------
 
-    def _open_message(self, message_id: UUID) -> MessageState:
+    def _open_message(self, message_id: UUID, action: str) -> MessageState:
         message = self.messages.get(message_id)
         if message is None:
             msg = f"message {message_id} not found in conversation {self.id}"
             raise MessageNotFound(msg)
         if message.status != "open":
-            msg = f"message {message_id} is {message.status}; it takes no more blocks"
+            msg = f"message {message_id} was already {message.status}; it cannot be {action}"
             raise MessageClosed(msg)
         return message
 
@@ -210,8 +210,11 @@ class Conversation:
                 if role != "assistant":
                     msg = f"tool_use blocks belong in assistant messages, not {role}"
                     raise InvalidBlock(msg)
-                if block.id in self.tool_names or block.id in pending_tool_ids:
+                if block.id in self.tool_names:
                     msg = f"tool_use id {block.id!r} is already recorded in this conversation"
+                    raise InvalidBlock(msg)
+                if block.id in pending_tool_ids:
+                    msg = f"tool_use id {block.id!r} appears twice in this message"
                     raise InvalidBlock(msg)
                 pending_tool_ids.add(block.id)
             case ToolResultBlock():

@@ -32,7 +32,7 @@ def open_store(location: str | os.PathLike[str] | None = None, *, create: bool =
     resolved = resolve_location(location)
     if is_postgres_url(resolved):
         return _open_postgres(resolved)
-    return _open_sqlite(Path(resolved), create=create, make_directory=location is None)
+    return _open_sqlite(Path(resolved), create=create, make_directory=not location)
 
 
 def _open_sqlite(path: Path, *, create: bool, make_directory: bool) -> Store:
@@ -72,6 +72,7 @@ def _open_postgres(url: str) -> Store:
 def _open(env: dict[str, str], shown: str, *, secret: str) -> Store:
     try:
         log = EventLog(env=env)
+        log.recorder.max_notification_id()  # fail here, not at first use, if it is no store
     except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
         msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"
         raise StoreError(msg) from None
