@@ -37,7 +37,7 @@ from convstore.errors import (
     StoreError,
 )
 from convstore.infrastructure.application import EventLog
-from convstore.infrastructure.mapper import topic_of
+from convstore.infrastructure.mapper import TOPICS, topic_of
 from convstore.projections.messages import RecordedMessage, collect_messages
 from convstore.projections.replay import SHAPES, JSONDict, Shape, replay
 
@@ -284,6 +284,23 @@ class Store:
             if len(page) < 500:
                 return found
             start = page[-1].id + 1
+
+    def notifications(self, after: int, limit: int) -> list[tuple[int, Event]]:
+        """Up to ``limit`` events of every conversation recorded after log position ``after``.
+
+        Positions are the log's notification ids: increasing in the order events committed.
+        """
+        page = self._guarded(
+            lambda: self._log.recorder.select_notifications(
+                after, limit, topics=sorted(TOPICS), inclusive_of_start=False
+            )
+        )
+        decode = self._log.pydantic_mapper.decode
+        return self._guarded(lambda: [(n.id, decode(n)) for n in page])
+
+    def log_position(self) -> int:
+        """The position of the newest event in the log (0 when it is empty)."""
+        return self._guarded(self._log.recorder.max_notification_id) or 0
 
     # -- internals -------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ def _open_sqlite(path: Path, *, create: bool, make_directory: bool) -> Store:
         except OSError as exc:
             msg = f"cannot create a store at {path}: {exc.strerror or exc}"
             raise StoreError(msg) from exc
-    return _open(sqlite_env(path), str(path), secret="")
+    return _open(sqlite_env(path), str(path.resolve()), secret="")
 
 
 def _open_postgres(url: str) -> Store:

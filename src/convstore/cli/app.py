@@ -1,0 +1,157 @@
+"""The command group, its error handling and the options commands share.
+
+Exit status: 0 on success; 2 for bad input or usage, with one line on stderr and nothing
+written; 1 when the store itself fails. Set ``CONVSTORE_DEBUG=1`` to see tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from convstore.errors import ConvstoreError, InvalidInput
+from convstore.infrastructure.bootstrap import ENV_VAR, open_store
+from convstore.infrastructure.sqlite import default_path
+from convstore.projections.replay import SHAPES
+from convstore.store import Store
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+EXIT_STORE_FAILURE = 1
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _usage_failure(exc: click.UsageError) -> NoReturn:
+    message = " ".join(exc.format_message().split())
+    hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+    _fail(message + hint, EXIT_BAD_INPUT)
+
+
+class _Group(click.Group):
+    """Turns every error into one line on stderr and the right exit status.
+
+    Click's own usage errors (an unknown option, a bad choice) are folded to one line too.
+    """
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            _usage_failure(exc)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            _usage_failure(exc)
+        except InvalidInput as exc:
+            _fail(str(exc), EXIT_BAD_INPUT)
+        except ConvstoreError as exc:
+            _fail(str(exc), EXIT_STORE_FAILURE)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, BrokenPipeError):
+            raise
+        except Exception as exc:
+            if os.environ.get("CONVSTORE_DEBUG"):
+                raise
+            _fail(
+                f"unexpected {type(exc).__name__}: {exc} (set CONVSTORE_DEBUG=1 for the traceback)",
+                EXIT_STORE_FAILURE,
+            )
+
+
+# -- shared options ---------------------------------------------------------------------------
+
+
+def store_from(ctx: click.Context, *, create: bool) -> Store:
+    store = open_store(ctx.obj["db"], create=create)
+    ctx.call_on_close(store.close)
+    return store
+
+
+def shape_option(func: _F) -> _F:
+    return click.option(
+        "--shape",
+        type=click.Choice(SHAPES),
+        default="openai",
+        show_default=True,
+        help="Provider wire shape: OpenAI Chat Completions or Anthropic Messages.",
+    )(func)
+
+
+def vision_option(func: _F) -> _F:
+    return click.option(
+        "--vision/--no-vision",
+        default=False,
+        show_default=True,
+        help="Whether the model can see: images go natively, or a marker says one was not shown.",
+    )(func)
+
+
+def json_option(func: _F) -> _F:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(
+        func
+    )
+
+
+input_argument = click.argument("source", metavar="[FILE|-]", required=False)
+conversation_argument = click.argument("conversation", metavar="CONV")
+message_argument = click.argument("message", metavar="MSG")
+
+
+# -- the group --------------------------------------------------------------------------------
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    metavar="PATH",
+    envvar=ENV_VAR,
+    show_envvar=True,
+    help=f"The store (a SQLite file). Default: {default_path()}",
+)
+@click.version_option(package_name="convstore")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """convstore: one event-sourced history per conversation, replayed as provider messages.
+
+    Every block an agent produces is appended as an immutable event; replay turns the
+    record into OpenAI or Anthropic request messages, all blocks as prose.
+
+    \b
+    Example:
+        convstore demo
+        CONV=$(convstore new --title "triage")
+        echo '[{"type":"text","text":"hello"}]' | convstore append $CONV --role user
+        convstore replay $CONV --shape anthropic
+    """
+    ctx.obj = {"db": db}
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli(prog_name="convstore")
+    except BrokenPipeError:
+        # The reader went away (``convstore log … | head``): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)

@@ -1,0 +1,72 @@
+"""Reading blocks from files and stdin, strictly."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from convstore.errors import InvalidInput
+
+
+class _StrictJSONError(ValueError):
+    """JSON the standard parser accepts but convstore does not."""
+
+
+def _reject_constant(name: str) -> NoReturn:
+    msg = f"{name} is not a JSON number"
+    raise _StrictJSONError(msg)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            msg = f"key {key!r} appears twice in one object"
+            raise _StrictJSONError(msg)
+        result[key] = value
+    return result
+
+
+def read_json(source: str | None) -> Any:
+    """JSON from a file path, or from stdin for ``-`` or nothing; strict about what it takes."""
+    if source in (None, "-"):
+        if sys.stdin.isatty():
+            msg = "no input: give a FILE argument or pipe JSON on stdin"
+            raise InvalidInput(msg)
+        raw = sys.stdin.buffer.read()
+        where = "stdin"
+    else:
+        try:
+            raw = Path(source).read_bytes()
+        except OSError as exc:
+            msg = f"cannot read {source}: {exc.strerror or exc}"
+            raise InvalidInput(msg) from None
+        where = source
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"{where} is not valid UTF-8 (byte {exc.start})"
+        raise InvalidInput(msg) from None
+    try:
+        return json.loads(
+            text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys
+        )
+    except json.JSONDecodeError as exc:
+        msg = f"malformed JSON in {where}: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        raise InvalidInput(msg) from None
+    except _StrictJSONError as exc:
+        msg = f"malformed JSON in {where}: {exc}"
+        raise InvalidInput(msg) from None
+    except RecursionError:
+        msg = f"malformed JSON in {where}: nested too deeply"
+        raise InvalidInput(msg) from None
+
+
+def json_kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return "a string" if isinstance(value, str) else "a number, true, false or null"

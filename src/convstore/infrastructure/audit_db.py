@@ -1,0 +1,314 @@
+"""The audit read model: a SQLite file, written with sqlite-utils, rebuilt from the log at will.
+
+Every batch of events is applied in one transaction together with the projection's position
+in the log, and the position only moves from the value the batch was read after (a
+compare-and-set). So a crash between batches loses nothing and counts nothing twice, and two
+projectors racing on one file cannot both apply the same batch.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, assert_never
+
+import sqlite_utils
+
+from convstore.domain.blocks import ToolResultBlock, ToolUseBlock
+from convstore.domain.events import (
+    BlockAppended,
+    ConversationStarted,
+    Event,
+    MessageEnded,
+    MessageInterrupted,
+    MessageStarted,
+)
+from convstore.errors import InvalidInput, StoreError
+from convstore.projections.audit import block_facts
+from convstore.projections.prose import tool_input_json
+
+PROJECTION = "audit"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 10.0
+
+BLOCK_COUNTERS = {
+    "text": "text_blocks",
+    "tool_use": "tool_use_blocks",
+    "tool_result": "tool_result_blocks",
+    "reasoning": "reasoning_blocks",
+    "image": "image_blocks",
+}
+
+TABLES = ("conversations", "messages", "blocks", "tool_calls", "images")
+"""The read model's tables, in the order a reader should learn them."""
+
+
+class ProjectionConflict(StoreError):
+    """Another projector moved the read model's position first; this batch was rolled back."""
+
+
+class AuditDatabase:
+    """One audit read-model file."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path = path
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+        self.db = sqlite_utils.Database(conn)
+        self._create_schema(source)
+
+    def close(self) -> None:
+        """Close the file."""
+        self.db.close()
+
+    # -- schema --------------------------------------------------------------------------
+
+    def _create_schema(self, source: str) -> None:
+        db = self.db
+        if "_meta" in db.table_names():
+            meta = {row["key"]: row["value"] for row in db.table("_meta").rows}
+            if meta.get("source") != source:
+                msg = (
+                    f"the audit database {self.path} was built from {meta.get('source')}, "
+                    f"not {source}; give another --audit path or rebuild it"
+                )
+                raise InvalidInput(msg)
+            return
+        with db.atomic():
+            db.table("_meta").insert_all(
+                [
+                    {"key": "source", "value": source},
+                    {"key": "schema_version", "value": str(SCHEMA_VERSION)},
+                ],
+                pk="key",
+            )
+            db.table("_tracking").insert({"projection": PROJECTION, "position": 0}, pk="projection")
+            db.table("conversations").create(
+                {
+                    "id": str,
+                    "title": str,
+                    "created_at": str,
+                    "last_event_at": str,
+                    "events": int,
+                    "messages": int,
+                    "blocks": int,
+                },
+                pk="id",
+            )
+            db.table("messages").create(
+                {
+                    "id": str,
+                    "conversation_id": str,
+                    "position": int,
+                    "role": str,
+                    "status": str,
+                    "interrupt_reason": str,
+                    "started_at": str,
+                    "closed_at": str,
+                    "blocks": int,
+                    **dict.fromkeys(BLOCK_COUNTERS.values(), int),
+                },
+                pk="id",
+            )
+            db.table("blocks").create(
+                {
+                    "conversation_id": str,
+                    "version": int,
+                    "message_id": str,
+                    "idx": int,
+                    "kind": str,
+                    "tool_name": str,
+                    "text": str,
+                    "byte_size": int,
+                    "recorded_at": str,
+                },
+                pk=("conversation_id", "version"),
+            )
+            db.table("tool_calls").create(
+                {
+                    "conversation_id": str,
+                    "call_id": str,
+                    "name": str,
+                    "input": str,
+                    "message_id": str,
+                    "called_at": str,
+                    "call_found": int,
+                    "outcome": str,
+                    "results": int,
+                    "result_message_id": str,
+                    "result_size": int,
+                    "result_at": str,
+                    "seconds_to_result": float,
+                },
+                pk=("conversation_id", "call_id"),
+            )
+            db.table("images").create(
+                {
+                    "conversation_id": str,
+                    "version": int,
+                    "message_id": str,
+                    "part": int,
+                    "sha256": str,
+                    "media_type": str,
+                    "byte_size": int,
+                    "width": int,
+                    "height": int,
+                }
+            )
+            db.table("messages").create_index(["conversation_id", "position"])
+            db.table("blocks").create_index(["message_id"])
+            db.table("blocks").create_index(["kind"])
+            db.table("tool_calls").create_index(["outcome", "name"])
+            db.table("tool_calls").create_index(["name"])
+            db.table("images").create_index(["sha256"])
+            db.table("images").create_index(["conversation_id", "version"])
+            db.table("blocks").enable_fts(["text"], create_triggers=True)
+
+    # -- tracking ------------------------------------------------------------------------
+
+    def position(self) -> int:
+        """The notification id of the last event this read model holds (0 for none)."""
+        row = self.db.execute(
+            "SELECT position FROM _tracking WHERE projection = ?", [PROJECTION]
+        ).fetchone()
+        return int(row[0])
+
+    def apply(self, batch: Iterable[tuple[int, Event]], *, after: int) -> int:
+        """Apply events (with their log positions) read after position ``after``, atomically.
+
+        Returns the new position. Raises :class:`ProjectionConflict`, having changed nothing,
+        if the read model is no longer at ``after``.
+        """
+        position = after
+        with self.db.atomic():
+            for position, event in batch:  # noqa: B007 - the last position is the new one
+                self._apply(event)
+            moved = self.db.execute(
+                "UPDATE _tracking SET position = ? WHERE projection = ? AND position = ?",
+                [position, PROJECTION, after],
+            )
+            if moved.rowcount != 1:
+                msg = f"the audit read model moved past position {after} while this batch ran"
+                raise ProjectionConflict(msg)
+        return position
+
+    # -- one event -----------------------------------------------------------------------
+
+    def _apply(self, event: Event) -> None:
+        sql = self.db.execute
+        conv = str(event.originator_id)
+        at = event.timestamp.isoformat()
+        match event:
+            case ConversationStarted():
+                sql(
+                    "INSERT INTO conversations (id, title, created_at, last_event_at, events, "
+                    "messages, blocks) VALUES (?, ?, ?, ?, 1, 0, 0)",
+                    [conv, event.title, at, at],
+                )
+                return
+            case MessageStarted():
+                sql(
+                    "INSERT INTO messages (id, conversation_id, position, role, status, "
+                    "started_at, blocks, text_blocks, tool_use_blocks, tool_result_blocks, "
+                    "reasoning_blocks, image_blocks) VALUES (?, ?, "
+                    "(SELECT messages + 1 FROM conversations WHERE id = ?), "
+                    "?, 'open', ?, 0, 0, 0, 0, 0, 0)",
+                    [str(event.message_id), conv, conv, event.role, at],
+                )
+                sql("UPDATE conversations SET messages = messages + 1 WHERE id = ?", [conv])
+            case BlockAppended():
+                self._apply_block(event, conv, at)
+            case MessageEnded():
+                sql(
+                    "UPDATE messages SET status = 'ended', closed_at = ? WHERE id = ?",
+                    [at, str(event.message_id)],
+                )
+            case MessageInterrupted():
+                sql(
+                    "UPDATE messages SET status = 'interrupted', closed_at = ?, "
+                    "interrupt_reason = ? WHERE id = ?",
+                    [at, event.reason, str(event.message_id)],
+                )
+            case _:
+                assert_never(event)
+        sql(
+            "UPDATE conversations SET events = events + 1, last_event_at = ? WHERE id = ?",
+            [at, conv],
+        )
+
+    def _apply_block(self, event: BlockAppended, conv: str, at: str) -> None:
+        sql = self.db.execute
+        message = str(event.message_id)
+        block = event.block
+        facts = block_facts(block)
+        sql(
+            "INSERT INTO blocks (conversation_id, version, message_id, idx, kind, tool_name, "
+            "text, byte_size, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                conv,
+                event.originator_version,
+                message,
+                event.index,
+                facts.kind,
+                event.tool_name,
+                facts.text,
+                facts.byte_size,
+                at,
+            ],
+        )
+        counter = BLOCK_COUNTERS[facts.kind]
+        sql(
+            f"UPDATE messages SET blocks = blocks + 1, {counter} = {counter} + 1 "  # noqa: S608 - column from a fixed table
+            "WHERE id = ?",
+            [message],
+        )
+        sql("UPDATE conversations SET blocks = blocks + 1 WHERE id = ?", [conv])
+        for image in facts.images:
+            sql(
+                "INSERT INTO images (conversation_id, version, message_id, part, sha256, "
+                "media_type, byte_size, width, height) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    conv,
+                    event.originator_version,
+                    message,
+                    image.part,
+                    image.sha256,
+                    image.media_type,
+                    image.byte_size,
+                    image.width,
+                    image.height,
+                ],
+            )
+        if isinstance(block, ToolUseBlock):
+            sql(
+                "INSERT INTO tool_calls (conversation_id, call_id, name, input, message_id, "
+                "called_at, call_found, outcome, results) "
+                "VALUES (?, ?, ?, ?, ?, ?, 1, 'missing', 0) "
+                "ON CONFLICT (conversation_id, call_id) DO UPDATE SET name = excluded.name, "
+                "input = excluded.input, message_id = excluded.message_id, "
+                "called_at = excluded.called_at, call_found = 1",
+                [conv, block.id, block.name, tool_input_json(block), message, at],
+            )
+        elif isinstance(block, ToolResultBlock):
+            outcome = "error" if block.is_error else "ok"
+            sql(
+                "INSERT INTO tool_calls (conversation_id, call_id, name, call_found, outcome, "
+                "results, result_message_id, result_size, result_at) "
+                "VALUES (?, ?, ?, 0, ?, 1, ?, ?, ?) "
+                "ON CONFLICT (conversation_id, call_id) DO UPDATE SET "
+                "outcome = excluded.outcome, results = results + 1, "
+                "result_message_id = coalesce(result_message_id, excluded.result_message_id), "
+                "result_size = coalesce(result_size, excluded.result_size), "
+                "result_at = coalesce(result_at, excluded.result_at), "
+                "seconds_to_result = coalesce(seconds_to_result, "
+                "round((julianday(excluded.result_at) - julianday(called_at)) * 86400, 3))",
+                [conv, block.tool_use_id, event.tool_name, outcome, message, facts.byte_size, at],
+            )
+
+    # -- queries -------------------------------------------------------------------------
+
+    def query(
+        self, sql: str, params: dict[str, Any] | list[Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows of a query over the read model (used by convstore's own commands)."""
+        return list(self.db.query(sql, params or []))
