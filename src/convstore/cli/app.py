@@ -128,9 +128,16 @@ message_argument = click.argument("message", metavar="MSG")
     show_envvar=True,
     help=f"The store (a SQLite file). Default: {default_path()}",
 )
+@click.option(
+    "--audit",
+    metavar="PATH",
+    envvar="CONVSTORE_AUDIT_DB",
+    show_envvar=True,
+    help="The audit read model (a SQLite file). Default: beside a SQLite store, as NAME.audit.db.",
+)
 @click.version_option(package_name="convstore")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None) -> None:
+def cli(ctx: click.Context, db: str | None, audit: str | None) -> None:
     """convstore: one event-sourced history per conversation, replayed as provider messages.
 
     Every block an agent produces is appended as an immutable event; replay turns the
@@ -143,7 +150,7 @@ def cli(ctx: click.Context, db: str | None) -> None:
         echo '[{"type":"text","text":"hello"}]' | convstore append $CONV --role user
         convstore replay $CONV --shape anthropic
     """
-    ctx.obj = {"db": db}
+    ctx.obj = {"db": db, "audit": audit}
 
 
 def main() -> None:

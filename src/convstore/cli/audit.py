@@ -1,0 +1,275 @@
+"""Commands over the audit read model: keep it caught up, rebuild it, and query it."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from convstore.cli.app import cli, store_from
+from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
+from convstore.errors import InvalidInput
+from convstore.infrastructure.audit_db import AuditDatabase
+from convstore.infrastructure.readonly import DEFAULT_TIME_LIMIT_SECONDS, read_only_query
+from convstore.projector import audit_path, catch_up, open_audit, rebuild
+from convstore.projector import follow as follow_log
+from convstore.store import Store
+
+PROJECTIONS = ("audit",)
+
+
+def _audit(ctx: click.Context) -> tuple[Store, Path]:
+    store = store_from(ctx, create=False)
+    return store, audit_path(store, ctx.obj["audit"])
+
+
+def _caught_up(ctx: click.Context) -> AuditDatabase:
+    """The audit read model, caught up with the log unless ``--stale`` was given."""
+    store, path = _audit(ctx)
+    audit = open_audit(store, path)
+    ctx.call_on_close(audit.close)
+    if not ctx.obj.get("stale"):
+        catch_up(store, audit)
+    return audit
+
+
+@cli.command()
+@click.option("--follow", is_flag=True, help="Keep following the log until Ctrl-C.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between polls of the log with --follow.",
+)
+@click.pass_context
+def project(ctx: click.Context, follow: bool, interval: float) -> None:
+    """Catch the audit read model up with the log (and keep following with --follow).
+
+    Each batch of events commits together with the read model's position in the log, so
+    stopping at any moment (Ctrl-C, a crash) neither skips nor double-counts an event.
+    Works the same against a PostgreSQL store: every host keeps its own local read model.
+
+    \b
+    Example:
+        convstore project
+        convstore --db postgresql://app@db/convstore project --follow
+    """
+    store, path = _audit(ctx)
+    if not follow:
+        audit = open_audit(store, path)
+        try:
+            applied = catch_up(store, audit)
+            position = audit.position()
+        finally:
+            audit.close()
+        click.echo(f"audit: applied {applied} events; at log position {position} ({path})")
+        return
+    click.echo(f"audit: following the log into {path} (Ctrl-C stops)", err=True)
+
+    def report(count: int) -> None:
+        click.echo(f"audit: applied {count} events", err=True)
+
+    applied = follow_log(store, path, interval=interval, on_catch_up=report)
+    click.echo(f"audit: stopped after applying {applied} events", err=True)
+
+
+@cli.command("rebuild")
+@click.option(
+    "--projection",
+    type=click.Choice(PROJECTIONS),
+    default="audit",
+    show_default=True,
+    help="Which read model to rebuild.",
+)
+@click.pass_context
+def rebuild_(ctx: click.Context, projection: str) -> None:
+    """Rebuild a read model from the start of the log into a fresh file, then swap it in.
+
+    Readers never see a half-built view: the new file replaces the old in one atomic
+    rename, and a running `project --follow` reopens it. Rebuild after upgrading
+    convstore or when a read model is lost or suspect.
+
+    \b
+    Example:
+        convstore rebuild --projection audit
+    """
+    store, path = _audit(ctx)
+    total = store.log_position()
+    started = time.perf_counter()
+    if sys.stderr.isatty():
+
+        def rate(_: object) -> str:
+            elapsed = time.perf_counter() - started
+            return f"{bar.pos / elapsed:,.0f} events/s" if elapsed > 0 else ""
+
+        with click.progressbar(
+            length=total, label=f"rebuilding {projection}", file=sys.stderr, item_show_func=rate
+        ) as bar:
+            report = rebuild(store, path, progress=bar.update)
+    else:
+        report = rebuild(store, path)
+    click.echo(
+        f"rebuilt {projection}: {report.events} events in {report.seconds:.2f} s "
+        f"({report.rate:,.0f} events/s) into {path}"
+    )
+
+
+@cli.group()
+@click.option(
+    "--stale", is_flag=True, help="Query the read model as it is, without catching up first."
+)
+@click.pass_context
+def audit(ctx: click.Context, stale: bool) -> None:
+    """Ask what agents did, across conversations (the audit read model).
+
+    Each query first catches the read model up with the log (skip that with --stale).
+    Output is a table for people, --json or --csv for scripts.
+
+    \b
+    Example:
+        convstore audit tools --status missing
+        convstore audit sql "SELECT name, count(*) FROM tool_calls GROUP BY name"
+    """
+    ctx.obj["stale"] = stale
+
+
+@audit.command()
+@click.option("--status", type=click.Choice(["ok", "error", "missing"]), help="Only this outcome.")
+@click.option("--name", help="Only calls of this tool.")
+@click.option("--conversation", metavar="CONV", help="Only this conversation.")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@format_options
+@click.pass_context
+def tools(
+    ctx: click.Context,
+    status: str | None,
+    name: str | None,
+    conversation: str | None,
+    limit: int,
+    as_json: bool,
+    as_csv: bool,
+) -> None:
+    """List tool calls with their outcome: ok, error, or missing (no result ever landed).
+
+    \b
+    Example:
+        convstore audit tools --status error --name run_tests --json
+    """
+    fmt = chosen_format(as_json, as_csv)
+    rows = _caught_up(ctx).query(
+        "SELECT conversation_id, call_id, name, outcome, called_at, seconds_to_result, "
+        "result_size, input FROM tool_calls "
+        "WHERE (:status IS NULL OR outcome = :status) AND (:name IS NULL OR name = :name) "
+        "AND (:conversation IS NULL OR conversation_id = :conversation) "
+        "ORDER BY coalesce(called_at, result_at), call_id LIMIT :limit",
+        {"status": status, "name": name, "conversation": conversation, "limit": limit},
+    )
+    columns = ["conversation_id", "call_id", "name", "outcome", "called_at"]
+    emit_dicts(rows, fmt, [*columns, "seconds_to_result", "result_size", "input"])
+
+
+@audit.command()
+@click.argument("text")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--raw", is_flag=True, help="TEXT is an FTS5 query (AND, OR, NEAR, prefix*).")
+@format_options
+@click.pass_context
+def search(
+    ctx: click.Context, text: str, limit: int, raw: bool, as_json: bool, as_csv: bool
+) -> None:
+    """Full-text search over text, reasoning, tool calls and tool output.
+
+    \b
+    Example:
+        convstore audit search "access_token" --limit 5
+    """
+    fmt = chosen_format(as_json, as_csv)
+    audit = _caught_up(ctx)
+    query = text if raw else audit.db.quote_fts(text)
+    try:
+        rows = audit.query(
+            "SELECT b.conversation_id, m.role, b.kind, b.tool_name, "
+            "snippet(blocks_fts, 0, '[', ']', '…', 12) AS snippet, b.recorded_at "
+            "FROM blocks_fts JOIN blocks b ON b.rowid = blocks_fts.rowid "
+            "JOIN messages m ON m.id = b.message_id "
+            "WHERE blocks_fts MATCH :query ORDER BY rank LIMIT :limit",
+            {"query": query, "limit": limit},
+        )
+    except Exception as exc:  # noqa: BLE001 - an FTS syntax error is the user's input
+        msg = f"bad search query {text!r}: {exc}"
+        raise InvalidInput(msg) from None
+    emit_dicts(rows, fmt, ["conversation_id", "role", "kind", "tool_name", "snippet"])
+
+
+@audit.command()
+@format_options
+@click.pass_context
+def stats(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
+    """Counts: conversations, messages by role and status, blocks by kind, tools by outcome.
+
+    \b
+    Example:
+        convstore audit stats
+    """
+    fmt = chosen_format(as_json, as_csv)
+    audit = _caught_up(ctx)
+    rows = audit.query(
+        "SELECT 'conversations' AS metric, '' AS detail, count(*) AS value FROM conversations "
+        "UNION ALL SELECT 'messages', role || ' ' || status, count(*) FROM messages "
+        "GROUP BY role, status "
+        "UNION ALL SELECT 'blocks', kind, count(*) FROM blocks GROUP BY kind "
+        "UNION ALL SELECT 'tool calls', outcome, count(*) FROM tool_calls GROUP BY outcome "
+        "UNION ALL SELECT 'tool errors', name, count(*) FROM tool_calls "
+        "WHERE outcome = 'error' GROUP BY name "
+        "UNION ALL SELECT 'images', 'count', count(*) FROM images "
+        "UNION ALL SELECT 'images', 'bytes', coalesce(sum(byte_size), 0) FROM images "
+        "UNION ALL SELECT 'read model', 'log position', position FROM _tracking"
+    )
+    emit_dicts(rows, fmt, ["metric", "detail", "value"])
+
+
+@audit.command()
+@click.argument("query")
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    nargs=2,
+    multiple=True,
+    metavar="NAME VALUE",
+    help="A named parameter, used in QUERY as :NAME.",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_TIME_LIMIT_SECONDS,
+    show_default=True,
+    help="Seconds before the query is stopped.",
+)
+@format_options
+@click.pass_context
+def sql(
+    ctx: click.Context,
+    query: str,
+    params: tuple[tuple[str, str], ...],
+    time_limit: float,
+    as_json: bool,
+    as_csv: bool,
+) -> None:
+    """Run one read-only SQL query over the audit read model.
+
+    The connection is read-only: writes, ATTACH and extension loading are refused and
+    change nothing. Tables: conversations, messages, blocks (and blocks_fts), tool_calls,
+    images.
+
+    \b
+    Example:
+        convstore audit sql "SELECT * FROM tool_calls WHERE name = :tool" -p tool grep
+    """
+    fmt = chosen_format(as_json, as_csv)
+    audit = _caught_up(ctx)
+    columns, rows = read_only_query(audit.path, query, dict(params), time_limit=time_limit)
+    emit(columns, rows, fmt)

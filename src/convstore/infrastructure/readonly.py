@@ -1,0 +1,85 @@
+"""Ad-hoc SQL over a read model that cannot change anything, attach files or load code.
+
+Three locks, each enough on its own for writes: the file is opened read-only (``mode=ro``),
+``PRAGMA query_only`` is on, and an authorizer refuses every action but reading. The
+authorizer also refuses ``ATTACH``, ``load_extension()`` and pragmas outside a small
+read-only list, and a progress handler stops queries that run past their time limit.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from convstore.errors import InvalidInput, NoStore
+
+DEFAULT_TIME_LIMIT_SECONDS = 30.0
+
+_ALLOWED_ACTIONS = frozenset(
+    {
+        sqlite3.SQLITE_SELECT,
+        sqlite3.SQLITE_READ,
+        sqlite3.SQLITE_FUNCTION,
+        sqlite3.SQLITE_RECURSIVE,
+        sqlite3.SQLITE_PRAGMA,
+    }
+)
+_ALLOWED_PRAGMAS = frozenset(
+    {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list"}
+)
+_REFUSED_FUNCTIONS = frozenset(
+    {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
+)
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, *_: str | None) -> int:
+    if action not in _ALLOWED_ACTIONS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() not in _ALLOWED_PRAGMAS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _REFUSED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def read_only_query(
+    path: Path,
+    sql: str,
+    params: dict[str, Any] | None = None,
+    *,
+    time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one read-only statement; returns its column names and rows.
+
+    Raises :class:`InvalidInput` (having changed nothing) for anything that is not a read,
+    for SQL errors, and for queries that run past ``time_limit`` seconds.
+    """
+    if not path.exists():
+        msg = f"no audit database at {path} (run `convstore project` first)"
+        raise NoStore(msg)
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        conn.set_authorizer(_authorize)
+        deadline = time.monotonic() + time_limit
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        try:
+            cursor = conn.execute(sql, params or {})
+            rows = cursor.fetchall()
+        except sqlite3.DatabaseError as exc:
+            detail = str(exc)
+            if detail == "interrupted":
+                detail = f"stopped after {time_limit:g} s (the time limit)"
+            elif "not authorized" in detail or "readonly" in detail or "denied" in detail:
+                detail = "refused: audit sql only reads (no writes, ATTACH or extensions)"
+            msg = f"audit sql: {detail}"
+            raise InvalidInput(msg) from None
+        except sqlite3.ProgrammingError as exc:
+            msg = f"audit sql: {exc}"
+            raise InvalidInput(msg) from None
+        columns = [d[0] for d in cursor.description or ()]
+        return columns, rows
+    finally:
+        conn.close()
