@@ -38,8 +38,10 @@ from convstore.errors import (
 )
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.mapper import TOPICS, topic_of
+from convstore.projections.live import live_request
 from convstore.projections.messages import RecordedMessage, collect_messages
-from convstore.projections.replay import SHAPES, JSONDict, Shape, replay
+from convstore.projections.pressure import Pressure, measure
+from convstore.projections.replay import SHAPES, JSONDict, ReplayOptions, Shape, plan, render
 
 MAX_WRITE_ATTEMPTS = 50
 """How many times a write is re-decided after losing a version race before giving up."""
@@ -257,15 +259,61 @@ class Store:
         """The stored messages of a conversation with their blocks and status."""
         return collect_messages(self.events(conversation))
 
+    def compact(self, conversation: UUID | str, summary: str, *, through: UUID | str) -> None:
+        """Record that replay now starts with ``summary`` instead of every message up to and
+        including ``through``. The log keeps everything; ``replay(full=True)`` ignores it."""
+        message_id = parse_id(through, "message")
+        self._write(conversation, lambda c: [c.compact(summary, message_id)])
+
     def replay(
-        self, conversation: UUID | str, *, shape: Shape | str = "openai", vision: bool = False
+        self,
+        conversation: UUID | str,
+        *,
+        shape: Shape | str = "openai",
+        vision: bool = False,
+        full: bool = False,
+        keep_tool_results: int | None = None,
     ) -> JSONDict:
         """The conversation as provider wire messages (see :mod:`convstore.projections.replay`).
 
-        ``vision`` says whether the model can see images; nothing else varies replay.
+        ``vision`` says whether the model can see images. ``full`` ignores compaction;
+        ``keep_tool_results`` clears the output of all but the newest N tool results.
         """
-        checked = _parse_shape(shape)
-        return replay(self.events(conversation), shape=checked, vision=vision)
+        options = _options(vision, full, keep_tool_results)
+        return render(plan(self.events(conversation), options), _parse_shape(shape))
+
+    def live_request(
+        self,
+        conversation: UUID | str,
+        live_message: UUID | str,
+        *,
+        shape: Shape | str = "openai",
+        vision: bool = False,
+        full: bool = False,
+        keep_tool_results: int | None = None,
+    ) -> JSONDict:
+        """Replay of the history before ``live_message``, then its tool round with real
+        call-id linkage (see :mod:`convstore.projections.live`)."""
+        live = parse_id(live_message, "message")
+        options = _options(vision, full, keep_tool_results)
+        events = self.events(conversation)
+        return live_request(events, live, shape=_parse_shape(shape), options=options)
+
+    def pressure(
+        self,
+        conversation: UUID | str,
+        *,
+        shape: Shape | str = "openai",
+        vision: bool = False,
+        full: bool = False,
+        keep_tool_results: int | None = None,
+    ) -> Pressure:
+        """Tokens of exactly what :meth:`replay` sends with these options, with a breakdown."""
+        from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
+
+        options = _options(vision, full, keep_tool_results)
+        planned = plan(self.events(conversation), options)
+        return measure(planned, _parse_shape(shape), count_tokens, tokenizer=ENCODING)
 
     def conversations(self) -> list[ConversationInfo]:
         """Every conversation in the order they were started."""
@@ -386,6 +434,13 @@ class Store:
             "attempts: other writers kept taking the next version"
         )
         raise ConcurrencyError(msg)
+
+
+def _options(vision: bool, full: bool, keep_tool_results: int | None) -> ReplayOptions:
+    if keep_tool_results is not None and keep_tool_results < 0:
+        msg = f"keep_tool_results must be 0 or more, not {keep_tool_results}"
+        raise InvalidInput(msg)
+    return ReplayOptions(vision=vision, full=full, keep_tool_results=keep_tool_results)
 
 
 def _parse_shape(shape: str) -> Shape:

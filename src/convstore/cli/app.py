@@ -106,6 +106,17 @@ def vision_option(func: _F) -> _F:
     )(func)
 
 
+def window_options(func: _F) -> _F:
+    """``--full`` and ``--keep-tool-results``: what part of the history replay sends."""
+    func = click.option(
+        "--keep-tool-results",
+        type=click.IntRange(min=0),
+        metavar="N",
+        help="Microcompact: clear the output of all but the newest N tool results.",
+    )(func)
+    return click.option("--full", is_flag=True, help="Ignore compaction: send every message.")(func)
+
+
 def json_option(func: _F) -> _F:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(
         func

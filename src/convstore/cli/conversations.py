@@ -16,6 +16,7 @@ from convstore.cli.app import (
     shape_option,
     store_from,
     vision_option,
+    window_options,
 )
 from convstore.cli.inputs import json_kind, read_json
 from convstore.domain.images import dimensions
@@ -138,19 +139,53 @@ def interrupt(ctx: click.Context, conversation: str, message: str, reason: str |
 @conversation_argument
 @shape_option
 @vision_option
+@window_options
+@click.option(
+    "--live",
+    metavar="MSG",
+    help="Build the request for the tool round in progress: history before MSG as prose, "
+    "then MSG's calls and their results with real call-id linkage.",
+)
 @click.option("--compact", is_flag=True, help="One line of JSON instead of indented.")
 @click.pass_context
-def replay(ctx: click.Context, conversation: str, shape: str, vision: bool, compact: bool) -> None:
+def replay(
+    ctx: click.Context,
+    conversation: str,
+    shape: str,
+    vision: bool,
+    full: bool,
+    keep_tool_results: int | None,
+    live: str | None,
+    compact: bool,
+) -> None:
     """Print the conversation as provider request messages (JSON).
 
     One wire message per stored message, every block as prose; tool calls and
-    results never become tool roles or call ids.
+    results never become tool roles or call ids. After `convstore compact`, replay
+    starts with the summary (--full ignores it). --keep-tool-results N clears the
+    output of all but the newest N tool results. --live MSG is the one exception to
+    prose: the request for a tool round still in progress.
 
     \b
     Example:
         convstore replay $CONV --shape anthropic --vision | jq '.messages | length'
+        convstore replay $CONV --keep-tool-results 3
+        convstore replay $CONV --live $MSG --shape openai
     """
-    result = store_from(ctx, create=False).replay(conversation, shape=shape, vision=vision)
+    store = store_from(ctx, create=False)
+    if live is None:
+        result = store.replay(
+            conversation, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+        )
+    else:
+        result = store.live_request(
+            conversation,
+            live,
+            shape=shape,
+            vision=vision,
+            full=full,
+            keep_tool_results=keep_tool_results,
+        )
     click.echo(json.dumps(result, ensure_ascii=False, indent=None if compact else 2))
 
 

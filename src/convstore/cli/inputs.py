@@ -29,11 +29,11 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def read_json(source: str | None) -> Any:
-    """JSON from a file path, or from stdin for ``-`` or nothing; strict about what it takes."""
+def _read(source: str | None, what: str) -> tuple[str, str]:
+    """Text from a file path, or from stdin for ``-`` or nothing; and where it came from."""
     if source in (None, "-"):
         if sys.stdin.isatty():
-            msg = "no input: give a FILE argument or pipe JSON on stdin"
+            msg = f"no input: give a FILE argument or pipe {what} on stdin"
             raise InvalidInput(msg)
         raw = sys.stdin.buffer.read()
         where = "stdin"
@@ -45,10 +45,20 @@ def read_json(source: str | None) -> Any:
             raise InvalidInput(msg) from None
         where = source
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8"), where
     except UnicodeDecodeError as exc:
         msg = f"{where} is not valid UTF-8 (byte {exc.start})"
         raise InvalidInput(msg) from None
+
+
+def read_text(source: str | None) -> str:
+    """Plain UTF-8 text from a file or stdin."""
+    return _read(source, "text")[0]
+
+
+def read_json(source: str | None) -> Any:
+    """JSON from a file path, or from stdin for ``-`` or nothing; strict about what it takes."""
+    text, where = _read(source, "JSON")
     try:
         return json.loads(
             text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys

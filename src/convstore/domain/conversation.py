@@ -27,6 +27,7 @@ from convstore.domain.blocks import (
 from convstore.domain.events import (
     UNKNOWN_TOOL,
     BlockAppended,
+    Compacted,
     ConversationStarted,
     Event,
     MessageEnded,
@@ -35,7 +36,7 @@ from convstore.domain.events import (
     Role,
     utcnow,
 )
-from convstore.errors import InvalidBlock, MessageClosed, MessageNotFound
+from convstore.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
 
 MessageStatus = Literal["open", "ended", "interrupted"]
 
@@ -89,6 +90,8 @@ class Conversation:
                 self.messages[event.message_id].status = "ended"
             case MessageInterrupted():
                 self.messages[event.message_id].status = "interrupted"
+            case Compacted():
+                pass
             case _:
                 assert_never(event)
         self.version = event.originator_version
@@ -146,6 +149,22 @@ class Conversation:
             timestamp=utcnow(),
             message_id=message_id,
             reason=reason,
+        )
+
+    def compact(self, summary: str, through: UUID) -> Compacted:
+        """Replace every message up to and including ``through`` with ``summary`` on replay."""
+        if through not in self.messages:
+            msg = f"message {through} not found in conversation {self.id}"
+            raise MessageNotFound(msg)
+        if not summary.strip():
+            msg = "a compaction summary must not be blank"
+            raise InvalidInput(msg)
+        return Compacted(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=utcnow(),
+            summary=summary,
+            through=through,
         )
 
     def record_message(

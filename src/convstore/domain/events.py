@@ -81,8 +81,24 @@ class MessageInterrupted(_Event):
     reason: str | None = None
 
 
+class Compacted(_Event):
+    """Replay now starts with ``summary`` in place of every message up to ``through``.
+
+    The log keeps everything; only replay changes. The newest compaction wins.
+    """
+
+    type: Literal["compacted"] = "compacted"
+    summary: Annotated[str, Field(min_length=1)]
+    through: UUID
+
+
 Event: TypeAlias = Annotated[
-    ConversationStarted | MessageStarted | BlockAppended | MessageEnded | MessageInterrupted,
+    ConversationStarted
+    | MessageStarted
+    | BlockAppended
+    | MessageEnded
+    | MessageInterrupted
+    | Compacted,
     Field(discriminator="type"),
 ]
 
@@ -94,4 +110,5 @@ EVENT_CLASSES: tuple[type[_Event], ...] = (
     BlockAppended,
     MessageEnded,
     MessageInterrupted,
+    Compacted,
 )

@@ -18,6 +18,7 @@ import sqlite_utils
 from convstore.domain.blocks import ToolResultBlock, ToolUseBlock
 from convstore.domain.events import (
     BlockAppended,
+    Compacted,
     ConversationStarted,
     Event,
     MessageEnded,
@@ -29,7 +30,7 @@ from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
 
 PROJECTION = "audit"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_SECONDS = 10.0
 
 BLOCK_COUNTERS = {
@@ -40,7 +41,7 @@ BLOCK_COUNTERS = {
     "image": "image_blocks",
 }
 
-TABLES = ("conversations", "messages", "blocks", "tool_calls", "images")
+TABLES = ("conversations", "messages", "blocks", "tool_calls", "images", "compactions")
 """The read model's tables, in the order a reader should learn them."""
 
 
@@ -71,6 +72,13 @@ class AuditDatabase:
                 msg = (
                     f"the audit database {self.path} was built from {meta.get('source')}, "
                     f"not {source}; give another --audit path or rebuild it"
+                )
+                raise InvalidInput(msg)
+            if meta.get("schema_version") != str(SCHEMA_VERSION):
+                msg = (
+                    f"the audit database {self.path} has schema version "
+                    f"{meta.get('schema_version')}, this convstore writes {SCHEMA_VERSION}: "
+                    "run `convstore rebuild`"
                 )
                 raise InvalidInput(msg)
             return
@@ -155,6 +163,16 @@ class AuditDatabase:
                     "height": int,
                 }
             )
+            db.table("compactions").create(
+                {
+                    "conversation_id": str,
+                    "version": int,
+                    "through_message_id": str,
+                    "summary": str,
+                    "recorded_at": str,
+                },
+                pk=("conversation_id", "version"),
+            )
             db.table("messages").create_index(["conversation_id", "position"])
             db.table("blocks").create_index(["message_id"])
             db.table("blocks").create_index(["kind"])
@@ -228,6 +246,12 @@ class AuditDatabase:
                     "UPDATE messages SET status = 'interrupted', closed_at = ?, "
                     "interrupt_reason = ? WHERE id = ?",
                     [at, event.reason, str(event.message_id)],
+                )
+            case Compacted():
+                sql(
+                    "INSERT INTO compactions (conversation_id, version, through_message_id, "
+                    "summary, recorded_at) VALUES (?, ?, ?, ?, ?)",
+                    [conv, event.originator_version, str(event.through), event.summary, at],
                 )
             case _:
                 assert_never(event)

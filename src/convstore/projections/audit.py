@@ -20,7 +20,7 @@ from convstore.domain.blocks import (
     ToolUseBlock,
 )
 from convstore.domain.images import dimensions
-from convstore.projections.prose import tool_input_json
+from convstore.projections.prose import tool_input_json, tool_output_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +58,6 @@ def image_facts(image: ImageBlock, part: int | None = None) -> ImageFacts:
         width=size[0] if size else None,
         height=size[1] if size else None,
     )
-
-
-def tool_output_text(block: ToolResultBlock) -> str:
-    """The text parts of a tool result's output, joined by newlines (images left out)."""
-    if isinstance(block.content, str):
-        return block.content
-    return "\n".join(part.text for part in block.content if isinstance(part, TextBlock))
 
 
 def _utf8_size(text: str) -> int:

@@ -12,6 +12,7 @@ from convstore.domain.blocks import Block
 from convstore.domain.conversation import MessageStatus
 from convstore.domain.events import (
     BlockAppended,
+    Compacted,
     ConversationStarted,
     Event,
     MessageEnded,
@@ -62,6 +63,8 @@ def collect_messages(events: Iterable[Event]) -> list[RecordedMessage]:
                 message = messages[event.message_id]
                 message.status = "interrupted"
                 message.interrupt_reason = event.reason
+            case Compacted():
+                pass  # replay decides what a compaction hides; the messages are all still here
             case _:
                 assert_never(event)
     return list(messages.values())

@@ -58,6 +58,26 @@ def tool_input_json(block: ToolUseBlock) -> str:
     return json.dumps(block.input, separators=(",", ":"), ensure_ascii=False)
 
 
+def tool_output_text(block: ToolResultBlock) -> str:
+    """The text parts of a tool result's output, joined by newlines (images left out)."""
+    if isinstance(block.content, str):
+        return block.content
+    return PART_SEPARATOR.join(part.text for part in block.content if isinstance(part, TextBlock))
+
+
+def tool_output_size(block: ToolResultBlock) -> int:
+    """Bytes of a tool result's output: its text as UTF-8 plus its decoded images."""
+    size = len(tool_output_text(block).encode("utf-8", "surrogatepass"))
+    if not isinstance(block.content, str):
+        size += sum(part.byte_size for part in block.content if isinstance(part, ImageBlock))
+    return size
+
+
+def cleared_marker(block: ToolResultBlock) -> str:
+    """What stands in for a tool result's output that microcompact cleared."""
+    return f"[Output cleared to save context: {tool_output_size(block):,} bytes]"
+
+
 def _image(image: ImageBlock, hidden_because: str | None) -> Segment:
     if hidden_because is None:
         return Image(image.media_type, image.data)
@@ -65,12 +85,13 @@ def _image(image: ImageBlock, hidden_because: str | None) -> Segment:
 
 
 def block_segments(
-    block: Block, tool_name: str | None, hidden_because: str | None
+    block: Block, tool_name: str | None, hidden_because: str | None, *, cleared: bool = False
 ) -> list[Segment]:
     """The segments one block becomes.
 
     ``hidden_because`` is ``None`` when images may be sent natively, otherwise the reason they
-    are not (it completes the marker's sentence).
+    are not (it completes the marker's sentence). ``cleared`` replaces a tool result's output
+    (images included) with a marker giving its size.
     """
     match block:
         case TextBlock():
@@ -82,6 +103,8 @@ def block_segments(
         case ToolResultBlock():
             label = "Error" if block.is_error else "Result"
             head = f"{label} ({tool_name or block.name or 'unknown'}): "
+            if cleared:
+                return [Text(head + cleared_marker(block))]
             if isinstance(block.content, str):
                 return [Text(head + block.content)]
             parts: list[Segment] = [Text(head)]

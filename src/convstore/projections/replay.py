@@ -1,18 +1,27 @@
 """Replay: the recorded conversation as provider wire messages.
 
-A pure function of the events and one fact about the model: whether it can see images.
-Exactly one wire message per stored message, in order. Every block crosses as prose; no tool
-roles, no tool-call ids and no tool blocks appear, so a tool round cut off mid-turn is a plain
+A pure function of the events and of what the caller says about the request: whether the
+model can see images, and (optionally) how much to compact. Exactly one wire message per
+stored message in the replayed window, in order. Every block crosses as prose; no tool roles,
+no tool-call ids and no tool blocks appear, so a tool round cut off mid-turn is a plain
 recorded fact that can never make a request fail.
+
+Replay runs in two steps. :func:`plan` decides what each wire message holds, part by part
+(each part is one block's prose, or a marker); the renderers turn a plan into the OpenAI or
+Anthropic shape. Context-pressure counting reads the same plan, so it counts exactly what is
+sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, assert_never
+from uuid import UUID
 
-from convstore.domain.events import Event, Role
-from convstore.projections.messages import RecordedMessage, collect_messages
+from convstore.domain.blocks import TextBlock, ToolResultBlock
+from convstore.domain.events import Compacted, Event, Role
+from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_messages
 from convstore.projections.prose import (
     BLOCK_SEPARATOR,
     Image,
@@ -27,8 +36,13 @@ SHAPES: tuple[Shape, ...] = ("openai", "anthropic")
 
 JSONDict: TypeAlias = dict[str, Any]
 
+PartKind: TypeAlias = Literal[
+    "text", "tool_use", "tool_result", "reasoning", "image", "summary", "marker"
+]
+
 NOTHING_RECORDED = "[Nothing was recorded for this message.]"
 BLANK_MESSAGE = "[This message's recorded text was blank.]"
+SUMMARY_HEAD = "[Summary of the earlier conversation, which it replaces]: "
 
 _CANNOT_SEE = "this model cannot see images"
 
@@ -36,6 +50,40 @@ _CANNOT_SEE = "this model cannot see images"
 def interruption_marker(reason: str | None) -> str:
     """The line that closes a message that was interrupted."""
     return f"[Interrupted: {reason}]" if reason else "[Interrupted]"
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """What one block (or one marker) contributes to a wire message."""
+
+    kind: PartKind
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedMessage:
+    """One wire message to be: its role and its parts in order."""
+
+    role: Role
+    parts: tuple[Part, ...]
+    message_id: UUID | None = None
+    """The stored message this is, or ``None`` for a compaction summary."""
+
+    def segments(self) -> list[Segment]:
+        """The message's content: adjacent text joined by a blank line, blank text dropped."""
+        joined = merge_text([s for p in self.parts for s in p.segments], BLOCK_SEPARATOR)
+        return [s for s in joined if not (isinstance(s, Text) and not s.text.strip())]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """What the caller says about the request; everything replay varies on."""
+
+    vision: bool = False
+    full: bool = False
+    """Ignore compaction: replay every stored message."""
+    keep_tool_results: int | None = None
+    """Microcompact: clear the output of every tool result but the newest N."""
 
 
 def _hidden_because(role: Role, vision: bool) -> str | None:
@@ -50,24 +98,83 @@ def _hidden_because(role: Role, vision: bool) -> str | None:
     return f"{role} messages cannot carry images"
 
 
-def message_segments(message: RecordedMessage, *, vision: bool) -> list[Segment]:
-    """The segments of one stored message; never empty, never a blank text segment."""
-    hidden = _hidden_because(message.role, vision)
-    segments: list[Segment] = []
-    for recorded in message.blocks:
-        segments.extend(block_segments(recorded.block, recorded.tool_name, hidden))
-    merged = [
-        segment
-        for segment in merge_text(segments, BLOCK_SEPARATOR)
-        if not (isinstance(segment, Text) and not segment.text.strip())
+def _summary_message(compaction: Compacted) -> RecordedMessage:
+    block = TextBlock(text=SUMMARY_HEAD + compaction.summary)
+    return RecordedMessage(
+        message_id=compaction.through,
+        role="user",
+        started_at=compaction.timestamp,
+        blocks=[RecordedBlock(block, None)],
+        status="ended",
+    )
+
+
+def replay_window(
+    messages: list[RecordedMessage], compaction: Compacted | None
+) -> tuple[list[RecordedMessage], int | None]:
+    """The messages replay sends, and where the summary stands among them (if anywhere).
+
+    After a compaction: the system messages up to the boundary, the summary, then every
+    message after the boundary.
+    """
+    if compaction is None:
+        return messages, None
+    boundary = next((i for i, m in enumerate(messages) if m.message_id == compaction.through), None)
+    if boundary is None:  # cannot happen for a recorded compaction; replay everything
+        return messages, None
+    kept_system = [m for m in messages[: boundary + 1] if m.role == "system"]
+    window = [*kept_system, _summary_message(compaction), *messages[boundary + 1 :]]
+    return window, len(kept_system)
+
+
+def _cleared_results(messages: list[RecordedMessage], keep: int | None) -> set[tuple[UUID, int]]:
+    """(message id, block position) of every tool result whose output is cleared."""
+    if keep is None:
+        return set()
+    results = [
+        (m.message_id, i)
+        for m in messages
+        for i, b in enumerate(m.blocks)
+        if isinstance(b.block, ToolResultBlock)
     ]
-    if not merged:
-        merged = [Text(BLANK_MESSAGE if message.blocks else NOTHING_RECORDED)]
-    if message.status == "interrupted":
-        merged = merge_text(
-            [*merged, Text(interruption_marker(message.interrupt_reason))], BLOCK_SEPARATOR
+    return set(results[: max(len(results) - keep, 0)])
+
+
+def _message_plan(
+    message: RecordedMessage, *, vision: bool, cleared: set[tuple[UUID, int]], summary: bool
+) -> PlannedMessage:
+    hidden = _hidden_because(message.role, vision)
+    parts: list[Part] = []
+    for position, recorded in enumerate(message.blocks):
+        segments = block_segments(
+            recorded.block,
+            recorded.tool_name,
+            hidden,
+            cleared=(message.message_id, position) in cleared,
         )
-    return merged
+        kind: PartKind = "summary" if summary else recorded.block.type
+        parts.append(Part(kind, tuple(segments)))
+    blank = all(isinstance(s, Text) and not s.text.strip() for p in parts for s in p.segments)
+    if blank:
+        parts.append(Part("marker", (Text(BLANK_MESSAGE if parts else NOTHING_RECORDED),)))
+    if message.status == "interrupted":
+        parts.append(Part("marker", (Text(interruption_marker(message.interrupt_reason)),)))
+    return PlannedMessage(message.role, tuple(parts), None if summary else message.message_id)
+
+
+def plan(events: Iterable[Event], options: ReplayOptions | None = None) -> list[PlannedMessage]:
+    """What each wire message of the replay holds, part by part."""
+    options = options or ReplayOptions()
+    events = list(events)
+    messages = collect_messages(events)
+    compactions = [e for e in events if isinstance(e, Compacted)]
+    compaction = None if options.full or not compactions else compactions[-1]
+    window, summary_at = replay_window(messages, compaction)
+    cleared = _cleared_results(window, options.keep_tool_results)
+    return [
+        _message_plan(m, vision=options.vision, cleared=cleared, summary=i == summary_at)
+        for i, m in enumerate(window)
+    ]
 
 
 def _plain_text(segments: list[Segment]) -> str:
@@ -97,39 +204,48 @@ def _anthropic_block(segment: Segment) -> JSONDict:
             assert_never(segment)
 
 
-def to_openai(messages: list[RecordedMessage], *, vision: bool) -> JSONDict:
-    """Chat Completions ``messages``: content a string, or parts when an image is shown."""
-    wire: list[JSONDict] = []
-    for message in messages:
-        segments = message_segments(message, vision=vision)
-        if any(isinstance(s, Image) for s in segments):
-            content: str | list[JSONDict] = [_openai_part(s) for s in segments]
-        else:
-            content = _plain_text(segments)
-        wire.append({"role": message.role, "content": content})
-    return {"messages": wire}
+def openai_message(message: PlannedMessage) -> JSONDict:
+    """One Chat Completions message: content a string, or parts when an image is shown."""
+    segments = message.segments()
+    if any(isinstance(s, Image) for s in segments):
+        return {"role": message.role, "content": [_openai_part(s) for s in segments]}
+    return {"role": message.role, "content": _plain_text(segments)}
 
 
-def to_anthropic(messages: list[RecordedMessage], *, vision: bool) -> JSONDict:
-    """Messages API ``system`` and ``messages``; system messages are joined into ``system``."""
-    system: list[str] = []
-    wire: list[JSONDict] = []
-    for message in messages:
-        segments = message_segments(message, vision=vision)
-        if message.role == "system":
-            system.append(_plain_text(segments))
-        else:
-            wire.append({"role": message.role, "content": [_anthropic_block(s) for s in segments]})
-    return {"system": BLOCK_SEPARATOR.join(system), "messages": wire}
+def anthropic_content(message: PlannedMessage) -> list[JSONDict]:
+    """One Messages API content list."""
+    return [_anthropic_block(s) for s in message.segments()]
 
 
-def replay(events: Iterable[Event], *, shape: Shape = "openai", vision: bool = False) -> JSONDict:
-    """The conversation recorded in ``events`` as a request body fragment in ``shape``."""
-    messages = collect_messages(events)
+def render(planned: list[PlannedMessage], shape: Shape) -> JSONDict:
+    """A plan in the provider's shape."""
     match shape:
         case "openai":
-            return to_openai(messages, vision=vision)
+            return {"messages": [openai_message(m) for m in planned]}
         case "anthropic":
-            return to_anthropic(messages, vision=vision)
+            system = [_plain_text(m.segments()) for m in planned if m.role == "system"]
+            wire = [
+                {"role": m.role, "content": anthropic_content(m)}
+                for m in planned
+                if m.role != "system"
+            ]
+            return {"system": BLOCK_SEPARATOR.join(system), "messages": wire}
         case _:
             assert_never(shape)
+
+
+def replay(
+    events: Iterable[Event],
+    *,
+    shape: Shape = "openai",
+    vision: bool = False,
+    full: bool = False,
+    keep_tool_results: int | None = None,
+) -> JSONDict:
+    """The conversation recorded in ``events`` as a request body fragment in ``shape``.
+
+    ``vision`` says whether the model can see images. ``full`` ignores compaction;
+    ``keep_tool_results`` clears the output of all but the newest N tool results.
+    """
+    options = ReplayOptions(vision=vision, full=full, keep_tool_results=keep_tool_results)
+    return render(plan(events, options), shape)

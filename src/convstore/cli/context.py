@@ -1,0 +1,90 @@
+"""Commands about what the model is sent: compaction and context pressure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import click
+
+from convstore.cli.app import (
+    cli,
+    conversation_argument,
+    input_argument,
+    json_option,
+    shape_option,
+    store_from,
+    vision_option,
+    window_options,
+)
+from convstore.cli.inputs import read_text
+
+
+@cli.command()
+@conversation_argument
+@click.option("--through", "-t", metavar="MSG", required=True, help="The last message summarised.")
+@input_argument
+@click.pass_context
+def compact(ctx: click.Context, conversation: str, through: str, source: str | None) -> None:
+    """Record a summary that replaces every message up to and including MSG on replay.
+
+    The summary is plain text from FILE or stdin. The log keeps every message; replay
+    sends the system messages, the summary, then everything after MSG, and
+    `replay --full` ignores compaction. The newest compaction wins.
+
+    \\b
+    Example:
+        echo "The user wants the login test fixed; CI log read." \\
+          | convstore compact $CONV --through $MSG
+    """
+    summary = read_text(source)
+    store_from(ctx, create=False).compact(conversation, summary, through=through)
+
+
+@cli.command()
+@conversation_argument
+@shape_option
+@vision_option
+@window_options
+@json_option
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Largest messages to list.",
+)
+@click.pass_context
+def pressure(
+    ctx: click.Context,
+    conversation: str,
+    shape: str,
+    vision: bool,
+    full: bool,
+    keep_tool_results: int | None,
+    as_json: bool,
+    top: int,
+) -> None:
+    """Count the tokens of exactly what `replay` would send with the same options.
+
+    Every block counts as sent: text, tool input and output, reasoning, markers, the
+    summary, and native images (from their pixel size, by the provider's formula).
+    Tokens are cl100k_base, counted offline; for Anthropic shapes it is an estimate.
+
+    \\b
+    Example:
+        convstore pressure $CONV --shape anthropic --vision --keep-tool-results 5
+    """
+    result = store_from(ctx, create=False).pressure(
+        conversation, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+    )
+    if as_json:
+        click.echo(json.dumps(asdict(result), indent=2))
+        return
+    click.echo(f"{result.total:,} tokens ({result.tokenizer}, {shape} shape)")
+    for kind, tokens in sorted(result.by_kind.items(), key=lambda kv: -kv[1]):
+        click.echo(f"  {kind:<12} {tokens:>10,}")
+    if top:
+        click.echo(f"largest messages (of {len(result.by_message)}):")
+        for message in sorted(result.by_message, key=lambda m: -m.tokens)[:top]:
+            click.echo(f"  #{message.index + 1:<5} {message.role:<10} {message.tokens:>10,}")
