@@ -21,6 +21,7 @@ from convstore.domain.events import (
     MessageStarted,
     Role,
 )
+from convstore.domain.limits import Limits
 from convstore.errors import (
     ConcurrencyError,
     ConversationNotFound,
@@ -49,6 +50,7 @@ __all__ = [
     "ImageBlock",
     "InvalidBlock",
     "InvalidInput",
+    "Limits",
     "MessageClosed",
     "MessageEnded",
     "MessageInterrupted",

@@ -26,9 +26,18 @@ from eventsourcing.persistence import IntegrityError, MapperDeserialisationError
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from convstore.domain.blocks import BLOCK_ADAPTER, BLOCK_CLASSES, BLOCK_TYPES, Block
+from convstore.domain.blocks import (
+    BLOCK_ADAPTER,
+    BLOCK_CLASSES,
+    BLOCK_TYPES,
+    Block,
+    ImageBlock,
+    ToolResultBlock,
+    block_json,
+)
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import ROLES, ConversationStarted, Event, Role
+from convstore.domain.limits import Limits
 from convstore.errors import (
     ConcurrencyError,
     ConversationNotFound,
@@ -42,6 +51,7 @@ from convstore.projections.live import live_request
 from convstore.projections.messages import RecordedMessage, collect_messages
 from convstore.projections.pressure import Pressure, measure
 from convstore.projections.replay import SHAPES, JSONDict, ReplayOptions, Shape, plan, render
+from convstore.verify import Recorded
 
 MAX_WRITE_ATTEMPTS = 50
 """How many times a write is re-decided after losing a version race before giving up."""
@@ -99,17 +109,32 @@ def format_validation_error(exc: ValidationError) -> str:
     return "; ".join(described[:3]) + more
 
 
-def parse_block(value: Block | Mapping[str, Any]) -> Block:
-    """A block from a model or a JSON-like mapping; raises :class:`InvalidBlock`.
-
-    A block model passes as it is: it was validated when it was made.
-    """
+def parse_block(value: Block | Mapping[str, Any], limits: Limits | None = None) -> Block:
+    """A block from a model or a JSON-like mapping, within ``limits``; raises
+    :class:`InvalidBlock`. A block model was validated when it was made; only its size is
+    checked here."""
+    limits = limits or Limits()
     if isinstance(value, BLOCK_CLASSES):
-        return value
-    try:
-        return BLOCK_ADAPTER.validate_python(value)
-    except ValidationError as exc:
-        raise InvalidBlock(format_validation_error(exc)) from None
+        block: Block = value
+    else:
+        try:
+            block = BLOCK_ADAPTER.validate_python(
+                value, context={"max_image_bytes": limits.max_image_bytes}
+            )
+        except ValidationError as exc:
+            raise InvalidBlock(format_validation_error(exc)) from None
+    images = [block] if isinstance(block, ImageBlock) else []
+    if isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
+        images = [part for part in block.content if isinstance(part, ImageBlock)]
+    for image in images:
+        if image.byte_size > limits.max_image_bytes:
+            msg = f"image is {image.byte_size:,} bytes; the limit is {limits.max_image_bytes:,}"
+            raise InvalidBlock(msg)
+    size = len(block_json(block).encode())
+    if size > limits.max_block_bytes:
+        msg = f"block is {size:,} bytes as JSON; the limit is {limits.max_block_bytes:,}"
+        raise InvalidBlock(msg)
+    return block
 
 
 def parse_role(role: str) -> Role:
@@ -141,8 +166,12 @@ def failure_detail(exc: BaseException, secret: str = "") -> str:
 class Store:
     """Conversations recorded as an event log. Build one with :func:`convstore.open_store`."""
 
-    def __init__(self, log: EventLog, location: str, *, secret: str = "") -> None:
+    def __init__(
+        self, log: EventLog, location: str, *, secret: str = "", limits: Limits | None = None
+    ) -> None:
         self._log = log
+        self.limits = limits or Limits()
+        """The block and image size limits this store enforces."""
         self.location = location
         """Where the store is, safe to show: a file path, or a URL without its password."""
         self._secret = secret
@@ -191,7 +220,7 @@ class Store:
     ) -> int:
         """Append one block to an open message (streaming); returns its index in the message."""
         message_id = parse_id(message, "message")
-        parsed = parse_block(block)
+        parsed = parse_block(block, self.limits)
         events = self._write(conversation, lambda c: [c.append_block(message_id, parsed)])
         assert events[0].type == "block_appended"
         return events[0].index
@@ -224,7 +253,7 @@ class Store:
         parsed: list[Block] = []
         for index, block in enumerate(blocks):
             try:
-                parsed.append(parse_block(block))
+                parsed.append(parse_block(block, self.limits))
             except InvalidBlock as exc:
                 msg = f"block {index}: {exc}"
                 raise InvalidBlock(msg) from None
@@ -345,6 +374,29 @@ class Store:
         )
         decode = self._log.pydantic_mapper.decode
         return self._guarded(lambda: [(n.id, decode(n)) for n in page])
+
+    def scan(self, page_size: int = 1000) -> Iterator[Recorded]:
+        """Every stored record in log order, decoded one by one; a record that does not
+        decode is yielded with the reason instead of stopping the scan."""
+        recorder = self._log.recorder
+        decode = self._log.pydantic_mapper.decode
+        after = 0
+        while True:
+            page = self._guarded(
+                lambda after=after: recorder.select_notifications(  # type: ignore[misc]
+                    after, page_size, inclusive_of_start=False
+                )
+            )
+            for n in page:
+                try:
+                    event: Event | None = decode(n)
+                    error = None
+                except MapperDeserialisationError as exc:
+                    event, error = None, " ".join(str(exc.__cause__ or exc).split())[:300]
+                yield Recorded(n.id, n.originator_id, n.originator_version, event, error)
+            if len(page) < page_size:
+                return
+            after = page[-1].id
 
     def log_position(self) -> int:
         """The position of the newest event in the log (0 when it is empty)."""

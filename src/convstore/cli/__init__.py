@@ -3,6 +3,7 @@
 from convstore.cli import audit as audit
 from convstore.cli import context as context
 from convstore.cli import conversations as conversations
+from convstore.cli import verify as verify
 from convstore.cli.app import cli, main
 
 __all__ = ["cli", "main"]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from convstore.domain.limits import Limits
 from convstore.errors import InvalidInput
 
 
@@ -30,20 +31,28 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _read(source: str | None, what: str) -> tuple[str, str]:
-    """Text from a file path, or from stdin for ``-`` or nothing; and where it came from."""
+    """Text from a file path, or from stdin for ``-`` or nothing; and where it came from.
+
+    Reads at most the input limit (and one byte more, to know it was exceeded).
+    """
+    limit = Limits.from_env().max_input_bytes
     if source in (None, "-"):
         if sys.stdin.isatty():
             msg = f"no input: give a FILE argument or pipe {what} on stdin"
             raise InvalidInput(msg)
-        raw = sys.stdin.buffer.read()
+        raw = sys.stdin.buffer.read(limit + 1)
         where = "stdin"
     else:
         try:
-            raw = Path(source).read_bytes()
+            with Path(source).open("rb") as handle:
+                raw = handle.read(limit + 1)
         except OSError as exc:
             msg = f"cannot read {source}: {exc.strerror or exc}"
             raise InvalidInput(msg) from None
         where = source
+    if len(raw) > limit:
+        msg = f"{where} is larger than {limit:,} bytes (CONVSTORE_MAX_INPUT_BYTES)"
+        raise InvalidInput(msg)
     try:
         return raw.decode("utf-8"), where
     except UnicodeDecodeError as exc:

@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     JsonValue,
     TypeAdapter,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -51,7 +52,12 @@ class ImageBlock(_Block):
 
     @field_validator("data")
     @classmethod
-    def _data_is_base64(cls, value: str) -> str:
+    def _data_is_base64(cls, value: str, info: ValidationInfo) -> str:
+        limit = (info.context or {}).get("max_image_bytes")
+        if limit is not None and len(value) // 4 * 3 > limit:
+            # Checked on the base64 length, before decoding, so memory stays bounded.
+            msg = f"image is about {len(value) // 4 * 3:,} bytes; the limit is {limit:,}"
+            raise ValueError(msg)
         try:
             base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError) as exc:

@@ -6,6 +6,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+from convstore.domain.limits import Limits
 from convstore.errors import InvalidInput, NoStore, StoreError
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.postgres import PostgresSettings, is_postgres_url, redact
@@ -22,7 +23,12 @@ def resolve_location(location: str | os.PathLike[str] | None) -> str:
     return str(location)
 
 
-def open_store(location: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
+def open_store(
+    location: str | os.PathLike[str] | None = None,
+    *,
+    create: bool = True,
+    limits: Limits | None = None,
+) -> Store:
     """Open the store at ``location``: a SQLite file path or a ``postgresql://`` URL.
 
     Without a location, ``$CONVSTORE_DB`` or the default path is used (its directory is made
@@ -30,12 +36,13 @@ def open_store(location: str | os.PathLike[str] | None = None, *, create: bool =
     being created, so reading never leaves a file behind.
     """
     resolved = resolve_location(location)
+    limits = limits or Limits.from_env()
     if is_postgres_url(resolved):
-        return _open_postgres(resolved)
-    return _open_sqlite(Path(resolved), create=create, make_directory=not location)
+        return _open_postgres(resolved, limits)
+    return _open_sqlite(Path(resolved), limits, create=create, make_directory=not location)
 
 
-def _open_sqlite(path: Path, *, create: bool, make_directory: bool) -> Store:
+def _open_sqlite(path: Path, limits: Limits, *, create: bool, make_directory: bool) -> Store:
     if not path.exists():
         if not create:
             msg = f"no store at {path} (nothing has been recorded there yet)"
@@ -50,10 +57,10 @@ def _open_sqlite(path: Path, *, create: bool, make_directory: bool) -> Store:
         except OSError as exc:
             msg = f"cannot create a store at {path}: {exc.strerror or exc}"
             raise StoreError(msg) from exc
-    return _open(sqlite_env(path), str(path.resolve()), secret="")
+    return _open(sqlite_env(path), str(path.resolve()), secret="", limits=limits)
 
 
-def _open_postgres(url: str) -> Store:
+def _open_postgres(url: str, limits: Limits) -> Store:
     settings = PostgresSettings.from_url(url)
     shown = redact(url)
     if importlib.util.find_spec("psycopg") is None:
@@ -61,7 +68,7 @@ def _open_postgres(url: str) -> Store:
         raise InvalidInput(msg)
     try:
         with settings.setup_lock():
-            return _open(settings.env(), shown, secret=settings.password)
+            return _open(settings.env(), shown, secret=settings.password, limits=limits)
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - any driver failure is reported as one line
@@ -69,11 +76,11 @@ def _open_postgres(url: str) -> Store:
         raise StoreError(msg) from None
 
 
-def _open(env: dict[str, str], shown: str, *, secret: str) -> Store:
+def _open(env: dict[str, str], shown: str, *, secret: str, limits: Limits) -> Store:
     try:
         log = EventLog(env=env)
         log.recorder.max_notification_id()  # fail here, not at first use, if it is no store
     except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
         msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"
         raise StoreError(msg) from None
-    return Store(log, shown, secret=secret)
+    return Store(log, shown, secret=secret, limits=limits)

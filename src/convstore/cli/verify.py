@@ -1,0 +1,58 @@
+"""`convstore verify`: check the log and the read models' positions; change nothing."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from convstore.cli.app import cli, store_from
+from convstore.cli.output import chosen_format, emit, format_options
+from convstore.errors import ConvstoreError
+from convstore.infrastructure.readonly import read_only_query
+from convstore.projector import audit_path
+from convstore.verify import Problem, Verifier
+
+
+@cli.command()
+@format_options
+@click.pass_context
+def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
+    """Check the log and report problems; exit 1 if there are any. Writes nothing.
+
+    Checks that every event decodes, versions run 1, 2, 3 … per conversation, every
+    block, end and interruption belongs to an open message, block positions run in
+    order, and no read model is tracked past the end of the log.
+
+    \b
+    Example:
+        convstore verify && echo "log is sound"
+    """
+    fmt = chosen_format(as_json, as_csv)
+    store = store_from(ctx, create=False)
+    verifier = Verifier()
+    verifier.check_all(store.scan())
+    end = store.log_position()
+    path = audit_path(store, ctx.obj["audit"])
+    if path.exists():
+        try:
+            _, rows = read_only_query(path, "SELECT position FROM _tracking")
+        except ConvstoreError as exc:
+            verifier.problems.append(Problem(None, "", None, f"audit read model: {exc}"))
+        else:
+            for (position,) in rows:
+                if position > end:
+                    text = f"audit read model at position {position}, past the log's end {end}"
+                    verifier.problems.append(Problem(position, "", None, text))
+    problems = verifier.problems
+    if problems or fmt != "table":
+        columns = ["position", "conversation", "version", "problem"]
+        emit(columns, [[p.position, p.conversation, p.version, p.problem] for p in problems], fmt)
+    if problems:
+        click.echo(f"error: {len(problems)} problem(s) in {store.location}", err=True)
+        sys.exit(1)
+    if fmt == "table":
+        click.echo(
+            f"ok: {verifier.events} events in {len(verifier.conversations)} conversations, "
+            f"log position {end}"
+        )

@@ -1,0 +1,39 @@
+"""Size limits on what one block may hold, checked before anything is stored."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from convstore.errors import InvalidInput
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The largest block (as stored JSON) and the largest image (decoded) a store accepts.
+
+    The defaults follow the providers: 20 MiB is OpenAI's per-image limit. The environment
+    variables ``CONVSTORE_MAX_BLOCK_BYTES``, ``CONVSTORE_MAX_IMAGE_BYTES`` and
+    ``CONVSTORE_MAX_INPUT_BYTES`` (the CLI's largest input) override them.
+    """
+
+    max_block_bytes: int = 32 * MIB
+    max_image_bytes: int = 20 * MIB
+    max_input_bytes: int = 64 * MIB
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        """Defaults, overridden by any ``CONVSTORE_MAX_*_BYTES`` variables that are set."""
+        values: dict[str, int] = {}
+        for field_name in ("max_block_bytes", "max_image_bytes", "max_input_bytes"):
+            variable = f"CONVSTORE_{field_name.upper()}"
+            raw = os.environ.get(variable)
+            if raw is None:
+                continue
+            if not raw.strip().isdigit() or int(raw) <= 0:
+                msg = f"{variable} must be a positive whole number of bytes, not {raw!r}"
+                raise InvalidInput(msg)
+            values[field_name] = int(raw)
+        return cls(**values)
