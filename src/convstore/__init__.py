@@ -36,6 +36,7 @@ from convstore.errors import (
 )
 from convstore.infrastructure.bootstrap import open_store
 from convstore.projections.replay import Shape, replay
+from convstore.routing import ShardedStores, shard_for
 from convstore.store import ConversationInfo, Store
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "ReasoningBlock",
     "Role",
     "Shape",
+    "ShardedStores",
     "Store",
     "StoreError",
     "TextBlock",
@@ -68,4 +70,5 @@ __all__ = [
     "ToolUseBlock",
     "open_store",
     "replay",
+    "shard_for",
 ]

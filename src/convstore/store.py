@@ -198,11 +198,17 @@ class Store:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def new_conversation(self, title: str | None = None) -> UUID:
-        """Start a conversation; returns its id."""
-        conversation_id = uuid4()
+    def new_conversation(
+        self, title: str | None = None, *, conversation_id: UUID | None = None
+    ) -> UUID:
+        """Start a conversation; returns its id (a new random one unless given)."""
+        conversation_id = conversation_id or uuid4()
         started = Conversation.start(conversation_id, title)
-        self._save([started])
+        try:
+            self._save([started])
+        except IntegrityError:
+            msg = f"conversation {conversation_id} already exists"
+            raise InvalidInput(msg) from None
         state = Conversation(id=conversation_id)
         state.apply(started)
         self._remember(state)
