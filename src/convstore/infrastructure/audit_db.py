@@ -26,6 +26,7 @@ from convstore.domain.events import (
     MessageStarted,
 )
 from convstore.errors import InvalidInput, StoreError
+from convstore.infrastructure.sqlite import create_private_file
 from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
 
@@ -54,6 +55,7 @@ class AuditDatabase:
 
     def __init__(self, path: Path, source: str) -> None:
         self.path = path
+        create_private_file(path)
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
         self.db = sqlite_utils.Database(conn)
         self._create_schema(source)
