@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import uuid4
 
 from convstore.infrastructure.audit_db import AuditDatabase, ProjectionConflict
 from convstore.infrastructure.postgres import is_postgres_url
@@ -100,7 +101,7 @@ def rebuild(
     one, never a half-built view. A follower notices the swap and reopens.
     """
     started = time.perf_counter()
-    fresh = path.with_name(f"{path.name}.rebuild-{os.getpid()}")
+    fresh = path.with_name(f"{path.name}.rebuild-{os.getpid()}-{uuid4().hex[:8]}")
     fresh.unlink(missing_ok=True)
     audit = open_audit(store, fresh)
     try:
@@ -132,7 +133,8 @@ def follow(
     inode = path.stat().st_ino
     try:
         while not should_stop():
-            if path.stat().st_ino != inode:
+            current = path.stat().st_ino if path.exists() else None
+            if current != inode:  # swapped by a rebuild, or deleted: (re)open
                 audit.close()
                 audit = open_audit(store, path)
                 inode = path.stat().st_ino

@@ -10,7 +10,7 @@ import click
 
 from convstore.cli.app import cli, store_from
 from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
-from convstore.errors import InvalidInput
+from convstore.errors import InvalidInput, NoStore
 from convstore.infrastructure.audit_db import AuditDatabase
 from convstore.infrastructure.readonly import DEFAULT_TIME_LIMIT_SECONDS, read_only_query
 from convstore.projector import audit_path, catch_up, open_audit, rebuild
@@ -28,6 +28,9 @@ def _audit(ctx: click.Context) -> tuple[Store, Path]:
 def _caught_up(ctx: click.Context) -> AuditDatabase:
     """The audit read model, caught up with the log unless ``--stale`` was given."""
     store, path = _audit(ctx)
+    if ctx.obj.get("stale") and not path.exists():
+        msg = f"no audit read model at {path} yet (run `convstore project`)"
+        raise NoStore(msg)
     audit = open_audit(store, path)
     ctx.call_on_close(audit.close)
     if not ctx.obj.get("stale"):
@@ -188,6 +191,9 @@ def search(
     """
     fmt = chosen_format(as_json, as_csv)
     audit = _caught_up(ctx)
+    if not raw and not any(ch.isalnum() for ch in text):
+        emit_dicts([], fmt, ["conversation_id", "role", "kind", "tool_name", "snippet"])
+        return  # nothing a word index can match
     query = text if raw else audit.db.quote_fts(text)
     try:
         rows = audit.query(
@@ -263,7 +269,7 @@ def sql(
 
     The connection is read-only: writes, ATTACH and extension loading are refused and
     change nothing. Tables: conversations, messages, blocks (and blocks_fts), tool_calls,
-    images.
+    images, compactions.
 
     \b
     Example:

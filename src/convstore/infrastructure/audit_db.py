@@ -9,7 +9,7 @@ projectors racing on one file cannot both apply the same batch.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -55,10 +55,17 @@ class AuditDatabase:
 
     def __init__(self, path: Path, source: str) -> None:
         self.path = path
-        create_private_file(path)
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
-        self.db = sqlite_utils.Database(conn)
-        self._create_schema(source)
+        if not path.parent.is_dir():
+            msg = f"cannot create the audit database {path}: {path.parent} does not exist"
+            raise StoreError(msg)
+        try:
+            create_private_file(path)
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+            self.db = sqlite_utils.Database(conn)
+            self._create_schema(source)
+        except (sqlite3.Error, OSError) as exc:
+            msg = f"cannot open the audit database {path}: {exc}"
+            raise StoreError(msg) from exc
 
     def close(self) -> None:
         """Close the file."""
@@ -193,23 +200,26 @@ class AuditDatabase:
         ).fetchone()
         return int(row[0])
 
-    def apply(self, batch: Iterable[tuple[int, Event]], *, after: int) -> int:
+    def apply(self, batch: Sequence[tuple[int, Event]], *, after: int) -> int:
         """Apply events (with their log positions) read after position ``after``, atomically.
 
-        Returns the new position. Raises :class:`ProjectionConflict`, having changed nothing,
-        if the read model is no longer at ``after``.
+        The position moves first, in the same transaction: that takes the file's write lock,
+        so a second projector waits, then finds the position moved and raises
+        :class:`ProjectionConflict` having changed nothing. Returns the new position.
         """
-        position = after
+        if not batch:
+            return after
+        position = batch[-1][0]
         with self.db.atomic():
-            for position, event in batch:  # noqa: B007 - the last position is the new one
-                self._apply(event)
             moved = self.db.execute(
                 "UPDATE _tracking SET position = ? WHERE projection = ? AND position = ?",
                 [position, PROJECTION, after],
             )
             if moved.rowcount != 1:
-                msg = f"the audit read model moved past position {after} while this batch ran"
+                msg = f"the audit read model moved past position {after} before this batch"
                 raise ProjectionConflict(msg)
+            for _, event in batch:
+                self._apply(event)
         return position
 
     # -- one event -----------------------------------------------------------------------

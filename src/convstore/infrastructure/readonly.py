@@ -27,7 +27,15 @@ _ALLOWED_ACTIONS = frozenset(
     }
 )
 _ALLOWED_PRAGMAS = frozenset(
-    {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list"}
+    {
+        "table_info",
+        "table_xinfo",
+        "table_list",
+        "index_list",
+        "index_info",
+        "foreign_key_list",
+        "data_version",
+    }
 )
 _REFUSED_FUNCTIONS = frozenset(
     {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
@@ -35,6 +43,10 @@ _REFUSED_FUNCTIONS = frozenset(
 
 
 def _authorize(action: int, arg1: str | None, arg2: str | None, *_: str | None) -> int:
+    if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
+        # SQLite asks this while connecting an FTS5 table (blocks_fts) and nothing is written:
+        # the connection is read-only and query_only, which refuse any real update anyway.
+        return sqlite3.SQLITE_OK
     if action not in _ALLOWED_ACTIONS:
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() not in _ALLOWED_PRAGMAS:
