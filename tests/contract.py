@@ -206,9 +206,7 @@ class StoreContract(ABC):
         finally:
             other.close()
 
-    def test_stale_writer_catches_up_instead_of_overwriting(
-        self, store: Store, conv: UUID
-    ) -> None:
+    def test_stale_writer_catches_up_instead_of_overwriting(self, store: Store, conv: UUID) -> None:
         """A writer whose cached state is behind retries at the next version; nothing is lost."""
         other = self.open_store()
         try:

@@ -341,3 +341,14 @@ def test_live_requests_are_valid_or_refused(events: list[Event]) -> None:
             except InvalidInput:
                 continue
             accepted(shape, fragment)
+
+
+def test_anthropic_final_assistant_turn_has_no_trailing_whitespace(store: Store) -> None:
+    """A history ending in an assistant message with trailing whitespace is trimmed there only."""
+    conv = store.new_conversation()
+    store.append_message(conv, "user", [{"type": "text", "text": "hi  "}])
+    store.append_message(conv, "assistant", [{"type": "text", "text": "Done. \n"}])
+    messages = store.replay(conv, shape="anthropic")["messages"]
+    assert messages[0]["content"][0]["text"] == "hi  "
+    assert messages[1]["content"][-1]["text"] == "Done."
+    assert store.replay(conv, shape="openai")["messages"][1]["content"] == "Done. \n"

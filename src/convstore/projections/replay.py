@@ -229,6 +229,10 @@ def render(planned: list[PlannedMessage], shape: Shape) -> JSONDict:
                 for m in planned
                 if m.role != "system"
             ]
+            if wire and wire[-1]["role"] == "assistant":
+                # The Messages API refuses a final assistant turn ending in whitespace.
+                last = wire[-1]["content"][-1]
+                last["text"] = last["text"].rstrip()
             return {"system": BLOCK_SEPARATOR.join(system), "messages": wire}
         case _:
             assert_never(shape)
