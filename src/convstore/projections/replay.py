@@ -224,15 +224,12 @@ def render(planned: list[PlannedMessage], shape: Shape) -> JSONDict:
             return {"messages": [openai_message(m) for m in planned]}
         case "anthropic":
             system = [_plain_text(m.segments()) for m in planned if m.role == "system"]
-            wire = [
-                {"role": m.role, "content": anthropic_content(m)}
-                for m in planned
-                if m.role != "system"
-            ]
-            if wire and wire[-1]["role"] == "assistant":
+            turns = [(m.role, anthropic_content(m)) for m in planned if m.role != "system"]
+            if turns and turns[-1][0] == "assistant":
                 # The Messages API refuses a final assistant turn ending in whitespace.
-                last = wire[-1]["content"][-1]
+                last = turns[-1][1][-1]
                 last["text"] = last["text"].rstrip()
+            wire = [{"role": role, "content": content} for role, content in turns]
             return {"system": BLOCK_SEPARATOR.join(system), "messages": wire}
         case _:
             assert_never(shape)
