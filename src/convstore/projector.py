@@ -23,6 +23,9 @@ from convstore.store import Store
 BATCH_SIZE = 500
 """Events applied per read-model transaction."""
 
+REBUILD_BATCH_SIZE = 5000
+"""Events per transaction when rebuilding into a fresh file nobody reads yet."""
+
 AUDIT_ENV_VAR = "CONVSTORE_AUDIT_DB"
 
 ProgressCallback = Callable[[int], None]
@@ -92,27 +95,41 @@ def rebuild(
     store: Store,
     path: Path,
     *,
-    batch_size: int = BATCH_SIZE,
+    batch_size: int = REBUILD_BATCH_SIZE,
     progress: ProgressCallback | None = None,
 ) -> RebuildReport:
     """Build the read model from the start of the log into a fresh file, then swap it in.
 
     The swap is one atomic rename, so a reader opens either the old file or the finished new
-    one, never a half-built view. A follower notices the swap and reopens.
+    one, never a half-built view. A follower notices the swap and reopens. The fresh file is
+    written without a journal or per-batch fsync (a crash leaves only a stray temporary file)
+    and is flushed to disk once, before the rename.
     """
     started = time.perf_counter()
     fresh = path.with_name(f"{path.name}.rebuild-{os.getpid()}-{uuid4().hex[:8]}")
     fresh.unlink(missing_ok=True)
-    audit = open_audit(store, fresh)
+    audit = AuditDatabase(fresh, source=store.location, bulk=True)
     try:
         events = catch_up(store, audit, batch_size=batch_size, progress=progress)
+        audit.finish_bulk()
     except BaseException:
         audit.close()
         fresh.unlink(missing_ok=True)
         raise
     audit.close()
+    _fsync(fresh)
     fresh.replace(path)
+    _fsync(path.parent)
     return RebuildReport(events=events, seconds=time.perf_counter() - started)
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file (or a directory's entries) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def follow(

@@ -53,8 +53,14 @@ class ProjectionConflict(StoreError):
 class AuditDatabase:
     """One audit read-model file."""
 
-    def __init__(self, path: Path, source: str) -> None:
+    def __init__(self, path: Path, source: str, *, bulk: bool = False) -> None:
+        """Open (or create) the read model at ``path``, built from the log at ``source``.
+
+        ``bulk`` is for building a fresh file no reader sees yet (a rebuild): no journal, no
+        fsync per batch, and the full-text index built once at the end by :meth:`finish_bulk`.
+        """
         self.path = path
+        self._bulk = bulk
         if not path.parent.is_dir():
             msg = f"cannot create the audit database {path}: {path.parent} does not exist"
             raise StoreError(msg)
@@ -62,6 +68,9 @@ class AuditDatabase:
             create_private_file(path)
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
             self.db = sqlite_utils.Database(conn)
+            if bulk:
+                self.db.execute("PRAGMA journal_mode = OFF")
+                self.db.execute("PRAGMA synchronous = OFF")
             self._create_schema(source)
         except (sqlite3.Error, OSError) as exc:
             msg = f"cannot open the audit database {path}: {exc}"
@@ -189,7 +198,15 @@ class AuditDatabase:
             db.table("tool_calls").create_index(["name"])
             db.table("images").create_index(["sha256"])
             db.table("images").create_index(["conversation_id", "version"])
-            db.table("blocks").enable_fts(["text"], create_triggers=True)
+            if not self._bulk:
+                db.table("blocks").enable_fts(["text"], create_triggers=True)
+
+    def finish_bulk(self) -> None:
+        """End a bulk build: index the text once, and make the file durable like any other."""
+        if self._bulk:
+            self.db.table("blocks").enable_fts(["text"], create_triggers=True)
+            self.db.execute("PRAGMA journal_mode = DELETE")
+            self._bulk = False
 
     # -- tracking ------------------------------------------------------------------------
 
