@@ -24,7 +24,7 @@ from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError, MapperDeserialisationError, PersistenceError
 from pydantic import ValidationError
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, PydanticSerializationError
 
 from convstore.domain.blocks import (
     BLOCK_ADAPTER,
@@ -37,6 +37,7 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import ROLES, ConversationStarted, Event, Role
+from convstore.domain.json_values import json_problem
 from convstore.domain.limits import Limits
 from convstore.errors import (
     ConcurrencyError,
@@ -53,7 +54,7 @@ from convstore.projections.pressure import Pressure, measure
 from convstore.projections.replay import SHAPES, JSONDict, ReplayOptions, Shape, plan, render
 from convstore.verify import Recorded
 
-MAX_WRITE_ATTEMPTS = 50
+MAX_WRITE_ATTEMPTS = 200
 """How many times a write is re-decided after losing a version race before giving up."""
 
 STATE_CACHE_SIZE = 256
@@ -85,6 +86,8 @@ def _describe(error: ErrorDetails) -> str:
     parts = [str(p) for p in error["loc"] if not _is_branch_label(p)]
     kind = f"{parts.pop(0)} block: " if parts and parts[0] in BLOCK_TYPES else ""
     loc = ".".join(parts)
+    if len(loc) > 80:
+        loc = loc[:40] + "…" + loc[-39:]
     if error["type"] == "missing":
         return f"{kind}missing field '{loc}'"
     if error["type"] == "extra_forbidden":
@@ -114,6 +117,9 @@ def parse_block(value: Block | Mapping[str, Any], limits: Limits | None = None) 
     :class:`InvalidBlock`. A block model was validated when it was made; only its size is
     checked here."""
     limits = limits or Limits()
+    problem = json_problem(value.model_dump() if isinstance(value, BLOCK_CLASSES) else value)
+    if problem:
+        raise InvalidBlock(problem)
     if isinstance(value, BLOCK_CLASSES):
         block: Block = value
     else:
@@ -130,7 +136,11 @@ def parse_block(value: Block | Mapping[str, Any], limits: Limits | None = None) 
         if image.byte_size > limits.max_image_bytes:
             msg = f"image is {image.byte_size:,} bytes; the limit is {limits.max_image_bytes:,}"
             raise InvalidBlock(msg)
-    size = len(block_json(block).encode())
+    try:
+        size = len(block_json(block).encode())
+    except PydanticSerializationError as exc:
+        msg = f"block cannot be stored as JSON: {exc}"
+        raise InvalidBlock(msg) from None
     if size > limits.max_block_bytes:
         msg = f"block is {size:,} bytes as JSON; the limit is {limits.max_block_bytes:,}"
         raise InvalidBlock(msg)
@@ -382,27 +392,56 @@ class Store:
         return self._guarded(lambda: [(n.id, decode(n)) for n in page])
 
     def scan(self, page_size: int = 1000) -> Iterator[Recorded]:
-        """Every stored record in log order, decoded one by one; a record that does not
-        decode is yielded with the reason instead of stopping the scan."""
+        """Every stored record in log order, decoded one by one.
+
+        A record that does not decode, or whose columns cannot even be read (a damaged or
+        tampered row), is yielded with the reason instead of stopping the scan.
+        """
         recorder = self._log.recorder
         decode = self._log.pydantic_mapper.decode
+        end = self.log_position()
         after = 0
-        while True:
-            page = self._guarded(
-                lambda after=after: recorder.select_notifications(  # type: ignore[misc]
-                    after, page_size, inclusive_of_start=False
+        while after < end:
+            try:
+                page = self._guarded(
+                    lambda after=after: recorder.select_notifications(  # type: ignore[misc]
+                        after, page_size, inclusive_of_start=False
+                    )
                 )
-            )
+            except StoreError:
+                raise
+            except Exception:  # noqa: BLE001 - a damaged row; find it one position at a time
+                yield from self._scan_one_by_one(after + 1, min(after + page_size, end))
+                after = min(after + page_size, end)
+                continue
             for n in page:
                 try:
                     event: Event | None = decode(n)
                     error = None
                 except MapperDeserialisationError as exc:
                     event, error = None, " ".join(str(exc.__cause__ or exc).split())[:300]
-                yield Recorded(n.id, n.originator_id, n.originator_version, event, error)
-            if len(page) < page_size:
+                yield Recorded(n.id, n.originator_id, n.originator_version, event, error, n.topic)
+            if not page:
                 return
             after = page[-1].id
+
+    def _scan_one_by_one(self, first: int, last: int) -> Iterator[Recorded]:
+        recorder = self._log.recorder
+        for position in range(first, last + 1):
+            try:
+                [*found] = recorder.select_notifications(position, 1, stop=position)
+            except PersistenceError as exc:
+                raise self._failure(exc) from exc
+            except Exception as exc:  # noqa: BLE001 - report the damaged row and go on
+                yield Recorded(position, None, None, None, " ".join(str(exc).split())[:300])
+                continue
+            for n in found:
+                try:
+                    event: Event | None = self._log.pydantic_mapper.decode(n)
+                    error = None
+                except MapperDeserialisationError as exc:
+                    event, error = None, " ".join(str(exc.__cause__ or exc).split())[:300]
+                yield Recorded(n.id, n.originator_id, n.originator_version, event, error, n.topic)
 
     def log_position(self) -> int:
         """The position of the newest event in the log (0 when it is empty)."""
@@ -481,8 +520,9 @@ class Store:
                 except IntegrityError:
                     for missed in self._read(conversation_id, after=state.version):
                         state.apply(missed)
-                    # Back off a little, at random, so one writer does not lose every race.
-                    time.sleep(random.uniform(0, 0.002) * attempt)  # noqa: S311 - jitter, not crypto
+                    # Back off at random, growing to 50 ms, so no writer loses every race.
+                    ceiling = min(0.05, 0.001 * 2 ** min(attempt, 6))
+                    time.sleep(random.uniform(0, ceiling))  # noqa: S311 - jitter, not crypto
                     continue
                 for event in events:
                     state.apply(event)

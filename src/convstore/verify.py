@@ -40,10 +40,11 @@ class Recorded:
     """One stored record: its place, and the event it decodes to (or why it does not)."""
 
     position: int
-    originator_id: UUID | str
-    originator_version: int
+    originator_id: UUID | str | None
+    originator_version: int | None
     event: Event | None
     error: str | None = None
+    topic: str | None = None
 
 
 @dataclass(slots=True)
@@ -74,6 +75,12 @@ class Verifier:
         def problem(text: str) -> None:
             self.problems.append(Problem(record.position, conv_id, record.originator_version, text))
 
+        if record.originator_id is None or record.originator_version is None:
+            problem(f"cannot be read: {record.error}")
+            return
+        if not isinstance(record.originator_version, int):
+            problem(f"stored version {record.originator_version!r} is not a whole number")
+            return
         if record.originator_version != state.version + 1:
             problem(f"version {record.originator_version} follows {state.version} (a gap)")
         state.version = record.originator_version
@@ -81,6 +88,8 @@ class Verifier:
         if event is None:
             problem(f"does not decode: {record.error}")
             return
+        if record.topic is not None and record.topic != f"convstore:{event.type}":
+            problem(f"stored topic {record.topic!r} disagrees with the event ({event.type})")
         if (str(event.originator_id), event.originator_version) != (
             conv_id,
             record.originator_version,

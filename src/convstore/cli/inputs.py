@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -18,6 +19,14 @@ class _StrictJSONError(ValueError):
 def _reject_constant(name: str) -> NoReturn:
     msg = f"{name} is not a JSON number"
     raise _StrictJSONError(msg)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        msg = f"{text} is too large for a JSON number"
+        raise _StrictJSONError(msg)
+    return value
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -70,12 +79,18 @@ def read_json(source: str | None) -> Any:
     text, where = _read(source, "JSON")
     try:
         return json.loads(
-            text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_no_duplicate_keys,
         )
     except json.JSONDecodeError as exc:
         msg = f"malformed JSON in {where}: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         raise InvalidInput(msg) from None
     except _StrictJSONError as exc:
+        msg = f"malformed JSON in {where}: {exc}"
+        raise InvalidInput(msg) from None
+    except ValueError as exc:  # e.g. an integer past Python's 4,300-digit limit
         msg = f"malformed JSON in {where}: {exc}"
         raise InvalidInput(msg) from None
     except RecursionError:

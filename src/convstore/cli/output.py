@@ -40,8 +40,10 @@ def _cell(value: Any) -> str:
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
 
 
-def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: Format) -> None:
-    """Print rows in the chosen format."""
+def emit(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: Format, *, count: bool = True
+) -> None:
+    """Print rows in the chosen format (a table ends with a row count on stderr)."""
     if fmt == "json":
         objects = [dict(zip(columns, row, strict=True)) for row in rows]
         click.echo(json.dumps(objects, ensure_ascii=False, indent=2, default=str))
@@ -57,7 +59,8 @@ def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: Format) -> 
     click.echo("  ".join("-" * w for w in widths))
     for row in cells:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", err=True)
+    if count:
+        click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", err=True)
 
 
 def emit_dicts(rows: list[dict[str, Any]], fmt: Format, columns: Sequence[str] = ()) -> None:

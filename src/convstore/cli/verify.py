@@ -47,7 +47,8 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     problems = verifier.problems
     if problems or fmt != "table":
         columns = ["position", "conversation", "version", "problem"]
-        emit(columns, [[p.position, p.conversation, p.version, p.problem] for p in problems], fmt)
+        table = [[p.position, p.conversation, p.version, p.problem] for p in problems]
+        emit(columns, table, fmt, count=False)
     if problems:
         click.echo(f"error: {len(problems)} problem(s) in {store.location}", err=True)
         sys.exit(1)

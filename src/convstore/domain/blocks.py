@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from convstore.domain.images import ImageMediaType, sniff_media_type
+from convstore.domain.images import ImageMediaType, dimensions, sniff_media_type
 
 
 class _Block(BaseModel):
@@ -54,9 +54,10 @@ class ImageBlock(_Block):
     @classmethod
     def _data_is_base64(cls, value: str, info: ValidationInfo) -> str:
         limit = (info.context or {}).get("max_image_bytes")
-        if limit is not None and len(value) // 4 * 3 > limit:
+        size = len(value) // 4 * 3 - value[-2:].count("=")
+        if limit is not None and size > limit:
             # Checked on the base64 length, before decoding, so memory stays bounded.
-            msg = f"image is about {len(value) // 4 * 3:,} bytes; the limit is {limit:,}"
+            msg = f"image is {size:,} bytes; the limit is {limit:,}"
             raise ValueError(msg)
         try:
             base64.b64decode(value, validate=True)
@@ -67,10 +68,14 @@ class ImageBlock(_Block):
 
     @model_validator(mode="after")
     def _data_matches_media_type(self) -> ImageBlock:
-        sniffed = sniff_media_type(self.raw_bytes())
+        raw = self.raw_bytes()
+        sniffed = sniff_media_type(raw)
         if sniffed != self.media_type:
             found = sniffed or "not a PNG, JPEG, GIF or WebP image"
             msg = f"image data does not match media_type {self.media_type} (found: {found})"
+            raise ValueError(msg)
+        if dimensions(raw) is None:
+            msg = f"{self.media_type} data is truncated or corrupt: its size cannot be read"
             raise ValueError(msg)
         return self
 

@@ -32,8 +32,9 @@ class Limits:
             raw = os.environ.get(variable)
             if raw is None:
                 continue
-            if not raw.strip().isdigit() or int(raw) <= 0:
+            text = raw.strip()
+            if not (text.isascii() and text.isdigit()) or int(text) <= 0:
                 msg = f"{variable} must be a positive whole number of bytes, not {raw!r}"
                 raise InvalidInput(msg)
-            values[field_name] = int(raw)
+            values[field_name] = int(text)
         return cls(**values)

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sqlite3
 from pathlib import Path
 
 from convstore.domain.limits import Limits
 from convstore.errors import InvalidInput, NoStore, StoreError
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.postgres import PostgresSettings, is_postgres_url, redact
-from convstore.infrastructure.sqlite import create_private_file, default_path, sqlite_env
+from convstore.infrastructure.sqlite import (
+    create_private_file,
+    default_path,
+    is_sqlite_store,
+    sqlite_env,
+)
 from convstore.store import Store, failure_detail
 
 ENV_VAR = "CONVSTORE_DB"
@@ -57,6 +63,15 @@ def _open_sqlite(path: Path, limits: Limits, *, create: bool, make_directory: bo
         except OSError as exc:
             msg = f"cannot create a store at {path}: {exc.strerror or exc}"
             raise StoreError(msg) from exc
+    else:
+        try:
+            found = is_sqlite_store(path)
+        except sqlite3.DatabaseError as exc:
+            msg = f"cannot open the store at {path}: {exc}"
+            raise StoreError(msg) from None
+        if not found:
+            msg = f"{path} is a SQLite file but not a convstore store (it has no stored_events)"
+            raise InvalidInput(msg)
     return _open(sqlite_env(path), str(path.resolve()), secret="", limits=limits)
 
 

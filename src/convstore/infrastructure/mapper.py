@@ -50,12 +50,22 @@ class PydanticMapper(Mapper[UUID]):
         """The event a stored record holds; raises ``MapperDeserialisationError`` if it can't."""
         try:
             return EVENT_ADAPTER.validate_json(self.state_json(stored_event))
-        except (ValidationError, ValueError) as exc:
-            msg = (
-                f"stored event {stored_event.originator_id} v{stored_event.originator_version} "
-                f"({stored_event.topic}) does not decode: {exc}"
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            detail = (
+                f"{exc.error_count()} problem(s), first at {where or 'the top'}: {first['msg']}"
             )
-            raise MapperDeserialisationError(msg) from exc
+            raise MapperDeserialisationError(self._undecodable(stored_event, detail)) from exc
+        except ValueError as exc:
+            raise MapperDeserialisationError(self._undecodable(stored_event, str(exc))) from exc
+
+    @staticmethod
+    def _undecodable(stored_event: StoredEvent, detail: str) -> str:
+        return (
+            f"stored event {stored_event.originator_id} v{stored_event.originator_version} "
+            f"({stored_event.topic}) does not decode: {detail}"
+        )
 
     def state_json(self, stored_event: StoredEvent) -> bytes:
         """The event's JSON exactly as recorded (decompressed and decrypted)."""

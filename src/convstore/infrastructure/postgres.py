@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from convstore.errors import InvalidInput
 
@@ -36,17 +36,18 @@ def is_postgres_url(location: str) -> bool:
 
 
 def redact(url: str) -> str:
-    """The URL with any password replaced by ``***``, safe to print and log."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """The URL with any password replaced by ``***``, safe to print and log.
+
+    Works on the raw text, not a parse: a password holding an unencoded ``/``, ``?`` or ``#``
+    would fool a URL parser into showing part of it. Everything between the first ``:`` after
+    ``//`` and the last ``@`` is masked, which masks too much rather than too little.
+    """
+    scheme, separator, rest = url.partition("://")
+    at = rest.rfind("@")
+    if not separator or at < 0 or ":" not in rest[:at]:
         return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{parts.username or ''}:***@{host}"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    user = rest[: rest.index(":")]
+    return f"{scheme}://{user}:***{rest[at:]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +79,9 @@ class PostgresSettings:
             raise InvalidInput(msg)
         try:
             port = parts.port or 5432
+            username, password, hostname = parts.username, parts.password, parts.hostname
         except ValueError:
-            msg = f"the URL's port is not a number: {shown}"
+            msg = f"the URL's host or port cannot be read (encode special characters): {shown}"
             raise InvalidInput(msg) from None
         options: dict[str, int] = {}
         schema = "public"
@@ -94,10 +96,10 @@ class PostgresSettings:
                 raise InvalidInput(msg)
         return cls(
             dbname=dbname,
-            host=parts.hostname or "localhost",
+            host=hostname or "localhost",
             port=port,
-            user=unquote(parts.username) if parts.username else getpass.getuser(),
-            password=unquote(parts.password or ""),
+            user=unquote(username) if username else getpass.getuser(),
+            password=unquote(password or ""),
             schema=schema,
             **options,
         )

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
+from convstore.errors import InvalidInput
+
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
-"""How long a writer waits for another process's write lock before failing."""
+"""How long a writer waits for another process's write lock before failing, unless
+``CONVSTORE_LOCK_TIMEOUT`` (whole seconds) says otherwise."""
+
+LOCK_TIMEOUT_ENV_VAR = "CONVSTORE_LOCK_TIMEOUT"
 
 
 def default_path() -> Path:
@@ -32,8 +39,35 @@ def create_private_file(path: Path) -> None:
     os.close(fd)
 
 
-def sqlite_env(path: Path, lock_timeout: int = DEFAULT_LOCK_TIMEOUT_SECONDS) -> dict[str, str]:
+def lock_timeout_seconds() -> int:
+    """The write-lock wait: ``$CONVSTORE_LOCK_TIMEOUT`` or the default, read at each open."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV_VAR, "").strip()
+    if not raw:
+        return DEFAULT_LOCK_TIMEOUT_SECONDS
+    if not (raw.isascii() and raw.isdigit()) or int(raw) <= 0:
+        msg = f"{LOCK_TIMEOUT_ENV_VAR} must be a positive whole number of seconds, not {raw!r}"
+        raise InvalidInput(msg)
+    return int(raw)
+
+
+def is_sqlite_store(path: Path) -> bool:
+    """Whether ``path`` already holds convstore's table; reads without changing the file.
+
+    Raises ``sqlite3.DatabaseError`` for a file that is not SQLite at all.
+    """
+    if path.stat().st_size == 0:
+        return True  # created for a store, not yet written
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stored_events'"
+        ).fetchone()
+    return found is not None
+
+
+def sqlite_env(path: Path, lock_timeout: int | None = None) -> dict[str, str]:
     """The eventsourcing settings for a SQLite file."""
+    if lock_timeout is None:
+        lock_timeout = lock_timeout_seconds()
     return {
         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
         "SQLITE_DBNAME": str(path),

@@ -1,0 +1,43 @@
+"""Checks on free-form JSON (a tool call's input) that the JSON parsers do not make.
+
+Done iteratively, so a hostile input cannot exhaust the stack while being checked.
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_DEPTH = 100
+"""Deepest nesting accepted; pydantic's JSON reader stops at 200, so stored events always
+decode."""
+
+
+def json_problem(value: object) -> str | None:
+    """Why ``value`` cannot be stored as JSON that reads back identically, or ``None``."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"nested more than {MAX_DEPTH} levels deep"
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem:
+                return problem
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"the number {item} is not finite (JSON has no infinity or NaN)"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and (problem := _text_problem(key)):
+                    return problem
+                stack.append((child, depth + 1))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, depth + 1) for child in item)
+    return None
+
+
+def _text_problem(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"text holds a lone surrogate (\\u{ord(text[exc.start]):04x}), which is not Unicode"
+    return None
