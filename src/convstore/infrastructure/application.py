@@ -6,9 +6,16 @@ import os
 from uuid import UUID
 
 from eventsourcing.application import Application
+from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import Environment, EnvType
 
 from convstore.infrastructure.mapper import PydanticMapper
+
+try:  # the PostgreSQL driver is an optional extra
+    from eventsourcing.postgres import PostgresApplicationRecorder
+    from psycopg.sql import SQL, Identifier
+except ImportError:  # pragma: no cover - only without convstore[postgres]
+    PostgresApplicationRecorder = None  # type: ignore[assignment,misc]
 
 APPLICATION_NAME = "convstore"
 """Pinned: PostgreSQL table names (``convstore_events``) and setting prefixes follow it."""
@@ -38,6 +45,31 @@ class EventLog(Application[UUID]):
             compressor=self.factory.compressor(),
             cipher=self.factory.cipher(),
         )
+
+    def select_states(self, conversation_id: UUID) -> list[bytes]:
+        """The stored state of each of a conversation's events, in version order.
+
+        Reads only the ``state`` column: eventsourcing's ``select_events`` also builds a
+        ``StoredEvent`` and parses the id back into a ``UUID`` for every row, which replay
+        does not need.
+        """
+        recorder = self.recorder
+        if isinstance(recorder, SQLiteApplicationRecorder):
+            statement = (
+                f"SELECT state FROM {recorder.events_table_name} "  # noqa: S608 - fixed name
+                "WHERE originator_id = ? ORDER BY originator_version"
+            )
+            with recorder.datastore.transaction(commit=False) as cursor:
+                cursor.execute(statement, (conversation_id.hex,))
+                return [row[0] for row in cursor.fetchall()]
+        if isinstance(recorder, PostgresApplicationRecorder):
+            query = SQL(
+                "SELECT state FROM {}.{} WHERE originator_id = %s ORDER BY originator_version"
+            ).format(Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name))
+            with recorder.datastore.transaction(commit=False) as curs:
+                curs.execute(query, (conversation_id,))
+                return [bytes(row["state"]) for row in curs.fetchall()]
+        return [s.state for s in recorder.select_events(conversation_id)]
 
     @property
     def pydantic_mapper(self) -> PydanticMapper:

@@ -46,10 +46,14 @@ class PydanticMapper(Mapper[UUID]):
     def to_domain_event(self, stored_event: StoredEvent) -> Event:
         return self.decode(stored_event)
 
+    def decode_state(self, state: bytes) -> Event:
+        """The event a stored state holds (decompressed and decrypted as configured)."""
+        return EVENT_ADAPTER.validate_json(self.plain(state))
+
     def decode(self, stored_event: StoredEvent) -> Event:
         """The event a stored record holds; raises ``MapperDeserialisationError`` if it can't."""
         try:
-            return EVENT_ADAPTER.validate_json(self.state_json(stored_event))
+            return self.decode_state(stored_event.state)
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in first["loc"])
@@ -69,7 +73,10 @@ class PydanticMapper(Mapper[UUID]):
 
     def state_json(self, stored_event: StoredEvent) -> bytes:
         """The event's JSON exactly as recorded (decompressed and decrypted)."""
-        state = stored_event.state
+        return self.plain(stored_event.state)
+
+    def plain(self, state: bytes) -> bytes:
+        """A stored state decompressed and decrypted as configured."""
         if self.cipher:
             state = self.cipher.decrypt(state)
         if self.compressor:

@@ -181,7 +181,7 @@ def live_request(
     turn has already moved on.
     """
     options = options or ReplayOptions()
-    events = list(events)
+    events = list(events)  # read twice: for the round, and for the history before it
     assistant, _calls, results = _split_round(collect_messages(events), live)
     planned = plan(events, options)
     cut = next((i for i, m in enumerate(planned) if m.message_id == live), None)

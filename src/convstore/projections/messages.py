@@ -42,9 +42,23 @@ class RecordedMessage:
     interrupt_reason: str | None = None
 
 
+@dataclass(slots=True)
+class History:
+    """A conversation folded in one pass: its messages, and its compactions in order."""
+
+    messages: list[RecordedMessage]
+    compactions: list[Compacted]
+
+
 def collect_messages(events: Iterable[Event]) -> list[RecordedMessage]:
     """Every stored message in start order; blocks in the order they landed."""
+    return collect_history(events).messages
+
+
+def collect_history(events: Iterable[Event]) -> History:
+    """Fold events (read once, so a stream decoded row by row will do) into a history."""
     messages: dict[UUID, RecordedMessage] = {}
+    compactions: list[Compacted] = []
     for event in events:
         match event:
             case ConversationStarted():
@@ -64,7 +78,7 @@ def collect_messages(events: Iterable[Event]) -> list[RecordedMessage]:
                 message.status = "interrupted"
                 message.interrupt_reason = event.reason
             case Compacted():
-                pass  # replay decides what a compaction hides; the messages are all still here
+                compactions.append(event)  # replay decides what it hides; messages stay here
             case _:
                 assert_never(event)
-    return list(messages.values())
+    return History(list(messages.values()), compactions)

@@ -21,7 +21,7 @@ from uuid import UUID
 
 from convstore.domain.blocks import TextBlock, ToolResultBlock
 from convstore.domain.events import Compacted, Event, Role
-from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_messages
+from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_history
 from convstore.projections.prose import (
     BLOCK_SEPARATOR,
     Image,
@@ -165,11 +165,10 @@ def _message_plan(
 def plan(events: Iterable[Event], options: ReplayOptions | None = None) -> list[PlannedMessage]:
     """What each wire message of the replay holds, part by part."""
     options = options or ReplayOptions()
-    events = list(events)
-    messages = collect_messages(events)
-    compactions = [e for e in events if isinstance(e, Compacted)]
+    history = collect_history(events)
+    compactions = history.compactions
     compaction = None if options.full or not compactions else compactions[-1]
-    window, summary_at = replay_window(messages, compaction)
+    window, summary_at = replay_window(history.messages, compaction)
     cleared = _cleared_results(window, options.keep_tool_results)
     return [
         _message_plan(m, vision=options.vision, cleared=cleared, summary=i == summary_at)
