@@ -28,7 +28,7 @@ from uuid import UUID
 import pytest
 from click.testing import CliRunner, Result
 
-from convstore.cli import cli
+from convstore.cli import cli, command_names
 from convstore.demo import tiny_png
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
@@ -637,8 +637,9 @@ def test_default_location_is_under_xdg_data_home(tmp_path: Path) -> None:
 
 def test_every_command_has_help_with_an_example() -> None:
     """`--help` of the group and of every command exits 0 and shows an Example."""
-    assert cli.commands
-    for args in ([], *([name] for name in sorted(cli.commands))):
+    names = command_names()
+    assert {"replay", "audit", "pressure", "verify"} <= set(names)
+    for args in ([], *([name] for name in names)):
         for flag in ("--help", "-h"):
             result = invoke(None, *args, flag)
             assert result.exit_code == 0, (args, result.stderr)
@@ -1103,7 +1104,7 @@ def test_script_help_and_list_of_a_missing_store(tmp_path: Path) -> None:
     """`convstore --help` exits 0 naming every command; `list` of a missing store makes no file."""
     proc = run_script("--help")
     assert proc.returncode == 0, proc.stderr
-    for name in cli.commands:
+    for name in command_names():
         assert name.encode() in proc.stdout
     listed = run_script("--db", str(tmp_path / "h.db"), "list")
     assert listed.returncode == 0, listed.stderr

@@ -1,9 +1,20 @@
-"""The ``convstore`` command line: one click group; each module adds its commands to it."""
+"""The ``convstore`` command line: one click group; each module adds its commands to it.
 
-from convstore.cli import audit as audit
-from convstore.cli import context as context
+The conversation commands load with the group; the others (audit, compaction and pressure,
+verify) load when one of them is asked for, so `convstore replay` starts without importing
+sqlite-utils or the tokenizer.
+"""
+
+import click
+
 from convstore.cli import conversations as conversations
-from convstore.cli import verify as verify
 from convstore.cli.app import cli, main
 
-__all__ = ["cli", "main"]
+
+def command_names() -> list[str]:
+    """Every top-level command, the lazily loaded ones included."""
+    with click.Context(cli) as ctx:
+        return cli.list_commands(ctx)
+
+
+__all__ = ["cli", "command_names", "main"]

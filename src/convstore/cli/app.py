@@ -6,6 +6,7 @@ written; 1 when the store itself fails. Set ``CONVSTORE_DEBUG=1`` to see traceba
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -41,11 +42,31 @@ def _usage_failure(exc: click.UsageError) -> NoReturn:
     _fail(message + hint, EXIT_BAD_INPUT)
 
 
+LAZY_COMMANDS = {
+    "project": "convstore.cli.audit",
+    "rebuild": "convstore.cli.audit",
+    "audit": "convstore.cli.audit",
+    "compact": "convstore.cli.context",
+    "pressure": "convstore.cli.context",
+    "verify": "convstore.cli.verify",
+}
+"""Commands whose modules load only when asked for (they import heavier libraries)."""
+
+
 class _Group(click.Group):
     """Turns every error into one line on stderr and the right exit status.
 
     Click's own usage errors (an unknown option, a bad choice) are folded to one line too.
+    Commands in :data:`LAZY_COMMANDS` are imported on first use.
     """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            importlib.import_module(LAZY_COMMANDS[cmd_name])  # registers on this group
+        return super().get_command(ctx, cmd_name)
 
     def make_context(
         self,

@@ -11,12 +11,6 @@ from eventsourcing.utils import Environment, EnvType
 
 from convstore.infrastructure.mapper import PydanticMapper
 
-try:  # the PostgreSQL driver is an optional extra
-    from eventsourcing.postgres import PostgresApplicationRecorder
-    from psycopg.sql import SQL, Identifier
-except ImportError:  # pragma: no cover - only without convstore[postgres]
-    PostgresApplicationRecorder = None  # type: ignore[assignment,misc]
-
 APPLICATION_NAME = "convstore"
 """Pinned: PostgreSQL table names (``convstore_events``) and setting prefixes follow it."""
 
@@ -62,7 +56,12 @@ class EventLog(Application[UUID]):
             with recorder.datastore.transaction(commit=False) as cursor:
                 cursor.execute(statement, (conversation_id.hex,))
                 return [row[0] for row in cursor.fetchall()]
-        if isinstance(recorder, PostgresApplicationRecorder):
+        if type(recorder).__module__ == "eventsourcing.postgres":
+            # Imported here: the driver is an optional extra, and slow to import.
+            from eventsourcing.postgres import PostgresApplicationRecorder  # noqa: PLC0415
+            from psycopg.sql import SQL, Identifier  # noqa: PLC0415
+
+            assert isinstance(recorder, PostgresApplicationRecorder)
             query = SQL(
                 "SELECT state FROM {}.{} WHERE originator_id = %s ORDER BY originator_version"
             ).format(Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name))
