@@ -210,6 +210,9 @@ class Store:
 
     def close(self) -> None:
         """Release the backend's connections."""
+        close_writer = getattr(self._log.recorder, "close_writer", None)
+        if close_writer is not None:
+            close_writer()
         self._log.close()
 
     def __enter__(self) -> Store:

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    IntegrityError,
+    OperationalError,
+    PersistenceError,
+    StoredEvent,
+)
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from convstore.errors import InvalidInput
 
@@ -72,4 +84,69 @@ def sqlite_env(path: Path, lock_timeout: int | None = None) -> dict[str, str]:
         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
         "SQLITE_DBNAME": str(path),
         "SQLITE_LOCK_TIMEOUT": str(lock_timeout),
+        "APPLICATION_RECORDER_TOPIC": f"{__name__}:SQLiteWriterRecorder",
     }
+
+
+class SQLiteWriterRecorder(SQLiteApplicationRecorder):
+    """eventsourcing's SQLite recorder with one dedicated writer connection.
+
+    The stock recorder takes a pooled connection and enters three nested context managers for
+    every insert: about a fifth of a streamed append's CPU. Writes here reuse one connection
+    under a lock (SQLite admits one writer at a time anyway); reads still use the pool. Each
+    insert is still its own ``BEGIN … COMMIT``, so durability is unchanged.
+    """
+
+    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name)
+        self._writer: sqlite3.Connection | None = None
+        self._writer_lock = threading.Lock()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._writer is None:
+            pool = self.datastore.pool
+            self._writer = sqlite3.connect(
+                pool.db_name,
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS,
+            )
+        return self._writer
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        with self._writer_lock:
+            try:
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    rowids = []
+                    for s in stored_events:
+                        originator = s.originator_id
+                        key = originator.hex if isinstance(originator, UUID) else originator
+                        cursor = conn.execute(
+                            self.insert_events_statement,
+                            (key, s.originator_version, s.topic, s.state),
+                        )
+                        rowids.append(cursor.lastrowid or 0)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.IntegrityError as exc:
+                raise IntegrityError(exc) from exc
+            except sqlite3.OperationalError as exc:
+                raise OperationalError(exc) from exc
+            except sqlite3.Error as exc:
+                raise PersistenceError(exc) from exc
+            return rowids
+
+    def close_writer(self) -> None:
+        """Close the writer connection (the pool's are closed by the datastore)."""
+        with self._writer_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
