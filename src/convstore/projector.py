@@ -18,7 +18,7 @@ from uuid import uuid4
 from convstore.infrastructure.audit_db import AuditDatabase, ProjectionConflict
 from convstore.infrastructure.postgres import is_postgres_url
 from convstore.infrastructure.sqlite import default_path
-from convstore.store import Store
+from convstore.store import Store, paused_gc
 
 BATCH_SIZE = 500
 """Events applied per read-model transaction."""
@@ -65,11 +65,13 @@ def catch_up(
     applied = 0
     position = audit.position()
     while True:
-        batch = store.notifications(position, batch_size)
+        with paused_gc():
+            batch = store.notifications(position, batch_size)
         if not batch:
             return applied
         try:
-            position = audit.apply(batch, after=position)
+            with paused_gc():
+                position = audit.apply(batch, after=position)
         except ProjectionConflict:
             position = audit.position()  # another projector got there; carry on from its work
             continue
