@@ -46,11 +46,11 @@ from convstore.domain.events import (
     MessageInterrupted,
     MessageStarted,
 )
+from convstore.domain.parsing import parse_block
 from convstore.infrastructure.audit_db import TABLES
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.replay import NOTHING_RECORDED
 from convstore.projector import catch_up, open_audit, rebuild
-from convstore.store import parse_block
 from convstore.verify import Verifier
 
 SPAWN = multiprocessing.get_context("spawn")

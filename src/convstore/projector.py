@@ -16,9 +16,10 @@ from pathlib import Path
 from uuid import uuid4
 
 from convstore.infrastructure.audit_db import AuditDatabase, ProjectionConflict
+from convstore.infrastructure.memory import paused_gc
 from convstore.infrastructure.postgres import is_postgres_url
 from convstore.infrastructure.sqlite import default_path
-from convstore.store import Store, paused_gc
+from convstore.store import Store
 
 BATCH_SIZE = 500
 """Events applied per read-model transaction."""

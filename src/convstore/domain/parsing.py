@@ -1,0 +1,123 @@
+"""Turning caller input (dicts, role names, id strings) into checked domain values.
+
+Each function raises a :class:`~convstore.errors.InvalidInput` subclass with one line that
+names the field at fault; nothing here touches storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails, PydanticSerializationError
+
+from convstore.domain.blocks import (
+    BLOCK_ADAPTER,
+    BLOCK_CLASSES,
+    BLOCK_TYPES,
+    Block,
+    ImageBlock,
+    ToolResultBlock,
+    block_json,
+)
+from convstore.domain.events import ROLES, Role
+from convstore.domain.json_values import json_problem
+from convstore.domain.limits import Limits
+from convstore.errors import InvalidBlock, InvalidInput
+
+
+def _is_branch_label(part: str | int) -> bool:
+    """Whether a location part names a union branch (``str``, ``list[…]``), not a field."""
+    return isinstance(part, str) and ("[" in part or part in {"str", "list", "dict"})
+
+
+def _describe(error: ErrorDetails) -> str:
+    """One pydantic error as a short phrase naming the field.
+
+    A location that starts with a block kind (``tool_use.input``) reads as
+    "tool_use block: input".
+    """
+    parts = [str(p) for p in error["loc"] if not _is_branch_label(p)]
+    kind = f"{parts.pop(0)} block: " if parts and parts[0] in BLOCK_TYPES else ""
+    loc = ".".join(parts)
+    if len(loc) > 80:
+        loc = loc[:40] + "…" + loc[-39:]
+    if error["type"] == "missing":
+        return f"{kind}missing field '{loc}'"
+    if error["type"] == "extra_forbidden":
+        return f"{kind}unknown field '{loc}'"
+    if error["type"] == "union_tag_not_found":
+        return f"{kind}missing field '{'.'.join([*parts, 'type'])}'"
+    if error["type"] == "union_tag_invalid":
+        context = error.get("ctx", {})
+        where = f" at '{loc}'" if loc else ""
+        return (
+            f"{kind}unknown block type {context.get('tag')!r}{where}; "
+            f"use one of: {context.get('expected_tags')}"
+        )
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{kind}{loc}: {message}" if loc else f"{kind}{message}"
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line naming the problems in ``exc`` (the first three) and where they are."""
+    described = list(dict.fromkeys(_describe(e) for e in exc.errors(include_url=False)))
+    more = f" (and {len(described) - 3} more)" if len(described) > 3 else ""
+    return "; ".join(described[:3]) + more
+
+
+def parse_block(value: Block | Mapping[str, Any], limits: Limits | None = None) -> Block:
+    """A block from a model or a JSON-like mapping, within ``limits``; raises
+    :class:`InvalidBlock`. A block model was validated when it was made; only its size is
+    checked here."""
+    limits = limits or Limits()
+    problem = json_problem(value.model_dump() if isinstance(value, BLOCK_CLASSES) else value)
+    if problem:
+        raise InvalidBlock(problem)
+    if isinstance(value, BLOCK_CLASSES):
+        block: Block = value
+    else:
+        try:
+            block = BLOCK_ADAPTER.validate_python(
+                value, context={"max_image_bytes": limits.max_image_bytes}
+            )
+        except ValidationError as exc:
+            raise InvalidBlock(format_validation_error(exc)) from None
+    images = [block] if isinstance(block, ImageBlock) else []
+    if isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
+        images = [part for part in block.content if isinstance(part, ImageBlock)]
+    for image in images:
+        if image.byte_size > limits.max_image_bytes:
+            msg = f"image is {image.byte_size:,} bytes; the limit is {limits.max_image_bytes:,}"
+            raise InvalidBlock(msg)
+    try:
+        size = len(block_json(block).encode())
+    except PydanticSerializationError as exc:
+        msg = f"block cannot be stored as JSON: {exc}"
+        raise InvalidBlock(msg) from None
+    if size > limits.max_block_bytes:
+        msg = f"block is {size:,} bytes as JSON; the limit is {limits.max_block_bytes:,}"
+        raise InvalidBlock(msg)
+    return block
+
+
+def parse_role(role: str) -> Role:
+    """``role`` checked against the three roles; raises :class:`InvalidInput`."""
+    for known in ROLES:
+        if role == known:
+            return known
+    msg = f"unknown role {role!r}; use one of: {', '.join(ROLES)}"
+    raise InvalidInput(msg)
+
+
+def parse_id(value: UUID | str, what: str) -> UUID:
+    """An id given as a UUID or its text; raises :class:`InvalidInput` when it isn't one."""
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(value)
+    except ValueError:
+        msg = f"{value!r} is not a {what} id (ids look like 0b8e7c0e-3d6f-4c1a-9a51-5e2f1c9d7a10)"
+        raise InvalidInput(msg) from None
