@@ -56,3 +56,11 @@ def test_readme_main_command_runs_the_demo() -> None:
     [command] = [b.strip() for b in _fenced("bash") if b.strip().endswith("convstore demo")]
     assert command.startswith("python3 -m venv .venv && .venv/bin/pip install -e .")
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
+
+
+def test_every_public_name_resolves() -> None:
+    """Each name in convstore.__all__ loads (the package exports them lazily)."""
+    import convstore  # noqa: PLC0415
+
+    for name in convstore.__all__:
+        assert getattr(convstore, name) is not None, name

@@ -4,40 +4,97 @@ One history per conversation, recorded block by block as immutable events; every
 replays that same record as provider wire messages.
 """
 
-from convstore.domain.blocks import (
-    Block,
-    ImageBlock,
-    ReasoningBlock,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
-from convstore.domain.events import (
-    BlockAppended,
-    ConversationStarted,
-    Event,
-    MessageEnded,
-    MessageInterrupted,
-    MessageStarted,
-    Role,
-)
-from convstore.domain.limits import Limits
-from convstore.errors import (
-    ConcurrencyError,
-    ConversationNotFound,
-    ConvstoreError,
-    InvalidBlock,
-    InvalidInput,
-    MessageClosed,
-    MessageNotFound,
-    NoStore,
-    NotFound,
-    StoreError,
-)
-from convstore.infrastructure.bootstrap import open_store
-from convstore.projections.replay import Shape, replay
-from convstore.routing import ShardedStores, shard_for
-from convstore.store import ConversationInfo, Store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from convstore.domain.blocks import (
+        Block,
+        ImageBlock,
+        ReasoningBlock,
+        TextBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+    )
+    from convstore.domain.events import (
+        BlockAppended,
+        ConversationStarted,
+        Event,
+        MessageEnded,
+        MessageInterrupted,
+        MessageStarted,
+        Role,
+    )
+    from convstore.domain.limits import Limits
+    from convstore.errors import (
+        ConcurrencyError,
+        ConversationNotFound,
+        ConvstoreError,
+        InvalidBlock,
+        InvalidInput,
+        MessageClosed,
+        MessageNotFound,
+        NoStore,
+        NotFound,
+        StoreError,
+    )
+    from convstore.infrastructure.bootstrap import open_store
+    from convstore.projections.replay import Shape, replay
+    from convstore.routing import ShardedStores, shard_for
+    from convstore.store import ConversationInfo, Store
+
+_EXPORTS = {
+    "Block": "convstore.domain.blocks",
+    "BlockAppended": "convstore.domain.events",
+    "ConcurrencyError": "convstore.errors",
+    "ConversationInfo": "convstore.store",
+    "ConversationNotFound": "convstore.errors",
+    "ConversationStarted": "convstore.domain.events",
+    "ConvstoreError": "convstore.errors",
+    "Event": "convstore.domain.events",
+    "ImageBlock": "convstore.domain.blocks",
+    "InvalidBlock": "convstore.errors",
+    "InvalidInput": "convstore.errors",
+    "Limits": "convstore.domain.limits",
+    "MessageClosed": "convstore.errors",
+    "MessageEnded": "convstore.domain.events",
+    "MessageInterrupted": "convstore.domain.events",
+    "MessageNotFound": "convstore.errors",
+    "MessageStarted": "convstore.domain.events",
+    "NoStore": "convstore.errors",
+    "NotFound": "convstore.errors",
+    "ReasoningBlock": "convstore.domain.blocks",
+    "Role": "convstore.domain.events",
+    "Shape": "convstore.projections.replay",
+    "ShardedStores": "convstore.routing",
+    "Store": "convstore.store",
+    "StoreError": "convstore.errors",
+    "TextBlock": "convstore.domain.blocks",
+    "ToolResultBlock": "convstore.domain.blocks",
+    "ToolUseBlock": "convstore.domain.blocks",
+    "open_store": "convstore.infrastructure.bootstrap",
+    "replay": "convstore.projections.replay",
+    "shard_for": "convstore.routing",
+}
+"""Where each public name lives. Names load on first use (PEP 562), so a process that needs
+only part of the package (``convstore replay`` from the shell, say) imports only that part."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        msg = f"module 'convstore' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
 
 __all__ = [
     "Block",

@@ -5,6 +5,13 @@ verify) load when one of them is asked for, so `convstore replay` starts without
 sqlite-utils or the tokenizer.
 """
 
+import os
+
+# Before anything imports pydantic: the command line needs no third-party pydantic plugins, and
+# discovering them scans every installed package's metadata (about 20 ms of each command's
+# start-up). Set PYDANTIC_DISABLE_PLUGINS yourself to decide otherwise.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 import click
 
 from convstore.cli import conversations as conversations
