@@ -352,3 +352,55 @@ def test_anthropic_final_assistant_turn_has_no_trailing_whitespace(store: Store)
     assert messages[0]["content"][0]["text"] == "hi  "
     assert messages[1]["content"][-1]["text"] == "Done."
     assert store.replay(conv, shape="openai")["messages"][1]["content"] == "Done. \n"
+
+
+def test_fit_tokens_keeps_as_many_results_as_fit(store: Store) -> None:
+    """Budget microcompact keeps the most tool results that fit, clearing the oldest first."""
+    conv = store.new_conversation()
+    for n in range(6):
+        store.append_message(
+            conv, "assistant", [{"type": "tool_use", "id": f"c{n}", "name": "cat", "input": {}}]
+        )
+        store.append_message(
+            conv,
+            "user",
+            [{"type": "tool_result", "tool_use_id": f"c{n}", "content": f"word{n} " * 200}],
+        )
+    whole = store.pressure(conv).total
+    assert store.fit_tool_results(conv, whole)[0] is None
+    budget = store.pressure(conv, keep_tool_results=2).total
+    keep, fitted = store.fit_tool_results(conv, budget)
+    assert keep == 2
+    assert fitted.total == budget
+    assert store.pressure(conv, keep_tool_results=3).total > budget
+    keep, fitted = store.fit_tool_results(conv, 5)
+    assert keep == 0
+    assert fitted.total > 5
+    accepted("openai", store.replay(conv, keep_tool_results=keep))
+    with pytest.raises(InvalidInput):
+        store.fit_tool_results(conv, 0)
+
+
+def test_fit_tokens_on_the_command_line(tmp_path: Path) -> None:
+    """replay --fit-tokens clears output to fit, and refuses to be combined with --keep."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from convstore.cli import cli  # noqa: PLC0415
+
+    db = tmp_path / "fit.db"
+    with open_store(db) as writer:
+        conv = writer.new_conversation()
+        writer.append_message(
+            conv, "assistant", [{"type": "tool_use", "id": "c", "name": "cat", "input": {}}]
+        )
+        writer.append_message(
+            conv, "user", [{"type": "tool_result", "tool_use_id": "c", "content": "x " * 900}]
+        )
+    runner = CliRunner()
+    fitted = runner.invoke(cli, ["--db", str(db), "replay", str(conv), "--fit-tokens", "200"])
+    assert fitted.exit_code == 0, fitted.stderr
+    assert "[Output cleared to save context: 1,800 bytes]" in fitted.stdout
+    both = ["--fit-tokens", "200", "--keep-tool-results", "1"]
+    refused = runner.invoke(cli, ["--db", str(db), "replay", str(conv), *both])
+    assert refused.exit_code == 2
+    assert len(refused.stderr.splitlines()) == 1

@@ -15,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -23,9 +23,9 @@ from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError, MapperDeserialisationError, PersistenceError
 
-from convstore.domain.blocks import Block
+from convstore.domain.blocks import Block, ToolResultBlock
 from convstore.domain.conversation import Conversation
-from convstore.domain.events import ConversationStarted, Event, Role
+from convstore.domain.events import BlockAppended, ConversationStarted, Event, Role
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_block, parse_id, parse_role
 from convstore.errors import (
@@ -40,8 +40,16 @@ from convstore.infrastructure.mapper import TOPICS, topic_of
 from convstore.infrastructure.memory import paused_gc
 from convstore.projections.live import live_request
 from convstore.projections.messages import RecordedMessage, collect_messages
-from convstore.projections.pressure import Pressure, measure
-from convstore.projections.replay import SHAPES, JSONDict, ReplayOptions, Shape, plan, render
+from convstore.projections.pressure import Pressure, fit_keep, measure
+from convstore.projections.replay import (
+    SHAPES,
+    JSONDict,
+    PlannedMessage,
+    ReplayOptions,
+    Shape,
+    plan,
+    render,
+)
 from convstore.verify import Recorded
 
 MAX_WRITE_ATTEMPTS = 200
@@ -232,6 +240,37 @@ class Store:
                 msg = f"conversation {conversation_id} not found"
                 raise ConversationNotFound(msg)
             return render(planned, checked)
+
+    def fit_tool_results(
+        self,
+        conversation: UUID | str,
+        max_tokens: int,
+        *,
+        shape: Shape | str = "openai",
+        vision: bool = False,
+        full: bool = False,
+    ) -> tuple[int | None, Pressure]:
+        """Microcompact by budget: the most tool results replay can keep within ``max_tokens``
+        (``None`` when everything fits), with the pressure at that setting. Oldest output is
+        cleared first; pass the answer as ``keep_tool_results`` to :meth:`replay`."""
+        from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
+
+        if max_tokens <= 0:
+            msg = f"max_tokens must be positive, not {max_tokens}"
+            raise InvalidInput(msg)
+        checked = _parse_shape(shape)
+        events = self.events(conversation)
+        results = sum(
+            1
+            for e in events
+            if isinstance(e, BlockAppended) and isinstance(e.block, ToolResultBlock)
+        )
+
+        def planner(keep: int | None) -> list[PlannedMessage]:
+            return plan(events, _options(vision, full, keep))
+
+        keep, pressure = fit_keep(planner, checked, count_tokens, max_tokens, results)
+        return keep, replace(pressure, tokenizer=ENCODING)
 
     def live_request(
         self,

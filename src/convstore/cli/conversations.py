@@ -146,6 +146,13 @@ def interrupt(ctx: click.Context, conversation: str, message: str, reason: str |
     help="Build the request for the tool round in progress: history before MSG as prose, "
     "then MSG's calls and their results with real call-id linkage.",
 )
+@click.option(
+    "--fit-tokens",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Microcompact by budget: clear the oldest tool output until the request is N tokens "
+    "or fewer (counted as `pressure` counts).",
+)
 @click.option("--compact", is_flag=True, help="One line of JSON instead of indented.")
 @click.pass_context
 def replay(
@@ -156,6 +163,7 @@ def replay(
     full: bool,
     keep_tool_results: int | None,
     live: str | None,
+    fit_tokens: int | None,
     compact: bool,
 ) -> None:
     """Print the conversation as provider request messages (JSON).
@@ -170,9 +178,23 @@ def replay(
     Example:
         convstore replay $CONV --shape anthropic --vision | jq '.messages | length'
         convstore replay $CONV --keep-tool-results 3
+        convstore replay $CONV --fit-tokens 100000
         convstore replay $CONV --live $MSG --shape openai
     """
     store = store_from(ctx, create=False)
+    if fit_tokens is not None:
+        if keep_tool_results is not None:
+            msg = "--fit-tokens chooses --keep-tool-results itself; give one or the other"
+            raise click.UsageError(msg)
+        keep_tool_results, fitted = store.fit_tool_results(
+            conversation, fit_tokens, shape=shape, vision=vision, full=full
+        )
+        if fitted.total > fit_tokens:
+            click.echo(
+                f"note: {fitted.total:,} tokens with every tool output cleared; "
+                f"still over {fit_tokens:,}",
+                err=True,
+            )
     if live is None:
         result = store.replay(
             conversation, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results

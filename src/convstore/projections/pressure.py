@@ -104,3 +104,33 @@ def measure(
     total = sum(m.tokens for m in by_message) + REQUEST_FRAMING_TOKENS
     by_kind["framing"] = by_kind.get("framing", 0) + REQUEST_FRAMING_TOKENS
     return Pressure(total=total, by_kind=by_kind, by_message=by_message, tokenizer=tokenizer)
+
+
+def fit_keep(
+    planner: Callable[[int | None], list[PlannedMessage]],
+    shape: Shape,
+    count: TokenCounter,
+    max_tokens: int,
+    results: int,
+) -> tuple[int | None, Pressure]:
+    """The most tool results microcompact can keep with the request within ``max_tokens``.
+
+    ``planner(keep)`` plans the replay keeping ``keep`` results (``None``: all of them), and
+    ``results`` is how many there are. Clearing older output never adds tokens, so a binary
+    search finds the largest fitting ``keep``. Returns ``None`` when everything fits as it
+    is, and ``0`` (every output cleared) when even that does not fit; with the pressure of
+    the request at that setting.
+    """
+    whole = measure(planner(None), shape, count)
+    if whole.total <= max_tokens:
+        return None, whole
+    low, high = 0, results  # low: candidate floor; the answer is in [0, results]
+    best = measure(planner(0), shape, count)
+    while low < high:
+        middle = (low + high + 1) // 2
+        pressure = measure(planner(middle), shape, count)
+        if pressure.total <= max_tokens:
+            low, best = middle, pressure
+        else:
+            high = middle - 1
+    return low, best
