@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -279,3 +284,63 @@ def sql(
     audit = _caught_up(ctx)
     columns, rows = read_only_query(audit.path, query, dict(params), time_limit=time_limit)
     emit(columns, rows, fmt)
+
+
+CANNED_QUERIES = {
+    "calls_without_result": {
+        "title": "Tool calls that never got a result",
+        "description": "Calls whose result never landed: the round was killed or cut short.",
+        "sql": "SELECT conversation_id, call_id, name, input, called_at, message_id "
+        "FROM tool_calls WHERE outcome = 'missing' ORDER BY called_at",
+    },
+    "errors_per_tool": {
+        "title": "Errors per tool",
+        "description": "How often each tool failed, out of its calls that got a result.",
+        "sql": "SELECT name, sum(outcome = 'error') AS errors, "
+        "sum(outcome IN ('ok', 'error')) AS answered, count(*) AS calls "
+        "FROM tool_calls GROUP BY name ORDER BY errors DESC, calls DESC",
+    },
+}
+"""The queries `audit serve` offers by name in Datasette."""
+
+
+@audit.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", "-p", type=click.IntRange(0, 65535), default=8001, show_default=True, help="Port."
+)
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int) -> None:
+    """Open the audit read model in Datasette, read-only, until Ctrl-C.
+
+    Needs the web extra (pip install 'convstore[web]'). The file is opened immutable, so
+    nothing can change it; canned queries list calls that never got a result and errors
+    per tool. Listens on 127.0.0.1 unless --host says otherwise.
+
+    \b
+    Example:
+        convstore audit serve --port 8001
+    """
+    if importlib.util.find_spec("datasette") is None:
+        msg = "audit serve needs Datasette: pip install 'convstore[web]'"
+        raise InvalidInput(msg)
+    path = _caught_up(ctx).path
+    metadata = {
+        "title": "convstore audit",
+        "databases": {path.stem: {"queries": CANNED_QUERIES}},
+    }
+    with tempfile.TemporaryDirectory() as scratch:
+        settings = Path(scratch) / "metadata.json"
+        settings.write_text(json.dumps(metadata), encoding="utf-8")
+        command = [sys.executable, "-m", "datasette", "serve", "--immutable", str(path)]
+        command += ["--host", host, "--port", str(port), "--metadata", str(settings)]
+        click.echo(f"audit: serving {path} read-only on http://{host}:{port}/", err=True)
+        server = subprocess.Popen(command)  # noqa: S603 - our own argv
+        # Stopping convstore stops Datasette too: pass SIGTERM on (Ctrl-C reaches both).
+        signal.signal(signal.SIGTERM, lambda signum, _frame: server.send_signal(signum))
+        try:
+            code = server.wait()
+        except KeyboardInterrupt:
+            code = server.wait()
+    if code not in (0, -signal.SIGINT, -signal.SIGTERM):
+        sys.exit(code)
