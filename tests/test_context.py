@@ -23,8 +23,8 @@ from convstore.projections.live import live_request
 from convstore.projections.messages import collect_messages
 from convstore.projections.pressure import anthropic_image_tokens, openai_image_tokens
 from convstore.projections.replay import SHAPES, ReplayOptions, Shape, plan, render
+from tests.sdk import rejections, request_body
 from tests.strategies import histories
-from tests.test_replay_sdk import rejections, request_body
 
 PNG = base64.b64encode(tiny_png(800, 600)).decode()
 

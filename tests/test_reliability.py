@@ -259,7 +259,7 @@ def expected_openai_text(messages: list[Planned]) -> list[dict[str, str]]:
 def sdk_problems(store: Store, conversation: UUID) -> list[str]:
     """What the real SDK request types reject in the replay, both shapes, vision on and off."""
     # The SDKs take seconds to import; the writer processes import this module and must not.
-    from tests.test_replay_sdk import rejections, request_body  # noqa: PLC0415
+    from tests.sdk import rejections, request_body  # noqa: PLC0415
 
     problems: list[str] = []
     for shape in ("openai", "anthropic"):
