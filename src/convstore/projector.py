@@ -66,12 +66,11 @@ def catch_up(
     applied = 0
     position = audit.position()
     while True:
-        with paused_gc():
-            batch = store.notifications(position, batch_size)
-        if not batch:
-            return applied
         try:
             with paused_gc():
+                batch = store.notifications(position, batch_size)
+                if not batch:
+                    return applied
                 position = audit.apply(batch, after=position)
         except ProjectionConflict:
             position = audit.position()  # another projector got there; carry on from its work

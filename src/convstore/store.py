@@ -21,7 +21,12 @@ from types import TracebackType
 from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
-from eventsourcing.persistence import IntegrityError, MapperDeserialisationError, PersistenceError
+from eventsourcing.persistence import (
+    IntegrityError,
+    MapperDeserialisationError,
+    Notification,
+    PersistenceError,
+)
 
 from convstore.domain.blocks import Block, ToolResultBlock
 from convstore.domain.conversation import Conversation
@@ -200,12 +205,11 @@ class Store:
     def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
         """Every recorded event of a conversation as the JSON it was stored as."""
         conversation_id = parse_id(conversation, "conversation")
-        stored = self._guarded(lambda: self._log.recorder.select_events(conversation_id))
-        if not stored:
+        states = self._guarded(lambda: self._log.select_states(conversation_id))
+        if not states:
             msg = f"conversation {conversation_id} not found"
             raise ConversationNotFound(msg)
-        mapper = self._log.pydantic_mapper
-        return (mapper.state_json(s) for s in stored)
+        return map(self._log.pydantic_mapper.plain, states)
 
     def messages(self, conversation: UUID | str) -> list[RecordedMessage]:
         """The stored messages of a conversation with their blocks and status."""
@@ -343,7 +347,6 @@ class Store:
         tampered row), is yielded with the reason instead of stopping the scan.
         """
         recorder = self._log.recorder
-        decode = self._log.pydantic_mapper.decode
         end = self.log_position()
         after = 0
         while after < end:
@@ -359,13 +362,7 @@ class Store:
                 yield from self._scan_one_by_one(after + 1, min(after + page_size, end))
                 after = min(after + page_size, end)
                 continue
-            for n in page:
-                try:
-                    event: Event | None = decode(n)
-                    error = None
-                except MapperDeserialisationError as exc:
-                    event, error = None, " ".join(str(exc.__cause__ or exc).split())[:300]
-                yield Recorded(n.id, n.originator_id, n.originator_version, event, error, n.topic)
+            yield from map(self._recorded, page)
             if not page:
                 return
             after = page[-1].id
@@ -380,13 +377,16 @@ class Store:
             except Exception as exc:  # noqa: BLE001 - report the damaged row and go on
                 yield Recorded(position, None, None, None, " ".join(str(exc).split())[:300])
                 continue
-            for n in found:
-                try:
-                    event: Event | None = self._log.pydantic_mapper.decode(n)
-                    error = None
-                except MapperDeserialisationError as exc:
-                    event, error = None, " ".join(str(exc.__cause__ or exc).split())[:300]
-                yield Recorded(n.id, n.originator_id, n.originator_version, event, error, n.topic)
+            yield from map(self._recorded, found)
+
+    def _recorded(self, n: Notification) -> Recorded:
+        """One scanned record, with the reason instead of the event if it does not decode."""
+        try:
+            event: Event | None = self._log.pydantic_mapper.decode(n)
+            error = None
+        except MapperDeserialisationError as exc:
+            event, error = None, " ".join(str(exc.__cause__ or exc).split())[:300]
+        return Recorded(n.id, n.originator_id, n.originator_version, event, error, n.topic)
 
     def log_position(self) -> int:
         """The position of the newest event in the log (0 when it is empty)."""
@@ -408,9 +408,10 @@ class Store:
         except (MapperDeserialisationError, PersistenceError) as exc:
             raise self._failure(exc) from exc
 
-    def _stream(self, conversation_id: UUID) -> Iterator[Event]:
-        """A conversation's events, decoded one by one as replay folds them."""
-        states = self._guarded(lambda: self._log.select_states(conversation_id))
+    def _stream(self, conversation_id: UUID, after: int = 0) -> Iterator[Event]:
+        """A conversation's events after version ``after``, decoded one by one as they are
+        consumed (replay folds them without holding a list)."""
+        states = self._guarded(lambda: self._log.select_states(conversation_id, after))
         decode = self._log.pydantic_mapper.decode_state
         for state in states:
             try:
@@ -423,10 +424,8 @@ class Store:
         found = self._guarded(lambda: self._log.recorder.select_events(conversation_id, limit=1))
         return bool(found)
 
-    def _read(self, conversation_id: UUID, after: int | None = None) -> list[Event]:
-        stored = self._guarded(lambda: self._log.recorder.select_events(conversation_id, gt=after))
-        decode = self._log.pydantic_mapper.decode
-        return self._guarded(lambda: [decode(s) for s in stored])
+    def _read(self, conversation_id: UUID, after: int = 0) -> list[Event]:
+        return list(self._stream(conversation_id, after))
 
     def _save(self, events: list[Event]) -> None:
         """Record events atomically; lets ``IntegrityError`` (a lost version race) through.

@@ -40,8 +40,9 @@ class EventLog(Application[UUID]):
             cipher=self.factory.cipher(),
         )
 
-    def select_states(self, conversation_id: UUID) -> list[bytes]:
-        """The stored state of each of a conversation's events, in version order.
+    def select_states(self, conversation_id: UUID, after: int = 0) -> list[bytes]:
+        """The stored state of each of a conversation's events after version ``after``, in
+        version order.
 
         Reads only the ``state`` column: eventsourcing's ``select_events`` also builds a
         ``StoredEvent`` and parses the id back into a ``UUID`` for every row, which replay
@@ -51,10 +52,10 @@ class EventLog(Application[UUID]):
         if isinstance(recorder, SQLiteApplicationRecorder):
             statement = (
                 f"SELECT state FROM {recorder.events_table_name} "  # noqa: S608 - fixed name
-                "WHERE originator_id = ? ORDER BY originator_version"
+                "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
             )
             with recorder.datastore.transaction(commit=False) as cursor:
-                cursor.execute(statement, (conversation_id.hex,))
+                cursor.execute(statement, (conversation_id.hex, after))
                 return [row[0] for row in cursor.fetchall()]
         if type(recorder).__module__ == "eventsourcing.postgres":
             # Imported here: the driver is an optional extra, and slow to import.
@@ -63,12 +64,13 @@ class EventLog(Application[UUID]):
 
             assert isinstance(recorder, PostgresApplicationRecorder)
             query = SQL(
-                "SELECT state FROM {}.{} WHERE originator_id = %s ORDER BY originator_version"
+                "SELECT state FROM {}.{} WHERE originator_id = %s AND originator_version > %s "
+                "ORDER BY originator_version"
             ).format(Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name))
             with recorder.datastore.transaction(commit=False) as curs:
-                curs.execute(query, (conversation_id,))
+                curs.execute(query, (conversation_id, after))
                 return [bytes(row["state"]) for row in curs.fetchall()]
-        return [s.state for s in recorder.select_events(conversation_id)]
+        return [s.state for s in recorder.select_events(conversation_id, gt=after)]
 
     @property
     def pydantic_mapper(self) -> PydanticMapper:

@@ -71,10 +71,6 @@ class PydanticMapper(Mapper[UUID]):
             f"({stored_event.topic}) does not decode: {detail}"
         )
 
-    def state_json(self, stored_event: StoredEvent) -> bytes:
-        """The event's JSON exactly as recorded (decompressed and decrypted)."""
-        return self.plain(stored_event.state)
-
     def plain(self, state: bytes) -> bytes:
         """A stored state decompressed and decrypted as configured."""
         if self.cipher:

@@ -25,15 +25,13 @@ from convstore.domain.events import Event
 from convstore.errors import InvalidInput
 from convstore.projections.messages import RecordedMessage, collect_messages
 from convstore.projections.prose import Text, block_segments, image_marker
-from convstore.projections.replay import JSONDict, ReplayOptions, Shape, plan, render
-
-_CANNOT_SEE = "this model cannot see images"
+from convstore.projections.replay import CANNOT_SEE, JSONDict, ReplayOptions, Shape, plan, render
 
 
 def _split_round(
     messages: list[RecordedMessage], live: UUID
-) -> tuple[RecordedMessage, list[ToolUseBlock], list[ToolResultBlock]]:
-    """The live assistant message, its calls, and the results recorded after it."""
+) -> tuple[RecordedMessage, list[ToolResultBlock]]:
+    """The live assistant message and the results recorded after it (every call answered)."""
     position = next((i for i, m in enumerate(messages) if m.message_id == live), None)
     if position is None:
         msg = f"message {live} not found in this conversation"
@@ -56,7 +54,7 @@ def _split_round(
             raise InvalidInput(msg)
         results.extend(b for b in blocks if isinstance(b, ToolResultBlock))
     _check_linkage(calls, results)
-    return assistant, calls, results
+    return assistant, results
 
 
 def _check_linkage(calls: list[ToolUseBlock], results: list[ToolResultBlock]) -> None:
@@ -120,7 +118,7 @@ def openai_round(
     if prose := _assistant_prose(prose_blocks):
         turn["content"] = "\n\n".join(prose)
     wire = [turn]
-    hidden = "tool messages cannot carry images" if vision else _CANNOT_SEE
+    hidden = "tool messages cannot carry images" if vision else CANNOT_SEE
     for result in results:
         output = "\n".join(p.text for p in _result_parts(result, hidden) if isinstance(p, Text))
         content = f"Error: {output}" if result.is_error else output
@@ -146,7 +144,7 @@ def anthropic_round(
                 pass  # refused on append: results never sit in assistant messages
             case _:
                 assert_never(block)
-    hidden = None if vision else _CANNOT_SEE
+    hidden = None if vision else CANNOT_SEE
     answers: list[JSONDict] = []
     for result in results:
         parts: list[JSONDict] = []
@@ -182,7 +180,7 @@ def live_request(
     """
     options = options or ReplayOptions()
     events = list(events)  # read twice: for the round, and for the history before it
-    assistant, _calls, results = _split_round(collect_messages(events), live)
+    assistant, results = _split_round(collect_messages(events), live)
     planned = plan(events, options)
     cut = next((i for i, m in enumerate(planned) if m.message_id == live), None)
     if cut is None:

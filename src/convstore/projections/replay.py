@@ -44,7 +44,8 @@ NOTHING_RECORDED = "[Nothing was recorded for this message.]"
 BLANK_MESSAGE = "[This message's recorded text was blank.]"
 SUMMARY_HEAD = "[Summary of the earlier conversation, which it replaces]: "
 
-_CANNOT_SEE = "this model cannot see images"
+CANNOT_SEE = "this model cannot see images"
+"""Why images are not shown to a model that cannot see (completes the marker's sentence)."""
 
 
 def interruption_marker(reason: str | None) -> str:
@@ -92,7 +93,7 @@ def _hidden_because(role: Role, vision: bool) -> str | None:
     Both providers accept images in user messages only.
     """
     if not vision:
-        return _CANNOT_SEE
+        return CANNOT_SEE
     if role == "user":
         return None
     return f"{role} messages cannot carry images"
