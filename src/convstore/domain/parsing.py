@@ -18,8 +18,7 @@ from convstore.domain.blocks import (
     BLOCK_CLASSES,
     BLOCK_TYPES,
     Block,
-    ImageBlock,
-    ToolResultBlock,
+    block_images,
     block_json,
 )
 from convstore.domain.events import ROLES, Role
@@ -85,10 +84,7 @@ def parse_block(value: Block | Mapping[str, Any], limits: Limits | None = None) 
             )
         except ValidationError as exc:
             raise InvalidBlock(format_validation_error(exc)) from None
-    images = [block] if isinstance(block, ImageBlock) else []
-    if isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
-        images = [part for part in block.content if isinstance(part, ImageBlock)]
-    for image in images:
+    for image in block_images(block):
         if image.byte_size > limits.max_image_bytes:
             msg = f"image is {image.byte_size:,} bytes; the limit is {limits.max_image_bytes:,}"
             raise InvalidBlock(msg)
