@@ -68,7 +68,7 @@ def _write_and_read_back(location: str | Path) -> UUID:
     return conv
 
 
-# -- item 3: a path is one file ------------------------------------------------------------------
+# -- item 3: a path is one file -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_uri_parameters_in_a_path_are_just_characters(tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*) FROM stored_events").fetchone()[0] == 4
 
 
-# -- item 6: SIGKILL during the first open -------------------------------------------------------
+# -- item 6: SIGKILL during the first open --------------------------------------------------------
 
 _FIRST_OPEN = """
 import sys
@@ -162,7 +162,7 @@ def test_concurrent_first_opens_share_one_store(tmp_path: Path) -> None:
     assert [name for name in _files(tmp_path) if ".creating-" in name] == []
 
 
-# -- item 10: owner-only, whatever the path looks like -------------------------------------------
+# -- item 10: owner-only, whatever the path looks like --------------------------------------------
 
 
 @pytest.mark.usefixtures("umask_022")
@@ -201,7 +201,7 @@ def test_create_private_file_follows_a_dangling_symlink(tmp_path: Path) -> None:
     assert (_mode(target), target.read_bytes()) == (0o640, b"kept")
 
 
-# -- item 14: only convstore's files ------------------------------------------------------------
+# -- item 14: only convstore's files --------------------------------------------------------------
 
 
 class Account(Aggregate):
@@ -286,7 +286,7 @@ def test_a_store_of_another_format_is_refused(tmp_path: Path) -> None:
     assert db.read_bytes() == before
 
 
-# -- item 12: the lock timeout ---------------------------------------------------------------------
+# -- item 12: the lock timeout --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("value", ["2147484", "86401", "0", "-1", "ten"])
