@@ -33,6 +33,7 @@ from convstore.domain.conversation import Conversation
 from convstore.domain.events import BlockAppended, ConversationStarted, Event, Role
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import (
+    describe_value,
     parse_block,
     parse_blocks,
     parse_count,
@@ -518,5 +519,5 @@ def _parse_shape(shape: str) -> Shape:
     for known in SHAPES:
         if shape == known:
             return known
-    msg = f"unknown shape {shape!r}; use one of: {', '.join(SHAPES)}"
+    msg = f"unknown shape {describe_value(shape)}; use one of: {', '.join(SHAPES)}"
     raise InvalidInput(msg)

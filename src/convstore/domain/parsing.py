@@ -108,7 +108,7 @@ def parse_role(role: str) -> Role:
     for known in ROLES:
         if role == known:
             return known
-    msg = f"unknown role {_shown(role)}; use one of: {', '.join(ROLES)}"
+    msg = f"unknown role {describe_value(role)}; use one of: {', '.join(ROLES)}"
     raise InvalidInput(msg)
 
 
@@ -122,7 +122,7 @@ def parse_id(value: UUID | str, what: str) -> UUID:
         except ValueError:
             pass
     example = "ids look like 0b8e7c0e-3d6f-4c1a-9a51-5e2f1c9d7a10"
-    msg = f"{_shown(value)} is not a {what} id ({example})"
+    msg = f"{describe_value(value)} is not a {what} id ({example})"
     raise InvalidInput(msg)
 
 
@@ -169,7 +169,7 @@ def parse_optional_text(value: str | None, what: str, max_bytes: int) -> str | N
 def parse_flag(value: bool, what: str) -> bool:
     """``True`` or ``False`` itself: ``"no"`` or ``0`` would read as true or false by accident."""
     if not isinstance(value, bool):
-        msg = f"{what} must be True or False, not {_shown(value)}"
+        msg = f"{what} must be True or False, not {describe_value(value)}"
         raise InvalidInput(msg)
     return value
 
@@ -177,10 +177,10 @@ def parse_flag(value: bool, what: str) -> bool:
 def parse_count(value: int, what: str, minimum: int = 0) -> int:
     """A whole number (not a bool, not text) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{what} must be a whole number, not {_shown(value)}"
+        msg = f"{what} must be a whole number, not {describe_value(value)}"
         raise InvalidInput(msg)
     if value < minimum:
-        msg = f"{what} must be {minimum} or more, not {_shown(value)}"
+        msg = f"{what} must be {minimum} or more, not {describe_value(value)}"
         raise InvalidInput(msg)
     return value
 
@@ -190,8 +190,9 @@ def parse_optional_count(value: int | None, what: str, minimum: int = 0) -> int 
     return None if value is None else parse_count(value, what, minimum)
 
 
-def _shown(value: object) -> str:
-    """A caller's value for an error message: its repr, cut short, or just its type."""
+def describe_value(value: object) -> str:
+    """A caller's value for an error message: its repr, cut short, or just its type (a repr
+    may be huge, fail, or run the caller's code)."""
     if isinstance(value, int) and value.bit_length() > 64:
         return "a very large number"
     if isinstance(value, str | int | float | bytes | UUID) or value is None:
