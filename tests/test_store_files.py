@@ -127,7 +127,7 @@ def test_a_first_open_killed_at_any_moment_leaves_a_store_that_opens(tmp_path: P
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
         try:
-            child.wait(timeout=rng.uniform(0.0, 0.06))
+            child.wait(timeout=rng.uniform(0.0, 0.15))
         except subprocess.TimeoutExpired:
             child.send_signal(signal.SIGKILL)
             child.wait(timeout=30)
