@@ -114,6 +114,20 @@ def test_no_secret_from_any_part_of_a_url_is_shown(url: str) -> None:
     assert SECRET not in output
 
 
+@pytest.mark.parametrize("scheme", ["postgresql", "POSTGRES", "postgresql+psycopg"])
+def test_a_url_folded_by_pathlib_is_refused_without_its_password(scheme: str) -> None:
+    """Path("postgresql://…") reads "postgresql:/…": refused as a mangled URL (exit 2), never
+    a file path whose error would show the password."""
+    location = Path(f"{scheme}://app:{SECRET}@127.0.0.1:1/db")
+    with pytest.raises(InvalidInput, match="without the '//'") as caught:
+        open_store(location)
+    assert SECRET not in _texts(caught.value)
+    code, output = _cli(str(location), "new")
+    assert code == 2
+    assert SECRET not in output
+    assert list(Path.cwd().iterdir()) == []
+
+
 def test_a_password_option_is_used_and_masked() -> None:
     """libpq's password= option gives the password, and redact masks it."""
     settings = PostgresSettings.from_url(f"postgresql://app@h/db?password={SECRET}&schema=s")

@@ -130,7 +130,7 @@ class Store:
     # -- writing ---------------------------------------------------------------------------
 
     def new_conversation(
-        self, title: str | None = None, *, conversation_id: UUID | None = None
+        self, title: str | None = None, *, conversation_id: UUID | str | None = None
     ) -> UUID:
         """Start a conversation; returns its id (a new random one unless given)."""
         title = parse_optional_text(title, "title", self.limits.max_note_bytes)

@@ -14,6 +14,7 @@ from convstore.infrastructure.postgres import (
     PostgresSettings,
     is_postgres_url,
     redact,
+    refuse_mangled_url,
     url_scheme,
 )
 from convstore.infrastructure.sqlite import (
@@ -76,6 +77,7 @@ def open_store(
             " or a postgresql:// URL"
         )
         raise InvalidInput(msg)
+    refuse_mangled_url(resolved)
     refuse_sqlite_uri(resolved)
     return _open_sqlite(Path(resolved), limits, create=create, make_directory=not location)
 

@@ -64,6 +64,22 @@ def url_scheme(location: str) -> str | None:
     return found.group(1).lower() if found else None
 
 
+_MANGLED = re.compile(r"(?i)postgres(?:ql)?(?:\+[a-z0-9_]+)?:/?(?!/)")
+
+
+def refuse_mangled_url(location: str) -> None:
+    """Refuse ``postgresql:/…`` (a URL passed through ``pathlib.Path``, which folds ``//``)
+    rather than make it a file path that shows the password in every message."""
+    if _MANGLED.match(location):
+        scheme, _colon, rest = location.partition(":")
+        shown = redact(f"{scheme}://{rest.lstrip('/')}")
+        msg = (
+            f"{shown} looks like a PostgreSQL URL without the '//' after its scheme"
+            " (a pathlib.Path drops one '/'): pass the URL as text"
+        )
+        raise InvalidInput(msg)
+
+
 def is_postgres_url(location: str) -> bool:
     """Whether ``location`` names a PostgreSQL store rather than a SQLite file."""
     scheme = url_scheme(location)
