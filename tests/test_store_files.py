@@ -162,6 +162,11 @@ def test_concurrent_first_opens_share_one_store(tmp_path: Path) -> None:
     assert [name for name in _files(tmp_path) if ".creating-" in name] == []
 
 
+def test_a_store_name_near_the_filesystem_limit_is_created(tmp_path: Path) -> None:
+    """A 250-byte file name (NAME_MAX is 255) still leaves room for the temporary file."""
+    _write_and_read_back(tmp_path / ("n" * 247 + ".db"))
+
+
 # -- item 10: owner-only, whatever the path looks like --------------------------------------------
 
 

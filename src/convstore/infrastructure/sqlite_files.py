@@ -130,7 +130,7 @@ def create_store_file(path: Path, build: Callable[[Path], None]) -> None:
     an existing file; if another process created the store first, its store is kept.
     Temporary files left by killed processes are removed by :func:`remove_leftovers`.
     """
-    temporary = path.with_name(f".{path.name}{_CREATING}{os.getpid()}-{uuid4().hex[:8]}")
+    temporary = path.with_name(f"{_temporary_prefix(path)}{os.getpid()}-{uuid4().hex[:8]}")
     create_private_file(temporary)
     try:
         build(temporary)
@@ -156,7 +156,7 @@ def create_store_file(path: Path, build: Callable[[Path], None]) -> None:
 
 def remove_leftovers(path: Path) -> None:
     """Remove the temporary files of store creations at ``path`` whose process has died."""
-    prefix = f".{path.name}{_CREATING}"
+    prefix = _temporary_prefix(path)
     try:
         found = [entry for entry in path.parent.iterdir() if entry.name.startswith(prefix)]
     except OSError:
@@ -167,6 +167,12 @@ def remove_leftovers(path: Path) -> None:
             continue
         with suppress(OSError):
             entry.unlink()
+
+
+def _temporary_prefix(path: Path) -> str:
+    """How the temporary files of creations at ``path`` start (the name is cut short so a
+    long store name still leaves room within the filesystem's name limit)."""
+    return f".{path.name[:100]}{_CREATING}"
 
 
 def _alive(pid: int) -> bool:
