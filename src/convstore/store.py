@@ -41,7 +41,7 @@ from convstore.errors import (
     StoreError,
 )
 from convstore.infrastructure.application import EventLog
-from convstore.infrastructure.mapper import TOPICS, topic_of
+from convstore.infrastructure.mapper import TOPICS, UnreadableEvent, topic_of
 from convstore.infrastructure.memory import paused_gc
 from convstore.projections.live import live_request
 from convstore.projections.messages import RecordedMessage, collect_messages
@@ -434,8 +434,14 @@ class Store:
         snapshot and notification hooks convstore does not use, a quarter of an append's CPU.
         """
         to_stored = self._log.mapper.to_stored_event
+        stored = []
+        for event in events:
+            try:
+                stored.append(to_stored(event))
+            except UnreadableEvent as exc:
+                raise _unreadable(event, exc) from None
         try:
-            self._log.recorder.insert_events([to_stored(event) for event in events])
+            self._log.recorder.insert_events(stored)
         except IntegrityError:
             raise
         except PersistenceError as exc:
@@ -492,6 +498,13 @@ class Store:
             "attempts: other writers kept taking the next version"
         )
         raise ConcurrencyError(msg)
+
+
+def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:
+    """The caller's error for an event whose JSON would not read back: what, and why."""
+    if isinstance(event, BlockAppended):
+        return InvalidBlock(f"block {event.index} cannot be stored: {exc}")
+    return InvalidInput(f"the {event.type.replace('_', ' ')} event cannot be stored: {exc}")
 
 
 def _options(vision: bool, full: bool, keep_tool_results: int | None) -> ReplayOptions:
