@@ -41,7 +41,8 @@ from convstore.errors import (
     StoreError,
 )
 from convstore.infrastructure.application import EventLog
-from convstore.infrastructure.mapper import TOPICS, UnreadableEvent, topic_of
+from convstore.infrastructure.chain import Head
+from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent, topic_of
 from convstore.infrastructure.memory import paused_gc
 from convstore.projections.live import live_request
 from convstore.projections.messages import RecordedMessage, collect_messages
@@ -344,8 +345,13 @@ class Store:
         """Every stored record in log order, decoded one by one.
 
         A record that does not decode, or whose columns cannot even be read (a damaged or
-        tampered row), is yielded with the reason instead of stopping the scan.
+        tampered row), is yielded with the reason instead of stopping the scan. On SQLite the
+        rows are read with TEXT columns as bytes, so text that is not UTF-8 is one more reason.
         """
+        raw = getattr(self._log.recorder, "select_raw_records", None)
+        if raw is not None:
+            yield from self._scan_raw(raw, page_size)
+            return
         recorder = self._log.recorder
         end = self.log_position()
         after = 0
@@ -367,6 +373,47 @@ class Store:
                 return
             after = page[-1].id
 
+    def _scan_raw(
+        self, select: Callable[[int, int], list[tuple[Any, ...]]], page_size: int
+    ) -> Iterator[Recorded]:
+        after = 0
+        while True:
+            page = self._guarded(lambda after=after: select(after, page_size))  # type: ignore[misc]
+            yield from map(self._recorded_row, page)
+            if len(page) < page_size:
+                return
+            after = page[-1][0]
+
+    def _recorded_row(self, row: tuple[Any, ...]) -> Recorded:
+        """One raw stored row (position, id, version, topic, state; TEXT as bytes) decoded."""
+        position, raw_id, version, raw_topic, state = row
+        try:
+            originator_id = UUID(bytes(raw_id).decode("utf-8"))
+        except (TypeError, ValueError):
+            detail = f"originator_id {_shown(raw_id)} is not a conversation id"
+            return Recorded(position, None, None, None, detail)
+        if version is None:
+            return Recorded(position, originator_id, None, None, "the version is empty (NULL)")
+        if not isinstance(state, bytes):
+            return Recorded(position, originator_id, version, None, "the state is not bytes")
+        unreadable = topic = None
+        if not isinstance(raw_topic, bytes):
+            unreadable, raw_topic = f"the topic {raw_topic!r} is not text", b""
+        else:
+            try:
+                topic = raw_topic.decode("utf-8")
+            except UnicodeDecodeError:
+                unreadable = f"the topic column is not valid UTF-8 ({_shown(raw_topic)})"
+        notification = Notification(
+            originator_id=originator_id,
+            originator_version=version,
+            topic=topic or "",
+            state=state,
+            id=position,
+        )
+        recorded = self._recorded(notification)
+        return replace(recorded, topic=topic, unreadable=unreadable, raw_topic=raw_topic)
+
     def _scan_one_by_one(self, first: int, last: int) -> Iterator[Recorded]:
         recorder = self._log.recorder
         for position in range(first, last + 1):
@@ -386,7 +433,25 @@ class Store:
             error = None
         except MapperDeserialisationError as exc:
             event, error = None, " ".join(str(exc.__cause__ or exc).split())[:300]
-        return Recorded(n.id, n.originator_id, n.originator_version, event, error, n.topic)
+        return Recorded(
+            n.id,
+            n.originator_id,
+            n.originator_version,
+            event,
+            error,
+            n.topic,
+            raw_topic=n.topic.encode("utf-8", "surrogateescape"),
+            state=n.state,
+        )
+
+    def heads(self) -> dict[UUID, Head] | None:
+        """Every conversation's chained head (the start marker under the nil id), or ``None``
+        for a backend that keeps none."""
+        select = getattr(self._log.recorder, "select_heads", None)
+        if select is None:
+            return None
+        heads: dict[UUID, Head] = self._guarded(select)
+        return heads
 
     def log_position(self) -> int:
         """The position of the newest event in the log (0 when it is empty)."""
@@ -411,14 +476,17 @@ class Store:
     def _stream(self, conversation_id: UUID, after: int = 0) -> Iterator[Event]:
         """A conversation's events after version ``after``, decoded one by one as they are
         consumed (replay folds them without holding a list)."""
-        states = self._guarded(lambda: self._log.select_states(conversation_id, after))
+        rows = self._guarded(lambda: self._log.select_topics_and_states(conversation_id, after))
         decode = self._log.pydantic_mapper.decode_state
-        for state in states:
+        for topic, state in rows:
             try:
-                yield decode(state)
+                event = decode(state)
             except ValueError as exc:  # a pydantic ValidationError, or a bad compressed state
                 msg = f"a stored event of conversation {conversation_id} does not decode: {exc}"
                 raise StoreError(" ".join(msg.split())[:500]) from exc
+            if topic != _TOPIC_BYTES[event.type]:
+                raise _damaged_topic(conversation_id, event, topic)
+            yield event
 
     def _exists(self, conversation_id: UUID) -> bool:
         found = self._guarded(lambda: self._log.recorder.select_events(conversation_id, limit=1))
@@ -498,6 +566,29 @@ class Store:
             "attempts: other writers kept taking the next version"
         )
         raise ConcurrencyError(msg)
+
+
+_TOPIC_BYTES: dict[str, bytes] = {
+    topic.removeprefix(TOPIC_PREFIX): topic.encode() for topic in TOPICS
+}
+
+
+def _damaged_topic(conversation_id: UUID, event: Event, topic: bytes) -> StoreError:
+    """Replay refuses a row whose stored topic disagrees with its event: ``project`` selects by
+    topic, so it would never see that row, and the two views must not differ silently."""
+    shown = topic.decode("utf-8", "backslashreplace")[:80]
+    return StoreError(
+        f"stored event {conversation_id} v{event.originator_version} is damaged: its topic "
+        f"{shown!r} disagrees with the event ({TOPIC_PREFIX}{event.type}); "
+        "convstore verify lists every such row"
+    )
+
+
+def _shown(value: object) -> str:
+    """A damaged column's value, short and printable."""
+    if isinstance(value, bytes):
+        return repr(value[:40].decode("utf-8", "backslashreplace"))
+    return repr(value)[:40]
 
 
 def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:
