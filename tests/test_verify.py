@@ -34,7 +34,7 @@ from convstore.infrastructure.chain import genesis, link
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test reads a real store or audit file, and tracebacks stay folded."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG"):
+    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG", "CONVSTORE_CHAIN_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
 
@@ -519,3 +519,32 @@ def test_chains_stay_whole_when_two_writers_take_turns(tmp_path: Path) -> None:
     result = verify(db)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("ok: 10 events in 1 conversations")
+
+
+def test_a_keyed_chain_resists_a_tamperer_without_the_key(
+    stored: Stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unkeyed, a tamperer who recomputes the chain hides a changed text (the documented limit);
+    with CONVSTORE_CHAIN_KEY set for the writers and verify, the same tampering is caught."""
+    rowid, _, event = _block_rows(stored, "text")[0]
+    event["block"]["text"] = "nothing to see"
+    _set_state(stored.db, rowid, event)
+    rechain(stored.db, stored.demo)
+    assert verify(stored.db).exit_code == 0  # unkeyed: recomputed, so not detected
+
+    monkeypatch.setenv("CONVSTORE_CHAIN_KEY", "correct horse battery staple")
+    db = tmp_path / "keyed.db"
+    with open_store(db) as store:
+        keyed = record_demo(store)
+    assert verify(db).exit_code == 0, verify(db).output
+    monkeypatch.delenv("CONVSTORE_CHAIN_KEY")  # verify must be given the writers' key
+    [problem] = problems_of(verify(db, "--json"))
+    assert problem["problem"].endswith("CONVSTORE_CHAIN_KEY differs from this one, which is unset)")
+    monkeypatch.setenv("CONVSTORE_CHAIN_KEY", "correct horse battery staple")
+    rowid = _block_rows(Stored(db, keyed, keyed), "text")[0][0]
+    tampered = _state_of(db, rowid)
+    tampered["block"]["text"] = "nothing to see"
+    _set_state(db, rowid, tampered)
+    rechain(db, keyed)  # without the key
+    [problem] = problems_of(verify(db, "--json"))
+    assert "do not match the hash chain in its head" in problem["problem"]

@@ -82,6 +82,8 @@ class Verifier:
     """
 
     heads: dict[UUID, Head] | None = None
+    key: bytes = b""
+    """The chain MAC key the writers used (``CONVSTORE_CHAIN_KEY``), or none."""
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     events: int = 0
@@ -142,7 +144,8 @@ class Verifier:
             return
         if state.chain is None:
             state.chain = genesis(state.writer.id)
-        state.chain = link(state.chain, version, record.raw_topic or b"", record.state or b"")
+        raw_topic, stored = record.raw_topic or b"", record.state or b""
+        state.chain = link(state.chain, version, raw_topic, stored, self.key)
         state.chained_upto = version
 
     def _head(self, originator_id: UUID | str | None) -> Head | None:
@@ -176,7 +179,7 @@ class Verifier:
                 else:
                     unchained += 1
                 continue
-            if found := _head_problem(head, state):
+            if found := _head_problem(head, state, keyed=bool(self.key)):
                 self._conversation_problem(conv_id, state, found)
             elif head.chained_from > 1:
                 partly += 1
@@ -200,7 +203,7 @@ class Verifier:
         self.problems.append(Problem(state.last_position, conv_id, state.version, text))
 
 
-def _head_problem(head: Head, state: _Conversation) -> str | None:
+def _head_problem(head: Head, state: _Conversation, *, keyed: bool) -> str | None:
     """What is wrong between a conversation's head and its stored events, if anything."""
     if head.restarted_after is not None:
         return (
@@ -219,9 +222,11 @@ def _head_problem(head: Head, state: _Conversation) -> str | None:
             f"convstore, or by a convstore before {CHAIN_SINCE}"
         )
     if state.chain != head.chain:
+        key = "set" if keyed else "unset"
         return (
             f"its stored events from version {head.chained_from} do not match the hash chain "
-            "in its head: an event was changed, removed, reordered or inserted"
+            "in its head: an event was changed, removed, reordered or inserted (or the "
+            f"writers' CONVSTORE_CHAIN_KEY differs from this one, which is {key})"
         )
     return None
 

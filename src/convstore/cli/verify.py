@@ -9,6 +9,7 @@ import click
 from convstore.cli.app import cli, store_from
 from convstore.cli.output import chosen_format, emit, format_options
 from convstore.errors import ConvstoreError
+from convstore.infrastructure.chain import chain_key
 from convstore.infrastructure.readonly import read_only_query
 from convstore.projector import audit_path
 from convstore.verify import Problem, Verifier
@@ -33,7 +34,7 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     """
     fmt = chosen_format(as_json, as_csv)
     store = store_from(ctx, create=False)
-    verifier = Verifier(heads=store.heads())
+    verifier = Verifier(heads=store.heads(), key=chain_key())
     verifier.check_all(store.scan())
     end = store.log_position()
     path = audit_path(store, ctx.obj["audit"])

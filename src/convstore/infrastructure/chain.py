@@ -12,13 +12,15 @@ conversation with events after it but no head lost its head; one with none after
 written before chains existed, and is reported as unchained, not as damage.
 
 The hash is BLAKE2b with a 16-byte digest. Unkeyed, it detects accidental damage and naive
-tampering; whoever can rewrite the file can recompute it. The writer and ``verify`` use the
-same code, so a different hash would break every existing chain: the link's format is fixed.
+tampering; whoever can rewrite the file can recompute it. With ``CONVSTORE_CHAIN_KEY`` set (for
+every writer and for ``verify``), each link is a keyed BLAKE2b MAC, which cannot be recomputed
+without the key. The writer and ``verify`` use the same code, so the link's format is fixed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -30,6 +32,9 @@ START_MARKER_ID = UUID(int=0)
 
 CHAIN_SINCE = "v0.2"
 """The first convstore release that writes chains: older conversations are "unchained"."""
+
+KEY_ENV_VAR = "CONVSTORE_CHAIN_KEY"
+"""Set it to any secret text to make each link a keyed MAC; unset, links are plain hashes."""
 
 _DIGEST_SIZE = 16
 _GENESIS_PERSON = b"convstore-chain1"  # BLAKE2b personalisation: at most 16 bytes
@@ -50,6 +55,12 @@ class Head:
     restarted_after: int | None = None
 
 
+def chain_key() -> bytes:
+    """The MAC key from ``$CONVSTORE_CHAIN_KEY`` (any text, hashed to 32 bytes), or ``b""``."""
+    secret = os.environ.get(KEY_ENV_VAR, "")
+    return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).digest() if secret else b""
+
+
 def genesis(conversation_id: UUID) -> bytes:
     """The link before a conversation's first chained event."""
     return hashlib.blake2b(
@@ -57,9 +68,9 @@ def genesis(conversation_id: UUID) -> bytes:
     ).digest()
 
 
-def link(previous: bytes, version: int, topic: bytes, state: bytes) -> bytes:
-    """The chain hash after one stored event, from the one before it."""
-    digest = hashlib.blake2b(previous, digest_size=_DIGEST_SIZE)
+def link(previous: bytes, version: int, topic: bytes, state: bytes, key: bytes = b"") -> bytes:
+    """The chain hash after one stored event, from the one before it (keyed when ``key``)."""
+    digest = hashlib.blake2b(previous, digest_size=_DIGEST_SIZE, key=key)
     digest.update(version.to_bytes(8, "big", signed=True))
     digest.update(len(topic).to_bytes(4, "big"))
     digest.update(topic)
@@ -67,7 +78,12 @@ def link(previous: bytes, version: int, topic: bytes, state: bytes) -> bytes:
     return digest.digest()
 
 
-def advance(conversation_id: UUID, head: Head | None, events: list[tuple[int, str, bytes]]) -> Head:
+def advance(
+    conversation_id: UUID,
+    head: Head | None,
+    events: list[tuple[int, str, bytes]],
+    key: bytes = b"",
+) -> Head:
     """The head after appending ``events`` (version, topic, state), in version order.
 
     A missing head starts a chain at the first new version (a new conversation, or an old one
@@ -85,5 +101,5 @@ def advance(conversation_id: UUID, head: Head | None, events: list[tuple[int, st
         if head is not None:
             restarted_after = head.version
     for version, topic, state in events:
-        chain = link(chain, version, topic.encode("utf-8", "surrogateescape"), state)
+        chain = link(chain, version, topic.encode("utf-8", "surrogateescape"), state, key)
     return Head(events[-1][0], chain, chained_from, restarted_after)

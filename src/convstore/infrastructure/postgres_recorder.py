@@ -16,7 +16,13 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
-from convstore.infrastructure.chain import HEADS_TABLE, START_MARKER_ID, Head, advance
+from convstore.infrastructure.chain import (
+    HEADS_TABLE,
+    START_MARKER_ID,
+    Head,
+    advance,
+    chain_key,
+)
 
 
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
@@ -26,6 +32,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
     ) -> None:
         super().__init__(datastore, events_table_name=events_table_name)
+        self._chain_key = chain_key()
         names = {
             "schema": Identifier(datastore.schema),
             "heads": Identifier(HEADS_TABLE),
@@ -82,7 +89,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                 heads.execute(self._select_head, (originator,), prepare=False)
                 row = heads.fetchone()
                 found = None if row is None else _head(row)
-                head = advance(originator, found, events)
+                head = advance(originator, found, events, self._chain_key)
                 heads.execute(
                     self._upsert_head,
                     (

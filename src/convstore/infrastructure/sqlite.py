@@ -20,7 +20,13 @@ from eventsourcing.persistence import (
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from convstore.errors import InvalidInput
-from convstore.infrastructure.chain import HEADS_TABLE, START_MARKER_ID, Head, advance
+from convstore.infrastructure.chain import (
+    HEADS_TABLE,
+    START_MARKER_ID,
+    Head,
+    advance,
+    chain_key,
+)
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
 """How long a writer waits for another process's write lock before failing, unless
@@ -102,6 +108,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
         super().__init__(datastore, events_table_name)
         self._writer: sqlite3.Connection | None = None
         self._writer_lock = threading.Lock()
+        self._chain_key = chain_key()
         self._heads: dict[UUID, Head] = {}
         """The heads this writer last wrote: the next insert updates the row only if it still
         holds exactly that (one statement instead of a read and a write)."""
@@ -161,7 +168,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
                             (key, s.originator_version, s.topic, s.state),
                         )
                         rowids.append(cursor.lastrowid or 0)
-                    _advance_heads(conn, stored_events, self._heads)
+                    _advance_heads(conn, stored_events, self._heads, self._chain_key)
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -226,7 +233,10 @@ def heads_table_statements(events_table: str) -> list[str]:
 
 
 def _advance_heads(
-    conn: sqlite3.Connection, stored_events: Sequence[StoredEvent], known: dict[UUID, Head]
+    conn: sqlite3.Connection,
+    stored_events: Sequence[StoredEvent],
+    known: dict[UUID, Head],
+    key: bytes,
 ) -> None:
     """Move each written conversation's head on past its new events (inside the insert's
     transaction). ``known`` holds the heads this writer wrote last; a head found changed since
@@ -234,14 +244,14 @@ def _advance_heads(
     grouped: dict[UUID, list[tuple[int, str, bytes]]] = {}
     for s in stored_events:
         originator = s.originator_id
-        key = originator if isinstance(originator, UUID) else UUID(str(originator))
-        grouped.setdefault(key, []).append((s.originator_version, s.topic, s.state))
+        conversation = originator if isinstance(originator, UUID) else UUID(str(originator))
+        grouped.setdefault(conversation, []).append((s.originator_version, s.topic, s.state))
     if len(known) > _KNOWN_HEADS:
         known.clear()
     for originator, events in grouped.items():
         cached = known.get(originator)
         if cached is not None and cached.version == events[0][0] - 1:
-            head = advance(originator, cached, events)
+            head = advance(originator, cached, events, key)
             updated = conn.execute(
                 _UPDATE_HEAD_IF_UNCHANGED,
                 (head.version, head.chain, originator.hex, cached.version, cached.chain),
@@ -250,7 +260,7 @@ def _advance_heads(
                 known[originator] = head
                 continue
         row = conn.execute(_SELECT_HEAD, (originator.hex,)).fetchone()
-        head = advance(originator, Head(*row) if row else None, events)
+        head = advance(originator, Head(*row) if row else None, events, key)
         conn.execute(
             _UPSERT_HEAD,
             (originator.hex, head.version, head.chain, head.chained_from, head.restarted_after),
