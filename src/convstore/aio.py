@@ -5,11 +5,11 @@ of its own, so no file or network I/O, fsync or lock wait ever runs on the event
 bounded pools keep reads and writes apart:
 
 - **writes** (``new_conversation``, ``start_message``, ``append_block``, ``end_message``,
-  ``interrupt_message``, ``append_message``, ``compact``) go to a writer pool: one thread on
-  SQLite, which admits one writer at a time anyway (more threads would only queue on its
-  lock), four on PostgreSQL, whose connections can overlap their round trips while the table
-  lock still serialises the inserts. Writes submitted by one task run in the order it awaits
-  them.
+  ``interrupt_message``, ``append_message``, ``compact``, ``rewind``) go to a writer pool:
+  one thread on SQLite, which admits one writer at a time anyway (more threads would only
+  queue on its lock), four on PostgreSQL, whose connections can overlap their round trips
+  while the table lock still serialises the inserts. Writes submitted by one task run in the
+  order it awaits them.
 - **reads** go to a reader pool (four threads by default), so a replay never waits behind a
   queue of appends.
 
@@ -182,6 +182,10 @@ class AsyncStore:
     ) -> None:
         """Record that an open message was cut short (and why, if known)."""
         await self._write(self.store.interrupt_message, conversation, message, reason)
+
+    async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
+        """Withdraw every message recorded after ``to`` (all of them when ``None``)."""
+        await self._write(self.store.rewind, conversation, to=to)
 
     async def append_message(
         self,
