@@ -44,12 +44,12 @@ def _assistant(message: object) -> list[HistoryMessage]:
 def _tools(messages: Iterable[object]) -> list[HistoryMessage]:
     fields = [as_dict(m, f"tool message {i}") for i, m in enumerate(messages)]
     for index, message in enumerate(fields):
-        if message.setdefault("role", "tool") != "tool":
+        if message.get("role", "tool") != "tool":
             msg = (
                 f"tool message {index}: role {message['role']!r}; only 'tool' messages belong here"
             )
             raise InvalidInput(msg)
-    return chat_messages(fields)
+    return chat_messages({**m, "role": "tool"} for m in fields)
 
 
 def record_chat_message(store: Store, conversation: UUID | str, message: object) -> UUID:

@@ -25,7 +25,9 @@ _DATA_URL = re.compile(r"data:(?P<media>[\w.+-]+/[\w.+-]+)(?P<params>(;[^,;]*)*)
 
 def as_dict(value: object, where: str) -> dict[str, Any]:
     """A provider object as a plain dict: a mapping as it is, an SDK (pydantic) model as the
-    fields it was given or parsed with."""
+    fields it was given or parsed with. The converters only read what this returns."""
+    if type(value) is dict:
+        return value  # the common case, first and without a copy
     if isinstance(value, BaseModel):
         return value.model_dump(exclude_unset=True)
     if isinstance(value, Mapping):
