@@ -395,6 +395,20 @@ def test_encrypted_only_reasoning_is_kept_but_not_marked_redacted() -> None:
     assert history.messages[0].blocks == (ReasoningBlock(text="", encrypted_content="zzz"),)
 
 
+def test_empty_reasoning_items_add_nothing() -> None:
+    """A reasoning item with no text and no encrypted content adds no block, and a turn of
+    nothing else adds no message."""
+    empty = {"type": "reasoning", "id": "rs", "summary": []}
+    history = history_from_responses(
+        [{"role": "user", "content": "Hi"}, empty, {"role": "assistant", "content": "Hello"}]
+    )
+    assert [m.blocks for m in history.messages] == [
+        (TextBlock(text="Hi"),),
+        (TextBlock(text="Hello"),),
+    ]
+    assert history_from_responses([empty]).messages == []
+
+
 def test_responses_body_string_input_and_instructions() -> None:
     """A body whose ``input`` is a string is one user message, after ``instructions`` as the
     system message."""

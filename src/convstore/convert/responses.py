@@ -14,7 +14,8 @@ each item type becomes:
   ``input_text`` / ``input_image`` parts.
 - ``reasoning`` → a reasoning block: its ``content`` ``reasoning_text`` parts when present,
   else its ``summary`` text parts, joined by a blank line; ``encrypted_content`` rides along
-  on the block (replay of history shows the text only).
+  on the block (replay of history shows the text only). An item with neither text nor
+  encrypted content adds nothing (an assistant turn of nothing else is left out).
 
 Consecutive assistant-side items (assistant messages, reasoning, function calls) form one
 assistant message; consecutive ``function_call_output`` items one user message. Any other item
@@ -94,7 +95,9 @@ def _message_blocks(item: Mapping[str, Any], where: str) -> list[Block]:
     return list(_parts(content, where, MESSAGE_PARTS))
 
 
-def _reasoning(item: Mapping[str, Any], where: str) -> ReasoningBlock:
+def _reasoning(item: Mapping[str, Any], where: str) -> list[Block]:
+    """The reasoning block of a ``reasoning`` item; none when it carries neither text nor
+    encrypted content (models often return such empty items)."""
     texts: list[str] = []
     for field, kind in (("content", "reasoning_text"), ("summary", "summary_text")):
         for index, raw in enumerate(as_list(item.get(field) or [], f"{where} {field}")):
@@ -108,7 +111,9 @@ def _reasoning(item: Mapping[str, Any], where: str) -> ReasoningBlock:
     # Not marked ``redacted``: that flag means an Anthropic ``redacted_thinking`` block, which
     # live_request would send back to Anthropic as such.
     data = {"text": "\n\n".join(texts), "encrypted_content": item.get("encrypted_content")}
-    return checked(lambda: ReasoningBlock.model_validate(data), where)
+    if not data["text"] and not data["encrypted_content"]:
+        return []
+    return [checked(lambda: ReasoningBlock.model_validate(data), where)]
 
 
 def item_blocks(item: object, where: str = "item") -> tuple[Side, list[Block]]:
@@ -138,7 +143,7 @@ def item_blocks(item: object, where: str = "item") -> tuple[Side, list[Block]]:
             result = {"tool_use_id": fields.get("call_id"), "content": output}
             return "results", [checked(lambda: ToolResultBlock.model_validate(result), where)]
         case _:
-            return "assistant", [_reasoning(fields, where)]
+            return "assistant", _reasoning(fields, where)
 
 
 def response_messages(items: Iterable[object]) -> list[HistoryMessage]:
@@ -148,7 +153,7 @@ def response_messages(items: Iterable[object]) -> list[HistoryMessage]:
     run: list[Block] = []
 
     def close() -> None:
-        if run_side is not None:
+        if run_side is not None and (run or run_side != "assistant"):
             role = "user" if run_side == "results" else run_side
             converted.append(HistoryMessage(role, tidy(run)))
 
