@@ -21,9 +21,11 @@ import convstore
 from convstore.domain.events import Rewound
 from convstore.integrations.openai_agents import ConvstoreSession, conversation_for
 from tests.sdk import request_problems
+from tests.strategies import TINY_IMAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(ResponseInputParam)
+PNG = TINY_IMAGES["image/png"][0]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -173,6 +175,25 @@ def test_an_unknown_item_is_refused_and_nothing_is_recorded(tmp_path: Path) -> N
                     ]
                 )
             assert await session.get_items() == []
+
+    asyncio.run(go())
+
+
+def test_images_come_back_as_input_image_parts_for_a_vision_model(tmp_path: Path) -> None:
+    """With ``vision=True`` a user image comes back as an ``input_image`` part the Responses
+    input type accepts; without it, as a marker in the prose."""
+
+    async def go() -> None:
+        async with await convstore.open_async_store(tmp_path / "s.db") as store:
+            image = {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"}
+            text = {"type": "input_text", "text": "What is this?"}
+            given: list[Any] = [{"role": "user", "content": [text, image]}]
+            await ConvstoreSession("v", store=store).add_items(given)
+            seen: list[Any] = await ConvstoreSession("v", store=store, vision=True).get_items()
+            assert_valid_input(seen)
+            assert seen[0]["content"] == [text, {**image, "detail": "auto"}]
+            blind: list[Any] = await ConvstoreSession("v", store=store).get_items()
+            assert "[Image not shown: an image/png image" in blind[0]["content"]
 
     asyncio.run(go())
 
