@@ -134,6 +134,18 @@ def test_a_length_cut_completion_is_recorded_interrupted(tmp_path: Path) -> None
     assert content.startswith("The answer is\n\n[Interrupted: the model reached its output")
 
 
+def test_calls_told_apart_by_id_when_the_index_stays_zero() -> None:
+    """Providers that send every call at index 0 (or none) still give one block per call id."""
+    assembler = ChunkAssembler()
+    done = assembler.feed({"choices": [{"index": 0, "delta": call_delta(0, "a", "f", "{}")}]})
+    done += assembler.feed({"choices": [{"index": 0, "delta": call_delta(0, "b", "g", "{")}]})
+    done += assembler.feed({"choices": [{"index": 0, "delta": call_delta(0, None, None, "}")}]})
+    assert done + assembler.finish() == [
+        ToolUseBlock(id="a", name="f", input={}),
+        ToolUseBlock(id="b", name="g", input={}),
+    ]
+
+
 def test_a_second_choice_is_refused() -> None:
     """A stream of several choices (n>1) is refused by name."""
     two = ChatCompletionChunk.model_validate(

@@ -98,8 +98,11 @@ class ChunkAssembler:
     def _tool_call(self, delta: dict[str, Any], where: str) -> list[Block]:
         index = delta.get("index", 0)
         done: list[Block] = []
-        if self._call is None or self._call.index != index:
-            done = self._switch(f"call {index}")
+        # A new call starts at a new index, or (for providers that leave ``index`` at 0 or out)
+        # at a new call id.
+        fresh_id = delta.get("id") and self._call and self._call.id not in (None, delta["id"])
+        if self._call is None or self._call.index != index or fresh_id:
+            done = self._switch(f"call {index} {delta.get('id')}")
             self._call = _Call(index)
         call = self._call
         if delta.get("id"):
