@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -63,3 +64,17 @@ def make_postgres_url(postgres_server: str) -> Iterator[Callable[[], str]]:
 def postgres_url(make_postgres_url: Callable[[], str]) -> str:
     """A store URL on a fresh schema of the test server, dropped after the test."""
     return make_postgres_url()
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """The shared corpus of real transcripts (``$CONVSTORE_CORPUS``, else ``../shared/corpus``
+    beside the checkout); skips with the reason when it is absent."""
+    configured = os.environ.get("CONVSTORE_CORPUS")
+    candidates = [Path(configured)] if configured else []
+    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "corpus")
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    tried = ", ".join(str(c) for c in candidates)
+    pytest.skip(f"the shared corpus is absent (tried {tried}; set CONVSTORE_CORPUS)")
