@@ -18,6 +18,8 @@ from convstore.domain.events import (
     BlockAppended,
     Compacted,
     ConversationStarted,
+    EntriesDeleted,
+    EntriesRecorded,
     Event,
     MessageEnded,
     MessageInterrupted,
@@ -129,5 +131,7 @@ class Verifier:
                 known = event.to is None or event.to in state.open or event.to in state.closed
                 if not known:
                     problem(f"rewind to unknown message {event.to}")
+            case EntriesRecorded() | EntriesDeleted():
+                pass  # verbatim runtime entries: no message rule applies to them
             case _:
                 assert_never(event)

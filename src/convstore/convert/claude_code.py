@@ -38,7 +38,7 @@ Keys: ``claude-code:<sessionId>`` and ``claude-code:<sessionId>:<agentId>``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,10 +157,26 @@ def histories_from_transcript(text: str) -> list[History]:
     return reader.histories()
 
 
+def history_from_entries(entries: Iterable[object]) -> History:
+    """The messages one batch of transcript entries carries, as one history.
+
+    For a runtime that hands lines over in batches (the Claude Agent SDK's session store):
+    every line goes to the same history whatever its ``isSidechain``, and a compaction
+    summary always becomes a compaction, with ``through`` ``-1`` when no message of the
+    batch precedes it (it then replaces every message recorded before the batch). Line
+    numbers count entries from 1.
+    """
+    reader = _Reader(single_thread=True)
+    for number, entry in enumerate(entries, start=1):
+        reader.read_line(number, entry)
+    return reader.main.history
+
+
 class _Reader:
     """The state of one transcript being read line by line."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, single_thread: bool = False) -> None:
+        self.single_thread = single_thread
         self.main = _Thread(History())
         self.agents: dict[str, _Thread] = {}
         self.agent_of_uuid: dict[str, str] = {}
@@ -176,6 +192,9 @@ class _Reader:
         except ValueError as exc:
             self.stray.append(Skipped(f"not valid JSON ({exc})", number))
             return
+        self.read_line(number, line)
+
+    def read_line(self, number: int, line: object) -> None:
         if not isinstance(line, dict):
             self.stray.append(Skipped(f"not a JSON object but {type(line).__name__}", number))
             return
@@ -187,7 +206,7 @@ class _Reader:
             self.session_id = line["sessionId"]
         self._note_title(kind, line)
         thread = self.main
-        if line.get("isSidechain") is True:
+        if line.get("isSidechain") is True and not self.single_thread:
             agent = _agent_of(line, self.agent_of_uuid)
             thread = self.agents.setdefault(agent, _Thread(History(key=agent)))
         elif kind in (*MESSAGE_TYPES, "system"):
@@ -229,7 +248,7 @@ class _Reader:
         _remember(uuid, number, self.seen_uuids)
         history.skipped.extend(Skipped(problem, number) for problem in converted.problems)
         if line.get("isCompactSummary") is True:
-            _compact(thread, converted)
+            _compact(thread, converted, standalone=self.single_thread)
         else:
             _add(thread, converted, number)
 
@@ -274,11 +293,12 @@ def _agent_of(line: Mapping[str, Any], agent_of_uuid: dict[str, str]) -> str:
     return agent
 
 
-def _compact(thread: _Thread, summary: LineMessage) -> None:
-    """A compaction summary: it replaces every message so far, or opens the history."""
+def _compact(thread: _Thread, summary: LineMessage, *, standalone: bool = False) -> None:
+    """A compaction summary: it replaces every message so far, or opens the history (unless
+    ``standalone``: then it replaces what was recorded before, ``through`` -1)."""
     history = thread.history
     text = "\n\n".join(b.text for b in summary.blocks if isinstance(b, TextBlock)).strip()
-    if history.messages and text:
+    if (history.messages or standalone) and text:
         history.compactions.append(HistoryCompaction(text, len(history.messages) - 1))
         thread.last_message_id = None
         return

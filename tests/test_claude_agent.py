@@ -1,0 +1,169 @@
+"""The Claude Agent SDK SessionStore on convstore: the SDK's own conformance suite, on both
+backends, plus what the suite does not check (restarts, blocks, deletion, the corpus)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claude_agent_sdk.testing import run_session_store_conformance
+from claude_agent_sdk.types import SessionKey
+
+import convstore
+from convstore.integrations.claude_agent import ConvstoreSessionStore
+from tests.histories import prose_tool_blocks, source_tool_blocks
+from tests.sdk import rejections, request_body
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def make_location(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+    """Makes fresh store locations on one backend."""
+    if request.param == "postgres":
+        make: Callable[[], str] = request.getfixturevalue("make_postgres_url")
+        return make
+    count = iter(range(1_000_000))
+    return lambda: str(tmp_path / f"s{next(count)}.db")
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_the_sdk_conformance_suite_passes_every_contract(
+    make_location: Callable[[], str], flavour: str
+) -> None:
+    """run_session_store_conformance passes with no optional contract skipped, with a Store
+    and with an AsyncStore."""
+    opened: list[Any] = []
+
+    async def run() -> None:
+        async def make() -> ConvstoreSessionStore:
+            if flavour == "sync":
+                store: Any = convstore.open_store(make_location())
+            else:
+                store = await convstore.open_async_store(make_location())
+            opened.append(store)
+            return ConvstoreSessionStore(store)
+
+        try:
+            await run_session_store_conformance(make, skip_optional=frozenset())
+        finally:
+            for store in opened:
+                if isinstance(store, convstore.AsyncStore):
+                    await store.close()
+                else:
+                    store.close()
+
+    asyncio.run(run())
+    assert len(opened) >= 14
+
+
+KEY: SessionKey = {"project_key": "-home-me-app", "session_id": "s-1"}
+
+
+def test_a_key_finds_its_entries_after_a_restart(make_location: Callable[[], str]) -> None:
+    """Another store object on the same location (a new process) loads the same entries;
+    repeated uuids are recorded once; the subagent's conversation names its parent."""
+    location = make_location()
+    entries: list[Any] = [{"type": "x", "uuid": "a", "n": 1.5, "deep": {"l": [1, None, "é"]}}]
+
+    async def first() -> None:
+        with convstore.open_store(location) as store:
+            sessions = ConvstoreSessionStore(store)
+            await sessions.append(KEY, entries)
+            await sessions.append(KEY, [*entries, {"type": "y"}])
+            await sessions.append({**KEY, "subpath": "subagents/agent-1"}, [{"type": "z"}])
+
+    async def second() -> tuple[Any, Any, list[convstore.ConversationInfo]]:
+        async with await convstore.open_async_store(location) as store:
+            sessions = ConvstoreSessionStore(store)
+            return (
+                await sessions.load(KEY),
+                sessions.conversation_for(KEY),
+                await store.conversations(),
+            )
+
+    asyncio.run(first())
+    loaded, conv, infos = asyncio.run(second())
+    assert loaded == [*entries, {"type": "y"}]
+    by_id = {info.id: info for info in infos}
+    [sub] = [info for info in infos if info.parent_id is not None]
+    assert sub.parent_id == conv
+    assert by_id[conv].source is not None
+
+
+def _transcript_entries(path: Path) -> list[Any]:
+    """The file's JSON object lines, each uuid's first only (the protocol's idempotency key)."""
+    entries, seen = [], set()
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict) and line.get("uuid", object()) not in seen:
+            entries.append(line)
+            seen.add(line.get("uuid"))
+    return entries
+
+
+def test_corpus_sessions_mirror_losslessly_and_replay_their_tool_rounds(
+    corpus_dir: Path, tmp_path: Path
+) -> None:
+    """Real transcripts appended in batches of 7 load back deep-equal, and their replay shows
+    every tool call and result as prose, accepted by both SDKs."""
+    files = sorted((corpus_dir / "claude-code").glob("*.jsonl"))
+    assert files
+
+    async def run() -> None:
+        with convstore.open_store(tmp_path / "s.db") as store:
+            sessions = ConvstoreSessionStore(store)
+            for path in files:
+                entries = _transcript_entries(path)
+                key: SessionKey = {"project_key": "corpus", "session_id": path.stem}
+                for start in range(0, len(entries), 7):
+                    await sessions.append(key, entries[start : start + 7])
+                assert await sessions.load(key) == entries, path.name
+                conv = sessions.conversation_for(key)
+                full = store.replay(conv, full=True)
+                text = path.read_text(encoding="utf-8")
+                shown = prose_tool_blocks(full)
+                source = source_tool_blocks(text)
+                assert shown["tool_result"] == source["tool_result"], path.name
+                assert shown["tool_use"] == source["tool_use"], path.name
+                for shape in ("openai", "anthropic"):
+                    replayed = store.replay(conv, shape=shape)
+                    if replayed["messages"]:
+                        body = request_body(shape, replayed)
+                        assert rejections(shape, body) == [], path.name
+
+    asyncio.run(run())
+
+
+def test_delete_withdraws_messages_from_replay_and_keeps_the_log(tmp_path: Path) -> None:
+    """After delete, load is None, replay is empty, and the log still holds every event;
+    appending again starts the session afresh."""
+    user: Any = {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}}
+    answer: Any = {
+        "type": "assistant",
+        "uuid": "a1",
+        "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "yo"}]},
+    }
+
+    async def run() -> None:
+        with convstore.open_store(tmp_path / "s.db") as store:
+            sessions = ConvstoreSessionStore(store)
+            await sessions.append(KEY, [user, answer])
+            conv = sessions.conversation_for(KEY)
+            assert [m["content"] for m in store.replay(conv)["messages"]] == ["hi", "yo"]
+            logged = len(store.events(conv))
+            await sessions.delete(KEY)
+            assert await sessions.load(KEY) is None
+            assert store.replay(conv)["messages"] == []
+            assert len(store.events(conv)) == logged + 2
+            assert await sessions.list_sessions(KEY["project_key"]) == []
+            await sessions.append(KEY, [user])
+            assert await sessions.load(KEY) == [user]
+            assert [m["content"] for m in store.replay(conv)["messages"]] == ["hi"]
+
+    asyncio.run(run())
