@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -167,3 +169,20 @@ def test_delete_withdraws_messages_from_replay_and_keeps_the_log(tmp_path: Path)
             assert [m["content"] for m in store.replay(conv)["messages"]] == ["hi"]
 
     asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_importing_without_the_sdk_names_the_extra() -> None:
+    """Without claude-agent-sdk, importing the integration fails with one line naming the
+    extra to install."""
+    code = (
+        "import sys; sys.modules['claude_agent_sdk'] = None\n"
+        "import convstore.integrations.claude_agent\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (
+        "ImportError: convstore.integrations.claude_agent needs: "
+        "pip install 'convstore[claude-agent]'"
+    )

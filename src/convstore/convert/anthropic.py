@@ -18,6 +18,7 @@ the type and where it is; nothing is recorded. Fields with no convstore meaning
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -157,7 +158,9 @@ def block_from_anthropic(block: object, where: str = "block") -> Block:
                     "type": "tool_use",
                     "id": data.get("id"),
                     "name": data.get("name"),
-                    "input": raw_input if isinstance(raw_input, str | dict) else str(raw_input),
+                    "input": raw_input
+                    if isinstance(raw_input, str | dict)
+                    else json.dumps(raw_input),
                 },
                 where,
             )
