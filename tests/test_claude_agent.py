@@ -12,6 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from claude_agent_sdk import (
+    fork_session_via_store,
+    get_session_messages,
+    get_session_messages_from_store,
+    list_sessions,
+    list_sessions_from_store,
+)
+from claude_agent_sdk._internal.sessions import project_key_for_directory
 from claude_agent_sdk.testing import run_session_store_conformance
 from claude_agent_sdk.types import SessionKey
 
@@ -186,3 +194,51 @@ def test_importing_without_the_sdk_names_the_extra() -> None:
         "ImportError: convstore.integrations.claude_agent needs: "
         "pip install 'convstore[claude-agent]'"
     )
+
+
+def test_the_sdks_own_store_readers_see_what_its_disk_readers_see(
+    corpus_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real session mirrored into convstore reads back through the SDK's store helpers
+    (messages, listing, fork) exactly as the SDK reads the same file from disk."""
+    source = corpus_dir / "claude-code/spotter-subagent.jsonl"
+    entries = _transcript_entries(source)
+    session_id = next(e["sessionId"] for e in entries if "sessionId" in e)
+    project = tmp_path / "project"
+    project.mkdir()
+    config = tmp_path / "claude"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    on_disk = config / "projects" / project_key_for_directory(str(project))
+    on_disk.mkdir(parents=True)
+    (on_disk / f"{session_id}.jsonl").write_bytes(source.read_bytes())
+
+    async def run() -> None:
+        with convstore.open_store(tmp_path / "s.db") as store:
+            sessions = ConvstoreSessionStore(store)
+            key: SessionKey = {
+                "project_key": project_key_for_directory(str(project)),
+                "session_id": session_id,
+            }
+            for start in range(0, len(entries), 10):
+                await sessions.append(key, entries[start : start + 10])
+            from_disk = get_session_messages(session_id, directory=str(project))
+            from_store = await get_session_messages_from_store(
+                sessions, session_id, directory=str(project)
+            )
+            assert from_disk
+            assert from_store == from_disk
+            # Listing goes through list_session_summaries (the SDK's fold), whose summary
+            # heuristics (summary, created_at) differ from its disk lite-parse by design.
+            [listed] = await list_sessions_from_store(sessions, directory=str(project))
+            [disk_listed] = list_sessions(directory=str(project))
+            assert listed.session_id == disk_listed.session_id == session_id
+            assert (listed.cwd, listed.git_branch) == (disk_listed.cwd, disk_listed.git_branch)
+            assert listed.summary
+
+            fork = await fork_session_via_store(sessions, session_id, directory=str(project))
+            forked: SessionKey = {**key, "session_id": fork.session_id}
+            original = store.replay(sessions.conversation_for(key), full=True)
+            copy = store.replay(sessions.conversation_for(forked), full=True)
+            assert prose_tool_blocks(copy) == prose_tool_blocks(original)
+
+    asyncio.run(run())
