@@ -48,14 +48,15 @@ TOOL_RESULT_PART_TYPES: tuple[str, ...] = ("text", "image")
 
 
 def plain(value: object) -> Any:
-    """``value`` as plain JSON data: SDK models dumped, mappings and sequences copied."""
+    """``value`` as plain data: an SDK model dumped (recursively), anything else as it is.
+
+    Shallow on purpose: each level of the conversion calls it on what it reads next, so a
+    typed object nested in a dict (``{"role": ..., "content": response.content}``) is
+    dumped where it is met, and plain dicts are never copied.
+    """
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump(mode="json", exclude_none=True)
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
     return value
 
 
@@ -101,8 +102,9 @@ def _tool_result_content(content: object, where: str) -> str | list[TextBlock | 
         msg = f"{where}: tool_result content must be a string or a list, not {_kind(content)}"
         raise InvalidInput(msg)
     parts: list[TextBlock | ImageBlock] = []
-    for index, part in enumerate(content):
+    for index, item in enumerate(content):
         here = f"{where}, part {index}"
+        part = plain(item)
         if not isinstance(part, Mapping):
             msg = f"{here}: expected a content block object, got {_kind(part)}"
             raise InvalidInput(msg)
