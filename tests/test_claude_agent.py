@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from claude_agent_sdk import (
@@ -22,6 +23,8 @@ from claude_agent_sdk import (
 from claude_agent_sdk._internal.sessions import project_key_for_directory
 from claude_agent_sdk.testing import run_session_store_conformance
 from claude_agent_sdk.types import SessionKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import convstore
 from convstore.integrations.claude_agent import ConvstoreSessionStore
@@ -242,3 +245,41 @@ def test_the_sdks_own_store_readers_see_what_its_disk_readers_see(
             assert prose_tool_blocks(copy) == prose_tool_blocks(original)
 
     asyncio.run(run())
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+_ENTRIES = st.lists(
+    st.dictionaries(st.text(max_size=8), _JSON, max_size=5).map(lambda d: {"type": "x", **d}),
+    min_size=1,
+    max_size=5,
+)
+
+
+def test_any_json_entries_load_back_deep_equal(tmp_path: Path) -> None:
+    """Whatever JSON objects are appended (without uuids), load returns them deep-equal."""
+    with convstore.open_store(tmp_path / "s.db") as store:
+        sessions = ConvstoreSessionStore(store)
+
+        @settings(max_examples=60, deadline=None)
+        @given(batches=st.lists(_ENTRIES, min_size=1, max_size=3))
+        def check(batches: list[list[Any]]) -> None:
+            key: SessionKey = {"project_key": "p", "session_id": str(uuid4())}
+
+            async def run() -> Any:
+                for batch in batches:
+                    await sessions.append(key, batch)
+                return await sessions.load(key)
+
+            assert asyncio.run(run()) == [entry for batch in batches for entry in batch]
+
+        check()
