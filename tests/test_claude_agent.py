@@ -283,3 +283,25 @@ def test_any_json_entries_load_back_deep_equal(tmp_path: Path) -> None:
             assert asyncio.run(run()) == [entry for batch in batches for entry in batch]
 
         check()
+
+
+def test_a_block_past_the_store_limits_is_a_marker_and_its_entry_is_kept(tmp_path: Path) -> None:
+    """An entry whose image breaks the store's image limit is still kept verbatim; its
+    message records a marker in the image's place."""
+    png = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
+        "hQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+    entry: Any = {"type": "user", "uuid": "u1", "message": {"role": "user", "content": [image]}}
+    limits = convstore.Limits(max_image_bytes=10)
+
+    async def run() -> None:
+        with convstore.open_store(tmp_path / "s.db", limits=limits) as store:
+            sessions = ConvstoreSessionStore(store)
+            await sessions.append(KEY, [entry])
+            assert await sessions.load(KEY) == [entry]
+            [message] = store.replay(sessions.conversation_for(KEY))["messages"]
+            assert message["content"].startswith("[Block not kept: image is 70 bytes")
+
+    asyncio.run(run())

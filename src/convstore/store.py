@@ -29,7 +29,7 @@ from eventsourcing.persistence import (
 )
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from convstore.domain.blocks import Block, ToolResultBlock
+from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
 from convstore.domain.conversation import Conversation, EntryMessage
 from convstore.domain.events import (
     BlockAppended,
@@ -230,10 +230,22 @@ class Store:
         def decide(state: Conversation) -> list[Event]:
             fresh = state.new_entries(checked)
             messages, compactions = carried(fresh) if carried and fresh else ([], [])
-            return state.record_entries(fresh, messages, compactions)
+            limited = [
+                (role, [self._within_limits(block) for block in blocks], status, reason)
+                for role, blocks, status, reason in messages
+            ]
+            return state.record_entries(fresh, limited, compactions)
 
         events = self._write(conversation, decide)
         return sum(len(e.entries) for e in events if isinstance(e, EntriesRecorded))
+
+    def _within_limits(self, block: Block) -> Block:
+        """A block carried by runtime entries, or a marker where it breaks this store's
+        limits (the entry itself is kept whole either way)."""
+        try:
+            return parse_block(block, self.limits)
+        except InvalidBlock as exc:
+            return TextBlock(text=f"[Block not kept: {exc}]")
 
     def delete_entries(self, conversation: UUID | str) -> None:
         """Mark a conversation's runtime entries deleted and withdraw its messages: the
