@@ -5,10 +5,10 @@ of its own, so no file or network I/O, fsync or lock wait ever runs on the event
 bounded pools keep reads and writes apart:
 
 - **writes** (``new_conversation``, ``start_message``, ``append_block``, ``end_message``,
-  ``interrupt_message``, ``append_message``, ``compact``, ``record_entries``,
-  ``delete_entries``) go to a writer pool: one thread on
-  SQLite, which admits one writer at a time anyway (more threads would only queue on its
-  lock), four on PostgreSQL, whose connections can overlap their round trips while the table
+  ``interrupt_message``, ``append_message``, ``compact``, ``rewind``, ``record_entries``,
+  ``delete_entries``) go to a writer pool: one thread on SQLite, which admits one writer at a
+  time anyway (more threads would only queue on its lock), four on PostgreSQL, whose
+  connections can overlap their round trips while the table
   lock still serialises the inserts. Writes submitted by one task run in the order it awaits
   them.
 - **reads** go to a reader pool (four threads by default), so a replay never waits behind a
@@ -162,8 +162,8 @@ class AsyncStore:
         self,
         title: str | None = None,
         *,
-        conversation_id: UUID | None = None,
-        parent_id: UUID | None = None,
+        conversation_id: UUID | str | None = None,
+        parent_id: UUID | str | None = None,
         source: str | None = None,
     ) -> UUID:
         """Start a conversation; returns its id (see :meth:`convstore.Store.new_conversation`)."""
@@ -215,11 +215,11 @@ class AsyncStore:
         """Record a compaction (see :meth:`convstore.Store.compact`)."""
         await self._write(self.store.compact, conversation, summary, through=through)
 
-    # -- reading ---------------------------------------------------------------------------
-
     async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
         """Withdraw the messages after ``to`` (see :meth:`convstore.Store.rewind`)."""
         await self._write(self.store.rewind, conversation, to=to)
+
+    # -- reading ---------------------------------------------------------------------------
 
     async def record_entries(
         self,

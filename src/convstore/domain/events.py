@@ -7,12 +7,12 @@ position in that conversation, from 1, gapless) that eventsourcing's recorders k
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, ClassVar, Literal, TypeAlias, get_args
+from typing import Annotated, ClassVar, Literal, TypeAlias
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
-from convstore.domain.blocks import Block
+from convstore.domain.blocks import Block, union_members
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant")
@@ -147,5 +147,5 @@ Event: TypeAlias = Annotated[
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
-EVENT_CLASSES: tuple[type[_Event], ...] = get_args(get_args(Event)[0])
-"""Every event class, read from the union so a new kind cannot be left out."""
+EVENT_CLASSES: tuple[type[_Event], ...] = union_members(Event)
+"""Every event class, derived from the :data:`Event` union."""
