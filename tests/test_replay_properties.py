@@ -38,6 +38,8 @@ from convstore.domain.events import (
     BlockAppended,
     Compacted,
     ConversationStarted,
+    EntriesDeleted,
+    EntriesRecorded,
     Event,
     MessageEnded,
     MessageInterrupted,
@@ -122,7 +124,7 @@ def fold(events: list[Event]) -> History:
     compactions: list[tuple[str, UUID]] = []
     for event in events:
         match event:
-            case ConversationStarted() | MessageEnded():
+            case ConversationStarted() | MessageEnded() | EntriesRecorded() | EntriesDeleted():
                 pass
             case MessageStarted():
                 messages[event.message_id] = Stored(event.message_id, event.role)
@@ -534,7 +536,7 @@ def disguised(events: list[Event]) -> list[Event]:
                 data["message_id"] = other(event.message_id)
             case Rewound():
                 data["to"] = None if event.to is None else other(event.to)
-            case ConversationStarted():
+            case ConversationStarted() | EntriesRecorded() | EntriesDeleted():
                 pass
             case _:
                 assert_never(event)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
+from collections.abc import Callable as CallableABC
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -63,7 +64,6 @@ def _valid(store: Store) -> dict[str, Any]:
         "reason": "stopped",
         "summary": "so far",
         "through": ended,
-        "to": ended,
         "shape": "openai",
         "vision": False,
         "full": False,
@@ -74,6 +74,14 @@ def _valid(store: Store) -> dict[str, Any]:
         "after": 0,
         "limit": 10,
         "page_size": 10,
+        "parent_id": None,
+        "source": None,
+        "entries": [{"type": "x"}],
+        "carried": None,
+        "to": None,
+        # Rewinding and deleting entries withdraw messages: on conversations of their own.
+        "rewind conversation": store.new_conversation(),
+        "delete_entries conversation": store.new_conversation(),
     }
 
 
@@ -94,6 +102,8 @@ def _accepted(annotation: object) -> tuple[type, ...]:
         return tuple({type(arg) for arg in get_args(annotation)})
     if origin is typing.Annotated:
         return _accepted(get_args(annotation)[0])
+    if origin is CallableABC:
+        return (CallableABC,)
     if origin is not None and isinstance(origin, type) and issubclass(origin, Mapping):
         return (Mapping,)
     if origin is not None and isinstance(origin, type) and issubclass(origin, Iterable):

@@ -5,9 +5,10 @@ of its own, so no file or network I/O, fsync or lock wait ever runs on the event
 bounded pools keep reads and writes apart:
 
 - **writes** (``new_conversation``, ``start_message``, ``append_block``, ``end_message``,
-  ``interrupt_message``, ``append_message``, ``compact``, ``rewind``) go to a writer pool: one
-  thread on SQLite, which admits one writer at a time anyway (more threads would only queue on
-  its lock), four on PostgreSQL, whose connections can overlap their round trips while the table
+  ``interrupt_message``, ``append_message``, ``compact``, ``rewind``, ``record_entries``,
+  ``delete_entries``) go to a writer pool: one thread on SQLite, which admits one writer at a
+  time anyway (more threads would only queue on its lock), four on PostgreSQL, whose
+  connections can overlap their round trips while the table
   lock still serialises the inserts. Writes submitted by one task run in the order it awaits
   them.
 - **reads** go to a reader pool (four threads by default), so a replay never waits behind a
@@ -26,10 +27,12 @@ import asyncio
 import concurrent.futures
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 from uuid import UUID
+
+from pydantic import JsonValue
 
 from convstore.domain.blocks import Block
 from convstore.domain.events import Event, Role
@@ -41,7 +44,7 @@ from convstore.infrastructure.postgres import is_postgres_url
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.pressure import Pressure
 from convstore.projections.replay import JSONDict, Shape
-from convstore.store import ConversationInfo, Store
+from convstore.store import ConversationInfo, EntryBatch, Store
 from convstore.verify import Recorded
 
 _P = ParamSpec("_P")
@@ -157,11 +160,20 @@ class AsyncStore:
     # -- writing ---------------------------------------------------------------------------
 
     async def new_conversation(
-        self, title: str | None = None, *, conversation_id: UUID | str | None = None
+        self,
+        title: str | None = None,
+        *,
+        conversation_id: UUID | str | None = None,
+        parent_id: UUID | str | None = None,
+        source: str | None = None,
     ) -> UUID:
         """Start a conversation; returns its id (see :meth:`convstore.Store.new_conversation`)."""
         return await self._write(
-            self.store.new_conversation, title, conversation_id=conversation_id
+            self.store.new_conversation,
+            title,
+            conversation_id=conversation_id,
+            parent_id=parent_id,
+            source=source,
         )
 
     async def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
@@ -209,6 +221,29 @@ class AsyncStore:
         await self._write(self.store.compact, conversation, summary, through=through)
 
     # -- reading ---------------------------------------------------------------------------
+
+    async def record_entries(
+        self,
+        conversation: UUID | str,
+        entries: Sequence[Mapping[str, Any]],
+        carried: Callable[[list[dict[str, JsonValue]]], EntryBatch] | None = None,
+    ) -> int:
+        """Keep runtime entries verbatim with their messages (see
+        :meth:`convstore.Store.record_entries`)."""
+        listed = list(entries)
+        return await self._write(self.store.record_entries, conversation, listed, carried)
+
+    async def delete_entries(self, conversation: UUID | str) -> None:
+        """Mark runtime entries deleted (see :meth:`convstore.Store.delete_entries`)."""
+        await self._write(self.store.delete_entries, conversation)
+
+    async def entries(self, conversation: UUID | str) -> list[dict[str, JsonValue]] | None:
+        """The runtime entries since the last deletion (see :meth:`convstore.Store.entries`)."""
+        return await self._read(self.store.entries, conversation)
+
+    async def last_event(self, conversation: UUID | str) -> Event | None:
+        """The newest event of a conversation (see :meth:`convstore.Store.last_event`)."""
+        return await self._read(self.store.last_event, conversation)
 
     async def events(self, conversation: UUID | str) -> list[Event]:
         """Every recorded event of a conversation, in order."""

@@ -14,11 +14,11 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 from uuid import UUID, uuid4
 
 from eventsourcing.persistence import (
@@ -27,10 +27,18 @@ from eventsourcing.persistence import (
     Notification,
     PersistenceError,
 )
+from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from convstore.domain.blocks import Block, ToolResultBlock
-from convstore.domain.conversation import Conversation
-from convstore.domain.events import BlockAppended, ConversationStarted, Event, Role
+from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
+from convstore.domain.conversation import Conversation, EntryMessage
+from convstore.domain.events import (
+    BlockAppended,
+    ConversationStarted,
+    EntriesDeleted,
+    EntriesRecorded,
+    Event,
+    Role,
+)
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import (
     describe_value,
@@ -85,6 +93,10 @@ class ConversationInfo:
     id: UUID
     title: str | None
     created_at: datetime
+    parent_id: UUID | None = None
+    """The conversation this one branched from (a subagent's parent), if any."""
+    source: str | None = None
+    """Where its history came from (an import's key, a runtime's session key), if recorded."""
 
 
 def failure_detail(exc: BaseException, secret: str = "") -> str:
@@ -129,14 +141,25 @@ class Store:
     # -- writing ---------------------------------------------------------------------------
 
     def new_conversation(
-        self, title: str | None = None, *, conversation_id: UUID | str | None = None
+        self,
+        title: str | None = None,
+        *,
+        conversation_id: UUID | str | None = None,
+        parent_id: UUID | str | None = None,
+        source: str | None = None,
     ) -> UUID:
-        """Start a conversation; returns its id (a new random one unless given)."""
+        """Start a conversation; returns its id (a new random one unless given).
+
+        ``parent_id`` names the conversation it branched from; ``source`` where its history
+        comes from (see :class:`~convstore.ConversationStarted`).
+        """
         title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        source = parse_optional_text(source, "source", self.limits.max_note_bytes)
         conversation_id = (
             uuid4() if conversation_id is None else parse_id(conversation_id, "conversation")
         )
-        started = Conversation.start(conversation_id, title)
+        parent = None if parent_id is None else parse_id(parent_id, "parent conversation")
+        started = Conversation.start(conversation_id, title, parent_id=parent, source=source)
         try:
             self._save([started])
         except IntegrityError:
@@ -197,6 +220,76 @@ class Store:
         )
         assert events[0].type == "message_started"
         return events[0].message_id
+
+    def record_entries(
+        self,
+        conversation: UUID | str,
+        entries: Sequence[Mapping[str, Any]],
+        carried: Callable[[list[dict[str, JsonValue]]], EntryBatch] | None = None,
+    ) -> int:
+        """Keep an agent runtime's transcript entries verbatim, in one write with the messages
+        they carry; returns how many entries were new.
+
+        An entry whose ``uuid`` was recorded before (since the last :meth:`delete_entries`) is
+        left out. ``carried`` turns the new entries into messages and compactions (as
+        ``(messages, [(summary, through_index), ...])``); the messages are recorded beside
+        the entries, so replay, audit and pressure see them.
+        """
+        if not isinstance(entries, list | tuple):
+            msg = f"entries must be a list of JSON objects, not {describe_value(entries)}"
+            raise InvalidInput(msg)
+        if carried is not None and not callable(carried):
+            msg = f"carried must be a function or None, not {describe_value(carried)}"
+            raise InvalidInput(msg)
+        checked = [_entry(entry, index) for index, entry in enumerate(entries)]
+
+        def decide(state: Conversation) -> list[Event]:
+            fresh = state.new_entries(checked)
+            messages, compactions = carried(fresh) if carried and fresh else ([], [])
+            limited = [
+                (role, [self._within_limits(block) for block in blocks], status, reason)
+                for role, blocks, status, reason in messages
+            ]
+            return state.record_entries(fresh, limited, compactions)
+
+        events = self._write(conversation, decide)
+        return sum(len(e.entries) for e in events if isinstance(e, EntriesRecorded))
+
+    def _within_limits(self, block: Block) -> Block:
+        """A block carried by runtime entries, or a marker where it breaks this store's
+        limits (the entry itself is kept whole either way)."""
+        try:
+            return parse_block(block, self.limits)
+        except InvalidBlock as exc:
+            return TextBlock(text=f"[Block not kept: {exc}]")
+
+    def delete_entries(self, conversation: UUID | str) -> None:
+        """Mark a conversation's runtime entries deleted and withdraw its messages: the
+        entries no longer load and replay leaves the messages out. The log keeps the bytes."""
+        self._write(conversation, lambda c: c.delete_entries())
+
+    def entries(self, conversation: UUID | str) -> list[dict[str, JsonValue]] | None:
+        """The runtime entries recorded since the last deletion, in order; ``None`` when
+        there are none (never recorded, or deleted) or the conversation does not exist."""
+        conversation_id = parse_id(conversation, "conversation")
+        found: list[dict[str, JsonValue]] | None = None
+        with paused_gc():
+            for event in self._stream(conversation_id):
+                if isinstance(event, EntriesRecorded):
+                    found = [*(found or []), *event.entries]
+                elif isinstance(event, EntriesDeleted):
+                    found = None
+        return found
+
+    def last_event(self, conversation: UUID | str) -> Event | None:
+        """The newest event of a conversation (``None`` when it does not exist); one read."""
+        conversation_id = parse_id(conversation, "conversation")
+        found = self._guarded(
+            lambda: self._log.recorder.select_events(conversation_id, desc=True, limit=1)
+        )
+        if not found:
+            return None
+        return self._guarded(lambda: self._log.pydantic_mapper.decode(found[0]))
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -336,7 +429,15 @@ class Store:
             for notification in page:
                 event = self._log.pydantic_mapper.decode(notification)
                 assert isinstance(event, ConversationStarted)
-                found.append(ConversationInfo(event.originator_id, event.title, event.timestamp))
+                found.append(
+                    ConversationInfo(
+                        event.originator_id,
+                        event.title,
+                        event.timestamp,
+                        event.parent_id,
+                        event.source,
+                    )
+                )
             if len(page) < 500:
                 return found
             start = page[-1].id + 1
@@ -580,6 +681,8 @@ class Store:
                     if not self._catch_up(conversation_id, state):
                         raise
                     events = decide(state)
+                if not events:
+                    return events
                 try:
                     self._save(events)
                 except IntegrityError:
@@ -626,6 +729,28 @@ def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:
     if isinstance(event, BlockAppended):
         return InvalidBlock(f"block {event.index} cannot be stored: {exc}")
     return InvalidInput(f"the {event.type.replace('_', ' ')} event cannot be stored: {exc}")
+
+
+EntryBatch: TypeAlias = tuple[list[EntryMessage], list[tuple[str, int]]]
+"""What a batch of runtime entries carries: its messages, and its compactions."""
+
+
+def _entry(entry: Mapping[str, Any], index: int) -> dict[str, JsonValue]:
+    """A runtime entry checked as a JSON object (what ``json.dumps`` can write exactly)."""
+    if not isinstance(entry, Mapping):
+        msg = f"entry {index}: expected a JSON object, got {type(entry).__name__}"
+        raise InvalidInput(msg)
+    try:
+        checked = _ENTRY.validate_python(entry)
+    except ValidationError as exc:
+        detail = exc.errors()[0]
+        where = ".".join(map(str, detail["loc"]))
+        msg = f"entry {index}: not JSON data at {where or 'top'} ({detail['msg']})"
+        raise InvalidInput(msg) from None
+    return checked
+
+
+_ENTRY: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
 
 
 def _options(vision: bool, full: bool, keep_tool_results: int | None) -> ReplayOptions:

@@ -11,10 +11,13 @@ contents are never kept here, so appending is O(1) however long the conversation
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, TypeVar, assert_never
+from typing import Literal, TypeAlias, TypeVar, assert_never
 from uuid import UUID, uuid4
+
+from pydantic import JsonValue
 
 from convstore.domain.blocks import (
     Block,
@@ -29,6 +32,8 @@ from convstore.domain.events import (
     BlockAppended,
     Compacted,
     ConversationStarted,
+    EntriesDeleted,
+    EntriesRecorded,
     Event,
     MessageEnded,
     MessageInterrupted,
@@ -63,6 +68,8 @@ class Conversation:
     created_at: datetime | None = None
     messages: dict[UUID, MessageState] = field(default_factory=dict)
     tool_names: dict[str, str] = field(default_factory=dict)
+    entry_uuids: set[str] = field(default_factory=set)
+    """``uuid`` of every runtime entry recorded since the last deletion (the idempotency key)."""
 
     # -- folding ---------------------------------------------------------------------------
 
@@ -98,6 +105,10 @@ class Conversation:
             case Rewound():
                 for message in withdrawn_after(self.messages, event.to):
                     message.withdrawn = True
+            case EntriesRecorded():
+                self.entry_uuids.update(entry_uuids(event.entries))
+            case EntriesDeleted():
+                self.entry_uuids.clear()
             case _:
                 assert_never(event)
         self.version = event.originator_version
@@ -137,6 +148,8 @@ class Conversation:
                 self.compact(event.summary, event.through)
             case Rewound():
                 self.rewind(event.to)
+            case EntriesRecorded() | EntriesDeleted():
+                pass  # a runtime's entries, kept verbatim: no message rule applies to them
             case _:
                 assert_never(event)
 
@@ -266,6 +279,99 @@ class Conversation:
             )
         return events
 
+    def new_entries(self, entries: Sequence[dict[str, JsonValue]]) -> list[dict[str, JsonValue]]:
+        """The entries not recorded yet: those without a ``uuid``, and the first of each
+        ``uuid`` not seen since the last deletion."""
+        seen = set(self.entry_uuids)
+        fresh: list[dict[str, JsonValue]] = []
+        for entry in entries:
+            uuid = entry.get("uuid")
+            if isinstance(uuid, str):
+                if uuid in seen:
+                    continue
+                seen.add(uuid)
+            fresh.append(entry)
+        return fresh
+
+    def record_entries(
+        self,
+        entries: list[dict[str, JsonValue]],
+        messages: Sequence[EntryMessage],
+        compactions: Sequence[tuple[str, int]] = (),
+    ) -> list[Event]:
+        """The events of one batch of runtime entries: the entries verbatim, then the
+        messages they carry, each ended (or interrupted), and the compactions they record.
+
+        ``compactions`` pairs a summary with the index of the last message (of ``messages``)
+        it replaces; ``-1`` means every message recorded before this batch. A ``tool_use``
+        whose id is already recorded is left out of its message (a runtime repeating itself
+        must not fail the whole batch); a message left with no block is not recorded.
+        """
+        if not entries:
+            return []
+        scratch = Conversation(
+            id=self.id,
+            version=self.version,
+            messages=dict(self.messages),
+            tool_names=dict(self.tool_names),
+        )
+        events: list[Event] = []
+
+        def take(new: list[Event]) -> None:
+            for event in new:
+                scratch.apply(event)
+            events.extend(new)
+
+        take(
+            [
+                EntriesRecorded(
+                    originator_id=self.id,
+                    originator_version=self.version + 1,
+                    timestamp=utcnow(),
+                    entries=entries,
+                )
+            ]
+        )
+        summaries = {through: summary for summary, through in compactions}
+        for index in range(-1, len(messages)):
+            if index >= 0:
+                role, blocks, status, reason = messages[index]
+                kept = _fresh_calls(blocks, scratch.tool_names)
+                if kept:
+                    take(scratch.record_message(role, kept, leave_open=status != "ended"))
+                    if status == "interrupted":
+                        started = events[-len(kept) - 1]
+                        assert isinstance(started, MessageStarted)
+                        take([scratch.interrupt_message(started.message_id, reason)])
+            summary = summaries.get(index)
+            if summary is None or not summary.strip():
+                continue
+            through = scratch.last_visible_message()
+            if through is None:
+                take(scratch.record_message("user", [TextBlock(text=summary)]))
+            else:
+                take([scratch.compact(summary, through)])
+        return events
+
+    def delete_entries(self) -> list[Event]:
+        """Withdraw every message and mark the entries deleted (for a runtime's delete)."""
+        rewound = self.rewind(None)
+        return [
+            rewound,
+            EntriesDeleted(
+                originator_id=self.id,
+                originator_version=rewound.originator_version + 1,
+                timestamp=rewound.timestamp,
+            ),
+        ]
+
+    def last_visible_message(self) -> UUID | None:
+        """The newest message not withdrawn by a rewind, if any."""
+        for message_id in reversed(self.messages):
+            if not self.messages[message_id].withdrawn:
+                return message_id
+        return None
+
     # -- rules -----------------------------------------------------------------------------
 
     def _visible_message(self, message_id: UUID, action: str) -> MessageState:
@@ -327,6 +433,31 @@ class Conversation:
             block=block,
             tool_name=tool_name,
         )
+
+
+EntryMessage: TypeAlias = tuple[Role, Sequence[Block], MessageStatus, str | None]
+"""A message carried by runtime entries: role, blocks, how it closed, and why if cut short."""
+
+
+def entry_uuids(entries: Iterable[dict[str, JsonValue]]) -> Iterator[str]:
+    """The idempotency keys of runtime entries (entries without a string ``uuid`` have none)."""
+    for entry in entries:
+        uuid = entry.get("uuid")
+        if isinstance(uuid, str):
+            yield uuid
+
+
+def _fresh_calls(blocks: Sequence[Block], recorded: dict[str, str]) -> list[Block]:
+    """``blocks`` without tool calls whose id is already recorded (or repeated here)."""
+    seen = set(recorded)
+    kept: list[Block] = []
+    for block in blocks:
+        if isinstance(block, ToolUseBlock):
+            if block.id in seen:
+                continue
+            seen.add(block.id)
+        kept.append(block)
+    return kept
 
 
 _M = TypeVar("_M")

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Annotated, ClassVar, Literal, TypeAlias
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 from convstore.domain.blocks import Block, union_members
 
@@ -111,6 +111,27 @@ class Rewound(_Event):
     to: UUID | None = None
 
 
+class EntriesRecorded(_Event):
+    """Transcript entries an agent runtime handed over, kept verbatim (JSON objects, in order).
+
+    The Claude Agent SDK's session store mirrors Claude Code transcript lines this way; their
+    ``uuid`` is the idempotency key, so an entry whose ``uuid`` was already recorded (since the
+    last :class:`EntriesDeleted`) is not recorded again. The entries that carry a message are
+    also recorded as ordinary message events in the same write.
+    """
+
+    type: Literal["entries_recorded"] = "entries_recorded"
+    entries: list[dict[str, JsonValue]]
+
+
+class EntriesDeleted(_Event):
+    """The runtime deleted the entries recorded so far: they no longer load, and a
+    :class:`Rewound` written beside it withdraws their messages from replay. The log keeps the
+    bytes."""
+
+    type: Literal["entries_deleted"] = "entries_deleted"
+
+
 Event: TypeAlias = Annotated[
     ConversationStarted
     | MessageStarted
@@ -118,7 +139,9 @@ Event: TypeAlias = Annotated[
     | MessageEnded
     | MessageInterrupted
     | Compacted
-    | Rewound,
+    | Rewound
+    | EntriesRecorded
+    | EntriesDeleted,
     Field(discriminator="type"),
 ]
 

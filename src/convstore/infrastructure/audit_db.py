@@ -20,6 +20,8 @@ from convstore.domain.events import (
     BlockAppended,
     Compacted,
     ConversationStarted,
+    EntriesDeleted,
+    EntriesRecorded,
     Event,
     MessageEnded,
     MessageInterrupted,
@@ -277,7 +279,7 @@ class AuditDatabase:
                     "interrupt_reason = ? WHERE id = ?",
                     [at, event.reason, str(event.message_id)],
                 )
-            case Rewound():
+            case Rewound() | EntriesRecorded() | EntriesDeleted():
                 pass  # counted below with every event; replay is what leaves messages out
             case Compacted():
                 sql(

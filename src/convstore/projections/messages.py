@@ -14,6 +14,8 @@ from convstore.domain.events import (
     BlockAppended,
     Compacted,
     ConversationStarted,
+    EntriesDeleted,
+    EntriesRecorded,
     Event,
     MessageEnded,
     MessageInterrupted,
@@ -85,6 +87,8 @@ def collect_history(events: Iterable[Event]) -> History:
             case Rewound():
                 for message in withdrawn_after(messages, event.to):
                     message.withdrawn = True
+            case EntriesRecorded() | EntriesDeleted():
+                pass  # their messages are recorded as message events beside them
             case _:
                 assert_never(event)
     return History(list(messages.values()), compactions)

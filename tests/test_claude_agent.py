@@ -1,0 +1,307 @@
+"""The Claude Agent SDK SessionStore on convstore: the SDK's own conformance suite, on both
+backends, plus what the suite does not check (restarts, blocks, deletion, the corpus)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from claude_agent_sdk import (
+    fork_session_via_store,
+    get_session_messages,
+    get_session_messages_from_store,
+    list_sessions,
+    list_sessions_from_store,
+)
+from claude_agent_sdk._internal.sessions import project_key_for_directory
+from claude_agent_sdk.testing import run_session_store_conformance
+from claude_agent_sdk.types import SessionKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import convstore
+from convstore.integrations.claude_agent import ConvstoreSessionStore
+from tests.histories import prose_tool_blocks, source_tool_blocks
+from tests.sdk import rejections, request_body
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def make_location(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+    """Makes fresh store locations on one backend."""
+    if request.param == "postgres":
+        make: Callable[[], str] = request.getfixturevalue("make_postgres_url")
+        return make
+    count = iter(range(1_000_000))
+    return lambda: str(tmp_path / f"s{next(count)}.db")
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_the_sdk_conformance_suite_passes_every_contract(
+    make_location: Callable[[], str], flavour: str
+) -> None:
+    """run_session_store_conformance passes with no optional contract skipped, with a Store
+    and with an AsyncStore."""
+    opened: list[Any] = []
+
+    async def run() -> None:
+        async def make() -> ConvstoreSessionStore:
+            if flavour == "sync":
+                store: Any = convstore.open_store(make_location())
+            else:
+                store = await convstore.open_async_store(make_location())
+            opened.append(store)
+            return ConvstoreSessionStore(store)
+
+        try:
+            await run_session_store_conformance(make, skip_optional=frozenset())
+        finally:
+            for store in opened:
+                if isinstance(store, convstore.AsyncStore):
+                    await store.close()
+                else:
+                    store.close()
+
+    asyncio.run(run())
+    assert len(opened) >= 14
+
+
+KEY: SessionKey = {"project_key": "-home-me-app", "session_id": "s-1"}
+
+
+def test_a_key_finds_its_entries_after_a_restart(make_location: Callable[[], str]) -> None:
+    """Another store object on the same location (a new process) loads the same entries;
+    repeated uuids are recorded once; the subagent's conversation names its parent."""
+    location = make_location()
+    entries: list[Any] = [{"type": "x", "uuid": "a", "n": 1.5, "deep": {"l": [1, None, "é"]}}]
+
+    async def first() -> None:
+        with convstore.open_store(location) as store:
+            sessions = ConvstoreSessionStore(store)
+            await sessions.append(KEY, entries)
+            await sessions.append(KEY, [*entries, {"type": "y"}])
+            await sessions.append({**KEY, "subpath": "subagents/agent-1"}, [{"type": "z"}])
+
+    async def second() -> tuple[Any, Any, list[convstore.ConversationInfo]]:
+        async with await convstore.open_async_store(location) as store:
+            sessions = ConvstoreSessionStore(store)
+            return (
+                await sessions.load(KEY),
+                sessions.conversation_for(KEY),
+                await store.conversations(),
+            )
+
+    asyncio.run(first())
+    loaded, conv, infos = asyncio.run(second())
+    assert loaded == [*entries, {"type": "y"}]
+    by_id = {info.id: info for info in infos}
+    [sub] = [info for info in infos if info.parent_id is not None]
+    assert sub.parent_id == conv
+    assert by_id[conv].source is not None
+
+
+def _transcript_entries(path: Path) -> list[Any]:
+    """The file's JSON object lines, each uuid's first only (the protocol's idempotency key)."""
+    entries, seen = [], set()
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict) and line.get("uuid", object()) not in seen:
+            entries.append(line)
+            seen.add(line.get("uuid"))
+    return entries
+
+
+def test_corpus_sessions_mirror_losslessly_and_replay_their_tool_rounds(
+    corpus_dir: Path, tmp_path: Path
+) -> None:
+    """Real transcripts appended in batches of 7 load back deep-equal, and their replay shows
+    every tool call and result as prose, accepted by both SDKs."""
+    files = sorted((corpus_dir / "claude-code").glob("*.jsonl"))
+    assert files
+
+    async def run() -> None:
+        with convstore.open_store(tmp_path / "s.db") as store:
+            sessions = ConvstoreSessionStore(store)
+            for path in files:
+                entries = _transcript_entries(path)
+                key: SessionKey = {"project_key": "corpus", "session_id": path.stem}
+                for start in range(0, len(entries), 7):
+                    await sessions.append(key, entries[start : start + 7])
+                assert await sessions.load(key) == entries, path.name
+                conv = sessions.conversation_for(key)
+                full = store.replay(conv, full=True)
+                text = path.read_text(encoding="utf-8")
+                shown = prose_tool_blocks(full)
+                source = source_tool_blocks(text)
+                assert shown["tool_result"] == source["tool_result"], path.name
+                assert shown["tool_use"] == source["tool_use"], path.name
+                for shape in ("openai", "anthropic"):
+                    replayed = store.replay(conv, shape=shape)
+                    if replayed["messages"]:
+                        body = request_body(shape, replayed)
+                        assert rejections(shape, body) == [], path.name
+
+    asyncio.run(run())
+
+
+def test_delete_withdraws_messages_from_replay_and_keeps_the_log(tmp_path: Path) -> None:
+    """After delete, load is None, replay is empty, and the log still holds every event;
+    appending again starts the session afresh."""
+    user: Any = {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}}
+    answer: Any = {
+        "type": "assistant",
+        "uuid": "a1",
+        "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "yo"}]},
+    }
+
+    async def run() -> None:
+        with convstore.open_store(tmp_path / "s.db") as store:
+            sessions = ConvstoreSessionStore(store)
+            await sessions.append(KEY, [user, answer])
+            conv = sessions.conversation_for(KEY)
+            assert [m["content"] for m in store.replay(conv)["messages"]] == ["hi", "yo"]
+            logged = len(store.events(conv))
+            await sessions.delete(KEY)
+            assert await sessions.load(KEY) is None
+            assert store.replay(conv)["messages"] == []
+            assert len(store.events(conv)) == logged + 2
+            assert await sessions.list_sessions(KEY["project_key"]) == []
+            await sessions.append(KEY, [user])
+            assert await sessions.load(KEY) == [user]
+            assert [m["content"] for m in store.replay(conv)["messages"]] == ["hi"]
+
+    asyncio.run(run())
+
+
+@pytest.mark.slow
+def test_importing_without_the_sdk_names_the_extra() -> None:
+    """Without claude-agent-sdk, importing the integration fails with one line naming the
+    extra to install."""
+    code = (
+        "import sys; sys.modules['claude_agent_sdk'] = None\n"
+        "import convstore.integrations.claude_agent\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (
+        "ImportError: convstore.integrations.claude_agent needs: "
+        "pip install 'convstore[claude-agent]'"
+    )
+
+
+def test_the_sdks_own_store_readers_see_what_its_disk_readers_see(
+    corpus_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real session mirrored into convstore reads back through the SDK's store helpers
+    (messages, listing, fork) exactly as the SDK reads the same file from disk."""
+    source = corpus_dir / "claude-code/spotter-subagent.jsonl"
+    entries = _transcript_entries(source)
+    session_id = next(e["sessionId"] for e in entries if "sessionId" in e)
+    project = tmp_path / "project"
+    project.mkdir()
+    config = tmp_path / "claude"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    on_disk = config / "projects" / project_key_for_directory(str(project))
+    on_disk.mkdir(parents=True)
+    (on_disk / f"{session_id}.jsonl").write_bytes(source.read_bytes())
+
+    async def run() -> None:
+        with convstore.open_store(tmp_path / "s.db") as store:
+            sessions = ConvstoreSessionStore(store)
+            key: SessionKey = {
+                "project_key": project_key_for_directory(str(project)),
+                "session_id": session_id,
+            }
+            for start in range(0, len(entries), 10):
+                await sessions.append(key, entries[start : start + 10])
+            from_disk = get_session_messages(session_id, directory=str(project))
+            from_store = await get_session_messages_from_store(
+                sessions, session_id, directory=str(project)
+            )
+            assert from_disk
+            assert from_store == from_disk
+            # Listing goes through list_session_summaries (the SDK's fold), whose summary
+            # heuristics (summary, created_at) differ from its disk lite-parse by design.
+            [listed] = await list_sessions_from_store(sessions, directory=str(project))
+            [disk_listed] = list_sessions(directory=str(project))
+            assert listed.session_id == disk_listed.session_id == session_id
+            assert (listed.cwd, listed.git_branch) == (disk_listed.cwd, disk_listed.git_branch)
+            assert listed.summary
+
+            fork = await fork_session_via_store(sessions, session_id, directory=str(project))
+            forked: SessionKey = {**key, "session_id": fork.session_id}
+            original = store.replay(sessions.conversation_for(key), full=True)
+            copy = store.replay(sessions.conversation_for(forked), full=True)
+            assert prose_tool_blocks(copy) == prose_tool_blocks(original)
+
+    asyncio.run(run())
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+_ENTRIES = st.lists(
+    st.dictionaries(st.text(max_size=8), _JSON, max_size=5).map(lambda d: {"type": "x", **d}),
+    min_size=1,
+    max_size=5,
+)
+
+
+def test_any_json_entries_load_back_deep_equal(tmp_path: Path) -> None:
+    """Whatever JSON objects are appended (without uuids), load returns them deep-equal."""
+    with convstore.open_store(tmp_path / "s.db") as store:
+        sessions = ConvstoreSessionStore(store)
+
+        @settings(max_examples=60, deadline=None)
+        @given(batches=st.lists(_ENTRIES, min_size=1, max_size=3))
+        def check(batches: list[list[Any]]) -> None:
+            key: SessionKey = {"project_key": "p", "session_id": str(uuid4())}
+
+            async def run() -> Any:
+                for batch in batches:
+                    await sessions.append(key, batch)
+                return await sessions.load(key)
+
+            assert asyncio.run(run()) == [entry for batch in batches for entry in batch]
+
+        check()
+
+
+def test_a_block_past_the_store_limits_is_a_marker_and_its_entry_is_kept(tmp_path: Path) -> None:
+    """An entry whose image breaks the store's image limit is still kept verbatim; its
+    message records a marker in the image's place."""
+    png = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
+        "hQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+    entry: Any = {"type": "user", "uuid": "u1", "message": {"role": "user", "content": [image]}}
+    limits = convstore.Limits(max_image_bytes=10)
+
+    async def run() -> None:
+        with convstore.open_store(tmp_path / "s.db", limits=limits) as store:
+            sessions = ConvstoreSessionStore(store)
+            await sessions.append(KEY, [entry])
+            assert await sessions.load(KEY) == [entry]
+            [message] = store.replay(sessions.conversation_for(KEY))["messages"]
+            assert message["content"].startswith("[Block not kept: image is 70 bytes")
+
+    asyncio.run(run())
