@@ -133,9 +133,12 @@ def rebuild(
     """Build the read model from the start of the log into a fresh file, then swap it in.
 
     The swap is one atomic rename, so a reader opens either the old file or the finished new
-    one, never a half-built view. A follower notices the swap and reopens. The fresh file is
-    written without a journal or per-batch fsync (a crash leaves only a stray temporary file)
-    and is flushed to disk once, before the rename.
+    one, never a half-built view; it is made under the old file's write lock, so nothing the
+    old file left (a hot journal of a killed projector) attaches to the new one
+    (:func:`~convstore.infrastructure.audit_file.swap_in`). A follower notices the swap and
+    reopens. The fresh file (0600) is written without a journal or per-batch fsync and is
+    flushed to disk once, before the rename; it is deleted on any failure, and temporary files
+    of rebuilds that were killed are deleted at the start.
     """
     started = time.perf_counter()
     path = checked_path(store, path)

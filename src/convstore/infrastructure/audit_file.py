@@ -31,8 +31,25 @@ def companions(path: Path) -> list[Path]:
     return [path.with_name(path.name + suffix) for suffix in COMPANION_SUFFIXES]
 
 
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+"""How a synced rollback journal starts: one SQLite will play back into its database."""
+
+
+def has_hot_journal(path: Path) -> bool:
+    """Whether a synced rollback journal sits beside ``path`` (its writer may have been killed).
+
+    Until SQLite plays it back, the file itself may not even start with SQLite's header.
+    """
+    try:
+        with companions(path)[0].open("rb") as handle:
+            return handle.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC
+    except OSError:
+        return False
+
+
 def read_meta(path: Path, *, timeout: float) -> dict[str, str] | None:
-    """The ``_meta`` rows of the audit file at ``path``, or None if it has no such table.
+    """The ``_meta`` rows of the audit file at ``path``; None if it has tables but not the
+    read model's, ``{}`` if it has no tables at all.
 
     Reads without changing the file, unless it holds a hot rollback journal (a writer was
     killed mid-transaction): then it opens read-write so SQLite rolls that back first, as any
@@ -49,9 +66,9 @@ def read_meta(path: Path, *, timeout: float) -> dict[str, str] | None:
 
 def _meta_rows(connection: sqlite3.Connection) -> dict[str, str] | None:
     with closing(connection) as conn:
-        names = {
-            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        if not names:
+            return {}  # an empty database: nothing in it, whoever made it
         if not {META_TABLE, TRACKING_TABLE} <= names:
             return None
         rows = conn.execute(f"SELECT key, value FROM {META_TABLE}").fetchall()  # noqa: S608 - a fixed name
@@ -67,8 +84,9 @@ def check_audit_path(
     (relative, absolute, through a symlink or a hard link) or one of its ``-wal`` / ``-shm``
     / ``-journal`` files; anything but a regular file; and an existing non-empty file that
     is not the audit read model built from ``source`` (a text file, another store, another
-    store's read model). A missing file, or an empty one another process has just created
-    for the read model, is fine. ``store_file`` is the store's SQLite file (None for a
+    store's read model). A missing file, an empty one another process has just created for
+    the read model, or a database with no tables at all (its creator was killed before the
+    first commit) is fine. ``store_file`` is the store's SQLite file (None for a
     PostgreSQL store).
     """
     resolved = path.resolve()
@@ -92,7 +110,7 @@ def check_audit_path(
     except OSError as exc:
         msg = f"cannot read {path}: {exc.strerror or exc}"
         raise StoreError(msg) from None
-    if header != SQLITE_HEADER:
+    if header != SQLITE_HEADER and not has_hot_journal(resolved):
         msg = f"refusing to use {path} as the audit read model: it is not a SQLite file {HINT}"
         raise InvalidInput(msg)
     try:
@@ -106,6 +124,8 @@ def check_audit_path(
     except sqlite3.DatabaseError as exc:
         msg = f"cannot tell whether {path} is this store's audit read model ({exc}) {HINT}"
         raise InvalidInput(msg) from None
+    if meta == {}:
+        return resolved  # no tables at all: a creator killed before its first commit
     if meta is None:
         msg = (
             f"refusing to use {path} as the audit read model: it is a SQLite file but not "
