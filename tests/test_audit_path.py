@@ -9,6 +9,7 @@ leaves no temporary file behind, and projectors starting together on a new file 
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -33,8 +34,10 @@ COMMANDS = [
     ["audit", "tools"],
     ["audit", "sql", "SELECT 1"],
     ["audit", "--stale", "stats"],
-    ["verify"],
+    ["verify", "--json"],
 ]
+"""Every command that opens the audit file. ``verify`` reports a refused path as a problem
+(exit 1, in its list) rather than as bad input; the others exit 2."""
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +74,17 @@ def tables(db: Path) -> list[str]:
 
 
 def assert_refused(result: Result, *fragments: str) -> None:
-    """Exit 2, nothing on stdout, exactly one ``error:`` line naming the reason."""
+    """Exit 2, nothing on stdout, exactly one ``error:`` line naming the reason.
+
+    ``verify`` instead lists the refusal as its one problem and exits 1.
+    """
+    if result.exit_code == 1 and "audit read model: refusing to use" in result.stdout:
+        [problem] = json.loads(result.stdout)
+        assert problem["problem"].startswith("audit read model: refusing to use"), problem
+        for fragment in fragments:
+            assert fragment in problem["problem"], (fragment, problem)
+        assert result.stderr.startswith("error: 1 problem(s)"), result.stderr
+        return
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
     assert result.stdout == ""
     lines = result.stderr.splitlines()
