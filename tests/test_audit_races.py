@@ -210,6 +210,27 @@ def test_one_shot_projects_racing_rebuilds_all_succeed(store_db: Path, tmp_path:
     assert_same_read_model(audit, clean_rebuild(store_db, tmp_path / "expected.db"))
 
 
+def wait_until_held(audit: Path, reader: subprocess.Popen[str]) -> None:
+    """Return once another process has held a read lock on ``audit`` for a quarter second."""
+    refused_since: float | None = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert reader.poll() is None, reader.communicate()
+        probe = sqlite3.connect(audit, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN EXCLUSIVE")
+            probe.execute("ROLLBACK")
+            refused_since = None
+        except sqlite3.OperationalError:
+            refused_since = refused_since or time.monotonic()
+            if time.monotonic() - refused_since > 0.25:
+                return
+        finally:
+            probe.close()
+        time.sleep(0.02)
+    pytest.fail("the long query never took hold of the audit file")
+
+
 LONG_QUERY = (
     "SELECT count(*) FROM blocks, (WITH RECURSIVE n(i) AS "
     "(SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 100000000000) SELECT i FROM n)"
@@ -219,14 +240,14 @@ LONG_QUERY = (
 def test_the_follower_survives_a_query_holding_the_file_past_the_busy_timeout(
     store_db: Path, tmp_path: Path
 ) -> None:
-    """A 13 s `audit sql` blocks the follower's commit past 10 s: it waits and catches up."""
+    """A 15 s `audit sql` blocks the follower's commit past 10 s: it waits and catches up."""
     audit = tmp_path / "a.db"
     assert convstore(store_db, audit, "project").returncode == 0
     follower = start(store_db, audit, "project", "--follow", "--interval", "0.05")
     try:
         time.sleep(0.5)
-        reader = start(store_db, audit, "audit", "--stale", "sql", "--time-limit", "13", LONG_QUERY)
-        time.sleep(0.5)
+        reader = start(store_db, audit, "audit", "--stale", "sql", "--time-limit", "15", LONG_QUERY)
+        wait_until_held(audit, reader)
         add_events(store_db, 20)  # the follower now needs to commit while the reader holds on
         _, err = reader.communicate(timeout=60)
         assert "time limit" in err, err
