@@ -303,7 +303,7 @@ def test_projectors_starting_together_on_a_new_file_all_succeed(tmp_path: Path) 
         expected = tmp_path / "expected.db"
         rebuild(store, expected)
     script = Path(sys.executable).parent / "convstore"
-    for round_ in range(6):
+    for round_ in range(4):
         audit = tmp_path / f"round{round_}.db"
         argv = [str(script), "--db", str(db), "--audit", str(audit), "project"]
         children = [
