@@ -7,6 +7,7 @@ named after the server, database and schema, so every host keeps a local one.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import time
@@ -15,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid4
 
-from convstore.infrastructure.audit_db import AuditDatabase, ProjectionConflict
+from convstore.infrastructure.audit_db import (
+    BUSY_TIMEOUT_SECONDS,
+    AuditDatabase,
+    ProjectionConflict,
+    ReadModelBusy,
+    ReadModelMoved,
+)
+from convstore.infrastructure.audit_file import check_audit_path, companions, swap_in
 from convstore.infrastructure.memory import paused_gc
 from convstore.infrastructure.postgres import is_postgres_url
 from convstore.infrastructure.sqlite import default_path
@@ -42,17 +50,35 @@ def default_audit_path(store: Store) -> Path:
 
 
 def audit_path(store: Store, given: str | os.PathLike[str] | None = None) -> Path:
-    """The audit file: as given, else ``$CONVSTORE_AUDIT_DB``, else the default."""
+    """The audit file: as given, else ``$CONVSTORE_AUDIT_DB``, else the default.
+
+    Symlinks are resolved, and the path is checked by :func:`checked_path`: it must not be
+    the store, nor an existing file that is not this store's audit read model.
+    """
     chosen = given or os.environ.get(AUDIT_ENV_VAR)
     path = Path(chosen) if chosen else default_audit_path(store)
+    checked = checked_path(store, path)
     if not chosen:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+        checked.parent.mkdir(parents=True, exist_ok=True)
+    return checked
+
+
+def checked_path(store: Store, path: Path) -> Path:
+    """``path`` resolved, once it may be (re)written as ``store``'s audit read model.
+
+    The one gate for ``project``, ``rebuild``, ``audit …``, ``audit serve`` and ``verify``:
+    raises :class:`~convstore.errors.InvalidInput`, touching nothing, for the store itself
+    however spelled, or an existing file that is not this store's audit read model.
+    """
+    store_file = None if is_postgres_url(store.location) else Path(store.location)
+    return check_audit_path(
+        path, store.location, store_file=store_file, timeout=BUSY_TIMEOUT_SECONDS
+    )
 
 
 def open_audit(store: Store, path: Path) -> AuditDatabase:
     """The audit read model at ``path`` for ``store``, created empty if missing."""
-    return AuditDatabase(path, source=store.location)
+    return AuditDatabase(checked_path(store, path), source=store.location)
 
 
 def catch_up(
@@ -74,6 +100,10 @@ def catch_up(
                 position = audit.apply(batch, after=position)
         except ProjectionConflict:
             position = audit.position()  # another projector got there; carry on from its work
+            continue
+        except ReadModelMoved:
+            audit.reopen()  # a rebuild swapped a new file in: carry on in that one
+            position = audit.position()
             continue
         applied += len(batch)
         if progress is not None:
@@ -103,26 +133,55 @@ def rebuild(
     """Build the read model from the start of the log into a fresh file, then swap it in.
 
     The swap is one atomic rename, so a reader opens either the old file or the finished new
-    one, never a half-built view. A follower notices the swap and reopens. The fresh file is
-    written without a journal or per-batch fsync (a crash leaves only a stray temporary file)
-    and is flushed to disk once, before the rename.
+    one, never a half-built view; it is made under the old file's write lock, so nothing the
+    old file left (a hot journal of a killed projector) attaches to the new one
+    (:func:`~convstore.infrastructure.audit_file.swap_in`). A follower notices the swap and
+    reopens. The fresh file (0600) is written without a journal or per-batch fsync and is
+    flushed to disk once, before the rename; it is deleted on any failure, and temporary files
+    of rebuilds that were killed are deleted at the start.
     """
     started = time.perf_counter()
-    fresh = path.with_name(f"{path.name}.rebuild-{os.getpid()}-{uuid4().hex[:8]}")
-    fresh.unlink(missing_ok=True)
-    audit = AuditDatabase(fresh, source=store.location, bulk=True)
+    path = checked_path(store, path)
+    _remove_leftovers(path)
+    fresh = path.with_name(f"{path.name}{REBUILD_INFIX}{os.getpid()}-{uuid4().hex[:8]}")
     try:
-        events = catch_up(store, audit, batch_size=batch_size, progress=progress)
-        audit.finish_bulk()
+        audit = AuditDatabase(fresh, source=store.location, bulk=True)
+        try:
+            events = catch_up(store, audit, batch_size=batch_size, progress=progress)
+            audit.finish_bulk()
+        finally:
+            audit.close()
+        _fsync(fresh)
+        swap_in(fresh, path, timeout=BUSY_TIMEOUT_SECONDS)
     except BaseException:
-        audit.close()
-        fresh.unlink(missing_ok=True)
+        for leftover in (fresh, *companions(fresh)):
+            leftover.unlink(missing_ok=True)
         raise
-    audit.close()
-    _fsync(fresh)
-    fresh.replace(path)
     _fsync(path.parent)
     return RebuildReport(events=events, seconds=time.perf_counter() - started)
+
+
+REBUILD_INFIX = ".rebuild-"
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Delete temporary files of earlier rebuilds of ``path`` whose process is gone (killed)."""
+    prefix = path.name + REBUILD_INFIX
+    for candidate in path.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = candidate.name[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        candidate.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _fsync(path: Path) -> None:
@@ -140,27 +199,38 @@ def follow(
     *,
     interval: float = 1.0,
     on_catch_up: ProgressCallback | None = None,
+    on_busy: Callable[[ReadModelBusy], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> int:
     """Keep the read model at ``path`` caught up until ``should_stop`` (or Ctrl-C).
 
-    Returns the number of events applied. When a rebuild swaps a new file in, the follower
-    reopens it and carries on from the new file's position.
+    Returns the number of events applied. When a rebuild swaps a new file in (before or
+    during a catch-up), the follower reopens it and carries on from the new file's position.
+    When a long query holds the file past the busy timeout, the batch is rolled back,
+    ``on_busy`` is told, and the follower tries again at the next poll.
     """
+    path = checked_path(store, path)
     applied = 0
+
+    def counted(count: int) -> None:
+        nonlocal applied
+        applied += count
+        if on_catch_up is not None:
+            on_catch_up(count)
+
     audit = open_audit(store, path)
     inode = path.stat().st_ino
     try:
         while not should_stop():
             current = path.stat().st_ino if path.exists() else None
             if current != inode:  # swapped by a rebuild, or deleted: (re)open
-                audit.close()
-                audit = open_audit(store, path)
+                audit.reopen()
                 inode = path.stat().st_ino
-            count = catch_up(store, audit)
-            applied += count
-            if on_catch_up is not None and count:
-                on_catch_up(count)
+            try:
+                catch_up(store, audit, progress=counted)
+            except ReadModelBusy as exc:
+                if on_busy is not None:
+                    on_busy(exc)
             time.sleep(interval)
     except KeyboardInterrupt:
         pass

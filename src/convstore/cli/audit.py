@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,8 +12,13 @@ import click
 from convstore.cli.app import cli, store_from
 from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
 from convstore.errors import InvalidInput, NoStore
-from convstore.infrastructure.audit_db import AuditDatabase
-from convstore.infrastructure.readonly import DEFAULT_TIME_LIMIT_SECONDS, read_only_query
+from convstore.infrastructure.audit_db import AuditDatabase, ReadModelBusy
+from convstore.infrastructure.readonly import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_ROWS,
+    DEFAULT_TIME_LIMIT_SECONDS,
+    read_only_query,
+)
 from convstore.projector import audit_path, catch_up, open_audit, rebuild
 from convstore.projector import follow as follow_log
 from convstore.store import Store
@@ -80,7 +81,10 @@ def project(ctx: click.Context, follow: bool, interval: float) -> None:
     def report(count: int) -> None:
         click.echo(f"audit: applied {count} events", err=True)
 
-    applied = follow_log(store, path, interval=interval, on_catch_up=report)
+    def busy(exc: ReadModelBusy) -> None:
+        click.echo(f"audit: {exc}; retrying at the next poll", err=True)
+
+    applied = follow_log(store, path, interval=interval, on_catch_up=report, on_busy=busy)
     click.echo(f"audit: stopped after applying {applied} events", err=True)
 
 
@@ -108,15 +112,23 @@ def rebuild_(ctx: click.Context, projection: str) -> None:
     total = store.log_position()
     started = time.perf_counter()
     if sys.stderr.isatty():
+        done = 0
 
         def rate(_: object) -> str:
+            # Called while the bar first draws too, before `bar` below exists: count here.
             elapsed = time.perf_counter() - started
-            return f"{bar.pos / elapsed:,.0f} events/s" if elapsed > 0 else ""
+            return f"{done / elapsed:,.0f} events/s" if done and elapsed > 0 else ""
 
         with click.progressbar(
             length=total, label=f"rebuilding {projection}", file=sys.stderr, item_show_func=rate
         ) as bar:
-            report = rebuild(store, path, progress=bar.update)
+
+            def step(count: int) -> None:
+                nonlocal done
+                done += count
+                bar.update(count)
+
+            report = rebuild(store, path, progress=step)
     else:
         report = rebuild(store, path)
     click.echo(
@@ -260,6 +272,20 @@ def stats(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     show_default=True,
     help="Seconds before the query is stopped.",
 )
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_ROWS,
+    show_default=True,
+    help="Stop with an error when the result has more rows.",
+)
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Stop with an error when the result holds more bytes.",
+)
 @format_options
 @click.pass_context
 def sql(
@@ -267,14 +293,17 @@ def sql(
     query: str,
     params: tuple[tuple[str, str], ...],
     time_limit: float,
+    max_rows: int,
+    max_bytes: int,
     as_json: bool,
     as_csv: bool,
 ) -> None:
     """Run one read-only SQL query over the audit read model.
 
     The connection is read-only: writes, ATTACH and extension loading are refused and
-    change nothing. Tables: conversations, messages, blocks (and blocks_fts), tool_calls,
-    images, compactions.
+    change nothing. A query stops at --time-limit; no value may grow past 64 MiB; a
+    result over --max-rows or --max-bytes stops with an error. Tables: conversations,
+    messages, blocks (and blocks_fts), tool_calls, images, compactions.
 
     \b
     Example:
@@ -282,7 +311,14 @@ def sql(
     """
     fmt = chosen_format(as_json, as_csv)
     audit = _caught_up(ctx)
-    columns, rows = read_only_query(audit.path, query, dict(params), time_limit=time_limit)
+    columns, rows = read_only_query(
+        audit.path,
+        query,
+        dict(params),
+        time_limit=time_limit,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+    )
     emit(columns, rows, fmt)
 
 
@@ -309,38 +345,64 @@ CANNED_QUERIES = {
 @click.option(
     "--port", "-p", type=click.IntRange(0, 65535), default=8001, show_default=True, help="Port."
 )
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer requests addressed to NAME (a host name this machine is reached by).",
+)
+@click.option(
+    "--allow-sql",
+    is_flag=True,
+    help="Let visitors run their own read-only SQL (off: only tables and canned queries).",
+)
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int) -> None:
-    """Open the audit read model in Datasette, read-only, until Ctrl-C.
+def serve(
+    ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...], allow_sql: bool
+) -> None:
+    """Open a snapshot of the audit read model in Datasette, read-only, until Ctrl-C.
 
-    Needs the web extra (pip install 'convstore[web]'). The file is opened immutable, so
-    nothing can change it; canned queries list calls that never got a result and errors
-    per tool. Listens on 127.0.0.1 unless --host says otherwise.
+    Needs the web extra (pip install 'convstore[web]'). The read model is caught up, then
+    copied (one consistent read) to a private temporary file that Datasette opens
+    immutable; restart to see newer events. Canned queries list calls that never got a
+    result and errors per tool; arbitrary SQL only with --allow-sql.
+
+    Who can read it: anyone who can connect to the address. On 127.0.0.1 (the default)
+    that is every user and process on this machine, although the file itself is 0600;
+    with --host 0.0.0.0, the network. There is no login. Requests whose Host header is
+    not localhost, 127.0.0.1, [::1], --host or an --allow-host name are refused (403),
+    so a web page cannot reach the server through DNS rebinding.
 
     \b
     Example:
         convstore audit serve --port 8001
+        convstore audit serve --allow-sql
     """
     if importlib.util.find_spec("datasette") is None:
         msg = "audit serve needs Datasette: pip install 'convstore[web]'"
         raise InvalidInput(msg)
+    from convstore.cli.serve import allowed_hosts, serve_datasette, snapshot  # noqa: PLC0415
+
     path = _caught_up(ctx).path
     metadata = {
         "title": "convstore audit",
         "databases": {path.stem: {"queries": CANNED_QUERIES}},
     }
-    with tempfile.TemporaryDirectory() as scratch:
-        settings = Path(scratch) / "metadata.json"
-        settings.write_text(json.dumps(metadata), encoding="utf-8")
-        command = [sys.executable, "-m", "datasette", "serve", "--immutable", str(path)]
-        command += ["--host", host, "--port", str(port), "--metadata", str(settings)]
-        click.echo(f"audit: serving {path} read-only on http://{host}:{port}/", err=True)
-        server = subprocess.Popen(command)  # noqa: S603 - our own argv
-        # Stopping convstore stops Datasette too: pass SIGTERM on (Ctrl-C reaches both).
-        signal.signal(signal.SIGTERM, lambda signum, _frame: server.send_signal(signum))
-        try:
-            code = server.wait()
-        except KeyboardInterrupt:
-            code = server.wait()
-    if code not in (0, -signal.SIGINT, -signal.SIGTERM):
-        sys.exit(code)
+    allowed = allowed_hosts(host, allow_hosts)
+    with snapshot(path) as copy:
+        shown = f"[{host}]" if ":" in host else host
+        sql_note = "SQL allowed" if allow_sql else "canned queries only"
+        click.echo(
+            f"audit: serving a snapshot of {path} read-only on http://{shown}:{port}/ "
+            f"({sql_note}; readable by anyone who can connect)",
+            err=True,
+        )
+        serve_datasette(
+            copy,
+            host=host,
+            port=port,
+            allowed=allowed,
+            metadata=metadata,
+            allow_sql=allow_sql,
+        )

@@ -32,7 +32,7 @@ def compact(ctx: click.Context, conversation: str, through: str, source: str | N
     sends the system messages, the summary, then everything after MSG, and
     `replay --full` ignores compaction. The newest compaction wins.
 
-    \\b
+    \b
     Example:
         echo "The user wants the login test fixed; CI log read." \\
           | convstore compact $CONV --through $MSG
@@ -71,7 +71,7 @@ def pressure(
     summary, and native images (from their pixel size, by the provider's formula).
     Tokens are cl100k_base, counted offline; for Anthropic shapes it is an estimate.
 
-    \\b
+    \b
     Example:
         convstore pressure $CONV --shape anthropic --vision --keep-tool-results 5
     """

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from convstore.cli.app import cli, store_from
 from convstore.cli.output import chosen_format, emit, format_options
-from convstore.errors import ConvstoreError
+from convstore.errors import ConvstoreError, InvalidInput
 from convstore.infrastructure.chain import chain_key
 from convstore.infrastructure.readonly import read_only_query
 from convstore.projector import audit_path
@@ -37,8 +38,12 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     verifier = Verifier(heads=store.heads(), key=chain_key())
     verifier.check_all(store.scan())
     end = store.log_position()
-    path = audit_path(store, ctx.obj["audit"])
-    if path.exists():
+    try:
+        path: Path | None = audit_path(store, ctx.obj["audit"])
+    except InvalidInput as exc:  # the store itself, or a file that is no read model of it
+        verifier.problems.append(Problem(None, "", None, f"audit read model: {exc}"))
+        path = None
+    if path is not None and path.exists():
         try:
             _, rows = read_only_query(path, "SELECT position FROM _tracking")
         except ConvstoreError as exc:

@@ -9,7 +9,8 @@ projectors racing on one file cannot both apply the same batch.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -53,6 +54,27 @@ class ProjectionConflict(StoreError):
     """Another projector moved the read model's position first; this batch was rolled back."""
 
 
+class ReadModelMoved(StoreError):
+    """A rebuild swapped a new file in under this connection; reopen the path and carry on."""
+
+
+class ReadModelBusy(StoreError):
+    """Another connection (a long query) held the file's lock past the busy timeout."""
+
+
+MARK = "convstore audit read model"
+"""The ``_meta`` role of a file convstore made for an audit read model."""
+
+
+def _is_moved(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY_DBMOVED
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 class AuditDatabase:
     """One audit read-model file."""
 
@@ -61,9 +83,16 @@ class AuditDatabase:
 
         ``bulk`` is for building a fresh file no reader sees yet (a rebuild): no journal, no
         fsync per batch, and the full-text index built once at the end by :meth:`finish_bulk`.
+        The file is created owner-only (0600), and its tables in one transaction, so
+        projectors starting together on a new path all find one complete read model.
         """
         self.path = path
+        self.source = source
         self._bulk = bulk
+        self._open()
+
+    def _open(self) -> None:
+        path, bulk = self.path, self._bulk
         if not path.parent.is_dir():
             msg = f"cannot create the audit database {path}: {path.parent} does not exist"
             raise StoreError(msg)
@@ -74,38 +103,88 @@ class AuditDatabase:
             if bulk:
                 self.db.execute("PRAGMA journal_mode = OFF")
                 self.db.execute("PRAGMA synchronous = OFF")
-            self._create_schema(source)
+            self._create_schema(self.source)
         except (sqlite3.Error, OSError) as exc:
+            self._close_quietly()
             msg = f"cannot open the audit database {path}: {exc}"
             raise StoreError(msg) from exc
+        except BaseException:
+            self._close_quietly()
+            raise
+
+    def _close_quietly(self) -> None:
+        db: sqlite_utils.Database | None = getattr(self, "db", None)
+        if db is not None:
+            db.close()
 
     def close(self) -> None:
         """Close the file."""
         self.db.close()
 
+    def reopen(self) -> None:
+        """Close this connection and open the file now at the path (after a rebuild's swap)."""
+        self.close()
+        self._bulk = False
+        self._open()
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``: waits for the write lock up front, rolls back on error.
+
+        A swap by a rebuild surfaces as :class:`ReadModelMoved`, a lock held past the busy
+        timeout as :class:`ReadModelBusy`; either way nothing of the batch was written.
+        """
+        conn = self.db.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            if _is_moved(exc):
+                msg = f"the audit database {self.path} was replaced by a rebuild"
+                raise ReadModelMoved(msg) from exc
+            if _is_busy(exc):
+                msg = (
+                    f"the audit database {self.path} stayed locked for "
+                    f"{BUSY_TIMEOUT_SECONDS:g} s (a long query?); try again"
+                )
+                raise ReadModelBusy(msg) from exc
+            raise
+
     # -- schema --------------------------------------------------------------------------
 
     def _create_schema(self, source: str) -> None:
         db = self.db
-        if "_meta" in db.table_names():
-            meta = {row["key"]: row["value"] for row in db.table("_meta").rows}
-            if meta.get("source") != source:
-                msg = (
-                    f"the audit database {self.path} was built from {meta.get('source')}, "
-                    f"not {source}; give another --audit path or rebuild it"
-                )
-                raise InvalidInput(msg)
-            if meta.get("schema_version") != str(SCHEMA_VERSION):
-                msg = (
-                    f"the audit database {self.path} has schema version "
-                    f"{meta.get('schema_version')}, this convstore writes {SCHEMA_VERSION}: "
-                    "run `convstore rebuild`"
-                )
-                raise InvalidInput(msg)
-            return
+        if "_meta" not in db.table_names():
+            with self._write_transaction():
+                if "_meta" not in db.table_names():  # another projector may have won the race
+                    self._create_tables(source)
+        meta = {row["key"]: row["value"] for row in db.table("_meta").rows}
+        if meta.get("source") != source:
+            msg = (
+                f"the audit database {self.path} was built from {meta.get('source')}, "
+                f"not {source}; give another --audit path or delete it"
+            )
+            raise InvalidInput(msg)
+        if meta.get("schema_version") != str(SCHEMA_VERSION):
+            msg = (
+                f"the audit database {self.path} has schema version "
+                f"{meta.get('schema_version')}, this convstore writes {SCHEMA_VERSION}: "
+                "run `convstore rebuild`"
+            )
+            raise InvalidInput(msg)
+
+    def _create_tables(self, source: str) -> None:
+        db = self.db
         with db.atomic():
             db.table("_meta").insert_all(
                 [
+                    {"key": "role", "value": MARK},
                     {"key": "source", "value": source},
                     {"key": "schema_version", "value": str(SCHEMA_VERSION)},
                 ],
@@ -230,7 +309,7 @@ class AuditDatabase:
         if not batch:
             return after
         position = batch[-1][0]
-        with self.db.atomic():
+        with self._write_transaction():
             moved = self.db.execute(
                 "UPDATE _tracking SET position = ? WHERE projection = ? AND position = ?",
                 [position, PROJECTION, after],
