@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID, uuid4
 
 from eventsourcing.persistence import (
@@ -56,6 +56,9 @@ from convstore.projections.replay import (
     render,
 )
 from convstore.verify import Recorded
+
+if TYPE_CHECKING:
+    from convstore.transfer import LoadReport
 
 MAX_WRITE_ATTEMPTS = 200
 """How many times a write is re-decided after losing a version race before giving up."""
@@ -391,6 +394,21 @@ class Store:
     def log_position(self) -> int:
         """The position of the newest event in the log (0 when it is empty)."""
         return self._guarded(self._log.recorder.max_notification_id) or 0
+
+    # -- moving whole logs (see convstore.transfer) -----------------------------------------
+
+    def dump(self, *, progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
+        """The whole log as dump lines (JSON, each ending in a newline), page by page."""
+        from convstore.transfer import dump_lines  # noqa: PLC0415 - loaded on first use
+
+        return dump_lines(self, progress=progress)
+
+    def load(self, lines: Iterable[bytes]) -> LoadReport:
+        """Record a dump's events into this store, which must be empty or hold a prefix of it
+        (an interrupted load), keeping ids, versions, timestamps and order."""
+        from convstore.transfer import load_lines  # noqa: PLC0415
+
+        return load_lines(self, lines, max_line_bytes=self.limits.max_input_bytes)
 
     # -- internals -------------------------------------------------------------------------
 
