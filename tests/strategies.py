@@ -162,13 +162,32 @@ def text_blocks() -> st.SearchStrategy[TextBlock]:
 
 
 def reasoning_blocks() -> st.SearchStrategy[ReasoningBlock]:
-    """Reasoning blocks, including empty, whitespace-only and unicode text."""
-    return texts().map(lambda text: ReasoningBlock(text=text))
+    """Reasoning blocks, including empty, whitespace-only and unicode text, some carrying a
+    provider signature or encrypted content, some redacted (encrypted only)."""
+    plain = texts().map(lambda text: ReasoningBlock(text=text))
+    signed = st.builds(
+        lambda text, signature: ReasoningBlock(text=text, signature=signature),
+        texts(),
+        st.text(min_size=1, max_size=12),
+    )
+    redacted = st.text(min_size=1, max_size=12).map(
+        lambda data: ReasoningBlock(text="", encrypted_content=data, redacted=True)
+    )
+    return st.one_of(plain, signed, redacted)
+
+
+IMAGE_URLS = ("https://example.com/cat.png", "http://img.example.org/a/b.jpg?x=1")
+"""Addresses of images given by URL (never fetched)."""
 
 
 def image_blocks() -> st.SearchStrategy[ImageBlock]:
-    """Image blocks holding one of the tiny real images."""
-    return st.sampled_from(IMAGE_BLOCKS)
+    """Image blocks holding one of the tiny real images, or given by URL."""
+    by_url = st.builds(
+        lambda url, media_type: ImageBlock(url=url, media_type=media_type),
+        st.sampled_from(IMAGE_URLS),
+        st.none() | st.sampled_from(["image/png", "image/jpeg"]),
+    )
+    return st.one_of(st.sampled_from(IMAGE_BLOCKS), by_url)
 
 
 def tool_ids() -> st.SearchStrategy[str]:
@@ -182,12 +201,14 @@ def tool_ids() -> st.SearchStrategy[str]:
 def tool_use_blocks(
     tool_id: st.SearchStrategy[str] | None = None,
 ) -> st.SearchStrategy[ToolUseBlock]:
-    """Tool calls with a JSON-object input; ``tool_id`` draws the id (default: any)."""
+    """Tool calls with a JSON-object input, or raw arguments text that is not one (models
+    emit it); ``tool_id`` draws the id (default: any)."""
+    raw_arguments = st.sampled_from(['{"path": "a', "[1, 2]", "not json", ""]) | texts(12)
     return st.builds(
         lambda id_, name, input_: ToolUseBlock(id=id_, name=name, input=input_),
         tool_id if tool_id is not None else tool_ids(),
         tool_names(),
-        tool_inputs(),
+        st.one_of(tool_inputs(), raw_arguments),
     )
 
 

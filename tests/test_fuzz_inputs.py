@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from convstore import Store, open_store
 from convstore.cli import cli
 from convstore.demo import tiny_png
+from convstore.domain.blocks import BLOCK_CLASSES
 
 FUZZ = settings(
     derandomize=True,
@@ -87,13 +88,20 @@ def canonical(value: Any) -> str:
 
 
 def as_stored(stored: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored block without the defaults the input left out (``is_error``, ``name``)."""
+    """A stored block without the optional fields the input left out, each of which must
+    hold its declared default (``is_error``, ``name``, a reasoning block's ``signature`` …)."""
     block = dict(stored)
-    if block.get("type") == "tool_result":
-        if "is_error" not in given and block.get("is_error") is False:
-            del block["is_error"]
-        if "name" not in given and block.get("name") is None:
-            block.pop("name", None)
+    kind = next(c for c in BLOCK_CLASSES if c.model_fields["type"].default == block["type"])
+    for name, field in kind.model_fields.items():
+        if name not in given and name != "type" and not field.is_required():
+            assert block.get(name) == field.default, (name, block)
+            block.pop(name, None)
+    content, given_content = block.get("content"), given.get("content")
+    if isinstance(content, list) and isinstance(given_content, list):
+        block["content"] = [
+            as_stored(part, given_part) if isinstance(given_part, dict) else part
+            for part, given_part in zip(content, given_content, strict=True)
+        ]
     return block
 
 

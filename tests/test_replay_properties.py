@@ -174,10 +174,11 @@ def cleared(messages: list[Stored], mode: Mode) -> set[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class WireImage:
-    """An image sent natively."""
+    """An image sent natively: its media type and base64 data, or its URL."""
 
-    media_type: str
-    data: str
+    media_type: str | None
+    data: str | None
+    url: str | None = None
 
 
 WirePart = str | WireImage
@@ -194,6 +195,9 @@ def openai_parts(message: dict[str, Any]) -> list[WirePart]:
             parts.append(part["text"])
         else:
             assert part["type"] == "image_url", part
+            if not part["image_url"]["url"].startswith("data:"):
+                parts.append(WireImage(None, None, part["image_url"]["url"]))
+                continue
             header, data = part["image_url"]["url"].split(",", 1)
             assert header.startswith("data:")
             assert header.endswith(";base64")
@@ -210,6 +214,9 @@ def anthropic_parts(message: dict[str, Any]) -> list[WirePart]:
         else:
             assert block["type"] == "image", block
             source = block["source"]
+            if source["type"] == "url":
+                parts.append(WireImage(None, None, source["url"]))
+                continue
             assert source["type"] == "base64"
             parts.append(WireImage(source["media_type"], source["data"]))
     return parts
@@ -243,7 +250,12 @@ def compact_json(value: object) -> str:
 def image_fragments(image: ImageBlock, native: bool) -> list[WirePart]:
     """A native image, or the marker's words that say which image was not shown."""
     if native:
+        if image.url is not None:
+            return [WireImage(None, None, image.url)]
         return [WireImage(image.media_type, image.data)]
+    if image.url is not None:
+        return ["[Image not shown: ", f"(at {image.url}) was here"]
+    assert image.data is not None
     size = len(base64.b64decode(image.data))
     return [f"[Image not shown: an {image.media_type} image (", f"{size:,} bytes)"]
 
@@ -281,9 +293,13 @@ def expected_fragments(
                 if block.text.strip():
                     out.append(block.text)
             case ReasoningBlock():
-                out.append(f"[Reasoning]: {block.text}")
+                if block.redacted and not block.text.strip():
+                    out.append("[Reasoning]: [redacted by the provider")
+                else:
+                    out.append(f"[Reasoning]: {block.text}")
             case ToolUseBlock():
-                out.append(f"Tool use: {block.name}({compact_json(block.input)})")
+                shown = block.input if isinstance(block.input, str) else compact_json(block.input)
+                out.append(f"Tool use: {block.name}({shown})")
             case ToolResultBlock():
                 out += result_fragments(block, tool_name, native, position in cleared_blocks)
             case ImageBlock():

@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from convstore.aio import AsyncStore, open_async_store
     from convstore.domain.blocks import (
         Block,
         ImageBlock,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from convstore.store import ConversationInfo, Store
 
 _EXPORTS = {
+    "AsyncStore": "convstore.aio",
     "Block": "convstore.domain.blocks",
     "BlockAppended": "convstore.domain.events",
     "ConcurrencyError": "convstore.errors",
@@ -74,6 +76,7 @@ _EXPORTS = {
     "TextBlock": "convstore.domain.blocks",
     "ToolResultBlock": "convstore.domain.blocks",
     "ToolUseBlock": "convstore.domain.blocks",
+    "open_async_store": "convstore.aio",
     "open_store": "convstore.infrastructure.bootstrap",
     "replay": "convstore.projections.replay",
     "shard_for": "convstore.routing",
@@ -97,6 +100,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AsyncStore",
     "Block",
     "BlockAppended",
     "ConcurrencyError",
@@ -125,6 +129,7 @@ __all__ = [
     "TextBlock",
     "ToolResultBlock",
     "ToolUseBlock",
+    "open_async_store",
     "open_store",
     "replay",
     "shard_for",

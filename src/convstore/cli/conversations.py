@@ -26,7 +26,9 @@ from convstore.projections.replay import interruption_marker
 
 
 def describe_image(image: Image) -> str:
-    """An image as one line of a transcript: format, size and pixel dimensions."""
+    """An image as one line of a transcript: format, size and pixel dimensions (or its URL)."""
+    if image.data is None:
+        return f"[image: {image.media_type or 'by URL'}, at {image.url}]"
     raw = base64.b64decode(image.data)
     size = dimensions(raw)
     shown = f", {size[0]}x{size[1]} px" if size else ""

@@ -37,22 +37,45 @@ class TextBlock(_Block):
 
 
 class ReasoningBlock(_Block):
-    """The model's reasoning (thinking) text."""
+    """The model's reasoning (thinking) text.
+
+    Providers attach data that has no prose form but that a live tool round must send back:
+    Anthropic's ``signature`` on a thinking block (and the encrypted ``data`` of a
+    ``redacted_thinking`` block, kept in ``encrypted_content`` with ``redacted`` set), and a
+    Responses API reasoning item's ``encrypted_content``. They ride along here; replay of
+    persisted history uses the prose form only.
+    """
 
     type: Literal["reasoning"] = "reasoning"
     text: str
+    signature: str | None = None
+    encrypted_content: str | None = None
+    redacted: bool = False
 
 
 class ImageBlock(_Block):
-    """An image, kept as the base64 text it arrived in; checked against its media type."""
+    """An image: either the base64 ``data`` it arrived in (checked against its media type), or
+    a ``url`` it was given by (an ``http``/``https`` address, kept as given and never fetched).
+    """
 
     type: Literal["image"] = "image"
-    media_type: ImageMediaType
-    data: str
+    media_type: ImageMediaType | None = None
+    data: str | None = None
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.lower().startswith(("http://", "https://")):
+            msg = "image url must be an http:// or https:// address (give other images as data)"
+            raise ValueError(msg)
+        return value
 
     @field_validator("data")
     @classmethod
-    def _data_is_base64(cls, value: str, info: ValidationInfo) -> str:
+    def _data_is_base64(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
         limit = (info.context or {}).get("max_image_bytes")
         size = len(value) // 4 * 3 - value[-2:].count("=")
         if limit is not None and size > limit:
@@ -68,6 +91,14 @@ class ImageBlock(_Block):
 
     @model_validator(mode="after")
     def _data_matches_media_type(self) -> ImageBlock:
+        if (self.data is None) == (self.url is None):
+            msg = "an image needs exactly one of data (base64) or url"
+            raise ValueError(msg)
+        if self.data is None:
+            return self
+        if self.media_type is None:
+            msg = "an image given as data needs its media_type"
+            raise ValueError(msg)
         raw = self.raw_bytes()
         sniffed = sniff_media_type(raw)
         if sniffed != self.media_type:
@@ -80,12 +111,16 @@ class ImageBlock(_Block):
         return self
 
     def raw_bytes(self) -> bytes:
-        """The decoded image bytes."""
+        """The decoded image bytes (empty for an image given by URL)."""
+        if self.data is None:
+            return b""
         return base64.b64decode(self.data, validate=True)
 
     @property
     def byte_size(self) -> int:
-        """Size of the decoded image in bytes, computed from the base64 length."""
+        """Size of the decoded image in bytes, computed from the base64 length (0 for a URL)."""
+        if self.data is None:
+            return 0
         padding = self.data[-2:].count("=")
         return len(self.data) * 3 // 4 - padding
 
@@ -94,12 +129,17 @@ ToolResultPart: TypeAlias = Annotated[TextBlock | ImageBlock, Field(discriminato
 
 
 class ToolUseBlock(_Block):
-    """A tool call the assistant made: its id, the tool's name and its input object."""
+    """A tool call the assistant made: its id, the tool's name and its input.
+
+    ``input`` is the arguments object; or, when the model emitted arguments that are not a
+    JSON object (models do), the raw text exactly as emitted: recorded faithfully, never
+    refused and never repaired.
+    """
 
     type: Literal["tool_use"] = "tool_use"
     id: Annotated[str, Field(min_length=1)]
     name: Annotated[str, Field(min_length=1)]
-    input: dict[str, JsonValue]
+    input: dict[str, JsonValue] | str
 
 
 class ToolResultBlock(_Block):

@@ -99,13 +99,21 @@ class Conversation:
     # -- commands --------------------------------------------------------------------------
 
     @staticmethod
-    def start(conversation_id: UUID, title: str | None = None) -> ConversationStarted:
+    def start(
+        conversation_id: UUID,
+        title: str | None = None,
+        *,
+        parent_id: UUID | None = None,
+        source: str | None = None,
+    ) -> ConversationStarted:
         """The event that creates a conversation."""
         return ConversationStarted(
             originator_id=conversation_id,
             originator_version=1,
             timestamp=utcnow(),
             title=title,
+            parent_id=parent_id,
+            source=source,
         )
 
     def start_message(self, role: Role, message_id: UUID | None = None) -> MessageStarted:

@@ -37,10 +37,18 @@ class _Event(BaseModel):
 
 
 class ConversationStarted(_Event):
-    """A conversation was created (always version 1)."""
+    """A conversation was created (always version 1).
+
+    ``parent_id`` names the conversation this one branched from (a subagent's sidechain, a
+    fork); ``source`` names where its history came from when it was imported (a stable key
+    such as ``claude-code:<session id>`` or ``sha256:<hex of the bytes>``), so the same
+    history is not imported twice by mistake.
+    """
 
     type: Literal["conversation_started"] = "conversation_started"
     title: str | None = None
+    parent_id: UUID | None = None
+    source: str | None = None
 
 
 class MessageStarted(_Event):

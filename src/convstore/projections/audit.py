@@ -29,8 +29,9 @@ class ImageFacts:
 
     part: int | None
     """Position inside a tool result's content, or ``None`` for an image block of its own."""
-    sha256: str
-    media_type: str
+    sha256: str | None
+    """Of the image's bytes; ``None`` for an image given by URL (never fetched)."""
+    media_type: str | None
     byte_size: int
     width: int | None
     height: int | None
@@ -47,7 +48,9 @@ class BlockFacts:
 
 
 def image_facts(image: ImageBlock, part: int | None = None) -> ImageFacts:
-    """Hash, size and pixel dimensions of an image."""
+    """Hash, size and pixel dimensions of an image (none of them for an image given by URL)."""
+    if image.url is not None:
+        return ImageFacts(part, None, image.media_type, 0, None, None)
     raw = image.raw_bytes()
     size = dimensions(raw)
     return ImageFacts(

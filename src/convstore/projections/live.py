@@ -25,7 +25,15 @@ from convstore.domain.events import Event
 from convstore.errors import InvalidInput
 from convstore.projections.messages import RecordedMessage, collect_messages
 from convstore.projections.prose import Text, block_segments, image_marker
-from convstore.projections.replay import CANNOT_SEE, JSONDict, ReplayOptions, Shape, plan, render
+from convstore.projections.replay import (
+    CANNOT_SEE,
+    JSONDict,
+    ReplayOptions,
+    Shape,
+    anthropic_image_source,
+    plan,
+    render,
+)
 
 
 def _split_round(
@@ -105,7 +113,8 @@ def openai_round(
         block = recorded.block
         match block:
             case ToolUseBlock():
-                arguments = json.dumps(block.input, ensure_ascii=False)
+                raw = isinstance(block.input, str)
+                arguments = block.input if raw else json.dumps(block.input, ensure_ascii=False)
                 function = {"name": block.name, "arguments": arguments}
                 calls.append({"id": block.id, "type": "function", "function": function})
             case TextBlock() | ReasoningBlock() | ImageBlock():
@@ -129,15 +138,33 @@ def openai_round(
 def anthropic_round(
     assistant: RecordedMessage, results: list[ToolResultBlock], *, vision: bool
 ) -> list[JSONDict]:
-    """Assistant ``tool_use`` blocks, then one user message of ``tool_result`` blocks."""
+    """Assistant ``tool_use`` blocks, then one user message of ``tool_result`` blocks.
+
+    Reasoning that carries a provider signature goes back as a native ``thinking`` block (and
+    redacted reasoning as ``redacted_thinking``): the Messages API requires them inside a tool
+    round that used extended thinking. Other reasoning crosses as prose.
+    """
     content: list[JSONDict] = []
     for recorded in assistant.blocks:
         block = recorded.block
         match block:
             case ToolUseBlock():
+                if isinstance(block.input, str):
+                    msg = (
+                        f"tool call {block.id}'s arguments were recorded as raw text, not a JSON "
+                        "object, which the Anthropic shape cannot carry natively; replay the "
+                        "turn as history instead"
+                    )
+                    raise InvalidInput(msg)
                 content.append(
                     {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
                 )
+            case ReasoningBlock() if block.redacted and block.encrypted_content is not None:
+                content.append({"type": "redacted_thinking", "data": block.encrypted_content})
+            case ReasoningBlock() if block.signature is not None:
+                # Extended thinking: the API wants the block back, signature and all.
+                thinking = {"type": "thinking", "thinking": block.text}
+                content.append({**thinking, "signature": block.signature})
             case TextBlock() | ReasoningBlock() | ImageBlock():
                 content.extend({"type": "text", "text": t} for t in _assistant_prose([block]))
             case ToolResultBlock():
@@ -153,8 +180,7 @@ def anthropic_round(
                 if part.text.strip():
                     parts.append({"type": "text", "text": part.text})
             else:
-                source = {"type": "base64", "media_type": part.media_type, "data": part.data}
-                parts.append({"type": "image", "source": source})
+                parts.append({"type": "image", "source": anthropic_image_source(part)})
         answers.append(
             {
                 "type": "tool_result",

@@ -25,7 +25,7 @@ REQUEST_FRAMING_TOKENS = 3
 """Tokens every request costs beyond its messages (the reply's priming)."""
 
 ASSUMED_SIZE = (1024, 1024)
-"""Pixel size assumed for an image whose header gives none."""
+"""Pixel size assumed for an image whose header gives none, or that is given by URL."""
 
 
 def openai_image_tokens(width: int, height: int) -> int:
@@ -50,7 +50,8 @@ def anthropic_image_tokens(width: int, height: int) -> int:
 
 def image_tokens(image: Image, shape: Shape) -> int:
     """Tokens a natively sent image costs in ``shape``."""
-    width, height = dimensions(base64.b64decode(image.data)) or ASSUMED_SIZE
+    raw = base64.b64decode(image.data) if image.data is not None else b""
+    width, height = dimensions(raw) or ASSUMED_SIZE
     if shape == "openai":
         return openai_image_tokens(width, height)
     return anthropic_image_tokens(width, height)

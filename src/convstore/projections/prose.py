@@ -30,10 +30,11 @@ class Text:
 
 @dataclass(frozen=True, slots=True)
 class Image:
-    """An image to send natively."""
+    """An image to send natively: base64 ``data`` of ``media_type``, or a ``url``."""
 
-    media_type: str
-    data: str
+    media_type: str | None
+    data: str | None
+    url: str | None = None
 
 
 Segment: TypeAlias = Text | Image
@@ -44,9 +45,15 @@ BLOCK_SEPARATOR = "\n\n"
 PART_SEPARATOR = "\n"
 """Joins the text parts inside one tool result."""
 
+REDACTED_REASONING = "[redacted by the provider: its content is encrypted and cannot be shown]"
+"""The prose of reasoning the provider returned only in encrypted form."""
+
 
 def image_marker(image: ImageBlock, why: str) -> str:
     """The text that stands where an image was not shown, saying so plainly."""
+    if image.url is not None:
+        kind = f"an {image.media_type} image" if image.media_type else "an image"
+        return f"[Image not shown: {kind} (at {image.url}) was here, but {why}.]"
     return (
         f"[Image not shown: an {image.media_type} image ({image.byte_size:,} bytes) "
         f"was here, but {why}.]"
@@ -54,7 +61,10 @@ def image_marker(image: ImageBlock, why: str) -> str:
 
 
 def tool_input_json(block: ToolUseBlock) -> str:
-    """A tool call's input as compact JSON, keys in the order they were recorded."""
+    """A tool call's input as compact JSON, keys in the order they were recorded; raw
+    arguments that were not a JSON object are shown exactly as the model emitted them."""
+    if isinstance(block.input, str):
+        return block.input
     return json.dumps(block.input, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -80,7 +90,7 @@ def cleared_marker(block: ToolResultBlock) -> str:
 
 def _image(image: ImageBlock, hidden_because: str | None) -> Segment:
     if hidden_because is None:
-        return Image(image.media_type, image.data)
+        return Image(image.media_type, image.data, image.url)
     return Text(image_marker(image, hidden_because))
 
 
@@ -97,6 +107,8 @@ def block_segments(
         case TextBlock():
             return [Text(block.text)]
         case ReasoningBlock():
+            if block.redacted and not block.text.strip():
+                return [Text(f"[Reasoning]: {REDACTED_REASONING}")]
             return [Text(f"[Reasoning]: {block.text}")]
         case ToolUseBlock():
             return [Text(f"Tool use: {block.name}({tool_input_json(block)})")]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, assert_never
 from uuid import UUID
 
-from convstore.domain.blocks import TextBlock, ToolResultBlock
+from convstore.domain.blocks import ImageBlock, TextBlock, ToolResultBlock
 from convstore.domain.events import Compacted, Event, Role
 from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_history
 from convstore.projections.prose import (
@@ -187,10 +187,17 @@ def _openai_part(segment: Segment) -> JSONDict:
         case Text():
             return {"type": "text", "text": segment.text}
         case Image():
-            url = f"data:{segment.media_type};base64,{segment.data}"
+            url = segment.url or f"data:{segment.media_type};base64,{segment.data}"
             return {"type": "image_url", "image_url": {"url": url}}
         case _:
             assert_never(segment)
+
+
+def anthropic_image_source(image: Image | ImageBlock) -> JSONDict:
+    """The Messages API ``source`` of an image: by URL, or its base64 data."""
+    if image.url is not None:
+        return {"type": "url", "url": image.url}
+    return {"type": "base64", "media_type": image.media_type, "data": image.data}
 
 
 def _anthropic_block(segment: Segment) -> JSONDict:
@@ -198,8 +205,7 @@ def _anthropic_block(segment: Segment) -> JSONDict:
         case Text():
             return {"type": "text", "text": segment.text}
         case Image():
-            source = {"type": "base64", "media_type": segment.media_type, "data": segment.data}
-            return {"type": "image", "source": source}
+            return {"type": "image", "source": anthropic_image_source(segment)}
         case _:
             assert_never(segment)
 

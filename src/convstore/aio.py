@@ -1,0 +1,360 @@
+"""The store for asyncio: every :class:`~convstore.Store` call as a coroutine.
+
+An :class:`AsyncStore` wraps a :class:`~convstore.Store` and runs each call on worker threads
+of its own, so no file or network I/O, fsync or lock wait ever runs on the event loop. Two
+bounded pools keep reads and writes apart:
+
+- **writes** (``new_conversation``, ``start_message``, ``append_block``, ``end_message``,
+  ``interrupt_message``, ``append_message``, ``compact``) go to a writer pool: one thread on
+  SQLite, which admits one writer at a time anyway (more threads would only queue on its
+  lock), four on PostgreSQL, whose connections can overlap their round trips while the table
+  lock still serialises the inserts. Writes submitted by one task run in the order it awaits
+  them.
+- **reads** go to a reader pool (four threads by default), so a replay never waits behind a
+  queue of appends.
+
+**Cancellation.** Each write is one transaction of the sync store. A cancelled write either
+never started (it is taken off the queue and never lands) or had started, in which case its
+thread finishes it: the write lands whole or fails whole, never half. To learn which, await
+:meth:`AsyncStore.drain` (it returns once every write submitted before it has finished) and
+then read :meth:`AsyncStore.messages`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+from uuid import UUID
+
+from convstore.domain.blocks import Block
+from convstore.domain.events import Event, Role
+from convstore.domain.limits import Limits
+from convstore.errors import StoreError
+from convstore.infrastructure.bootstrap import open_store
+from convstore.infrastructure.postgres import is_postgres_url
+from convstore.projections.messages import RecordedMessage
+from convstore.projections.pressure import Pressure
+from convstore.projections.replay import JSONDict, Shape
+from convstore.store import ConversationInfo, Store
+from convstore.verify import Recorded
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+READER_THREADS = 4
+"""Reader threads per store unless told otherwise."""
+
+POSTGRES_WRITER_THREADS = 4
+"""Writer threads per PostgreSQL store unless told otherwise (SQLite gets one)."""
+
+
+async def open_async_store(
+    location: str | os.PathLike[str] | None = None,
+    *,
+    create: bool = True,
+    limits: Limits | None = None,
+    readers: int = READER_THREADS,
+    writers: int | None = None,
+) -> AsyncStore:
+    """Open the store at ``location`` (as :func:`convstore.open_store` does) for asyncio.
+
+    Opening reads the file or reaches the server, so it runs on a worker thread. If the
+    awaiting task is cancelled meanwhile, the store is closed as soon as it has opened.
+    """
+    opening = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="convstore-open")
+    future = opening.submit(open_store, location, create=create, limits=limits)
+    opening.shutdown(wait=False)
+    try:
+        store = await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        future.add_done_callback(_close_opened)
+        raise
+    return AsyncStore(store, readers=readers, writers=writers)
+
+
+def _close_opened(future: concurrent.futures.Future[Store]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        future.result().close()
+
+
+class AsyncStore:
+    """A :class:`~convstore.Store` for asyncio: the same methods, each a coroutine.
+
+    Arguments, results and errors are those of the sync method of the same name; the one
+    iterator, :meth:`scan`, is an async iterator here, and :meth:`raw_events` returns a list.
+    """
+
+    def __init__(
+        self, store: Store, *, readers: int = READER_THREADS, writers: int | None = None
+    ) -> None:
+        if writers is None:
+            writers = POSTGRES_WRITER_THREADS if is_postgres_url(store.location) else 1
+        self.store = store
+        """The sync store every call runs on; use it from threads, never from the loop."""
+        self._writes = concurrent.futures.ThreadPoolExecutor(
+            writers, thread_name_prefix="convstore-write"
+        )
+        self._reads = concurrent.futures.ThreadPoolExecutor(
+            readers, thread_name_prefix="convstore-read"
+        )
+        self._in_flight: set[concurrent.futures.Future[Any]] = set()
+        self._guard = threading.Lock()
+        self._closed = False
+
+    @property
+    def location(self) -> str:
+        """Where the store is, safe to show (see :attr:`convstore.Store.location`)."""
+        return self.store.location
+
+    @property
+    def limits(self) -> Limits:
+        """The block and image size limits this store enforces."""
+        return self.store.limits
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Wait until every write submitted so far has finished (landed or failed).
+
+        After a write was cancelled, ``await drain()`` and then read :meth:`messages` to see
+        whether it landed: it is there whole or not at all.
+        """
+        with self._guard:
+            pending = list(self._in_flight)
+        if pending:
+            await asyncio.wait([asyncio.wrap_future(f) for f in pending])
+
+    async def close(self) -> None:
+        """Finish the writes in flight, then release the backend's connections and threads."""
+        with self._guard:
+            if self._closed:
+                return
+            self._closed = True
+        await self.drain()
+        try:
+            await asyncio.wrap_future(self._writes.submit(self.store.close))
+        finally:
+            self._writes.shutdown(wait=False)
+            self._reads.shutdown(wait=False)
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def new_conversation(
+        self, title: str | None = None, *, conversation_id: UUID | None = None
+    ) -> UUID:
+        """Start a conversation; returns its id (see :meth:`convstore.Store.new_conversation`)."""
+        return await self._write(
+            self.store.new_conversation, title, conversation_id=conversation_id
+        )
+
+    async def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
+        """Open a message for streaming; returns its id."""
+        return await self._write(self.store.start_message, conversation, role)
+
+    async def append_block(
+        self, conversation: UUID | str, message: UUID | str, block: Block | Mapping[str, Any]
+    ) -> int:
+        """Append one block to an open message; returns its index in the message."""
+        return await self._write(self.store.append_block, conversation, message, block)
+
+    async def end_message(self, conversation: UUID | str, message: UUID | str) -> None:
+        """Mark an open message complete."""
+        await self._write(self.store.end_message, conversation, message)
+
+    async def interrupt_message(
+        self, conversation: UUID | str, message: UUID | str, reason: str | None = None
+    ) -> None:
+        """Record that an open message was cut short (and why, if known)."""
+        await self._write(self.store.interrupt_message, conversation, message, reason)
+
+    async def append_message(
+        self,
+        conversation: UUID | str,
+        role: Role | str,
+        blocks: Iterable[Block | Mapping[str, Any]],
+        *,
+        leave_open: bool = False,
+    ) -> UUID:
+        """Record a whole message in one atomic write; returns its id."""
+        # Materialise here: a generator must not be consumed on another thread after the
+        # caller has moved on.
+        listed = list(blocks)
+        return await self._write(
+            self.store.append_message, conversation, role, listed, leave_open=leave_open
+        )
+
+    async def compact(self, conversation: UUID | str, summary: str, *, through: UUID | str) -> None:
+        """Record a compaction (see :meth:`convstore.Store.compact`)."""
+        await self._write(self.store.compact, conversation, summary, through=through)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def events(self, conversation: UUID | str) -> list[Event]:
+        """Every recorded event of a conversation, in order."""
+        return await self._read(self.store.events, conversation)
+
+    async def raw_events(self, conversation: UUID | str) -> list[bytes]:
+        """Every recorded event of a conversation as the JSON it was stored as (a list)."""
+        return await self._read(lambda: list(self.store.raw_events(conversation)))
+
+    async def messages(self, conversation: UUID | str) -> list[RecordedMessage]:
+        """The stored messages of a conversation with their blocks and status."""
+        return await self._read(self.store.messages, conversation)
+
+    async def replay(
+        self,
+        conversation: UUID | str,
+        *,
+        shape: Shape | str = "openai",
+        vision: bool = False,
+        full: bool = False,
+        keep_tool_results: int | None = None,
+    ) -> JSONDict:
+        """The conversation as provider wire messages (see :meth:`convstore.Store.replay`)."""
+        return await self._read(
+            self.store.replay,
+            conversation,
+            shape=shape,
+            vision=vision,
+            full=full,
+            keep_tool_results=keep_tool_results,
+        )
+
+    async def fit_tool_results(
+        self,
+        conversation: UUID | str,
+        max_tokens: int,
+        *,
+        shape: Shape | str = "openai",
+        vision: bool = False,
+        full: bool = False,
+    ) -> tuple[int | None, Pressure]:
+        """The most tool results replay can keep within ``max_tokens``, and that pressure."""
+        return await self._read(
+            self.store.fit_tool_results,
+            conversation,
+            max_tokens,
+            shape=shape,
+            vision=vision,
+            full=full,
+        )
+
+    async def live_request(
+        self,
+        conversation: UUID | str,
+        live_message: UUID | str,
+        *,
+        shape: Shape | str = "openai",
+        vision: bool = False,
+        full: bool = False,
+        keep_tool_results: int | None = None,
+    ) -> JSONDict:
+        """History as prose, then ``live_message``'s tool round with real call-id linkage."""
+        return await self._read(
+            self.store.live_request,
+            conversation,
+            live_message,
+            shape=shape,
+            vision=vision,
+            full=full,
+            keep_tool_results=keep_tool_results,
+        )
+
+    async def pressure(
+        self,
+        conversation: UUID | str,
+        *,
+        shape: Shape | str = "openai",
+        vision: bool = False,
+        full: bool = False,
+        keep_tool_results: int | None = None,
+    ) -> Pressure:
+        """Tokens of exactly what :meth:`replay` sends with these options."""
+        return await self._read(
+            self.store.pressure,
+            conversation,
+            shape=shape,
+            vision=vision,
+            full=full,
+            keep_tool_results=keep_tool_results,
+        )
+
+    async def conversations(self) -> list[ConversationInfo]:
+        """Every conversation in the order they were started."""
+        return await self._read(self.store.conversations)
+
+    async def notifications(self, after: int, limit: int) -> list[tuple[int, Event]]:
+        """Up to ``limit`` events of every conversation recorded after log position ``after``."""
+        return await self._read(self.store.notifications, after, limit)
+
+    async def scan(self, page_size: int = 1000) -> AsyncIterator[Recorded]:
+        """Every stored record in log order (an async iterator; see
+        :meth:`convstore.Store.scan`). Records are read a page at a time on a worker thread."""
+        records = self.store.scan(page_size)
+        while True:
+            page = await self._read(_take, records, max(page_size, 1))
+            for record in page:
+                yield record
+            if len(page) < max(page_size, 1):
+                return
+
+    async def log_position(self) -> int:
+        """The position of the newest event in the log (0 when it is empty)."""
+        return await self._read(self.store.log_position)
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _write(self, call: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        future = self._submit(self._writes, call, *args, **kwargs)
+        with self._guard:
+            self._in_flight.add(future)
+        future.add_done_callback(self._landed)
+        # Cancelling the await cancels the write only if it has not started; once running,
+        # its thread carries it to the end (one transaction) and drain() waits for it.
+        return await asyncio.wrap_future(future)
+
+    async def _read(self, call: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return await asyncio.wrap_future(self._submit(self._reads, call, *args, **kwargs))
+
+    def _submit(
+        self,
+        pool: concurrent.futures.ThreadPoolExecutor,
+        call: Callable[_P, _T],
+        /,
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> concurrent.futures.Future[_T]:
+        if self._closed:
+            msg = f"the store at {self.store.location} is closed"
+            raise StoreError(msg)
+        return pool.submit(call, *args, **kwargs)
+
+    def _landed(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._guard:
+            self._in_flight.discard(future)
+
+
+def _take(records: Iterator[Recorded], count: int) -> list[Recorded]:
+    """The next ``count`` records (fewer at the end)."""
+    page: list[Recorded] = []
+    for record in records:
+        page.append(record)
+        if len(page) == count:
+            break
+    return page

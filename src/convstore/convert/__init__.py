@@ -1,0 +1,1 @@
+"""Conversions from the shapes providers, SDKs and agent runtimes use into convstore blocks."""
