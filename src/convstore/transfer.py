@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never, get_args
 
 from eventsourcing.persistence import IntegrityError
 from pydantic import ValidationError
@@ -37,9 +37,12 @@ from convstore.domain.events import EVENT_ADAPTER, ConversationStarted, Event
 from convstore.errors import InvalidInput, StoreError
 from convstore.infrastructure.mapper import TOPICS, topic_of
 from convstore.infrastructure.memory import paused_gc
+from convstore.projections.markdown import Transcript, markdown_transcript
 from convstore.verify import Recorded, Verifier
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from convstore.store import Store
 
 DUMP_FORMAT = "convstore-dump"
@@ -379,3 +382,38 @@ class Loader:
 def load_lines(store: Store, lines: Iterable[bytes], *, max_line_bytes: int) -> LoadReport:
     """Load a dump (its lines as bytes) into ``store``; see :class:`Loader`."""
     return Loader(lines, max_line_bytes=max_line_bytes).run(store)
+
+
+# -- exporting one conversation ---------------------------------------------------------------
+
+ExportFormat: TypeAlias = Literal["openai-chat", "anthropic", "markdown", "jsonl"]
+EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
+
+
+def export_conversation(
+    store: Store,
+    conversation: UUID | str,
+    fmt: ExportFormat,
+    *,
+    vision: bool = False,
+    image_dir: str | None = None,
+) -> Transcript:
+    """One conversation in an export format, as text (plus image files for Markdown).
+
+    ``openai-chat`` and ``anthropic`` are exactly :meth:`Store.replay`'s request body (prose,
+    no ``model`` key: add the model, and for Anthropic ``max_tokens``, when sending it);
+    ``markdown`` is a readable transcript whose images go to files under ``image_dir`` (or
+    become markers without one); ``jsonl`` is the raw events, one JSON object per line.
+    """
+    match fmt:
+        case "openai-chat" | "anthropic":
+            shape = "openai" if fmt == "openai-chat" else "anthropic"
+            body = store.replay(conversation, shape=shape, vision=vision)
+            return Transcript(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
+        case "markdown":
+            return markdown_transcript(store.events(conversation), image_dir=image_dir)
+        case "jsonl":
+            lines = [raw.decode() + "\n" for raw in store.raw_events(conversation)]
+            return Transcript("".join(lines))
+        case _:
+            assert_never(fmt)

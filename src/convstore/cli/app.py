@@ -51,6 +51,7 @@ LAZY_COMMANDS = {
     "verify": "convstore.cli.verify",
     "dump": "convstore.cli.transfer",
     "load": "convstore.cli.transfer",
+    "export": "convstore.cli.transfer",
 }
 """Commands whose modules load only when asked for (they import heavier libraries)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import time
@@ -12,10 +13,10 @@ from typing import BinaryIO
 
 import click
 
-from convstore.cli.app import cli, store_from
+from convstore.cli.app import cli, conversation_argument, store_from, vision_option
 from convstore.domain.limits import Limits
 from convstore.errors import InvalidInput
-from convstore.transfer import Loader
+from convstore.transfer import EXPORT_FORMATS, ExportFormat, Loader, export_conversation
 
 
 @contextmanager
@@ -150,3 +151,59 @@ def _input(source: str) -> Iterator[BinaryIO]:
         raise InvalidInput(msg) from None
     with handle:
         yield handle
+
+
+@cli.command()
+@conversation_argument
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(EXPORT_FORMATS),
+    required=True,
+    help="openai-chat / anthropic: the replay as a request body; markdown: a readable "
+    "transcript; jsonl: the raw events.",
+)
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    help="Write to FILE (Markdown images go to FILE's name + '-images/' beside it). "
+    "Default: stdout (images become markers).",
+)
+@vision_option
+@click.pass_context
+def export(
+    ctx: click.Context, conversation: str, fmt: ExportFormat, output: str | None, vision: bool
+) -> None:
+    """Write one conversation out: as a request body, a Markdown transcript or raw events.
+
+    openai-chat and anthropic give exactly what `replay` gives (every block as prose)
+    with no model key: add the model (and for Anthropic max_tokens) when sending it.
+    `convstore import` reads both back.
+
+    \b
+    Example:
+        convstore export $CONV --format markdown --output triage.md
+        convstore export $CONV --format anthropic --vision \\
+          | jq '. + {model: "claude-sonnet-4-5", max_tokens: 1024}'
+    """
+    store = store_from(ctx, create=False)
+    image_dir = f"{Path(output).stem}-images" if output is not None and fmt == "markdown" else None
+    exported = export_conversation(store, conversation, fmt, vision=vision, image_dir=image_dir)
+    if output is None:
+        click.echo(exported.text, nl=False)
+        return
+    target = Path(output)
+    if not target.parent.is_dir():
+        msg = f"cannot write {output}: directory {target.parent} does not exist"
+        raise InvalidInput(msg)
+    for image in exported.images:
+        path = target.parent / image.path
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(base64.b64decode(image.data))
+    with binary_output(output) as sink:
+        sink.write(exported.text.encode())
+    if exported.images:
+        where = target.parent / (image_dir or "")
+        click.echo(f"wrote {output} and {len(exported.images)} image(s) in {where}", err=True)
