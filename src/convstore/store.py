@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
@@ -58,6 +58,8 @@ from convstore.projections.replay import (
 from convstore.verify import Recorded
 
 if TYPE_CHECKING:
+    from convstore.convert.history import History
+    from convstore.importing import ImportReport
     from convstore.transfer import LoadReport
 
 MAX_WRITE_ATTEMPTS = 200
@@ -71,11 +73,14 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True, slots=True)
 class ConversationInfo:
-    """A conversation as listed: its id, title and when it started."""
+    """A conversation as listed: its id, title and when it started (and, when set, the
+    conversation it branched from and where it was imported from)."""
 
     id: UUID
     title: str | None
     created_at: datetime
+    parent_id: UUID | None = None
+    source: str | None = None
 
 
 def failure_detail(exc: BaseException, secret: str = "") -> str:
@@ -325,7 +330,15 @@ class Store:
             for notification in page:
                 event = self._log.pydantic_mapper.decode(notification)
                 assert isinstance(event, ConversationStarted)
-                found.append(ConversationInfo(event.originator_id, event.title, event.timestamp))
+                found.append(
+                    ConversationInfo(
+                        event.originator_id,
+                        event.title,
+                        event.timestamp,
+                        event.parent_id,
+                        event.source,
+                    )
+                )
             if len(page) < 500:
                 return found
             start = page[-1].id + 1
@@ -410,6 +423,27 @@ class Store:
 
         return load_lines(self, lines, max_line_bytes=self.limits.max_input_bytes)
 
+    def import_history(
+        self, history: History, *, source: str | None = None, again: bool = False
+    ) -> UUID:
+        """Record a history read by a converter (:mod:`convstore.convert`) as one new
+        conversation, all or nothing; returns its id. A ``source`` (default: the history's
+        key) already in the store is refused unless ``again``."""
+        return self.import_histories([history], sources=[source or history.key], again=again).ids[0]
+
+    def import_histories(
+        self,
+        histories: Sequence[History],
+        *,
+        sources: Sequence[str | None] | None = None,
+        again: bool = False,
+    ) -> ImportReport:
+        """Record several histories of one input (a session and its subagents) in one
+        transaction; see :func:`convstore.importing.import_histories`."""
+        from convstore.importing import import_histories  # noqa: PLC0415
+
+        return import_histories(self, histories, sources=sources, again=again)
+
     # -- internals -------------------------------------------------------------------------
 
     def _failure(self, exc: Exception) -> StoreError:
@@ -437,6 +471,14 @@ class Store:
             except ValueError as exc:  # a pydantic ValidationError, or a bad compressed state
                 msg = f"a stored event of conversation {conversation_id} does not decode: {exc}"
                 raise StoreError(" ".join(msg.split())[:500]) from exc
+
+    def _record_new(self, events: list[Event]) -> None:
+        """Save the events of conversations that do not exist yet, in one transaction."""
+        try:
+            self._save(events)
+        except IntegrityError:
+            msg = "a conversation being created already exists (the import was not recorded)"
+            raise StoreError(msg) from None
 
     def _exists(self, conversation_id: UUID) -> bool:
         found = self._guarded(lambda: self._log.recorder.select_events(conversation_id, limit=1))

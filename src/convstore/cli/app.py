@@ -52,6 +52,7 @@ LAZY_COMMANDS = {
     "dump": "convstore.cli.transfer",
     "load": "convstore.cli.transfer",
     "export": "convstore.cli.transfer",
+    "import": "convstore.cli.importing",
 }
 """Commands whose modules load only when asked for (they import heavier libraries)."""
 
