@@ -304,11 +304,11 @@ def test_ended_turn_replays_as_prose(store: Store) -> None:
 @st.composite
 def _requests(draw: st.DrawFn) -> tuple[list[Event], ReplayOptions, Shape]:
     events = draw(histories())
-    messages = collect_messages(events)
+    visible = [m.message_id for m in collect_messages(events) if not m.withdrawn]
     compacted: bool = draw(st.booleans())
-    if messages and compacted:
+    if visible and compacted:
         state = Conversation.from_events(events[0].originator_id, events)
-        through = draw(st.sampled_from([m.message_id for m in messages]))
+        through = draw(st.sampled_from(visible))
         events = [*events, state.compact(draw(st.text(min_size=1).filter(str.strip)), through)]
     options = ReplayOptions(
         vision=draw(st.booleans()),

@@ -42,6 +42,7 @@ from convstore.domain.events import (
     MessageEnded,
     MessageInterrupted,
     MessageStarted,
+    Rewound,
     Role,
 )
 from convstore.projections.prose import Image, Text, block_segments
@@ -102,6 +103,7 @@ class Stored:
     blocks: list[tuple[Block, str]] = field(default_factory=list)
     interrupted: bool = False
     reason: str | None = None
+    withdrawn: bool = False
 
 
 @dataclass
@@ -113,10 +115,11 @@ class History:
 
 
 def fold(events: list[Event]) -> History:
-    """The history's messages, each block with the tool name a result should show."""
+    """The history's messages still visible (no rewind withdrew them), each block with the
+    tool name a result should show, and the newest compaction through a visible message."""
     messages: dict[UUID, Stored] = {}
     call_names: dict[str, str] = {}
-    compaction: tuple[str, UUID] | None = None
+    compactions: list[tuple[str, UUID]] = []
     for event in events:
         match event:
             case ConversationStarted() | MessageEnded():
@@ -135,10 +138,18 @@ def fold(events: list[Event]) -> History:
                 messages[event.message_id].interrupted = True
                 messages[event.message_id].reason = event.reason
             case Compacted():
-                compaction = (event.summary, event.through)
+                compactions.append((event.summary, event.through))
+            case Rewound():
+                ids = list(messages)
+                after = 0 if event.to is None else ids.index(event.to) + 1
+                for message_id in ids[after:]:
+                    messages[message_id].withdrawn = True
             case _:
                 assert_never(event)
-    return History(list(messages.values()), compaction)
+    visible = [m for m in messages.values() if not m.withdrawn]
+    shown = {m.message_id for m in visible}
+    live = [c for c in compactions if c[1] in shown]
+    return History(visible, live[-1] if live else None)
 
 
 def window(history: History, mode: Mode) -> list[Stored]:
@@ -498,6 +509,8 @@ def disguised(events: list[Event]) -> list[Event]:
                 data["through"] = other(event.through)
             case MessageStarted() | BlockAppended() | MessageEnded() | MessageInterrupted():
                 data["message_id"] = other(event.message_id)
+            case Rewound():
+                data["to"] = None if event.to is None else other(event.to)
             case ConversationStarted():
                 pass
             case _:

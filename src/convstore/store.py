@@ -229,6 +229,12 @@ class Store:
         message_id = parse_id(through, "message")
         self._write(conversation, lambda c: [c.compact(summary, message_id)])
 
+    def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
+        """Withdraw every message recorded after ``to`` (every message, when ``to`` is
+        ``None``): replay, pressure and live rounds leave them out; the log keeps them."""
+        message_id = None if to is None else parse_id(to, "message")
+        self._write(conversation, lambda c: [c.rewind(message_id)])
+
     def replay(
         self,
         conversation: UUID | str,

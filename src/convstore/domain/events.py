@@ -100,13 +100,25 @@ class Compacted(_Event):
     through: UUID
 
 
+class Rewound(_Event):
+    """Every message recorded after ``to`` is withdrawn (all of them when ``to`` is ``None``).
+
+    Replay, pressure and live rounds leave withdrawn messages out; the log keeps them. Messages
+    started after the rewind are visible as usual.
+    """
+
+    type: Literal["rewound"] = "rewound"
+    to: UUID | None = None
+
+
 Event: TypeAlias = Annotated[
     ConversationStarted
     | MessageStarted
     | BlockAppended
     | MessageEnded
     | MessageInterrupted
-    | Compacted,
+    | Compacted
+    | Rewound,
     Field(discriminator="type"),
 ]
 
@@ -119,4 +131,5 @@ EVENT_CLASSES: tuple[type[_Event], ...] = (
     MessageEnded,
     MessageInterrupted,
     Compacted,
+    Rewound,
 )

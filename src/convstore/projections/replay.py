@@ -167,9 +167,11 @@ def plan(events: Iterable[Event], options: ReplayOptions | None = None) -> list[
     """What each wire message of the replay holds, part by part."""
     options = options or ReplayOptions()
     history = collect_history(events)
-    compactions = history.compactions
+    visible = [m for m in history.messages if not m.withdrawn]
+    shown = {m.message_id for m in visible}
+    compactions = [c for c in history.compactions if c.through in shown]
     compaction = None if options.full or not compactions else compactions[-1]
-    window, summary_at = replay_window(history.messages, compaction)
+    window, summary_at = replay_window(visible, compaction)
     cleared = _cleared_results(window, options.keep_tool_results)
     return [
         _message_plan(m, vision=options.vision, cleared=cleared, summary=i == summary_at)
