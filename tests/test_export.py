@@ -94,6 +94,18 @@ def every_kind(store: Store) -> UUID:
     return conv
 
 
+def test_markdown_marks_messages_a_rewind_withdrew(tmp_path: Path) -> None:
+    """A withdrawn message stays in the transcript, its heading saying it is not replayed."""
+    with convstore.open_store(tmp_path / "r.db") as store:
+        conv = store.new_conversation()
+        kept = store.append_message(conv, "user", [{"type": "text", "text": "keep"}])
+        store.append_message(conv, "assistant", [{"type": "text", "text": "take back"}])
+        store.rewind(conv, to=kept)
+        text = markdown_transcript(store.events(conv)).text
+    assert "## 1 · user\n" in text
+    assert "## 2 · assistant · withdrawn by a rewind (not replayed)\n\ntake back" in text
+
+
 # -- the Markdown projection -------------------------------------------------------------------
 
 

@@ -1,11 +1,11 @@
 """A conversation as a readable Markdown transcript: roles, blocks, tool rounds, images.
 
 A pure function of the events. Each message is a heading with its number, role and (when it
-did not simply end) its status; text passes through as the Markdown it usually is; reasoning
-is a quote; tool calls and results are fenced blocks (the fence is longer than any run of
-backticks inside, so no content can close it early); a compaction is a ruled note after the
-last message it replaces. Images become references to files the caller writes (the
-:class:`ImageFile` list says which) or, with no place for files, one-line markers.
+did not simply end, or a rewind withdrew it) its status; text passes through as the Markdown
+it usually is; reasoning is a quote; tool calls and results are fenced blocks (the fence is
+longer than any run of backticks inside, so no content can close it early); a compaction is a
+ruled note after the last message it replaces. Images become references to files the caller
+writes (the :class:`ImageFile` list says which) or, with no place for files, one-line markers.
 """
 
 from __future__ import annotations
@@ -112,7 +112,8 @@ class _Writer:
 
     def message(self, number: int, message: RecordedMessage) -> None:
         status = {"ended": "", "open": " · never ended", "interrupted": " · interrupted"}
-        self.emit(f"## {number} · {message.role}{status[message.status]}")
+        withdrawn = " · withdrawn by a rewind (not replayed)" if message.withdrawn else ""
+        self.emit(f"## {number} · {message.role}{status[message.status]}{withdrawn}")
         if not message.blocks:
             self.emit("*(nothing was recorded for this message)*")
         for recorded in message.blocks:
