@@ -27,6 +27,7 @@ from convstore.domain.conversation import Conversation
 from convstore.domain.events import Event, MessageStarted
 from convstore.domain.parsing import parse_block
 from convstore.errors import InvalidBlock, InvalidInput
+from convstore.infrastructure.memory import paused_gc
 
 if TYPE_CHECKING:
     from convstore.store import Store
@@ -231,6 +232,15 @@ def import_histories(
         raise InvalidInput(msg)
     if not again:
         _refuse_known(store, [s for s in sources if s])
+    with paused_gc():  # thousands of small acyclic objects; see infrastructure.memory
+        events, report = _decide_all(store, histories, sources)
+        store._record_new(events)  # the import service is part of the store's layer
+    return report
+
+
+def _decide_all(
+    store: Store, histories: Sequence[History], sources: list[str | None]
+) -> tuple[list[Event], ImportReport]:
     ids = [uuid4() for _ in histories]
     events: list[Event] = []
     report = ImportReport([])
@@ -247,8 +257,7 @@ def import_histories(
         report.conversations.append(imported)
         report.skipped.extend(s for s in history.skipped if s not in report.skipped)
         report.ignored.update(history.ignored)
-    store._record_new(events)  # the import service is part of the store's layer
-    return report
+    return events, report
 
 
 def _refuse_known(store: Store, sources: list[str]) -> None:
