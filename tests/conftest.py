@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -63,3 +64,25 @@ def make_postgres_url(postgres_server: str) -> Iterator[Callable[[], str]]:
 def postgres_url(make_postgres_url: Callable[[], str]) -> str:
     """A store URL on a fresh schema of the test server, dropped after the test."""
     return make_postgres_url()
+
+
+def _corpus_location() -> Path | None:
+    """Where the shared transcript corpus is: ``$CONVSTORE_CORPUS``, else the checkout's
+    sibling ``shared/corpus`` (as CI lays it out); ``None`` when neither exists."""
+    given = os.environ.get("CONVSTORE_CORPUS")
+    for candidate in (given, Path(__file__).resolve().parents[1] / "../shared/corpus"):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate).resolve()
+    return None
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """The shared corpus of real transcripts; skips with the reason when it is absent."""
+    found = _corpus_location()
+    if found is None:
+        pytest.skip(
+            "transcript corpus not found: set CONVSTORE_CORPUS or lay ../shared/corpus beside "
+            "the checkout"
+        )
+    return found
