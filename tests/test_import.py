@@ -146,6 +146,7 @@ def test_the_report_counts_blocks_calls_skips_and_ignored_lines(store: Store) ->
     assert report["messages"] == 8
     assert report["calls_without_result"] == 1  # "b"
     assert report["results_without_call"] == 1  # "zz"
+    assert report["images_in_results"] == 0
     assert report["skipped"] == [{"line": 7, "reason": "not valid JSON"}]
     assert report["ignored"] == {"file-history-snapshot": 3, "progress": 2}
     assert [c["messages"] for c in report["conversations"]] == [6, 2]
@@ -194,13 +195,15 @@ def test_import_history_records_one_conversation(store: Store) -> None:
 
 
 def test_sources_name_keys_by_format_and_the_rest_by_their_bytes() -> None:
-    """A keyed history is FORMAT:KEY; others share the input's digest, numbered after the
-    first."""
+    """A keyed history is FORMAT:KEY (a key already so prefixed is kept); others share the
+    input's digest, numbered after the first."""
     keyed, plain, plain2 = History(key="abc"), History(), History()
-    assert sources_for("claude-code", [keyed, plain, plain2], b"x") == [
+    prefixed = History(key="claude-code:s1")
+    assert sources_for("claude-code", [keyed, plain, plain2, prefixed], b"x") == [
         "claude-code:abc",
         "sha256:2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881#1",
         "sha256:2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881#2",
+        "claude-code:s1",
     ]
 
 
@@ -317,3 +320,64 @@ def test_import_export_import_gives_an_identical_replay(
             assert store.replay(conv, shape=shape, vision=vision) == store.replay(
                 original, shape=shape, vision=vision
             )
+
+
+# -- every corpus file, through the command ----------------------------------------------------
+
+CORPUS_FORMATS = {
+    "claude-code": "claude-code",
+    "openai-chat": "openai-chat",
+    "anthropic-messages": "anthropic",
+    "openai-responses": "responses",
+}
+
+
+@pytest.mark.slow
+def test_every_corpus_file_imports_once_through_the_command(
+    corpus_dir: Path, tmp_path: Path
+) -> None:
+    """Each corpus file imports (stdout: only the ids, main first; the --json summary agrees),
+    a second import of it is refused with nothing written, and the store verifies clean."""
+    db = tmp_path / "corpus.db"
+    for folder, fmt in CORPUS_FORMATS.items():
+        for path in sorted((corpus_dir / folder).iterdir()):
+            result = invoke(db, "import", "--format", fmt, str(path))
+            assert result.exit_code == 0, (path.name, result.stderr)
+            ids = result.stdout.split()
+            assert result.stdout == "".join(f"{i}\n" for i in ids)
+            assert result.stderr.startswith(f"imported {len(ids)} conversation")
+            with convstore.open_store(db) as store:
+                listed = {str(c.id): c for c in store.conversations()}
+                before = store.log_position()
+            assert all(listed[i].parent_id is None for i in ids[:1]), path.name
+            assert all(str(listed[i].parent_id) == ids[0] for i in ids[1:]), path.name
+            again = invoke(db, "import", "--format", fmt, "--json", str(path))
+            assert again.exit_code == 2, path.name
+            assert f"already imported as conversation {ids[0]}" in again.stderr
+            with convstore.open_store(db) as store:
+                assert store.log_position() == before
+            copy = invoke(db, "import", "--format", fmt, "--again", "--json", str(path))
+            assert copy.exit_code == 0, copy.stderr
+            summary = json.loads(copy.stdout)
+            assert len(summary["conversations"]) == len(ids)
+            assert summary["messages"] == sum(c["messages"] for c in summary["conversations"])
+            with convstore.open_store(db) as store:
+                assert store.log_position() > before
+    with convstore.open_store(db) as store:
+        assert problems(store) == []
+
+
+@pytest.mark.slow
+def test_the_corpus_edge_cases_report_skipped_lines_and_unanswered_calls(
+    corpus_dir: Path, tmp_path: Path
+) -> None:
+    """The hand-written malformed transcript imports, reporting each skipped line by number
+    and its two calls without a result."""
+    path = corpus_dir / "claude-code" / "claudecodelog-edge_cases.jsonl"
+    result = invoke(tmp_path / "e.db", "import", "--format", "claude-code", "--json", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    summary = json.loads(result.stdout)
+    assert summary["calls_without_result"] == 2
+    assert {s["line"] for s in summary["skipped"]} >= {13, 15, 16}
+    assert all(s["reason"] for s in summary["skipped"])

@@ -6,9 +6,10 @@ an imported conversation obeys exactly the rules a live one does, and every hist
 input is saved in a single recorder transaction: a refused input leaves the store as it was.
 
 Each imported conversation's ``ConversationStarted`` names its ``source``: ``FORMAT:KEY`` when
-the history has a stable key (a Claude Code session or agent id), else ``sha256:<hex>`` of the
-input's bytes (``#N`` added for the Nth history of the input after the first). Importing a
-source a second time is refused, naming the conversation that holds it, unless ``again``.
+the history has a stable key (a Claude Code session or agent id; a key that already starts
+with ``FORMAT:`` is kept as it is), else ``sha256:<hex>`` of the input's bytes (``#N`` added
+for the Nth history of the input after the first). Importing a source a second time is
+refused, naming the conversation that holds it, unless ``again``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never, get_arg
 from uuid import UUID, uuid4
 
 from convstore.convert.history import History, Skipped
-from convstore.domain.blocks import BLOCK_CLASSES, ToolResultBlock, ToolUseBlock
+from convstore.domain.blocks import BLOCK_CLASSES, ImageBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import Event, MessageStarted
 from convstore.domain.parsing import parse_block
@@ -54,6 +55,8 @@ class ImportedConversation:
     blocks: dict[str, int]
     calls_without_result: int
     results_without_call: int
+    images_in_results: int = 0
+    """Images inside tool results (parts of a result, so not counted in ``blocks``)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +68,7 @@ class ImportedConversation:
             "blocks": self.blocks,
             "calls_without_result": self.calls_without_result,
             "results_without_call": self.results_without_call,
+            "images_in_results": self.images_in_results,
         }
 
 
@@ -90,6 +94,7 @@ class ImportReport:
             "blocks": {kind: blocks[kind] for kind in BLOCK_KINDS},
             "calls_without_result": sum(c.calls_without_result for c in self.conversations),
             "results_without_call": sum(c.results_without_call for c in self.conversations),
+            "images_in_results": sum(c.images_in_results for c in self.conversations),
             "skipped": [{"line": s.line, "reason": s.reason} for s in self.skipped],
             "ignored": dict(sorted(self.ignored.items())),
         }
@@ -144,10 +149,14 @@ def _read_histories(fmt: ImportFormat, text: str, data: Any) -> list[History]:
 def sources_for(fmt: ImportFormat, histories: Sequence[History], raw: bytes) -> list[str]:
     """The ``source`` each history is recorded with (see the module's docstring)."""
     digest = "sha256:" + hashlib.sha256(raw).hexdigest()
-    return [
-        f"{fmt}:{history.key}" if history.key else digest if n == 0 else f"{digest}#{n}"
-        for n, history in enumerate(histories)
-    ]
+    sources = []
+    for n, history in enumerate(histories):
+        if history.key:
+            prefixed = history.key.startswith(f"{fmt}:")
+            sources.append(history.key if prefixed else f"{fmt}:{history.key}")
+        else:
+            sources.append(digest if n == 0 else f"{digest}#{n}")
+    return sources
 
 
 # -- recording --------------------------------------------------------------------------------
@@ -181,6 +190,7 @@ def history_events(
     kinds: Counter[str] = Counter()
     calls: set[str] = set()
     answered: set[str] = set()
+    result_images = 0
     for index, message in enumerate(history.messages):
         try:
             blocks = [parse_block(block, store.limits) for block in message.blocks]
@@ -203,6 +213,8 @@ def history_events(
                 calls.add(block.id)
             elif isinstance(block, ToolResultBlock):
                 answered.add(block.tool_use_id)
+                if not isinstance(block.content, str):
+                    result_images += sum(isinstance(p, ImageBlock) for p in block.content)
     imported = ImportedConversation(
         id=conversation_id,
         title=history.title,
@@ -212,6 +224,7 @@ def history_events(
         blocks={kind: kinds[kind] for kind in BLOCK_KINDS},
         calls_without_result=len(calls - answered),
         results_without_call=len(answered - calls),
+        images_in_results=result_images,
     )
     return events, imported
 
