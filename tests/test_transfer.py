@@ -6,6 +6,7 @@ server); the command-line tests run the installed console script.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
@@ -22,8 +23,10 @@ from uuid import UUID
 import pytest
 
 import convstore
-from convstore import Store, transfer
+from convstore import Store, aio, transfer
+from convstore.convert.history import History, HistoryMessage
 from convstore.demo import record_demo
+from convstore.domain.blocks import TextBlock
 from convstore.errors import InvalidInput
 from convstore.transfer import BATCH_SIZE, DumpError, Loader
 from convstore.verify import Verifier
@@ -280,6 +283,30 @@ def test_load_refuses_events_that_break_the_log_rules(source: Store, tmp_path: P
             with pytest.raises(DumpError, match=match):
                 target.load(doctored)
             assert target.log_position() == 0
+
+
+def test_the_async_store_dumps_loads_and_imports_the_same(
+    source: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AsyncStore.dump pages the same lines out; AsyncStore.load records them; a converted
+    history imports through AsyncStore.import_history."""
+    monkeypatch.setattr(aio, "DUMP_PAGE", 7)  # several pages
+    expected = [line for line in source.dump() if not line.startswith(b'{"format"')]
+
+    async def main() -> None:
+        async with await aio.open_async_store(source.location) as a:
+            lines = [line async for line in a.dump()]
+        assert [x for x in lines if not x.startswith(b'{"format"')] == expected
+        async with await aio.open_async_store(tmp_path / "copy.db") as b:
+            report = await b.load(lines)
+            assert report.loaded == len(expected) - 1
+            history = History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))])
+            conv = await b.import_history(history, source="test:1")
+            assert (await b.replay(conv))["messages"] == [{"role": "user", "content": "hi"}]
+
+    asyncio.run(main())
+    with convstore.open_store(tmp_path / "copy.db") as copy:
+        assert problems(copy) == []
 
 
 # -- the command line --------------------------------------------------------------------------
