@@ -292,10 +292,30 @@ def result_fragments(
     return out
 
 
+def unanswered_calls(history: History) -> set[str]:
+    """Calls with no result anywhere in the visible history, made before its last message."""
+    answered = {
+        block.tool_use_id
+        for m in history.messages
+        for block, _ in m.blocks
+        if isinstance(block, ToolResultBlock)
+    }
+    return {
+        block.id
+        for m in history.messages[:-1]
+        for block, _ in m.blocks
+        if isinstance(block, ToolUseBlock) and block.id not in answered
+    }
+
+
 def expected_fragments(
-    message: Stored, vision: bool, cleared_blocks: Container[int] = ()
+    message: Stored,
+    vision: bool,
+    cleared_blocks: Container[int] = (),
+    unanswered: Container[str] = (),
 ) -> list[WirePart]:
-    """What must appear, in this order, in the wire form of ``message``."""
+    """What must appear, in this order, in the wire form of ``message``: a call whose result
+    never landed is followed by the marker saying so."""
     native = vision and message.role == "user"
     out: list[WirePart] = []
     for position, (block, tool_name) in enumerate(message.blocks):
@@ -311,6 +331,8 @@ def expected_fragments(
             case ToolUseBlock():
                 shown = block.input if isinstance(block.input, str) else compact_json(block.input)
                 out.append(f"Tool use: {block.name}({shown})")
+                if block.id in unanswered:
+                    out.append("[No result was recorded for this call.]")
             case ToolResultBlock():
                 out += result_fragments(block, tool_name, native, position in cleared_blocks)
             case ImageBlock():
@@ -451,8 +473,9 @@ def test_every_block_appears_in_the_replay(events: list[Event], keep: int) -> No
         wire = read_wire(run(events, mode), mode.shape)
         sent = window(history, mode)
         clear = cleared(sent, mode)
+        calls = unanswered_calls(history)
         expected = [
-            (m, expected_fragments(m, mode.vision, {j for i, j in clear if i == index}))
+            (m, expected_fragments(m, mode.vision, {j for i, j in clear if i == index}, calls))
             for index, m in enumerate(sent)
         ]
         kept = [(m, f) for m, f in expected if mode.shape == "openai" or m.role != "system"]
@@ -605,3 +628,20 @@ def test_tiny_images_are_real_images() -> None:
         assert raw[8:12] == b"WEBP"
         assert struct.unpack("<I", raw[4:8])[0] == len(raw) - 8
         assert raw[12:16] in (b"VP8 ", b"VP8L")
+
+
+@SETTINGS
+@given(histories(), KEEP)
+def test_no_result_marker_only_after_calls_the_history_moved_past(
+    events: list[Event], keep: int
+) -> None:
+    """The no-result marker appears exactly once per unanswered call made before the last
+    visible message that replay sends, and nowhere else."""
+    history = fold(events)
+    calls = unanswered_calls(history)
+    for mode in modes(keep):
+        sent = window(history, mode)
+        shown = [b for m in sent for b, _ in m.blocks if isinstance(b, ToolUseBlock)]
+        wanted = sum(1 for b in shown if b.id in calls)
+        text = json.dumps(run(events, mode), ensure_ascii=False)
+        assert text.count("[No result was recorded for this call.]") == wanted, mode

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from convstore.domain.blocks import Block
+from convstore.domain.blocks import Block, union_members
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant")
@@ -124,12 +124,5 @@ Event: TypeAlias = Annotated[
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
-EVENT_CLASSES: tuple[type[_Event], ...] = (
-    ConversationStarted,
-    MessageStarted,
-    BlockAppended,
-    MessageEnded,
-    MessageInterrupted,
-    Compacted,
-    Rewound,
-)
+EVENT_CLASSES: tuple[type[_Event], ...] = union_members(Event)
+"""Every event class, derived from the :data:`Event` union."""
