@@ -22,6 +22,8 @@ from pydantic import BaseModel
 
 from convstore import InvalidInput, Limits, Store, open_store
 from convstore.cli import cli
+from convstore.convert.history import History, HistoryMessage
+from convstore.domain.blocks import TextBlock
 
 TEXT = {"type": "text", "text": "hello"}
 LONE_SURROGATE = "\ud800"
@@ -73,6 +75,13 @@ def _valid(store: Store) -> dict[str, Any]:
         "after": 0,
         "limit": 10,
         "page_size": 10,
+        "to": None,
+        "history": History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))]),
+        "histories": [History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))])],
+        "source": None,
+        "sources": None,
+        "again": False,
+        "lines": list(store.dump()),  # the store's own dump: load finds nothing more to write
     }
 
 

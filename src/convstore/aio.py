@@ -348,10 +348,10 @@ class AsyncStore:
             self.store.import_histories, histories, sources=sources, again=again
         )
 
-    async def dump(self, *, progress: Callable[[int], None] | None = None) -> AsyncIterator[bytes]:
+    async def dump(self) -> AsyncIterator[bytes]:
         """The whole log as dump lines (an async iterator; see :meth:`convstore.Store.dump`),
         read a page at a time on a worker thread."""
-        lines = self.store.dump(progress=progress)
+        lines = self.store.dump()
         while True:
             page = await self._read(_take, lines, DUMP_PAGE)
             for line in page:

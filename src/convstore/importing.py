@@ -26,7 +26,12 @@ from convstore.convert.history import History, Skipped
 from convstore.domain.blocks import BLOCK_CLASSES, ImageBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import Event, MessageStarted
-from convstore.domain.parsing import parse_block
+from convstore.domain.parsing import (
+    describe_value,
+    parse_block,
+    parse_flag,
+    parse_optional_text,
+)
 from convstore.errors import InvalidBlock, InvalidInput
 from convstore.infrastructure.memory import paused_gc
 
@@ -239,10 +244,8 @@ def import_histories(
     """Record histories as new conversations in one transaction; main first, sidechains
     linked to their parent by ``parent_id``. Refuses (writing nothing) a source the store
     already holds unless ``again``."""
-    sources = list(sources) if sources is not None else [h.key for h in histories]
-    if len(sources) != len(histories):
-        msg = "give one source per history"
-        raise InvalidInput(msg)
+    histories, sources = _checked_arguments(store, histories, sources)
+    parse_flag(again, "again")
     if not again:
         _refuse_known(store, [s for s in sources if s])
     with paused_gc():  # thousands of small acyclic objects; see infrastructure.memory
@@ -271,6 +274,29 @@ def _decide_all(
         report.skipped.extend(s for s in history.skipped if s not in report.skipped)
         report.ignored.update(history.ignored)
     return events, report
+
+
+def _checked_arguments(
+    store: Store, histories: Sequence[History], sources: Sequence[str | None] | None
+) -> tuple[list[History], list[str | None]]:
+    """The histories and their sources, type-checked (a wrong call is an InvalidInput)."""
+    if not isinstance(histories, list | tuple) or not all(
+        isinstance(h, History) for h in histories
+    ):
+        msg = f"histories must be a list of History values, not {describe_value(histories)}"
+        raise InvalidInput(msg)
+    if sources is None:
+        sources = [h.key for h in histories]
+    if not isinstance(sources, list | tuple):
+        given = describe_value(sources)
+        msg = f"sources must be a list (one source or None per history), not {given}"
+        raise InvalidInput(msg)
+    if len(sources) != len(histories):
+        msg = f"give one source per history ({len(histories)}), not {len(sources)}"
+        raise InvalidInput(msg)
+    limit = store.limits.max_block_bytes
+    checked = [parse_optional_text(source, "source", limit) for source in sources]
+    return list(histories), checked
 
 
 def _refuse_known(store: Store, sources: list[str]) -> None:

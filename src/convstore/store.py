@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from eventsourcing.persistence import (
@@ -28,6 +28,7 @@ from eventsourcing.persistence import (
     PersistenceError,
 )
 
+from convstore.convert.history import History
 from convstore.domain.blocks import Block, ToolResultBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import BlockAppended, ConversationStarted, Event, Role
@@ -50,6 +51,7 @@ from convstore.errors import (
     InvalidInput,
     StoreError,
 )
+from convstore.importing import ImportReport, import_histories
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.mapper import TOPICS, topic_of
 from convstore.infrastructure.memory import paused_gc
@@ -65,12 +67,8 @@ from convstore.projections.replay import (
     plan,
     render,
 )
+from convstore.transfer import LoadReport, dump_lines, load_lines
 from convstore.verify import Recorded
-
-if TYPE_CHECKING:
-    from convstore.convert.history import History
-    from convstore.importing import ImportReport
-    from convstore.transfer import LoadReport
 
 MAX_WRITE_ATTEMPTS = 200
 """How many times a write is re-decided after losing a version race before giving up."""
@@ -429,17 +427,13 @@ class Store:
 
     # -- moving whole logs (see convstore.transfer) -----------------------------------------
 
-    def dump(self, *, progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
+    def dump(self) -> Iterator[bytes]:
         """The whole log as dump lines (JSON, each ending in a newline), page by page."""
-        from convstore.transfer import dump_lines  # noqa: PLC0415 - loaded on first use
-
-        return dump_lines(self, progress=progress)
+        return dump_lines(self)
 
     def load(self, lines: Iterable[bytes]) -> LoadReport:
         """Record a dump's events into this store, which must be empty or hold a prefix of it
         (an interrupted load), keeping ids, versions, timestamps and order."""
-        from convstore.transfer import load_lines  # noqa: PLC0415
-
         return load_lines(self, lines, max_line_bytes=self.limits.max_input_bytes)
 
     def import_history(
@@ -448,7 +442,11 @@ class Store:
         """Record a history read by a converter (:mod:`convstore.convert`) as one new
         conversation, all or nothing; returns its id. A ``source`` (default: the history's
         key) already in the store is refused unless ``again``."""
-        return self.import_histories([history], sources=[source or history.key], again=again).ids[0]
+        if not isinstance(history, History):
+            msg = f"history must be a History (convstore.convert), not {type(history).__name__}"
+            raise InvalidInput(msg)
+        sources = [history.key if source is None else source]
+        return self.import_histories([history], sources=sources, again=again).ids[0]
 
     def import_histories(
         self,
@@ -459,8 +457,6 @@ class Store:
     ) -> ImportReport:
         """Record several histories of one input (a session and its subagents) in one
         transaction; see :func:`convstore.importing.import_histories`."""
-        from convstore.importing import import_histories  # noqa: PLC0415
-
         return import_histories(self, histories, sources=sources, again=again)
 
     # -- internals -------------------------------------------------------------------------

@@ -138,6 +138,9 @@ class DumpReader:
     """Reads a dump's lines: the header at once (:attr:`header`), then events as checked."""
 
     def __init__(self, lines: Iterable[bytes], *, max_line_bytes: int) -> None:
+        if isinstance(lines, str | bytes) or not isinstance(lines, Iterable):
+            msg = f"a dump is given as lines (bytes), not {type(lines).__name__}"
+            raise DumpError(msg)
         self._lines = iter(lines)
         self._max = max_line_bytes
         self.line_number = 0
@@ -149,6 +152,9 @@ class DumpReader:
         if raw is None:
             return None
         self.line_number += 1
+        if not isinstance(raw, bytes):
+            msg = f"line {self.line_number} is {type(raw).__name__}, not bytes"
+            raise DumpError(msg)
         if len(raw) > self._max:
             msg = (
                 f"line {self.line_number} is longer than {self._max:,} bytes "

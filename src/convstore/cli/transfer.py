@@ -16,7 +16,13 @@ import click
 from convstore.cli.app import cli, conversation_argument, store_from, vision_option
 from convstore.domain.limits import Limits
 from convstore.errors import InvalidInput
-from convstore.transfer import EXPORT_FORMATS, ExportFormat, Loader, export_conversation
+from convstore.transfer import (
+    EXPORT_FORMATS,
+    ExportFormat,
+    Loader,
+    dump_lines,
+    export_conversation,
+)
 
 
 @contextmanager
@@ -87,7 +93,7 @@ def dump(ctx: click.Context, output: str | None) -> None:
         progress_bar(store.log_position(), "dumping", shown=shown) as update,
         binary_output(output) as sink,
     ):
-        for line in store.dump(progress=update):
+        for line in dump_lines(store, progress=update):
             sink.write(line)
             if line.startswith(b'{"end": '):
                 events, conversations = _counts(line)
