@@ -37,12 +37,12 @@ from convstore.domain.events import EVENT_ADAPTER, ConversationStarted, Event
 from convstore.errors import InvalidInput, StoreError
 from convstore.infrastructure.mapper import TOPICS, topic_of
 from convstore.infrastructure.memory import paused_gc
-from convstore.projections.markdown import Transcript, markdown_transcript
 from convstore.verify import Recorded, Verifier
 
 if TYPE_CHECKING:
     from uuid import UUID
 
+    from convstore.projections.markdown import Transcript
     from convstore.store import Store
 
 DUMP_FORMAT = "convstore-dump"
@@ -411,6 +411,9 @@ def export_conversation(
     ``markdown`` is a readable transcript whose images go to files under ``image_dir`` (or
     become markers without one); ``jsonl`` is the raw events, one JSON object per line.
     """
+    # Loaded here: the store imports this module, and only exports need the Markdown renderer.
+    from convstore.projections.markdown import Transcript, markdown_transcript  # noqa: PLC0415
+
     match fmt:
         case "openai-chat" | "anthropic":
             shape = "openai" if fmt == "openai-chat" else "anthropic"
