@@ -250,6 +250,46 @@ def test_cli_bad_input_is_one_line_exit_2_and_no_store(
     assert not db.exists()
 
 
+CHAT_BODY = {
+    "model": "gpt-4o",
+    "messages": [{"role": "system", "content": "terse"}, {"role": "user", "content": "hi"}],
+}
+MESSAGES_BODY = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 100,
+    "messages": [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}],
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "body"),
+    [
+        ("anthropic", CHAT_BODY),
+        ("responses", CHAT_BODY),
+        ("openai-chat", MESSAGES_BODY),
+        ("claude-code", MESSAGES_BODY),
+    ],
+)
+def test_cli_the_wrong_format_is_one_line_exit_2_and_no_store(
+    tmp_path: Path, fmt: str, body: dict[str, Any]
+) -> None:
+    """A real body of another format: one line naming the format, exit 2, no store made."""
+    db = tmp_path / "s.db"
+    result = invoke(db, "import", "--format", fmt, stdin=json.dumps(body, indent=2))
+    assert result.exit_code == 2, result.stderr
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert fmt in line
+    assert "--format" in line
+    assert not db.exists()
+
+
 @pytest.mark.slow
 def test_cli_a_100_mb_file_is_refused_whole(tmp_path: Path) -> None:
     """A 100 MB input is past CONVSTORE_MAX_INPUT_BYTES (64 MiB): one line, exit 2, no store."""

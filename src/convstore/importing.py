@@ -140,10 +140,10 @@ def _read_histories(fmt: ImportFormat, text: str, data: Any) -> list[History]:
             case _:
                 assert_never(fmt)
     except InvalidInput as exc:
-        msg = f"not a {fmt} history: {exc}"
+        msg = f"not a valid {fmt} history (check --format): {exc}"
         raise InvalidInput(msg) from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        msg = f"not a {fmt} history (check --format): {type(exc).__name__}: {exc}"
+        msg = f"not a valid {fmt} history (check --format): {type(exc).__name__}: {exc}"
         raise InvalidInput(msg) from None
     if not any(history.messages for history in histories):
         msg = f"found no messages to import: is the input really {fmt}? (--format)"
