@@ -38,7 +38,8 @@ CONVSTORE = Path(sys.executable).parent / "convstore"
 
 
 def fill(store: Store, conversations: int = 3) -> list[UUID]:
-    """Conversations written interleaved: the demo, plus open, interrupted and compacted ones."""
+    """Conversations written interleaved: the demo, plus open, interrupted, compacted and
+    rewound ones."""
     ids = [record_demo(store)]
     others = [store.new_conversation(title=f"c{n}") for n in range(conversations)]
     for round_ in range(4):
@@ -57,6 +58,8 @@ def fill(store: Store, conversations: int = 3) -> list[UUID]:
             store.append_message(conv, "user", [result])
             if round_ == 1:
                 store.compact(conv, f"summary {n}", through=turn)
+            if round_ == 3 and n == 1:
+                store.rewind(conv, to=turn)  # withdraws the result after it
     return ids + others
 
 
@@ -334,7 +337,7 @@ def test_sqlite_to_postgresql_through_a_pipe(tmp_path: Path, postgres_url: str) 
     dumping.stdout.close()
     assert dumping.wait(timeout=60) == 0
     assert loading.returncode == 0, loading.stderr
-    assert b"loaded 143 events (143 in all, 4 conversations)" in loading.stderr
+    assert b"loaded 144 events (144 in all, 4 conversations)" in loading.stderr
     for location in (str(db), postgres_url):
         checked = run("--db", location, "verify")
         assert checked.returncode == 0, checked.stderr
