@@ -23,6 +23,8 @@ from pydantic import BaseModel
 
 from convstore import InvalidInput, Limits, Store, open_store
 from convstore.cli import cli
+from convstore.convert.history import History, HistoryMessage
+from convstore.domain.blocks import TextBlock
 
 TEXT = {"type": "text", "text": "hello"}
 LONE_SURROGATE = "\ud800"
@@ -82,6 +84,11 @@ def _valid(store: Store) -> dict[str, Any]:
         # Rewinding and deleting entries withdraw messages: on conversations of their own.
         "rewind conversation": store.new_conversation(),
         "delete_entries conversation": store.new_conversation(),
+        "history": History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))]),
+        "histories": [History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))])],
+        "sources": None,
+        "again": False,
+        "lines": list(store.dump()),  # the store's own dump: load finds nothing more to write
     }
 
 

@@ -6,11 +6,11 @@ bounded pools keep reads and writes apart:
 
 - **writes** (``new_conversation``, ``start_message``, ``append_block``, ``end_message``,
   ``interrupt_message``, ``append_message``, ``compact``, ``rewind``, ``record_entries``,
-  ``delete_entries``) go to a writer pool: one thread on SQLite, which admits one writer at a
-  time anyway (more threads would only queue on its lock), four on PostgreSQL, whose
-  connections can overlap their round trips while the table
-  lock still serialises the inserts. Writes submitted by one task run in the order it awaits
-  them.
+  ``delete_entries``, ``import_history``, ``import_histories``, ``load``) go to a writer pool:
+  one thread on SQLite, which admits one writer at a time anyway (more threads would only queue
+  on its lock), four on PostgreSQL, whose connections can overlap their round trips while the
+  table lock still serialises the inserts. Writes submitted by one task run in the order it
+  awaits them.
 - **reads** go to a reader pool (four threads by default), so a replay never waits behind a
   queue of appends.
 
@@ -29,7 +29,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from uuid import UUID
 
 from pydantic import JsonValue
@@ -47,6 +47,11 @@ from convstore.projections.replay import JSONDict, Shape
 from convstore.store import ConversationInfo, EntryBatch, Store
 from convstore.verify import Recorded
 
+if TYPE_CHECKING:
+    from convstore.convert.history import History
+    from convstore.importing import ImportReport
+    from convstore.transfer import LoadReport
+
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
@@ -55,6 +60,9 @@ READER_THREADS = 4
 
 POSTGRES_WRITER_THREADS = 4
 """Writer threads per PostgreSQL store unless told otherwise (SQLite gets one)."""
+
+DUMP_PAGE = 1000
+"""Dump lines handed from the worker thread to the loop at a time."""
 
 
 async def open_async_store(
@@ -362,6 +370,39 @@ class AsyncStore:
         """Every conversation's chained head (see :meth:`convstore.Store.heads`)."""
         return await self._read(self.store.heads)
 
+    async def import_history(
+        self, history: History, *, source: str | None = None, again: bool = False
+    ) -> UUID:
+        """Record a converted history as one new conversation, all or nothing."""
+        return await self._write(self.store.import_history, history, source=source, again=again)
+
+    async def import_histories(
+        self,
+        histories: Sequence[History],
+        *,
+        sources: Sequence[str | None] | None = None,
+        again: bool = False,
+    ) -> ImportReport:
+        """Record several histories of one input in one transaction."""
+        return await self._write(
+            self.store.import_histories, histories, sources=sources, again=again
+        )
+
+    async def dump(self) -> AsyncIterator[bytes]:
+        """The whole log as dump lines (an async iterator; see :meth:`convstore.Store.dump`),
+        read a page at a time on a worker thread."""
+        lines = self.store.dump()
+        while True:
+            page = await self._read(_take, lines, DUMP_PAGE)
+            for line in page:
+                yield line
+            if len(page) < DUMP_PAGE:
+                return
+
+    async def load(self, lines: Iterable[bytes]) -> LoadReport:
+        """Record a dump into this store (empty, or holding a prefix of the dump)."""
+        return await self._write(self.store.load, lines)
+
     # -- internals -------------------------------------------------------------------------
 
     async def _write(self, call: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
@@ -394,9 +435,9 @@ class AsyncStore:
             self._in_flight.discard(future)
 
 
-def _take(records: Iterator[Recorded], count: int) -> list[Recorded]:
-    """The next ``count`` records (fewer at the end)."""
-    page: list[Recorded] = []
+def _take(records: Iterator[_T], count: int) -> list[_T]:
+    """The next ``count`` items (fewer at the end)."""
+    page: list[_T] = []
     for record in records:
         page.append(record)
         if len(page) == count:

@@ -29,6 +29,7 @@ from eventsourcing.persistence import (
 )
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
+from convstore.convert.history import History
 from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
 from convstore.domain.conversation import Conversation, EntryMessage
 from convstore.domain.events import (
@@ -59,6 +60,7 @@ from convstore.errors import (
     InvalidInput,
     StoreError,
 )
+from convstore.importing import ImportReport, import_histories
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.chain import Head
 from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent, topic_of
@@ -75,6 +77,7 @@ from convstore.projections.replay import (
     plan,
     render,
 )
+from convstore.transfer import LoadReport, dump_lines, load_lines
 from convstore.verify import Recorded
 
 MAX_WRITE_ATTEMPTS = 200
@@ -88,7 +91,8 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True, slots=True)
 class ConversationInfo:
-    """A conversation as listed: its id, title and when it started."""
+    """A conversation as listed: its id, title and when it started (and, when set, the
+    conversation it branched from and where it was imported from)."""
 
     id: UUID
     title: str | None
@@ -575,6 +579,40 @@ class Store:
         """The position of the newest event in the log (0 when it is empty)."""
         return self._guarded(self._log.recorder.max_notification_id) or 0
 
+    # -- moving whole logs (see convstore.transfer) -----------------------------------------
+
+    def dump(self) -> Iterator[bytes]:
+        """The whole log as dump lines (JSON, each ending in a newline), page by page."""
+        return dump_lines(self)
+
+    def load(self, lines: Iterable[bytes]) -> LoadReport:
+        """Record a dump's events into this store, which must be empty or hold a prefix of it
+        (an interrupted load), keeping ids, versions, timestamps and order."""
+        return load_lines(self, lines, max_line_bytes=self.limits.max_input_bytes)
+
+    def import_history(
+        self, history: History, *, source: str | None = None, again: bool = False
+    ) -> UUID:
+        """Record a history read by a converter (:mod:`convstore.convert`) as one new
+        conversation, all or nothing; returns its id. A ``source`` (default: the history's
+        key) already in the store is refused unless ``again``."""
+        if not isinstance(history, History):
+            msg = f"history must be a History (convstore.convert), not {type(history).__name__}"
+            raise InvalidInput(msg)
+        sources = [history.key if source is None else source]
+        return self.import_histories([history], sources=sources, again=again).ids[0]
+
+    def import_histories(
+        self,
+        histories: Sequence[History],
+        *,
+        sources: Sequence[str | None] | None = None,
+        again: bool = False,
+    ) -> ImportReport:
+        """Record several histories of one input (a session and its subagents) in one
+        transaction; see :func:`convstore.importing.import_histories`."""
+        return import_histories(self, histories, sources=sources, again=again)
+
     # -- internals -------------------------------------------------------------------------
 
     def _failure(self, exc: Exception) -> StoreError:
@@ -605,6 +643,14 @@ class Store:
             if topic != _TOPIC_BYTES[event.type]:
                 raise _damaged_topic(conversation_id, event, topic)
             yield event
+
+    def _record_new(self, events: list[Event]) -> None:
+        """Save the events of conversations that do not exist yet, in one transaction."""
+        try:
+            self._save(events)
+        except IntegrityError:
+            msg = "a conversation being created already exists (the import was not recorded)"
+            raise StoreError(msg) from None
 
     def _exists(self, conversation_id: UUID) -> bool:
         found = self._guarded(lambda: self._log.recorder.select_events(conversation_id, limit=1))

@@ -49,6 +49,10 @@ LAZY_COMMANDS = {
     "compact": "convstore.cli.context",
     "pressure": "convstore.cli.context",
     "verify": "convstore.cli.verify",
+    "dump": "convstore.cli.transfer",
+    "load": "convstore.cli.transfer",
+    "export": "convstore.cli.transfer",
+    "import": "convstore.cli.importing",
 }
 """Commands whose modules load only when asked for (they import heavier libraries)."""
 

@@ -76,7 +76,16 @@ def read_text(source: str | None) -> str:
 
 def read_json(source: str | None) -> Any:
     """JSON from a file path, or from stdin for ``-`` or nothing; strict about what it takes."""
-    text, where = _read(source, "JSON")
+    return parse_json(*_read(source, "JSON"))
+
+
+def read_input(source: str | None, what: str) -> tuple[str, str]:
+    """Text from a file or stdin (within the input limit), and where it came from."""
+    return _read(source, what)
+
+
+def parse_json(text: str, where: str) -> Any:
+    """``text`` parsed as JSON, strictly (no NaN, no duplicate keys, finite numbers)."""
     try:
         return json.loads(
             text,

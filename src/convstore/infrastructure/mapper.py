@@ -7,6 +7,7 @@ and encrypted when eventsourcing's ``COMPRESSOR_TOPIC`` / ``CIPHER_KEY`` setting
 
 from __future__ import annotations
 
+import functools
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
@@ -19,8 +20,9 @@ from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, Event
 TOPIC_PREFIX = "convstore:"
 
 
+@functools.cache
 def topic_of(event_class: type[BaseModel]) -> str:
-    """The stored topic of an event class."""
+    """The stored topic of an event class (cached: it is asked once per event written)."""
     return TOPIC_PREFIX + str(event_class.model_fields["type"].default)
 
 

@@ -1,0 +1,260 @@
+"""Export: one conversation as a request body, a Markdown transcript, or its raw events."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from click.testing import CliRunner, Result
+from hypothesis import given, settings
+
+import convstore
+from convstore import Store
+from convstore.cli import cli
+from convstore.demo import record_demo, tiny_png
+from convstore.domain.blocks import BLOCK_CLASSES
+from convstore.domain.conversation import Conversation
+from convstore.domain.events import Event
+from convstore.projections.markdown import fenced, markdown_transcript
+from tests.sdk import rejections, request_body
+from tests.strategies import histories
+
+PNG = base64.b64encode(tiny_png()).decode()
+
+
+def invoke(db: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--db", str(db), *args])
+
+
+def ok(db: Path, *args: str) -> str:
+    result = invoke(db, *args)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return result.stdout
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> tuple[Path, UUID]:
+    """A store holding the demo conversation (every block kind, an image, a killed round)."""
+    db = tmp_path / "demo.db"
+    with convstore.open_store(db) as store:
+        conv = record_demo(store)
+    return db, conv
+
+
+def every_kind(store: Store) -> UUID:
+    """A conversation with each block kind and its variants, a compaction and an interruption."""
+    conv = store.new_conversation(title="kinds")
+    store.append_message(conv, "system", [{"type": "text", "text": "Be brief."}])
+    first = store.append_message(
+        conv,
+        "user",
+        [
+            {"type": "text", "text": "Look at ```this``` and ````that````."},
+            {"type": "image", "media_type": "image/png", "data": PNG},
+            {"type": "image", "url": "https://example.com/a b.png"},
+        ],
+    )
+    store.append_message(
+        conv,
+        "assistant",
+        [
+            {"type": "reasoning", "text": "line one\nline two", "signature": "sig"},
+            {"type": "reasoning", "text": "", "encrypted_content": "xyz", "redacted": True},
+            {"type": "tool_use", "id": "c1", "name": "run", "input": {"cmd": "echo ```"}},
+            {"type": "tool_use", "id": "c2", "name": "raw", "input": "{not json"},
+        ],
+    )
+    store.append_message(
+        conv,
+        "user",
+        [
+            {"type": "tool_result", "tool_use_id": "c1", "content": "ok"},
+            {
+                "type": "tool_result",
+                "tool_use_id": "c2",
+                "is_error": True,
+                "content": [
+                    {"type": "text", "text": "bad"},
+                    {"type": "image", "media_type": "image/png", "data": PNG},
+                ],
+            },
+            {"type": "tool_result", "tool_use_id": "zz", "content": "orphan"},
+        ],
+    )
+    store.compact(conv, "The user showed two images.", through=first)
+    cut = store.start_message(conv, "assistant")
+    store.append_block(conv, cut, {"type": "text", "text": "Let me"})
+    store.interrupt_message(conv, cut, reason="user pressed stop")
+    store.start_message(conv, "assistant")
+    return conv
+
+
+def test_markdown_marks_messages_a_rewind_withdrew(tmp_path: Path) -> None:
+    """A withdrawn message stays in the transcript, its heading saying it is not replayed."""
+    with convstore.open_store(tmp_path / "r.db") as store:
+        conv = store.new_conversation()
+        kept = store.append_message(conv, "user", [{"type": "text", "text": "keep"}])
+        store.append_message(conv, "assistant", [{"type": "text", "text": "take back"}])
+        store.rewind(conv, to=kept)
+        text = markdown_transcript(store.events(conv)).text
+    assert "## 1 · user\n" in text
+    assert "## 2 · assistant · withdrawn by a rewind (not replayed)\n\ntake back" in text
+
+
+# -- the Markdown projection -------------------------------------------------------------------
+
+
+def test_markdown_renders_every_block_kind_and_state(tmp_path: Path) -> None:
+    """Each block kind (and variant), the compaction, the interruption and the open message
+    appear in the transcript in order."""
+    with convstore.open_store(tmp_path / "k.db") as store:
+        conv = every_kind(store)
+        events = store.events(conv)
+    text = markdown_transcript(events).text
+    kinds = {str(cls.model_fields["type"].default) for cls in BLOCK_CLASSES}
+    shown = {
+        "text": "Look at ```this```",
+        "image": "*[image: image/png, 73 bytes]*",
+        "reasoning": "> **Reasoning**\n>\n> line one\n> line two",
+        "tool_use": '**Tool use** `run` · call `c1`\n\n````json\n{\n  "cmd": "echo ```"\n}\n````',
+        "tool_result": "**Error** `raw` · call `c2`\n\n```\nbad\n```",
+    }
+    assert set(shown) == kinds
+    for kind, expected in shown.items():
+        assert expected in text, kind
+    assert "![image by URL](<https://example.com/a b.png>)" in text
+    assert "[redacted by the provider" in text
+    assert "**Tool use** `raw` · call `c2`\n\n```\n{not json\n```" in text
+    assert "**Result** `unknown` · call `zz`" in text
+    assert text.index("**Compacted.**") < text.index("## 3 · assistant")
+    assert text.index("## 2 · user") < text.index("**Compacted.**")
+    assert "## 5 · assistant · interrupted" in text
+    assert "*[Interrupted: user pressed stop]*" in text
+    assert text.endswith(
+        "## 6 · assistant · never ended\n\n*(nothing was recorded for this message)*\n"
+    )
+    assert text.startswith("# kinds\n\nconversation `")
+
+
+def test_markdown_images_become_files_when_there_is_a_place_for_them(tmp_path: Path) -> None:
+    """With an image directory, each data image is listed as a file and linked in order."""
+    with convstore.open_store(tmp_path / "k.db") as store:
+        events = store.events(every_kind(store))
+    transcript = markdown_transcript(events, image_dir="out-images")
+    assert [image.path for image in transcript.images] == [
+        "out-images/image-1.png",
+        "out-images/image-2.png",
+    ]
+    assert all(base64.b64decode(image.data) == tiny_png() for image in transcript.images)
+    assert "![image/png, 73 bytes](<out-images/image-2.png>)" in transcript.text
+    assert "*[image:" not in transcript.text
+
+
+@pytest.mark.parametrize("text", ["plain", "a ``` b", "````", "`x`", "```` and ``` and `"])
+def test_a_fence_is_never_closed_by_its_content(text: str) -> None:
+    """The fence is longer than any backtick run inside, so the content cannot end it."""
+    block = fenced(text)
+    fence = block.split("\n", 1)[0]
+    assert block == f"{fence}\n{text}\n{fence}"
+    assert all(len(run) < len(fence) for run in re.findall(r"`+", text))
+
+
+@settings(max_examples=60, deadline=None)
+@given(histories())
+def test_markdown_has_one_heading_per_message(events: list[Event]) -> None:
+    """For any history, the transcript has exactly one numbered heading per stored message."""
+    text = markdown_transcript(events).text
+    started = sum(1 for e in events if e.type == "message_started")
+    outside_fences = re.sub(r"(`{3,})[^\n]*\n.*?\n\1(?=\n)", "", text, flags=re.DOTALL)
+    numbers = re.findall(r"^## (\d+) · ", outside_fences, flags=re.MULTILINE)
+    assert numbers == [str(n) for n in range(1, started + 1)]
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fmt", "shape", "vision"),
+    [("openai-chat", "openai", False), ("anthropic", "anthropic", True)],
+)
+def test_request_body_exports_are_exactly_replay(
+    demo: tuple[Path, UUID], fmt: str, shape: str, vision: bool
+) -> None:
+    """openai-chat / anthropic give replay's body, which the real SDK request types accept."""
+    db, conv = demo
+    flag = "--vision" if vision else "--no-vision"
+    exported = json.loads(ok(db, "export", str(conv), "--format", fmt, flag))
+    replayed = json.loads(ok(db, "replay", str(conv), "--shape", shape, flag))
+    assert exported == replayed
+    assert "model" not in exported
+    provider: Any = shape
+    assert rejections(provider, request_body(provider, exported)) == []
+
+
+def test_jsonl_export_is_the_raw_log(demo: tuple[Path, UUID]) -> None:
+    """jsonl gives the stored events, one JSON object per line, exactly as `log` does."""
+    db, conv = demo
+    exported = ok(db, "export", str(conv), "--format", "jsonl")
+    assert exported == ok(db, "log", str(conv))
+    versions = [json.loads(line)["originator_version"] for line in exported.splitlines()]
+    assert versions == list(range(1, len(versions) + 1))
+
+
+def test_markdown_export_to_a_file_writes_its_images_beside_it(
+    demo: tuple[Path, UUID], tmp_path: Path
+) -> None:
+    """--output FILE writes the transcript and its images in FILE-images/, linked relatively."""
+    db, conv = demo
+    out = tmp_path / "triage.md"
+    result = invoke(db, "export", str(conv), "--format", "markdown", "--output", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    text = out.read_text()
+    links = re.findall(r"!\[[^\]]*\]\(<([^>]+)>\)", text)
+    assert links == ["triage-images/image-1.png", "triage-images/image-2.png"]
+    for link in links:
+        assert (tmp_path / link).read_bytes() == tiny_png()
+    stdout = ok(db, "export", str(conv), "--format", "markdown")
+    assert "*[image: image/png, 73 bytes]*" in stdout
+    assert not list(tmp_path.glob("*-images/*.partial"))
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--format", "markdown"], "not found"),
+        (["--format", "yaml"], "'yaml' is not one of"),
+        (["--format", "jsonl", "--output", "/nonexistent/dir/x.jsonl"], "does not exist"),
+    ],
+)
+def test_export_refusals_are_one_line_exit_2(
+    demo: tuple[Path, UUID], args: list[str], match: str
+) -> None:
+    """An unknown conversation, format or output directory: exit 2, one line, no file."""
+    db, conv = demo
+    target = str(uuid4()) if match == "not found" else str(conv)
+    result = invoke(db, "export", target, *args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert match in line
+
+
+def test_export_from_a_missing_store_creates_no_file(tmp_path: Path) -> None:
+    """Exporting from a store that does not exist refuses and creates no store file."""
+    result = invoke(tmp_path / "none.db", "export", str(uuid4()), "--format", "jsonl")
+    assert result.exit_code == 2
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_markdown_heading_uses_the_conversation_title(tmp_path: Path) -> None:
+    """The transcript opens with the title and the conversation id."""
+    conv = uuid4()
+    started = Conversation.start(conv, "A title")
+    text = markdown_transcript([started]).text
+    assert text.startswith(f"# A title\n\nconversation `{conv}` · started ")
