@@ -1,0 +1,1 @@
+"""Adapters for agent frameworks, one module per framework, each behind its own extra."""
