@@ -197,6 +197,24 @@ def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_close_lets_the_calls_in_flight_finish(tmp_path: Path) -> None:
+    """A read and a write submitted before close() both complete; the write is in the log."""
+
+    async def main() -> None:
+        store = await open_async_store(tmp_path / "a.db")
+        conv = await store.new_conversation()
+        writing = asyncio.create_task(store.append_message(conv, "user", [TEXT]))
+        reading = asyncio.create_task(store.conversations())
+        await asyncio.sleep(0)  # both are submitted
+        await store.close()
+        await writing
+        assert [c.id for c in await reading] == [conv]
+
+    asyncio.run(main())
+    with open_store(tmp_path / "a.db") as store:
+        assert len(store.messages(store.conversations()[0].id)) == 1
+
+
 # -- off the loop, and cancellation ---------------------------------------------------------
 
 HOLD_SQLITE_LOCK = """

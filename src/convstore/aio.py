@@ -130,17 +130,20 @@ class AsyncStore:
             await asyncio.wait([asyncio.wrap_future(f) for f in pending])
 
     async def close(self) -> None:
-        """Finish the writes in flight, then release the backend's connections and threads."""
+        """Finish the calls in flight (writes and reads), then release the backend's
+        connections and the threads. Calls made after it raise :class:`StoreError`."""
         with self._guard:
             if self._closed:
                 return
             self._closed = True
-        await self.drain()
-        try:
-            await asyncio.wrap_future(self._writes.submit(self.store.close))
-        finally:
-            self._writes.shutdown(wait=False)
-            self._reads.shutdown(wait=False)
+        await asyncio.to_thread(self._shut_down)
+
+    def _shut_down(self) -> None:
+        # Waiting here (on a worker thread, not the loop) lets every submitted call finish;
+        # a cancelled write still queued is skipped, as it would be anyway.
+        self._writes.shutdown(wait=True)
+        self._reads.shutdown(wait=True)
+        self.store.close()
 
     async def __aenter__(self) -> AsyncStore:
         return self
@@ -341,9 +344,14 @@ class AsyncStore:
         **kwargs: _P.kwargs,
     ) -> concurrent.futures.Future[_T]:
         if self._closed:
-            msg = f"the store at {self.store.location} is closed"
-            raise StoreError(msg)
-        return pool.submit(call, *args, **kwargs)
+            raise self._closed_error()
+        try:
+            return pool.submit(call, *args, **kwargs)
+        except RuntimeError:  # the pool shut down between the check and the submit
+            raise self._closed_error() from None
+
+    def _closed_error(self) -> StoreError:
+        return StoreError(f"the store at {self.store.location} is closed")
 
     def _landed(self, future: concurrent.futures.Future[Any]) -> None:
         with self._guard:
