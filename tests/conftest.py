@@ -1,9 +1,11 @@
-"""Shared fixtures: a real PostgreSQL schema per test, or a clear skip where no server runs."""
+"""Shared fixtures: a real PostgreSQL schema per test (or a clear skip where no server runs),
+and the shared transcript corpus (or a clear skip where it is absent)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -63,3 +65,19 @@ def make_postgres_url(postgres_server: str) -> Iterator[Callable[[], str]]:
 def postgres_url(make_postgres_url: Callable[[], str]) -> str:
     """A store URL on a fresh schema of the test server, dropped after the test."""
     return make_postgres_url()
+
+
+CORPUS_ENV_VAR = "CONVSTORE_CORPUS"
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """The shared corpus of real transcripts: ``$CONVSTORE_CORPUS``, else ``../shared/corpus``
+    beside the checkout; skips the test, saying where it looked, when neither exists."""
+    configured = os.environ.get(CORPUS_ENV_VAR)
+    found = (
+        Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared/corpus"
+    )
+    if not found.is_dir():
+        pytest.skip(f"no transcript corpus at {found} (set {CORPUS_ENV_VAR} to its directory)")
+    return found

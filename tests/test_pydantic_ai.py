@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import signal
 import subprocess
 import sys
@@ -449,3 +450,96 @@ def test_importing_without_pydantic_ai_names_the_extra() -> None:
         "ImportError: convstore.integrations.pydantic_ai needs Pydantic AI: "
         "pip install 'convstore[pydantic-ai]'"
     )
+
+
+# -- a real recorded Anthropic response, through pydantic-ai's own Anthropic model -----------
+
+THINKING_CASE = "anthropic-messages/pydanticai-anthropic-tool-with-thinking"
+"""pydantic-ai's recorded test: claude-sonnet-4 answers with thinking (signed), text and a
+tool call (resp0); req1 is the request pydantic-ai sent next, with the tool's return."""
+
+
+class _Died(BaseException):
+    """The process dying inside the tool."""
+
+
+def _anthropic_agent(corpus: dict[str, Any], bodies: list[dict[str, Any]]) -> Agent[None, str]:
+    """An Agent on pydantic-ai's AnthropicModel and the real anthropic SDK, whose HTTP
+    transport answers from recorded responses instead of the network."""
+    import httpx2  # noqa: PLC0415 - the transport of the anthropic SDK installed here
+    from anthropic import AsyncAnthropic  # noqa: PLC0415
+    from pydantic_ai.models.anthropic import AnthropicModel  # noqa: PLC0415
+    from pydantic_ai.providers.anthropic import AnthropicProvider  # noqa: PLC0415
+
+    responses = iter(corpus["responses"])
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(request.content))
+        return httpx2.Response(200, json=next(responses))
+
+    transport = httpx2.MockTransport(answer)
+    client = AsyncAnthropic(api_key="recorded", http_client=httpx2.AsyncClient(transport=transport))
+    model = AnthropicModel("claude-sonnet-4-0", provider=AnthropicProvider(anthropic_client=client))
+    return Agent(model)
+
+
+def test_a_recorded_anthropic_tool_round_survives_a_killed_run(
+    location: str, corpus_dir: Path
+) -> None:
+    """A real Claude response (signed thinking, text, a tool call) recorded through
+    pydantic-ai's Anthropic model, the run dying in the tool: the signature is kept, the live
+    round rebuilt from the store equals the request pydantic-ai really sent next, and a
+    resumed run sends Anthropic prose history the SDK's request types accept."""
+    from tests.sdk import rejections  # noqa: PLC0415 - needs the anthropic SDK
+
+    response = json.loads((corpus_dir / f"{THINKING_CASE}-resp0.json").read_text())
+    next_request = json.loads((corpus_dir / f"{THINKING_CASE}-req1.json").read_text())
+    [thinking, text, call] = response["content"]
+    final = {**response, "id": "msg_2", "stop_reason": "end_turn"}
+    final["content"] = [{"type": "text", "text": "Mexico City."}]
+    bodies: list[dict[str, Any]] = []
+    agent = _anthropic_agent({"responses": [response, final]}, bodies)
+
+    @agent.tool_plain
+    def get_user_country() -> str:
+        raise _Died
+
+    async def killed_run(store: Store, conversation: UUID) -> None:
+        recorded = 0
+        async with agent.iter("What is the largest city in the user country?") as run:
+            async for _node in run:
+                messages = run.all_messages()
+                record_messages(store, conversation, messages[recorded:])
+                recorded = len(messages)
+
+    with open_store(location) as store:
+        conversation = store.new_conversation()
+        with pytest.raises(_Died):
+            asyncio.run(killed_run(store, conversation))
+        [(_, asked), (_, answered)] = _texts(store, conversation)
+        assert asked == [TextBlock(text="What is the largest city in the user country?")]
+        assert answered == [
+            ReasoningBlock(text=thinking["thinking"], signature=thinking["signature"]),
+            TextBlock(text=text["text"]),
+            ToolUseBlock(id=call["id"], name=call["name"], input=call["input"]),
+        ]
+
+        # The tool's return, recorded once it is known: the live round is the real request.
+        returned = ToolReturnPart(call["name"], "Mexico", tool_call_id=call["id"])
+        record_messages(store, conversation, [ModelRequest(parts=[returned])])
+        turn = store.messages(conversation)[1].message_id
+        live = store.live_request(conversation, turn, shape="anthropic")
+        assert live["messages"][:2] == next_request["messages"][:2]
+        [result] = live["messages"][2]["content"]
+        [sent_result] = next_request["messages"][2]["content"]
+        assert result == {**sent_result, "content": [{"type": "text", "text": "Mexico"}]}
+
+        resumed = agent.run_sync(
+            "And how many people live there?", message_history=message_history(store, conversation)
+        )
+        assert resumed.output == "Mexico City."
+    sent = bodies[-1]
+    kinds = {part["type"] for m in sent["messages"] for part in m["content"]}
+    assert kinds == {"text"}
+    assert "Tool use: get_user_country({})" in json.dumps(sent["messages"])
+    assert rejections("anthropic", sent) == []
