@@ -311,27 +311,24 @@ def test_hand_built_parts_convert_as_documented() -> None:
         ),
     ]
     [system, user, assistant, answers] = convert_messages(messages)
-    assert system == ("system", [TextBlock(text="Be brief.")])
-    role, blocks = user
-    assert role == "user"
-    assert [b.type for b in blocks] == ["text", "image", "image"]
-    assert blocks[2].model_dump(exclude_none=True) == {
+    assert (system.role, system.blocks) == ("system", (TextBlock(text="Be brief."),))
+    assert user.role == "user"
+    assert [b.type for b in user.blocks] == ["text", "image", "image"]
+    assert user.blocks[2].model_dump(exclude_none=True) == {
         "type": "image",
         "url": "https://example.com/cat.png",
         "media_type": "image/png",
     }
-    assert assistant == (
-        "assistant",
-        [
-            ReasoningBlock(text="", redacted=True, encrypted_content="ENC"),
-            ReasoningBlock(text="Sum.", encrypted_content="gAAA"),
-            ToolUseBlock(id="g1", name="grep", input={}),
-            ToolUseBlock(id="g2", name="grep", input="[1, 2]"),
-        ],
+    assert (assistant.role, assistant.status) == ("assistant", "ended")
+    assert assistant.blocks == (
+        ReasoningBlock(text="", redacted=True, encrypted_content="ENC"),
+        ReasoningBlock(text="Sum.", encrypted_content="gAAA"),
+        ToolUseBlock(id="g1", name="grep", input={}),
+        ToolUseBlock(id="g2", name="grep", input="[1, 2]"),
     )
-    role, blocks = answers
-    assert role == "user"
-    assert blocks[:3] == [
+    assert answers.role == "user"
+    *results, legacy_text, feedback = answers.blocks
+    assert results == [
         ToolResultBlock(tool_use_id="g1", name="grep", content="boom", is_error=True),
         ToolResultBlock(tool_use_id="g2", name="grep", content="no"),
         ToolResultBlock(
@@ -341,11 +338,27 @@ def test_hand_built_parts_convert_as_documented() -> None:
             is_error=True,
         ),
     ]
-    assert blocks[3] == TextBlock(
+    assert legacy_text == TextBlock(
         text="Validation feedback:\nAnswer in JSON.\n\nFix the errors and try again."
     )
-    assert isinstance(blocks[4], TextBlock)
-    assert "Say something." in blocks[4].text
+    assert isinstance(feedback, TextBlock)
+    assert "Say something." in feedback.text
+
+
+def test_a_cut_off_response_is_recorded_interrupted_and_a_streaming_one_left_open(
+    tmp_path: Path,
+) -> None:
+    """A response whose state is 'interrupted' is recorded with its blocks and then
+    interrupted; an 'incomplete' one is left open, as a turn still streaming."""
+    with open_store(tmp_path / "a.db") as store:
+        conversation = store.new_conversation()
+        cut = ModelResponse(parts=[TextPart("Let me che")], state="interrupted")
+        streaming = ModelResponse(parts=[TextPart("So far")], state="incomplete")
+        record_messages(store, conversation, [cut, streaming])
+        [first, second] = store.messages(conversation)
+        assert (first.status, second.status) == ("interrupted", "open")
+        prose = [m["content"] for m in store.replay(conversation)["messages"]]
+        assert prose == ["Let me che\n\n[Interrupted]", "So far"]
 
 
 @pytest.mark.parametrize(

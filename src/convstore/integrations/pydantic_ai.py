@@ -33,6 +33,7 @@ try:
         ModelRequestPart,
         ModelResponse,
         ModelResponsePart,
+        ModelResponseState,
         RetryFeedbackPart,
         RetryPromptPart,
         SystemPromptPart,
@@ -49,7 +50,7 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
     raise ImportError(_HINT + "pip install 'convstore[pydantic-ai]'") from None
 
 from convstore.aio import AsyncStore
-from convstore.domain.blocks import Block
+from convstore.convert.history import HistoryMessage, HistoryStatus
 from convstore.domain.events import Role
 from convstore.domain.images import ImageMediaType
 from convstore.domain.limits import Limits
@@ -77,25 +78,36 @@ OPENAI_PROVIDERS = ("openai", "azure")
 """Providers whose thinking signature is a Responses API reasoning item's encrypted_content."""
 
 JSONBlock = dict[str, Any]
-Converted = list[tuple[Role, list[Block]]]
+
+STATUS_OF_RESPONSE: dict[ModelResponseState, HistoryStatus] = {
+    "complete": "ended",
+    "suspended": "ended",  # continued by pydantic-ai itself; never left so in a history
+    "incomplete": "open",  # still streaming, or stopped before it completed
+    "interrupted": "interrupted",  # cut off, or the run stopped before acting on it
+}
+"""How a response's lifecycle state is recorded: ended, left open, or interrupted."""
 
 
 # -- recording -------------------------------------------------------------------------------
 
 
-def convert_messages(messages: Sequence[ModelMessage], limits: Limits | None = None) -> Converted:
-    """Pydantic AI messages as convstore messages: ``(role, blocks)`` pairs, blocks validated.
+def convert_messages(
+    messages: Sequence[ModelMessage], limits: Limits | None = None
+) -> list[HistoryMessage]:
+    """Pydantic AI messages as convstore messages (role, checked blocks, status); no I/O.
 
     A ``ModelRequest`` becomes a system message (its system-prompt parts) and a user message
     (user prompts, tool returns, retries), in the order its parts come; a ``ModelResponse``
-    becomes one assistant message. A part convstore cannot keep is refused with
-    :class:`~convstore.InvalidInput` naming it.
+    becomes one assistant message, ended, left open (``incomplete``) or interrupted as its
+    ``state`` says. A part convstore cannot keep is refused with
+    :class:`~convstore.InvalidInput` naming it and the message's position.
     """
-    converted: Converted = []
+    converted: list[HistoryMessage] = []
     for position, message in enumerate(messages):
         try:
-            for role, blocks in _message(message):
-                converted.append((role, [parse_block(b, limits) for b in blocks]))
+            for role, blocks, status in _message(message):
+                checked = tuple(parse_block(b, limits) for b in blocks)
+                converted.append(HistoryMessage(role, checked, status))
         except InvalidBlock as exc:
             msg = f"message {position} ({message.kind}): {exc}"
             raise InvalidBlock(msg) from None
@@ -111,15 +123,21 @@ def record_messages(
     """Record Pydantic AI messages (e.g. ``result.new_messages()``); returns the message ids.
 
     Every part is converted and checked before anything is written, so a part convstore
-    cannot keep leaves the conversation untouched; each message is then one atomic write.
+    cannot keep leaves the conversation untouched; each message is then one atomic write (an
+    interrupted response: its blocks, then the interruption).
     """
     if isinstance(store, AsyncStore):
         msg = "record_messages takes a Store; with an AsyncStore, await record_messages_async"
         raise InvalidInput(msg)
-    return [
-        store.append_message(conversation, role, blocks)
-        for role, blocks in convert_messages(messages, store.limits)
-    ]
+    ids: list[UUID] = []
+    for message in convert_messages(messages, store.limits):
+        ended = message.status == "ended"
+        ids.append(
+            store.append_message(conversation, message.role, message.blocks, leave_open=not ended)
+        )
+        if message.status == "interrupted":
+            store.interrupt_message(conversation, ids[-1])
+    return ids
 
 
 async def record_messages_async(
@@ -132,17 +150,27 @@ async def record_messages_async(
     if not isinstance(store, AsyncStore):
         msg = "record_messages_async takes an AsyncStore; with a Store, call record_messages"
         raise InvalidInput(msg)
-    converted = await asyncio.to_thread(convert_messages, list(messages), store.limits)
-    return [await store.append_message(conversation, role, blocks) for role, blocks in converted]
+    ids: list[UUID] = []
+    for message in await asyncio.to_thread(convert_messages, list(messages), store.limits):
+        ended = message.status == "ended"
+        ids.append(
+            await store.append_message(
+                conversation, message.role, message.blocks, leave_open=not ended
+            )
+        )
+        if message.status == "interrupted":
+            await store.interrupt_message(conversation, ids[-1])
+    return ids
 
 
-def _message(message: ModelMessage) -> Iterator[tuple[Role, list[JSONBlock]]]:
+def _message(message: ModelMessage) -> Iterator[tuple[Role, list[JSONBlock], HistoryStatus]]:
     match message:
         case ModelRequest():
-            yield from _request(message.parts)
+            for role, blocks in _request(message.parts):
+                yield role, blocks, "ended"
         case ModelResponse():
             blocks = [_response_part(index, part) for index, part in enumerate(message.parts)]
-            yield "assistant", [b for b in blocks if b is not None]
+            yield "assistant", blocks, STATUS_OF_RESPONSE[message.state]
         case _:
             _refuse(f"a message of kind {getattr(message, 'kind', type(message).__name__)!r}")
 
@@ -191,7 +219,7 @@ def _request_part(index: int, part: ModelRequestPart) -> tuple[Role, list[JSONBl
             raise _refused_part(index, part)
 
 
-def _response_part(index: int, part: ModelResponsePart) -> JSONBlock | None:
+def _response_part(index: int, part: ModelResponsePart) -> JSONBlock:
     match part:
         case TextPart():
             return _text(part.content)
