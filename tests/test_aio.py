@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -173,6 +174,25 @@ def test_many_tasks_append_concurrently_without_loss(location: str) -> None:
                 assert texts == [f"{info.title}-{i}" for i in range(5)]
 
     asyncio.run(main())
+
+
+def test_the_threads_start_with_the_store_and_end_with_it(location: str) -> None:
+    """Opening starts every worker thread (one writer on SQLite, four on PostgreSQL; four
+    readers), so no call has to start one on the loop; close() ends them all."""
+
+    def threads() -> dict[str, int]:
+        names = [t.name.rsplit("_", 1)[0] for t in threading.enumerate()]
+        return {kind: names.count(f"convstore-{kind}") for kind in ("write", "read")}
+
+    async def main() -> None:
+        store = await open_async_store(location)
+        writers = 4 if location.startswith("postgresql://") else 1
+        assert threads() == {"write": writers, "read": 4}
+        await store.close()
+
+    before = threads()
+    asyncio.run(main())
+    assert threads() == before
 
 
 def test_opening_fails_as_open_store_does(tmp_path: Path) -> None:

@@ -52,6 +52,9 @@ READER_THREADS = 4
 POSTGRES_WRITER_THREADS = 4
 """Writer threads per PostgreSQL store unless told otherwise (SQLite gets one)."""
 
+THREAD_START_TIMEOUT = 30.0
+"""Seconds to wait for a new store's worker threads to start."""
+
 
 async def open_async_store(
     location: str | os.PathLike[str] | None = None,
@@ -67,19 +70,34 @@ async def open_async_store(
     awaiting task is cancelled meanwhile, the store is closed as soon as it has opened.
     """
     opening = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="convstore-open")
-    future = opening.submit(open_store, location, create=create, limits=limits)
+    future = opening.submit(_open, location, create, limits, readers, writers)
     opening.shutdown(wait=False)
     try:
-        store = await asyncio.wrap_future(future)
+        return await asyncio.wrap_future(future)
     except asyncio.CancelledError:
         future.add_done_callback(_close_opened)
         raise
-    return AsyncStore(store, readers=readers, writers=writers)
 
 
-def _close_opened(future: concurrent.futures.Future[Store]) -> None:
+def _open(
+    location: str | os.PathLike[str] | None,
+    create: bool,
+    limits: Limits | None,
+    readers: int,
+    writers: int | None,
+) -> AsyncStore:
+    """Open the store and start its threads, on the opening thread."""
+    store = open_store(location, create=create, limits=limits)
+    try:
+        return AsyncStore(store, readers=readers, writers=writers)
+    except BaseException:
+        store.close()
+        raise
+
+
+def _close_opened(future: concurrent.futures.Future[AsyncStore]) -> None:
     if not future.cancelled() and future.exception() is None:
-        future.result().close()
+        future.result()._shut_down()
 
 
 class AsyncStore:
@@ -102,6 +120,10 @@ class AsyncStore:
         self._reads = concurrent.futures.ThreadPoolExecutor(
             readers, thread_name_prefix="convstore-read"
         )
+        # Start every thread now: a pool starts one lazily inside submit(), which then waits
+        # for it to run, on the event loop; on a busy machine that wait was the longest stall.
+        _start_threads(self._writes, writers)
+        _start_threads(self._reads, readers)
         self._in_flight: set[concurrent.futures.Future[Any]] = set()
         self._guard = threading.Lock()
         self._closed = False
@@ -356,6 +378,15 @@ class AsyncStore:
     def _landed(self, future: concurrent.futures.Future[Any]) -> None:
         with self._guard:
             self._in_flight.discard(future)
+
+
+def _start_threads(pool: concurrent.futures.ThreadPoolExecutor, count: int) -> None:
+    """Make ``pool`` start all ``count`` of its threads: each waits at a barrier until all
+    are running, so no submit finds an idle one and every submit starts another."""
+    everyone = threading.Barrier(count + 1)
+    for _ in range(count):
+        pool.submit(everyone.wait, THREAD_START_TIMEOUT)
+    everyone.wait(THREAD_START_TIMEOUT)
 
 
 def _take(records: Iterator[Recorded], count: int) -> list[Recorded]:
