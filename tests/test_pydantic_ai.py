@@ -460,7 +460,7 @@ def test_importing_without_pydantic_ai_names_the_extra() -> None:
     )
     assert failed.returncode == 1
     assert failed.stderr.strip().splitlines()[-1] == (
-        "ImportError: convstore.integrations.pydantic_ai needs Pydantic AI: "
+        "ImportError: convstore.integrations.pydantic_ai needs Pydantic AI 2.68 or newer: "
         "pip install 'convstore[pydantic-ai]'"
     )
 

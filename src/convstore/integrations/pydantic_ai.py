@@ -46,7 +46,7 @@ try:
         UserPromptPart,
     )
 except ImportError:  # pragma: no cover - exercised by a test that hides the package
-    _HINT = "convstore.integrations.pydantic_ai needs Pydantic AI: "
+    _HINT = "convstore.integrations.pydantic_ai needs Pydantic AI 2.68 or newer: "
     raise ImportError(_HINT + "pip install 'convstore[pydantic-ai]'") from None
 
 from convstore.aio import AsyncStore
