@@ -295,9 +295,21 @@ class HistoryBuilder:
         """Record a compaction: replay shows ``summary`` in place of messages to ``through``."""
         self.record([self.state.compact(summary, through)])
 
+    def rewind(self, to: UUID | None) -> None:
+        """Record a rewind: every message after ``to`` (all, for ``None``) is withdrawn."""
+        self.record([self.state.rewind(to)])
+
+    def visible_messages(self) -> list[UUID]:
+        """The messages no rewind withdrew, in start order."""
+        return [mid for mid, message in self.state.messages.items() if not message.withdrawn]
+
     def open_messages(self) -> list[UUID]:
-        """The messages still open, in start order."""
-        return [mid for mid, message in self.state.messages.items() if message.status == "open"]
+        """The messages still open (and not withdrawn), in start order."""
+        return [
+            mid
+            for mid, message in self.state.messages.items()
+            if message.status == "open" and not message.withdrawn
+        ]
 
 
 BlockKind: TypeAlias = Literal["text", "reasoning", "image", "tool_use", "tool_result"]
@@ -325,7 +337,8 @@ def histories(
     """A whole conversation's events, as the domain's commands record them.
 
     With ``compactions``, some histories also hold one or more compactions, each through any
-    message recorded so far (open, ended or interrupted, of any role).
+    message recorded so far (open, ended or interrupted, of any role). Some hold rewinds, to
+    any visible message or to the start.
     """
     builder = HistoryBuilder(draw(st.uuids()), draw(st.none() | texts()))
     used_ids: set[str] = set()
@@ -365,9 +378,13 @@ def histories(
 
     finishes: st.SearchStrategy[Finish] = st.sampled_from(("end", "interrupt", "leave_open"))
     for _ in range(draw(st.integers(0, max_messages))):
-        if compactions and builder.state.messages and draw(st.integers(0, 5)) == 0:
-            through = draw(st.sampled_from(list(builder.state.messages)))
+        visible = builder.visible_messages()
+        if compactions and visible and draw(st.integers(0, 5)) == 0:
+            through = draw(st.sampled_from(visible))
             builder.compact(draw(summaries()), through)
+            continue
+        if visible and draw(st.integers(0, 9)) == 0:
+            builder.rewind(draw(st.none() | st.sampled_from(visible)))
             continue
         still_open = builder.open_messages()
         if still_open and draw(st.integers(0, 3)) == 0:

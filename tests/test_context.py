@@ -304,11 +304,11 @@ def test_ended_turn_replays_as_prose(store: Store) -> None:
 @st.composite
 def _requests(draw: st.DrawFn) -> tuple[list[Event], ReplayOptions, Shape]:
     events = draw(histories())
-    messages = collect_messages(events)
+    visible = [m.message_id for m in collect_messages(events) if not m.withdrawn]
     compacted: bool = draw(st.booleans())
-    if messages and compacted:
+    if visible and compacted:
         state = Conversation.from_events(events[0].originator_id, events)
-        through = draw(st.sampled_from([m.message_id for m in messages]))
+        through = draw(st.sampled_from(visible))
         events = [*events, state.compact(draw(st.text(min_size=1).filter(str.strip)), through)]
     options = ReplayOptions(
         vision=draw(st.booleans()),
@@ -404,3 +404,23 @@ def test_fit_tokens_on_the_command_line(tmp_path: Path) -> None:
     refused = runner.invoke(cli, ["--db", str(db), "replay", str(conv), *both])
     assert refused.exit_code == 2
     assert len(refused.stderr.splitlines()) == 1
+
+
+def test_a_call_without_a_result_is_named_once_the_history_moves_on(store: Store) -> None:
+    """A call whose result never landed is followed, in the same wire message, by a marker
+    saying so once a later message exists; pressure counts it; a turn still streaming is not
+    marked."""
+    conv = store.new_conversation()
+    store.append_message(conv, "user", [{"type": "text", "text": "Fetch it."}])
+    call = {"type": "tool_use", "id": "c1", "name": "http_get", "input": {"url": "x"}}
+    store.append_message(conv, "assistant", [call])
+    assert store.replay(conv)["messages"][1]["content"] == 'Tool use: http_get({"url":"x"})'
+    store.append_message(conv, "user", [{"type": "text", "text": "Well?"}])
+    for shape in SHAPES:
+        replayed = accepted(shape, store.replay(conv, shape=shape))
+        turn = replayed["messages"][1]["content"]
+        text = turn if shape == "openai" else turn[0]["text"]
+        assert text == (
+            'Tool use: http_get({"url":"x"})\n\n[No result was recorded for this call.]'
+        )
+    assert store.pressure(conv).by_kind["marker"] > 0

@@ -239,11 +239,19 @@ class Planned:
 
 
 def expected_openai_text(messages: list[Planned]) -> list[dict[str, str]]:
-    """The OpenAI text-only replay of ``messages``: one wire message each, blocks as prose."""
+    """The OpenAI text-only replay of ``messages``: one wire message each, blocks as prose,
+    and a call no result answers marked as such unless it is in the last message."""
     tool_names: dict[str, str] = {}
+    answered = {b["tool_use_id"] for m in messages for b in m.blocks if b["type"] == "tool_result"}
     wire = []
-    for message in messages:
-        text = "\n\n".join(_prose(block, tool_names) for block in message.blocks)
+    for position, message in enumerate(messages):
+        prose = []
+        for block in message.blocks:
+            prose.append(_prose(block, tool_names))
+            unanswered = block["type"] == "tool_use" and block["id"] not in answered
+            if unanswered and position < len(messages) - 1:
+                prose.append("[No result was recorded for this call.]")
+        text = "\n\n".join(prose)
         text = text or NOTHING_RECORDED
         if message.status == "interrupted":
             text += (

@@ -42,6 +42,7 @@ from convstore.domain.events import (
     MessageEnded,
     MessageInterrupted,
     MessageStarted,
+    Rewound,
     Role,
 )
 from convstore.projections.prose import Image, Text, block_segments
@@ -102,6 +103,7 @@ class Stored:
     blocks: list[tuple[Block, str]] = field(default_factory=list)
     interrupted: bool = False
     reason: str | None = None
+    withdrawn: bool = False
 
 
 @dataclass
@@ -113,10 +115,11 @@ class History:
 
 
 def fold(events: list[Event]) -> History:
-    """The history's messages, each block with the tool name a result should show."""
+    """The history's messages still visible (no rewind withdrew them), each block with the
+    tool name a result should show, and the newest compaction through a visible message."""
     messages: dict[UUID, Stored] = {}
     call_names: dict[str, str] = {}
-    compaction: tuple[str, UUID] | None = None
+    compactions: list[tuple[str, UUID]] = []
     for event in events:
         match event:
             case ConversationStarted() | MessageEnded():
@@ -135,10 +138,18 @@ def fold(events: list[Event]) -> History:
                 messages[event.message_id].interrupted = True
                 messages[event.message_id].reason = event.reason
             case Compacted():
-                compaction = (event.summary, event.through)
+                compactions.append((event.summary, event.through))
+            case Rewound():
+                ids = list(messages)
+                after = 0 if event.to is None else ids.index(event.to) + 1
+                for message_id in ids[after:]:
+                    messages[message_id].withdrawn = True
             case _:
                 assert_never(event)
-    return History(list(messages.values()), compaction)
+    visible = [m for m in messages.values() if not m.withdrawn]
+    shown = {m.message_id for m in visible}
+    live = [c for c in compactions if c[1] in shown]
+    return History(visible, live[-1] if live else None)
 
 
 def window(history: History, mode: Mode) -> list[Stored]:
@@ -281,10 +292,30 @@ def result_fragments(
     return out
 
 
+def unanswered_calls(history: History) -> set[str]:
+    """Calls with no result anywhere in the visible history, made before its last message."""
+    answered = {
+        block.tool_use_id
+        for m in history.messages
+        for block, _ in m.blocks
+        if isinstance(block, ToolResultBlock)
+    }
+    return {
+        block.id
+        for m in history.messages[:-1]
+        for block, _ in m.blocks
+        if isinstance(block, ToolUseBlock) and block.id not in answered
+    }
+
+
 def expected_fragments(
-    message: Stored, vision: bool, cleared_blocks: Container[int] = ()
+    message: Stored,
+    vision: bool,
+    cleared_blocks: Container[int] = (),
+    unanswered: Container[str] = (),
 ) -> list[WirePart]:
-    """What must appear, in this order, in the wire form of ``message``."""
+    """What must appear, in this order, in the wire form of ``message``: a call whose result
+    never landed is followed by the marker saying so."""
     native = vision and message.role == "user"
     out: list[WirePart] = []
     for position, (block, tool_name) in enumerate(message.blocks):
@@ -300,6 +331,8 @@ def expected_fragments(
             case ToolUseBlock():
                 shown = block.input if isinstance(block.input, str) else compact_json(block.input)
                 out.append(f"Tool use: {block.name}({shown})")
+                if block.id in unanswered:
+                    out.append("[No result was recorded for this call.]")
             case ToolResultBlock():
                 out += result_fragments(block, tool_name, native, position in cleared_blocks)
             case ImageBlock():
@@ -440,8 +473,9 @@ def test_every_block_appears_in_the_replay(events: list[Event], keep: int) -> No
         wire = read_wire(run(events, mode), mode.shape)
         sent = window(history, mode)
         clear = cleared(sent, mode)
+        calls = unanswered_calls(history)
         expected = [
-            (m, expected_fragments(m, mode.vision, {j for i, j in clear if i == index}))
+            (m, expected_fragments(m, mode.vision, {j for i, j in clear if i == index}, calls))
             for index, m in enumerate(sent)
         ]
         kept = [(m, f) for m, f in expected if mode.shape == "openai" or m.role != "system"]
@@ -498,6 +532,8 @@ def disguised(events: list[Event]) -> list[Event]:
                 data["through"] = other(event.through)
             case MessageStarted() | BlockAppended() | MessageEnded() | MessageInterrupted():
                 data["message_id"] = other(event.message_id)
+            case Rewound():
+                data["to"] = None if event.to is None else other(event.to)
             case ConversationStarted():
                 pass
             case _:
@@ -592,3 +628,20 @@ def test_tiny_images_are_real_images() -> None:
         assert raw[8:12] == b"WEBP"
         assert struct.unpack("<I", raw[4:8])[0] == len(raw) - 8
         assert raw[12:16] in (b"VP8 ", b"VP8L")
+
+
+@SETTINGS
+@given(histories(), KEEP)
+def test_no_result_marker_only_after_calls_the_history_moved_past(
+    events: list[Event], keep: int
+) -> None:
+    """The no-result marker appears exactly once per unanswered call made before the last
+    visible message that replay sends, and nowhere else."""
+    history = fold(events)
+    calls = unanswered_calls(history)
+    for mode in modes(keep):
+        sent = window(history, mode)
+        shown = [b for m in sent for b, _ in m.blocks if isinstance(b, ToolUseBlock)]
+        wanted = sum(1 for b in shown if b.id in calls)
+        text = json.dumps(run(events, mode), ensure_ascii=False)
+        assert text.count("[No result was recorded for this call.]") == wanted, mode

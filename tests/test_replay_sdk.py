@@ -347,7 +347,13 @@ def expected_realistic(vision: bool) -> list[tuple[str, list[str]]]:
             ],
         ),
         ("user", ["Result (read_file): hello world\n\nError (grep): grep: .: Is a directory"]),
-        ("assistant", ['Now running the tests.\n\nTool use: run_tests({"k":["a",1]})']),
+        (
+            "assistant",
+            [
+                'Now running the tests.\n\nTool use: run_tests({"k":["a",1]})\n\n'
+                "[No result was recorded for this call.]"
+            ],
+        ),
         ("user", screen_and_hello),
         ("assistant", ["Summary so far: a.txt says hello\n\n[Interrupted: user pressed stop]"]),
         ("user", [NOTHING_RECORDED]),

@@ -5,9 +5,9 @@ of its own, so no file or network I/O, fsync or lock wait ever runs on the event
 bounded pools keep reads and writes apart:
 
 - **writes** (``new_conversation``, ``start_message``, ``append_block``, ``end_message``,
-  ``interrupt_message``, ``append_message``, ``compact``) go to a writer pool: one thread on
-  SQLite, which admits one writer at a time anyway (more threads would only queue on its
-  lock), four on PostgreSQL, whose connections can overlap their round trips while the table
+  ``interrupt_message``, ``append_message``, ``compact``, ``rewind``) go to a writer pool: one
+  thread on SQLite, which admits one writer at a time anyway (more threads would only queue on
+  its lock), four on PostgreSQL, whose connections can overlap their round trips while the table
   lock still serialises the inserts. Writes submitted by one task run in the order it awaits
   them.
 - **reads** go to a reader pool (four threads by default), so a replay never waits behind a
@@ -227,6 +227,10 @@ class AsyncStore:
     async def compact(self, conversation: UUID | str, summary: str, *, through: UUID | str) -> None:
         """Record a compaction (see :meth:`convstore.Store.compact`)."""
         await self._write(self.store.compact, conversation, summary, through=through)
+
+    async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
+        """Withdraw the messages after ``to`` (see :meth:`convstore.Store.rewind`)."""
+        await self._write(self.store.rewind, conversation, to=to)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -32,11 +32,21 @@ from convstore.domain.blocks import Block, ToolResultBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import BlockAppended, ConversationStarted, Event, Role
 from convstore.domain.limits import Limits
-from convstore.domain.parsing import parse_block, parse_id, parse_role
+from convstore.domain.parsing import (
+    describe_value,
+    parse_block,
+    parse_blocks,
+    parse_count,
+    parse_flag,
+    parse_id,
+    parse_optional_count,
+    parse_optional_text,
+    parse_role,
+    parse_text,
+)
 from convstore.errors import (
     ConcurrencyError,
     ConversationNotFound,
-    InvalidBlock,
     InvalidInput,
     StoreError,
 )
@@ -120,10 +130,13 @@ class Store:
     # -- writing ---------------------------------------------------------------------------
 
     def new_conversation(
-        self, title: str | None = None, *, conversation_id: UUID | None = None
+        self, title: str | None = None, *, conversation_id: UUID | str | None = None
     ) -> UUID:
         """Start a conversation; returns its id (a new random one unless given)."""
-        conversation_id = conversation_id or uuid4()
+        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        conversation_id = (
+            uuid4() if conversation_id is None else parse_id(conversation_id, "conversation")
+        )
         started = Conversation.start(conversation_id, title)
         try:
             self._save([started])
@@ -162,6 +175,7 @@ class Store:
     ) -> None:
         """Record that an open message was cut short (and why, if known)."""
         message_id = parse_id(message, "message")
+        reason = parse_optional_text(reason, "reason", self.limits.max_note_bytes)
         self._write(conversation, lambda c: [c.interrupt_message(message_id, reason)])
 
     def append_message(
@@ -177,13 +191,8 @@ class Store:
         With ``leave_open`` the message is not ended, so more blocks may follow.
         """
         checked = parse_role(role)
-        parsed: list[Block] = []
-        for index, block in enumerate(blocks):
-            try:
-                parsed.append(parse_block(block, self.limits))
-            except InvalidBlock as exc:
-                msg = f"block {index}: {exc}"
-                raise InvalidBlock(msg) from None
+        leave_open = parse_flag(leave_open, "leave_open")
+        parsed = parse_blocks(blocks, self.limits)
         events = self._write(
             conversation, lambda c: c.record_message(checked, parsed, leave_open=leave_open)
         )
@@ -219,7 +228,14 @@ class Store:
         """Record that replay now starts with ``summary`` instead of every message up to and
         including ``through``. The log keeps everything; ``replay(full=True)`` ignores it."""
         message_id = parse_id(through, "message")
+        summary = parse_text(summary, "summary", self.limits.max_block_bytes)
         self._write(conversation, lambda c: [c.compact(summary, message_id)])
+
+    def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
+        """Withdraw every message recorded after ``to`` (every message, when ``to`` is
+        ``None``): replay, pressure and live rounds leave them out; the log keeps them."""
+        message_id = None if to is None else parse_id(to, "message")
+        self._write(conversation, lambda c: [c.rewind(message_id)])
 
     def replay(
         self,
@@ -259,9 +275,8 @@ class Store:
         cleared first; pass the answer as ``keep_tool_results`` to :meth:`replay`."""
         from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
 
-        if max_tokens <= 0:
-            msg = f"max_tokens must be positive, not {max_tokens}"
-            raise InvalidInput(msg)
+        max_tokens = parse_count(max_tokens, "max_tokens", 1)
+        _options(vision, full, None)
         checked = _parse_shape(shape)
         events = self.events(conversation)
         results = sum(
@@ -332,6 +347,7 @@ class Store:
 
         Positions are the log's notification ids: increasing in the order events committed.
         """
+        after, limit = parse_count(after, "after"), parse_count(limit, "limit", 1)
         page = self._guarded(
             lambda: self._log.recorder.select_notifications(
                 after, limit, topics=sorted(TOPICS), inclusive_of_start=False
@@ -346,6 +362,9 @@ class Store:
         A record that does not decode, or whose columns cannot even be read (a damaged or
         tampered row), is yielded with the reason instead of stopping the scan.
         """
+        return self._scan(parse_count(page_size, "page_size", 1))
+
+    def _scan(self, page_size: int) -> Iterator[Recorded]:
         recorder = self._log.recorder
         end = self.log_position()
         after = 0
@@ -495,15 +514,16 @@ class Store:
 
 
 def _options(vision: bool, full: bool, keep_tool_results: int | None) -> ReplayOptions:
-    if keep_tool_results is not None and keep_tool_results < 0:
-        msg = f"keep_tool_results must be 0 or more, not {keep_tool_results}"
-        raise InvalidInput(msg)
-    return ReplayOptions(vision=vision, full=full, keep_tool_results=keep_tool_results)
+    return ReplayOptions(
+        vision=parse_flag(vision, "vision"),
+        full=parse_flag(full, "full"),
+        keep_tool_results=parse_optional_count(keep_tool_results, "keep_tool_results"),
+    )
 
 
 def _parse_shape(shape: str) -> Shape:
     for known in SHAPES:
         if shape == known:
             return known
-    msg = f"unknown shape {shape!r}; use one of: {', '.join(SHAPES)}"
+    msg = f"unknown shape {describe_value(shape)}; use one of: {', '.join(SHAPES)}"
     raise InvalidInput(msg)

@@ -22,6 +22,7 @@ from convstore.domain.events import (
     MessageEnded,
     MessageInterrupted,
     MessageStarted,
+    Rewound,
 )
 
 
@@ -124,5 +125,9 @@ class Verifier:
             case Compacted():
                 if event.through not in state.open and event.through not in state.closed:
                     problem(f"compaction through unknown message {event.through}")
+            case Rewound():
+                known = event.to is None or event.to in state.open or event.to in state.closed
+                if not known:
+                    problem(f"rewind to unknown message {event.to}")
             case _:
                 assert_never(event)

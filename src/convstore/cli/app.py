@@ -163,7 +163,7 @@ message_argument = click.argument("message", metavar="MSG")
     metavar="PATH",
     envvar=ENV_VAR,
     show_envvar=True,
-    help=f"The store (a SQLite file). Default: {default_path()}",
+    help=f"The store: a SQLite file path or a postgresql:// URL. Default: {default_path()}",
 )
 @click.option(
     "--audit",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, assert_never, get_args
 
 from pydantic import (
     BaseModel,
@@ -161,13 +161,38 @@ Block: TypeAlias = Annotated[
     Field(discriminator="type"),
 ]
 
-BLOCK_CLASSES = (TextBlock, ToolUseBlock, ToolResultBlock, ReasoningBlock, ImageBlock)
+
+def union_members(union: object) -> tuple[type[Any], ...]:
+    """The classes of an ``Annotated[A | B | …, Field(discriminator=…)]`` union, in order.
+
+    Every list of kinds is derived from its union this way, never typed out by hand, so a new
+    kind cannot be left out of one.
+    """
+    return get_args(get_args(union)[0])
+
+
+BLOCK_CLASSES: tuple[type[_Block], ...] = union_members(Block)
 BLOCK_TYPES: frozenset[str] = frozenset(
     str(cls.model_fields["type"].default) for cls in BLOCK_CLASSES
 )
 
 BLOCK_ADAPTER: TypeAdapter[Block] = TypeAdapter(Block)
 BLOCKS_ADAPTER: TypeAdapter[list[Block]] = TypeAdapter(list[Block])
+
+
+def block_images(block: Block) -> list[ImageBlock]:
+    """Every image a block holds: itself, or the image parts of a tool result's output."""
+    match block:
+        case ImageBlock():
+            return [block]
+        case ToolResultBlock():
+            if isinstance(block.content, str):
+                return []
+            return [part for part in block.content if isinstance(part, ImageBlock)]
+        case TextBlock() | ReasoningBlock() | ToolUseBlock():
+            return []
+        case _:
+            assert_never(block)
 
 
 def block_json(block: Block) -> str:

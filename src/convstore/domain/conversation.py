@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, assert_never
+from typing import Literal, TypeVar, assert_never
 from uuid import UUID, uuid4
 
 from convstore.domain.blocks import (
@@ -33,6 +33,7 @@ from convstore.domain.events import (
     MessageEnded,
     MessageInterrupted,
     MessageStarted,
+    Rewound,
     Role,
     utcnow,
 )
@@ -48,6 +49,8 @@ class MessageState:
     role: Role
     status: MessageStatus = "open"
     block_count: int = 0
+    withdrawn: bool = False
+    """A rewind took the message back: it takes no more blocks and replay leaves it out."""
 
 
 @dataclass
@@ -92,6 +95,9 @@ class Conversation:
                 self.messages[event.message_id].status = "interrupted"
             case Compacted():
                 pass
+            case Rewound():
+                for message in withdrawn_after(self.messages, event.to):
+                    message.withdrawn = True
             case _:
                 assert_never(event)
         self.version = event.originator_version
@@ -159,11 +165,20 @@ class Conversation:
             reason=reason,
         )
 
+    def rewind(self, to: UUID | None) -> Rewound:
+        """Withdraw every message after ``to`` (every message, when ``to`` is ``None``)."""
+        if to is not None:
+            self._visible_message(to, "rewound to")
+        return Rewound(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=utcnow(),
+            to=to,
+        )
+
     def compact(self, summary: str, through: UUID) -> Compacted:
         """Replace every message up to and including ``through`` with ``summary`` on replay."""
-        if through not in self.messages:
-            msg = f"message {through} not found in conversation {self.id}"
-            raise MessageNotFound(msg)
+        self._visible_message(through, "compacted through")
         if not summary.strip():
             msg = "a compaction summary must not be blank"
             raise InvalidInput(msg)
@@ -211,11 +226,18 @@ class Conversation:
 
     # -- rules -----------------------------------------------------------------------------
 
-    def _open_message(self, message_id: UUID, action: str) -> MessageState:
+    def _visible_message(self, message_id: UUID, action: str) -> MessageState:
         message = self.messages.get(message_id)
         if message is None:
             msg = f"message {message_id} not found in conversation {self.id}"
             raise MessageNotFound(msg)
+        if message.withdrawn:
+            msg = f"message {message_id} was withdrawn by a rewind; it cannot be {action}"
+            raise MessageClosed(msg)
+        return message
+
+    def _open_message(self, message_id: UUID, action: str) -> MessageState:
+        message = self._visible_message(message_id, action)
         if message.status != "open":
             msg = f"message {message_id} was already {message.status}; it cannot be {action}"
             raise MessageClosed(msg)
@@ -262,3 +284,13 @@ class Conversation:
             block=block,
             tool_name=tool_name,
         )
+
+
+_M = TypeVar("_M")
+
+
+def withdrawn_after(messages: dict[UUID, _M], to: UUID | None) -> list[_M]:
+    """The messages (in start order) that a rewind to ``to`` withdraws: every one after it."""
+    ordered = list(messages)
+    start = 0 if to is None else ordered.index(to) + 1 if to in messages else len(ordered)
+    return [messages[key] for key in ordered[start:]]

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from convstore.domain.blocks import Block
+from convstore.domain.blocks import Block, union_members
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant")
@@ -100,23 +100,29 @@ class Compacted(_Event):
     through: UUID
 
 
+class Rewound(_Event):
+    """Every message recorded after ``to`` is withdrawn (all of them when ``to`` is ``None``).
+
+    Replay, pressure and live rounds leave withdrawn messages out; the log keeps them. Messages
+    started after the rewind are visible as usual.
+    """
+
+    type: Literal["rewound"] = "rewound"
+    to: UUID | None = None
+
+
 Event: TypeAlias = Annotated[
     ConversationStarted
     | MessageStarted
     | BlockAppended
     | MessageEnded
     | MessageInterrupted
-    | Compacted,
+    | Compacted
+    | Rewound,
     Field(discriminator="type"),
 ]
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
-EVENT_CLASSES: tuple[type[_Event], ...] = (
-    ConversationStarted,
-    MessageStarted,
-    BlockAppended,
-    MessageEnded,
-    MessageInterrupted,
-    Compacted,
-)
+EVENT_CLASSES: tuple[type[_Event], ...] = union_members(Event)
+"""Every event class, derived from the :data:`Event` union."""

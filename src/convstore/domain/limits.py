@@ -1,4 +1,5 @@
-"""Size limits on what one block may hold, checked before anything is stored."""
+"""Size limits on what one block, summary, title or reason may hold, checked before anything
+is stored."""
 
 from __future__ import annotations
 
@@ -14,20 +15,28 @@ MIB = 1024 * 1024
 class Limits:
     """The largest block (as stored JSON) and the largest image (decoded) a store accepts.
 
-    The defaults follow the providers: 20 MiB is OpenAI's per-image limit. The environment
-    variables ``CONVSTORE_MAX_BLOCK_BYTES``, ``CONVSTORE_MAX_IMAGE_BYTES`` and
-    ``CONVSTORE_MAX_INPUT_BYTES`` (the CLI's largest input) override them.
+    A compaction summary may be as large as a block (UTF-8), a conversation title or an
+    interrupt reason ``max_note_bytes``. The defaults follow the providers: 20 MiB is OpenAI's
+    per-image limit. The environment variables ``CONVSTORE_MAX_BLOCK_BYTES``,
+    ``CONVSTORE_MAX_IMAGE_BYTES``, ``CONVSTORE_MAX_INPUT_BYTES`` (the CLI's largest input) and
+    ``CONVSTORE_MAX_NOTE_BYTES`` override them.
     """
 
     max_block_bytes: int = 32 * MIB
     max_image_bytes: int = 20 * MIB
     max_input_bytes: int = 64 * MIB
+    max_note_bytes: int = 64 * 1024
 
     @classmethod
     def from_env(cls) -> Limits:
         """Defaults, overridden by any ``CONVSTORE_MAX_*_BYTES`` variables that are set."""
         values: dict[str, int] = {}
-        for field_name in ("max_block_bytes", "max_image_bytes", "max_input_bytes"):
+        for field_name in (
+            "max_block_bytes",
+            "max_image_bytes",
+            "max_input_bytes",
+            "max_note_bytes",
+        ):
             variable = f"CONVSTORE_{field_name.upper()}"
             raw = os.environ.get(variable)
             if raw is None:

@@ -6,7 +6,7 @@ names the field at fault; nothing here touches storage.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -18,8 +18,7 @@ from convstore.domain.blocks import (
     BLOCK_CLASSES,
     BLOCK_TYPES,
     Block,
-    ImageBlock,
-    ToolResultBlock,
+    block_images,
     block_json,
 )
 from convstore.domain.events import ROLES, Role
@@ -85,10 +84,7 @@ def parse_block(value: Block | Mapping[str, Any], limits: Limits | None = None) 
             )
         except ValidationError as exc:
             raise InvalidBlock(format_validation_error(exc)) from None
-    images = [block] if isinstance(block, ImageBlock) else []
-    if isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
-        images = [part for part in block.content if isinstance(part, ImageBlock)]
-    for image in images:
+    for image in block_images(block):
         if image.byte_size > limits.max_image_bytes:
             msg = f"image is {image.byte_size:,} bytes; the limit is {limits.max_image_bytes:,}"
             raise InvalidBlock(msg)
@@ -108,7 +104,7 @@ def parse_role(role: str) -> Role:
     for known in ROLES:
         if role == known:
             return known
-    msg = f"unknown role {role!r}; use one of: {', '.join(ROLES)}"
+    msg = f"unknown role {describe_value(role)}; use one of: {', '.join(ROLES)}"
     raise InvalidInput(msg)
 
 
@@ -116,8 +112,86 @@ def parse_id(value: UUID | str, what: str) -> UUID:
     """An id given as a UUID or its text; raises :class:`InvalidInput` when it isn't one."""
     if isinstance(value, UUID):
         return value
+    if isinstance(value, str):
+        try:
+            return UUID(value)
+        except ValueError:
+            pass
+    example = "ids look like 0b8e7c0e-3d6f-4c1a-9a51-5e2f1c9d7a10"
+    msg = f"{describe_value(value)} is not a {what} id ({example})"
+    raise InvalidInput(msg)
+
+
+def parse_blocks(blocks: Iterable[Block | Mapping[str, Any]], limits: Limits) -> list[Block]:
+    """Every block of a whole message, checked; raises :class:`InvalidBlock` naming the first
+    bad one. ``blocks`` is a list (or any iterable) of blocks, not one block or a string."""
+    if isinstance(blocks, (str, bytes, Mapping, *BLOCK_CLASSES)) or not isinstance(
+        blocks, Iterable
+    ):
+        msg = f"blocks must be a list of blocks, not {type(blocks).__name__}"
+        raise InvalidInput(msg)
+    parsed: list[Block] = []
+    for index, block in enumerate(blocks):
+        try:
+            parsed.append(parse_block(block, limits))
+        except InvalidBlock as exc:
+            msg = f"block {index}: {exc}"
+            raise InvalidBlock(msg) from None
+    return parsed
+
+
+def parse_text(value: str, what: str, max_bytes: int) -> str:
+    """Text that can be stored: a ``str`` of valid Unicode within ``max_bytes`` as UTF-8."""
+    if not isinstance(value, str):
+        msg = f"{what} must be text, not {type(value).__name__}"
+        raise InvalidInput(msg)
     try:
-        return UUID(value)
-    except ValueError:
-        msg = f"{value!r} is not a {what} id (ids look like 0b8e7c0e-3d6f-4c1a-9a51-5e2f1c9d7a10)"
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        code = ord(value[exc.start])
+        msg = f"{what} holds a lone surrogate (\\u{code:04x}), which is not Unicode"
         raise InvalidInput(msg) from None
+    if size > max_bytes:
+        msg = f"{what} is {size:,} bytes; the limit is {max_bytes:,}"
+        raise InvalidInput(msg)
+    return value
+
+
+def parse_optional_text(value: str | None, what: str, max_bytes: int) -> str | None:
+    """Like :func:`parse_text`, and ``None`` passes."""
+    return None if value is None else parse_text(value, what, max_bytes)
+
+
+def parse_flag(value: bool, what: str) -> bool:
+    """``True`` or ``False`` itself: ``"no"`` or ``0`` would read as true or false by accident."""
+    if not isinstance(value, bool):
+        msg = f"{what} must be True or False, not {describe_value(value)}"
+        raise InvalidInput(msg)
+    return value
+
+
+def parse_count(value: int, what: str, minimum: int = 0) -> int:
+    """A whole number (not a bool, not text) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{what} must be a whole number, not {describe_value(value)}"
+        raise InvalidInput(msg)
+    if value < minimum:
+        msg = f"{what} must be {minimum} or more, not {describe_value(value)}"
+        raise InvalidInput(msg)
+    return value
+
+
+def parse_optional_count(value: int | None, what: str, minimum: int = 0) -> int | None:
+    """Like :func:`parse_count`, and ``None`` passes."""
+    return None if value is None else parse_count(value, what, minimum)
+
+
+def describe_value(value: object) -> str:
+    """A caller's value for an error message: its repr, cut short, or just its type (a repr
+    may be huge, fail, or run the caller's code)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return "a very large number"
+    if isinstance(value, str | int | float | bytes | UUID) or value is None:
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    return f"a {type(value).__name__}"

@@ -16,6 +16,13 @@ APPLICATION_NAME = "convstore"
 
 ENV_PREFIX = APPLICATION_NAME.upper() + "_"
 
+MARKER_TABLE = "convstore_store"
+"""The table that marks a SQLite file or a PostgreSQL schema as a convstore store; it holds
+``('format', '1')``."""
+
+STORE_FORMAT = 1
+"""The store format this version writes and reads."""
+
 
 class EventLog(Application[UUID]):
     """All conversations' events, one stream per conversation, one notification log."""

@@ -24,6 +24,7 @@ from convstore.domain.events import (
     MessageEnded,
     MessageInterrupted,
     MessageStarted,
+    Rewound,
 )
 from convstore.errors import InvalidInput, StoreError
 from convstore.infrastructure.sqlite import create_private_file
@@ -276,6 +277,8 @@ class AuditDatabase:
                     "interrupt_reason = ? WHERE id = ?",
                     [at, event.reason, str(event.message_id)],
                 )
+            case Rewound():
+                pass  # counted below with every event; replay is what leaves messages out
             case Compacted():
                 sql(
                     "INSERT INTO compactions (conversation_id, version, through_message_id, "

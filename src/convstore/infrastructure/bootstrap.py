@@ -8,14 +8,25 @@ import sqlite3
 from pathlib import Path
 
 from convstore.domain.limits import Limits
-from convstore.errors import InvalidInput, NoStore, StoreError
+from convstore.errors import ConvstoreError, InvalidInput, NoStore, StoreError
 from convstore.infrastructure.application import EventLog
-from convstore.infrastructure.postgres import PostgresSettings, is_postgres_url, redact
+from convstore.infrastructure.postgres import (
+    PostgresSettings,
+    is_postgres_url,
+    redact,
+    refuse_mangled_url,
+    url_scheme,
+)
 from convstore.infrastructure.sqlite import (
-    create_private_file,
     default_path,
-    is_sqlite_store,
+    lock_timeout_seconds,
+    refuse_sqlite_uri,
     sqlite_env,
+)
+from convstore.infrastructure.sqlite_files import (
+    claim_store_file,
+    create_store_file,
+    remove_leftovers,
 )
 from convstore.store import Store, failure_detail
 
@@ -24,9 +35,16 @@ ENV_VAR = "CONVSTORE_DB"
 
 def resolve_location(location: str | os.PathLike[str] | None) -> str:
     """The location given, else ``$CONVSTORE_DB``, else the default SQLite path."""
+    if location is not None and not isinstance(location, str | os.PathLike):
+        msg = f"a store location is a path or a URL, not {type(location).__name__}"
+        raise InvalidInput(msg)
     if location is None or str(location) == "":
         return os.environ.get(ENV_VAR) or str(default_path())
-    return str(location)
+    text = os.fspath(location)
+    if not isinstance(text, str):
+        msg = "a store location is a path or a URL given as text, not bytes"
+        raise InvalidInput(msg)
+    return text
 
 
 def open_store(
@@ -39,40 +57,72 @@ def open_store(
 
     Without a location, ``$CONVSTORE_DB`` or the default path is used (its directory is made
     if missing). With ``create=False`` a missing SQLite file raises :class:`NoStore` instead of
-    being created, so reading never leaves a file behind.
+    being created, so reading never leaves a file behind. Any other ``scheme://`` location,
+    and SQLite's own ``file:`` URIs, are refused: a store is one file, named by its path.
     """
     resolved = resolve_location(location)
+    if not isinstance(create, bool):
+        msg = f"create must be True or False, not {create!r}"
+        raise InvalidInput(msg)
+    if limits is not None and not isinstance(limits, Limits):
+        msg = f"limits must be a convstore.Limits, not {type(limits).__name__}"
+        raise InvalidInput(msg)
     limits = limits or Limits.from_env()
-    if is_postgres_url(resolved):
-        return _open_postgres(resolved, limits)
+    scheme = url_scheme(resolved)
+    if scheme is not None:
+        if is_postgres_url(resolved):
+            return _open_postgres(resolved, limits)
+        msg = (
+            f"unknown store URL scheme {scheme!r} in {redact(resolved)}: use a SQLite file path"
+            " or a postgresql:// URL"
+        )
+        raise InvalidInput(msg)
+    refuse_mangled_url(resolved)
+    refuse_sqlite_uri(resolved)
     return _open_sqlite(Path(resolved), limits, create=create, make_directory=not location)
 
 
-def _open_sqlite(path: Path, limits: Limits, *, create: bool, make_directory: bool) -> Store:
+def _open_sqlite(given: Path, limits: Limits, *, create: bool, make_directory: bool) -> Store:
+    # The file itself: a symbolic link (even a dangling one) is followed to where it points,
+    # and that one file is what is checked, created, opened and shown.
+    path = Path(os.path.realpath(given))
+    lock_timeout = lock_timeout_seconds()
     if not path.exists():
         if not create:
-            msg = f"no store at {path} (nothing has been recorded there yet)"
+            msg = f"no store at {given} (nothing has been recorded there yet)"
             raise NoStore(msg)
         if make_directory:
             path.parent.mkdir(parents=True, exist_ok=True)
         if not path.parent.is_dir():
-            msg = f"cannot create a store at {path}: directory {path.parent} does not exist"
+            msg = f"cannot create a store at {given}: directory {path.parent} does not exist"
             raise StoreError(msg)
+        remove_leftovers(path)
         try:
-            create_private_file(path)
-        except OSError as exc:
-            msg = f"cannot create a store at {path}: {exc.strerror or exc}"
-            raise StoreError(msg) from exc
+            create_store_file(path, _build)
+        except ConvstoreError:
+            raise
+        except (OSError, sqlite3.Error) as exc:
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            msg = f"cannot create a store at {given}: {detail}"
+            raise StoreError(" ".join(msg.split())) from None
     else:
+        remove_leftovers(path)
         try:
-            found = is_sqlite_store(path)
-        except sqlite3.DatabaseError as exc:
-            msg = f"cannot open the store at {path}: {exc}"
-            raise StoreError(msg) from None
-        if not found:
-            msg = f"{path} is a SQLite file but not a convstore store (it has no stored_events)"
-            raise InvalidInput(msg)
-    return _open(sqlite_env(path), str(path.resolve()), secret="", limits=limits)
+            claim_store_file(path, lock_timeout)
+        except (OSError, sqlite3.Error) as exc:
+            msg = f"cannot open the store at {given}: {exc}"
+            raise StoreError(" ".join(msg.split())) from None
+    return _open(sqlite_env(path), str(path), secret="", limits=limits)
+
+
+def _build(temporary: Path) -> None:
+    """Make convstore's tables in a new file, exactly as opening a store makes them."""
+    try:
+        log = EventLog(env=sqlite_env(temporary))
+    except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
+        msg = f"cannot create a store: {failure_detail(exc)}"
+        raise StoreError(msg) from None
+    log.close()
 
 
 def _open_postgres(url: str, limits: Limits) -> Store:
@@ -84,7 +134,7 @@ def _open_postgres(url: str, limits: Limits) -> Store:
     try:
         with settings.setup_lock():
             return _open(settings.env(), shown, secret=settings.password, limits=limits)
-    except StoreError:
+    except ConvstoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - any driver failure is reported as one line
         msg = f"cannot reach the store at {shown}: {failure_detail(exc, settings.password)}"

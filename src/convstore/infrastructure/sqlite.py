@@ -6,7 +6,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -27,6 +26,10 @@ DEFAULT_LOCK_TIMEOUT_SECONDS = 10
 
 LOCK_TIMEOUT_ENV_VAR = "CONVSTORE_LOCK_TIMEOUT"
 
+MAX_LOCK_TIMEOUT_SECONDS = 24 * 60 * 60
+"""The longest lock wait accepted (a day). SQLite takes the wait in milliseconds as a C int, so
+from 2,147,484 s on it would silently become no wait at all."""
+
 
 def default_path() -> Path:
     """Where the store lives when neither ``--db`` nor ``CONVSTORE_DB`` says.
@@ -41,11 +44,17 @@ def default_path() -> Path:
 def create_private_file(path: Path) -> None:
     """Create an empty database file readable and writable by its owner only.
 
-    SQLite gives its ``-wal`` and ``-shm`` files the same permissions as the database.
-    An existing file is left as it is.
+    A symbolic link is followed to the file it names, even when that file does not exist yet
+    (a dangling link): the file is created there, owner-only, as SQLite would open it. SQLite
+    gives its ``-wal`` and ``-shm`` files the same permissions as the database. An existing
+    file is left as it is. Raises ``OSError`` when the file cannot be made (its directory is
+    missing, say).
     """
+    target = os.path.realpath(path)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        # O_EXCL never follows a link: if one appears at ``target`` meanwhile, this fails
+        # rather than creating a file wherever it points.
+        fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
         return
     os.close(fd)
@@ -56,33 +65,51 @@ def lock_timeout_seconds() -> int:
     raw = os.environ.get(LOCK_TIMEOUT_ENV_VAR, "").strip()
     if not raw:
         return DEFAULT_LOCK_TIMEOUT_SECONDS
-    if not (raw.isascii() and raw.isdigit()) or int(raw) <= 0:
-        msg = f"{LOCK_TIMEOUT_ENV_VAR} must be a positive whole number of seconds, not {raw!r}"
+    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_LOCK_TIMEOUT_SECONDS:
+        msg = (
+            f"{LOCK_TIMEOUT_ENV_VAR} must be a whole number of seconds from 1 to "
+            f"{MAX_LOCK_TIMEOUT_SECONDS}, not {raw[:40]!r}"
+        )
         raise InvalidInput(msg)
     return int(raw)
 
 
-def is_sqlite_store(path: Path) -> bool:
-    """Whether ``path`` already holds convstore's table; reads without changing the file.
+def refuse_sqlite_uri(location: str) -> None:
+    """Refuse a location SQLite would read as a URI or an in-memory database.
 
-    Raises ``sqlite3.DatabaseError`` for a file that is not SQLite at all.
+    A store is one file named by its path: ``file:x.db?mode=memory`` would otherwise be saved
+    nowhere, and ``file:x.db`` written to ``x.db``.
     """
-    if path.stat().st_size == 0:
-        return True  # created for a store, not yet written
-    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-        found = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stored_events'"
-        ).fetchone()
-    return found is not None
+    if location[:5].lower() == "file:" or location == ":memory:":
+        msg = (
+            f"{location[:80]!r} is a SQLite URI or in-memory name; convstore stores are files:"
+            " give the file's path (e.g. ./store.db)"
+        )
+        raise InvalidInput(msg)
+    if "\x00" in location:
+        msg = "a store path cannot hold a NUL character"
+        raise InvalidInput(msg)
+    try:
+        os.fsencode(location)
+    except UnicodeEncodeError:
+        msg = f"the store path {location[:80]!r} is not valid Unicode (a lone surrogate)"
+        raise InvalidInput(msg) from None
+
+
+def file_uri(path: Path) -> str:
+    """The URI SQLite is given for the file at ``path``: its resolved absolute path with every
+    reserved character percent-encoded, so nothing in the name (``?``, ``#``, ``mode=memory``)
+    is read as a URI parameter, and ``mode=rw``, so SQLite never creates a file of its own."""
+    return f"{Path(os.path.realpath(path)).as_uri()}?mode=rw"
 
 
 def sqlite_env(path: Path, lock_timeout: int | None = None) -> dict[str, str]:
-    """The eventsourcing settings for a SQLite file."""
+    """The eventsourcing settings for a SQLite file, named by the URI of :func:`file_uri`."""
     if lock_timeout is None:
         lock_timeout = lock_timeout_seconds()
     return {
         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-        "SQLITE_DBNAME": str(path),
+        "SQLITE_DBNAME": file_uri(path),
         "SQLITE_LOCK_TIMEOUT": str(lock_timeout),
         "APPLICATION_RECORDER_TOPIC": f"{__name__}:SQLiteWriterRecorder",
     }

@@ -206,7 +206,8 @@ def live_request(
     """
     options = options or ReplayOptions()
     events = list(events)  # read twice: for the round, and for the history before it
-    assistant, results = _split_round(collect_messages(events), live)
+    visible = [m for m in collect_messages(events) if not m.withdrawn]
+    assistant, results = _split_round(visible, live)
     planned = plan(events, options)
     cut = next((i for i, m in enumerate(planned) if m.message_id == live), None)
     if cut is None:

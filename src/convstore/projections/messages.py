@@ -9,7 +9,7 @@ from typing import assert_never
 from uuid import UUID
 
 from convstore.domain.blocks import Block
-from convstore.domain.conversation import MessageStatus
+from convstore.domain.conversation import MessageStatus, withdrawn_after
 from convstore.domain.events import (
     BlockAppended,
     Compacted,
@@ -18,6 +18,7 @@ from convstore.domain.events import (
     MessageEnded,
     MessageInterrupted,
     MessageStarted,
+    Rewound,
     Role,
 )
 
@@ -40,6 +41,8 @@ class RecordedMessage:
     blocks: list[RecordedBlock] = field(default_factory=list)
     status: MessageStatus = "open"
     interrupt_reason: str | None = None
+    withdrawn: bool = False
+    """Taken back by a rewind: kept in the log, left out of replay."""
 
 
 @dataclass(slots=True)
@@ -79,6 +82,9 @@ def collect_history(events: Iterable[Event]) -> History:
                 message.interrupt_reason = event.reason
             case Compacted():
                 compactions.append(event)  # replay decides what it hides; messages stay here
+            case Rewound():
+                for message in withdrawn_after(messages, event.to):
+                    message.withdrawn = True
             case _:
                 assert_never(event)
     return History(list(messages.values()), compactions)

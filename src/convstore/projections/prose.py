@@ -18,6 +18,7 @@ from convstore.domain.blocks import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    block_images,
 )
 
 
@@ -68,19 +69,28 @@ def tool_input_json(block: ToolUseBlock) -> str:
     return json.dumps(block.input, separators=(",", ":"), ensure_ascii=False)
 
 
+def _part_text(part: TextBlock | ImageBlock) -> str | None:
+    match part:
+        case TextBlock():
+            return part.text
+        case ImageBlock():
+            return None
+        case _:
+            assert_never(part)
+
+
 def tool_output_text(block: ToolResultBlock) -> str:
     """The text parts of a tool result's output, joined by newlines (images left out)."""
     if isinstance(block.content, str):
         return block.content
-    return PART_SEPARATOR.join(part.text for part in block.content if isinstance(part, TextBlock))
+    texts = (_part_text(part) for part in block.content)
+    return PART_SEPARATOR.join(text for text in texts if text is not None)
 
 
 def tool_output_size(block: ToolResultBlock) -> int:
     """Bytes of a tool result's output: its text as UTF-8 plus its decoded images."""
     size = len(tool_output_text(block).encode("utf-8", "surrogatepass"))
-    if not isinstance(block.content, str):
-        size += sum(part.byte_size for part in block.content if isinstance(part, ImageBlock))
-    return size
+    return size + sum(image.byte_size for image in block_images(block))
 
 
 def cleared_marker(block: ToolResultBlock) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, assert_never
 from uuid import UUID
 
-from convstore.domain.blocks import ImageBlock, TextBlock, ToolResultBlock
+from convstore.domain.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.events import Compacted, Event, Role
 from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_history
 from convstore.projections.prose import (
@@ -43,6 +43,9 @@ PartKind: TypeAlias = Literal[
 NOTHING_RECORDED = "[Nothing was recorded for this message.]"
 BLANK_MESSAGE = "[This message's recorded text was blank.]"
 SUMMARY_HEAD = "[Summary of the earlier conversation, which it replaces]: "
+NO_RESULT = "[No result was recorded for this call.]"
+"""Follows a tool call whose result never landed, once the history has moved past it: a
+model told so can say it does not know the outcome; one handed silence may assume one."""
 
 CANNOT_SEE = "this model cannot see images"
 """Why images are not shown to a model that cannot see (completes the marker's sentence)."""
@@ -141,8 +144,30 @@ def _cleared_results(messages: list[RecordedMessage], keep: int | None) -> set[t
     return set(results[: max(len(results) - keep, 0)])
 
 
+def _unanswered_calls(messages: list[RecordedMessage]) -> set[str]:
+    """Ids of the tool calls no result answers, made before the last message: the history has
+    moved past them (a call in the last message may still be getting its result)."""
+    answered = {
+        b.block.tool_use_id
+        for m in messages
+        for b in m.blocks
+        if isinstance(b.block, ToolResultBlock)
+    }
+    return {
+        b.block.id
+        for m in messages[:-1]
+        for b in m.blocks
+        if isinstance(b.block, ToolUseBlock) and b.block.id not in answered
+    }
+
+
 def _message_plan(
-    message: RecordedMessage, *, vision: bool, cleared: set[tuple[UUID, int]], summary: bool
+    message: RecordedMessage,
+    *,
+    vision: bool,
+    cleared: set[tuple[UUID, int]],
+    summary: bool,
+    unanswered: set[str],
 ) -> PlannedMessage:
     hidden = _hidden_because(message.role, vision)
     parts: list[Part] = []
@@ -155,6 +180,9 @@ def _message_plan(
         )
         kind: PartKind = "summary" if summary else recorded.block.type
         parts.append(Part(kind, tuple(segments)))
+        block = recorded.block
+        if isinstance(block, ToolUseBlock) and block.id in unanswered:
+            parts.append(Part("marker", (Text(NO_RESULT),)))
     blank = all(isinstance(s, Text) and not s.text.strip() for p in parts for s in p.segments)
     if blank:
         parts.append(Part("marker", (Text(BLANK_MESSAGE if parts else NOTHING_RECORDED),)))
@@ -167,12 +195,21 @@ def plan(events: Iterable[Event], options: ReplayOptions | None = None) -> list[
     """What each wire message of the replay holds, part by part."""
     options = options or ReplayOptions()
     history = collect_history(events)
-    compactions = history.compactions
+    visible = [m for m in history.messages if not m.withdrawn]
+    shown = {m.message_id for m in visible}
+    compactions = [c for c in history.compactions if c.through in shown]
     compaction = None if options.full or not compactions else compactions[-1]
-    window, summary_at = replay_window(history.messages, compaction)
+    window, summary_at = replay_window(visible, compaction)
     cleared = _cleared_results(window, options.keep_tool_results)
+    unanswered = _unanswered_calls(visible)
     return [
-        _message_plan(m, vision=options.vision, cleared=cleared, summary=i == summary_at)
+        _message_plan(
+            m,
+            vision=options.vision,
+            cleared=cleared,
+            summary=i == summary_at,
+            unanswered=unanswered,
+        )
         for i, m in enumerate(window)
     ]
 
