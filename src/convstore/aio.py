@@ -181,7 +181,7 @@ class AsyncStore:
     # -- writing ---------------------------------------------------------------------------
 
     async def new_conversation(
-        self, title: str | None = None, *, conversation_id: UUID | None = None
+        self, title: str | None = None, *, conversation_id: UUID | str | None = None
     ) -> UUID:
         """Start a conversation; returns its id (see :meth:`convstore.Store.new_conversation`)."""
         return await self._write(
