@@ -222,6 +222,29 @@ class StoreContract(ABC):
         finally:
             other.close()
 
+    def test_stale_writer_finds_a_message_another_store_started(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """A writer whose cached state predates a message started elsewhere catches up and
+        appends to it, instead of calling it unknown."""
+        other = self.open_store()
+        try:
+            other.append_message(conv, "user", [TEXT])  # other caches the conversation now
+            msg = store.start_message(conv, "assistant")
+            assert other.append_block(conv, msg, {"type": "text", "text": "late"}) == 0
+            other.end_message(conv, msg)
+            with pytest.raises(MessageNotFound):
+                other.append_block(conv, uuid4(), TEXT)
+            assert [m.status for m in store.messages(conv)] == ["ended", "ended"]
+        finally:
+            other.close()
+
+    def test_a_whole_message_has_one_timestamp(self, store: Store, conv: UUID) -> None:
+        """A message recorded whole is one write: its start, blocks and end share one time, so
+        nothing (the audit's closed_at included) shows it ending before its own blocks."""
+        store.append_message(conv, "user", [TEXT, TEXT, TEXT])
+        assert len({e.timestamp for e in store.events(conv)[1:]}) == 1
+
     def test_stale_writer_sees_the_message_was_closed(self, store: Store, conv: UUID) -> None:
         """A command decided on stale state is re-checked against what other writers did."""
         other = self.open_store()

@@ -173,7 +173,12 @@ def reasoning_blocks() -> st.SearchStrategy[ReasoningBlock]:
     redacted = st.text(min_size=1, max_size=12).map(
         lambda data: ReasoningBlock(text="", encrypted_content=data, redacted=True)
     )
-    return st.one_of(plain, signed, redacted)
+    encrypted = st.builds(
+        lambda text, data: ReasoningBlock(text=text, encrypted_content=data),
+        texts(),
+        st.text(min_size=1, max_size=12),
+    )
+    return st.one_of(plain, signed, redacted, encrypted)
 
 
 IMAGE_URLS = ("https://example.com/cat.png", "http://img.example.org/a/b.jpg?x=1")

@@ -65,7 +65,7 @@ def test_redacted_reasoning_is_prose_in_replay_and_native_in_a_live_round(store:
     redacted = {"type": "reasoning", "text": "", "encrypted_content": "EnCr", "redacted": True}
     conv, turn = _round(store, redacted, {})
     text = store.replay(conv)["messages"][1]["content"]
-    assert text.startswith("[Reasoning]: [redacted by the provider")
+    assert text.startswith("[Reasoning]: [encrypted by the provider")
     live = accepted("anthropic", store.live_request(conv, turn, shape="anthropic"))
     assert live["messages"][-2]["content"][0] == {"type": "redacted_thinking", "data": "EnCr"}
 

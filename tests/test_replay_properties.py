@@ -324,8 +324,8 @@ def expected_fragments(
                 if block.text.strip():
                     out.append(block.text)
             case ReasoningBlock():
-                if block.redacted and not block.text.strip():
-                    out.append("[Reasoning]: [redacted by the provider")
+                if not block.text.strip() and (block.redacted or block.encrypted_content):
+                    out.append("[Reasoning]: [encrypted by the provider")
                 else:
                     out.append(f"[Reasoning]: {block.text}")
             case ToolUseBlock():

@@ -315,3 +315,33 @@ def test_a_lock_timeout_of_a_day_is_accepted(
     """The largest accepted wait, 86400 s, opens a store."""
     monkeypatch.setenv("CONVSTORE_LOCK_TIMEOUT", "86400")
     _write_and_read_back(tmp_path / "t.db")
+
+
+_OTHER_PROCESS_APPENDS = """
+import sys
+import convstore
+store = convstore.open_store(sys.argv[1])
+store.append_message(sys.argv[2], "user", [{"type": "text", "text": "from elsewhere"}])
+print(len(store.messages(sys.argv[2])))
+"""
+
+
+def test_a_new_store_shares_one_write_ahead_index_with_other_processes(tmp_path: Path) -> None:
+    """The process that created a store (built in a temporary file, then linked into place)
+    keeps no connection to the temporary: its writes and another process's meet in one
+    ``-shm`` index, so each sees the other's appends and neither loses any."""
+    path = tmp_path / "new.db"
+    store = open_store(path)
+    try:
+        conv = store.new_conversation()
+        assert (tmp_path / "new.db-shm").exists()
+        assert [p.name for p in tmp_path.iterdir() if ".creating-" in p.name] == []
+        other = [sys.executable, "-c", _OTHER_PROCESS_APPENDS, str(path), str(conv)]
+        assert subprocess.run(other, capture_output=True, text=True, check=True).stdout == "1\n"
+        store.append_message(conv, "assistant", [{"type": "text", "text": "here"}])
+        assert len(store.messages(conv)) == 2
+        assert subprocess.run(other, capture_output=True, text=True, check=True).stdout == "3\n"
+    finally:
+        store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT count(*) FROM stored_events").fetchone() == (10,)

@@ -25,6 +25,8 @@ from click.testing import CliRunner, Result
 from convstore import open_store
 from convstore.cli import cli
 from convstore.demo import record_demo
+from convstore.errors import StoreError
+from convstore.infrastructure.chain import genesis, link
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -32,7 +34,7 @@ from convstore.demo import record_demo
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test reads a real store or audit file, and tracebacks stay folded."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG"):
+    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG", "CONVSTORE_CHAIN_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
 
@@ -183,7 +185,7 @@ def _block_for_unknown_message(s: Stored) -> str:
         "VALUES (?, ?, ?, ?)",
         [s.other.hex, len(rows) + 1, topic, json.dumps(event).encode()],
     )
-    return f"block for message {stranger}, which is not open"
+    return f"breaks a writer rule: message {stranger} not found in conversation {s.other}"
 
 
 def _first_event_not_a_start(s: Stored) -> str:
@@ -306,3 +308,243 @@ def test_verify_writes_nothing_to_a_sqlite_file_that_is_not_a_store(tmp_path: Pa
     before = files(tmp_path)
     verify(other)
     assert files(tmp_path) == before
+
+
+# -- every rule the writer enforces, and the hash chain (issue 10, item 15) --------------------
+
+
+def _state_of(db: Path, rowid: int) -> dict[str, Any]:
+    with closing(sqlite3.connect(db)) as connection:
+        [(state,)] = connection.execute("SELECT state FROM stored_events WHERE rowid = ?", [rowid])
+    parsed: dict[str, Any] = json.loads(state)
+    return parsed
+
+
+def _set_state(db: Path, rowid: int, event: dict[str, Any]) -> None:
+    tamper(
+        db,
+        "UPDATE stored_events SET state = ? WHERE rowid = ?",
+        [json.dumps(event).encode(), rowid],
+    )
+
+
+def rechain(db: Path, conversation: UUID) -> None:
+    """Recompute a conversation's head from its stored rows, as a tamperer who knows the
+    (unkeyed) chain would: what is left to catch is then every writer rule."""
+    rows = rows_of(db, conversation)
+    chain = genesis(conversation)
+    for _, version, topic, state in rows:
+        chain = link(chain, version, topic.encode(), state)
+    tamper(
+        db,
+        "UPDATE convstore_heads SET version = ?, chain = ? WHERE originator_id = ?",
+        [rows[-1][1], chain, conversation.hex],
+    )
+
+
+def _block_rows(s: Stored, kind: str) -> list[tuple[int, int, dict[str, Any]]]:
+    """(rowid, version, event) of the demo's block events holding a block of ``kind``."""
+    found = []
+    for rowid, version, topic, state in rows_of(s.db, s.demo):
+        event = json.loads(state)
+        if topic == "convstore:block_appended" and event["block"]["type"] == kind:
+            found.append((rowid, version, event))
+    return found
+
+
+def test_text_that_is_not_utf8_is_listed_not_fatal(stored: Stored) -> None:
+    """A TEXT column holding invalid UTF-8 is one listed problem; verify reads on past it."""
+    rowid = rows_of(stored.db, stored.demo)[3][0]
+    tamper(
+        stored.db,
+        "UPDATE stored_events SET topic = CAST(x'ff00fe' AS TEXT) WHERE rowid = ?",
+        [rowid],
+    )
+    other = rows_of(stored.db, stored.other)[1][0]
+    tamper(
+        stored.db,
+        "UPDATE stored_events SET originator_id = CAST(x'c328' AS TEXT) WHERE rowid = ?",
+        [other],
+    )
+    problems = problems_of(verify(stored.db, "--json"))
+    texts = {p["position"]: p["problem"] for p in problems}
+    assert texts[rowid].startswith("cannot be read: the topic column is not valid UTF-8")
+    assert texts[other].startswith("cannot be read: originator_id")
+    assert {p["conversation"] for p in problems} >= {str(stored.other)}  # read on past both
+
+
+def test_a_lost_last_event_is_reported(stored: Stored) -> None:
+    """Deleting a conversation's newest event leaves its head ahead: verify says so."""
+    rowid, version, _, _ = rows_of(stored.db, stored.other)[-1]
+    tamper(stored.db, "DELETE FROM stored_events WHERE rowid = ?", [rowid])
+    [problem] = problems_of(verify(stored.db, "--json"))
+    assert problem["conversation"] == str(stored.other)
+    assert problem["problem"] == (
+        f"the log ends at version {version - 1}, but its head records version {version}: "
+        "the last event(s) are missing"
+    )
+
+
+def test_a_changed_text_is_reported(stored: Stored) -> None:
+    """One changed character in a stored text breaks the conversation's hash chain."""
+    rowid, _, event = _block_rows(stored, "text")[0]
+    event["block"]["text"] = event["block"]["text"].replace("e", "a", 1)
+    _set_state(stored.db, rowid, event)
+    [problem] = problems_of(verify(stored.db, "--json"))
+    assert problem["conversation"] == str(stored.demo)
+    assert "do not match the hash chain in its head" in problem["problem"]
+
+
+@pytest.mark.parametrize("chain_recomputed", [False, True], ids=["as is", "chain recomputed"])
+def test_a_tool_use_in_a_user_message_is_reported_where_it_is(
+    stored: Stored, chain_recomputed: bool
+) -> None:
+    """A tool_use moved into a user message breaks the writer's role rule, reported at its row
+    even when the tamperer recomputed the hash chain."""
+    text_rows = _block_rows(stored, "text")
+    user_starts = {
+        json.loads(state)["message_id"]
+        for _, _, topic, state in rows_of(stored.db, stored.demo)
+        if topic == "convstore:message_started" and json.loads(state)["role"] == "user"
+    }
+    rowid, version, event = next(r for r in text_rows if r[2]["message_id"] in user_starts)
+    event["block"] = {"type": "tool_use", "id": "sneaky", "name": "rm", "input": {}}
+    _set_state(stored.db, rowid, event)
+    if chain_recomputed:
+        rechain(stored.db, stored.demo)
+    problems = problems_of(verify(stored.db, "--json"))
+    rule = [p for p in problems if p["problem"].startswith("breaks a writer rule")]
+    assert rule == [
+        {
+            "position": rowid,
+            "conversation": str(stored.demo),
+            "version": version,
+            "problem": (
+                "breaks a writer rule: tool_use blocks belong in assistant messages, not user"
+            ),
+        }
+    ]
+    assert len(problems) == (1 if chain_recomputed else 2)
+
+
+def test_a_duplicated_call_id_is_reported(stored: Stored) -> None:
+    """A second tool_use with an id already recorded breaks the writer's once-only rule."""
+    first, (rowid, version, event) = _block_rows(stored, "tool_use")[:2]
+    event["block"]["id"] = first[2]["block"]["id"]
+    _set_state(stored.db, rowid, event)
+    rechain(stored.db, stored.demo)
+    [problem] = problems_of(verify(stored.db, "--json"))
+    assert (problem["position"], problem["version"]) == (rowid, version)
+    assert problem["problem"] == (
+        f"breaks a writer rule: tool_use id {first[2]['block']['id']!r} is already recorded "
+        "in this conversation"
+    )
+
+
+def test_a_damaged_topic_is_reported_and_replay_refuses_it(stored: Stored) -> None:
+    """A row whose topic no longer names its event: verify lists it, and replay (like project,
+    which selects by topic and would never see it) does not quietly use it."""
+    rowid, version, _, _ = rows_of(stored.db, stored.other)[2]
+    tamper(
+        stored.db, "UPDATE stored_events SET topic = ? WHERE rowid = ?", ["convstore:bogus", rowid]
+    )
+    problems = problems_of(verify(stored.db, "--json"))
+    assert any(
+        p["position"] == rowid and "stored topic 'convstore:bogus' disagrees" in p["problem"]
+        for p in problems
+    ), problems
+    with open_store(stored.db) as store, pytest.raises(StoreError) as raised:
+        store.replay(stored.other)
+    assert f"{stored.other} v{version} is damaged: its topic 'convstore:bogus'" in str(raised.value)
+    result = CliRunner().invoke(cli, ["--db", str(stored.db), "replay", str(stored.other)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: stored event")
+
+
+def test_a_removed_head_is_reported(stored: Stored) -> None:
+    """A chained conversation whose head row was deleted is damage, not an old conversation."""
+    tamper(stored.db, "DELETE FROM convstore_heads WHERE originator_id = ?", [stored.demo.hex])
+    [problem] = problems_of(verify(stored.db, "--json"))
+    assert problem["conversation"] == str(stored.demo)
+    assert "has no head, but events written after hash chains began" in problem["problem"]
+
+
+def test_a_store_from_before_chains_verifies_and_starts_chaining(stored: Stored) -> None:
+    """A store written before heads existed is sound, with a note; its next append starts a
+    chain from that version, and a later change to those chained events is caught."""
+    with closing(sqlite3.connect(stored.db)) as connection:
+        connection.execute("DROP TABLE convstore_heads")  # what today's stores look like
+        connection.commit()
+    result = verify(stored.db)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        "note: 2 conversation(s) unchained (written before v0.2): not covered by a hash chain "
+        "until their next append\n"
+    )
+    with open_store(stored.db) as store:
+        [message] = [m.message_id for m in store.messages(stored.other) if m.status == "open"]
+        store.append_block(stored.other, message, {"type": "text", "text": "three"})
+        store.end_message(stored.other, message)
+    again = verify(stored.db)
+    assert again.exit_code == 0, again.output
+    assert again.stderr.splitlines() == [
+        "note: 1 conversation(s) unchained (written before v0.2): not covered by a hash chain "
+        "until their next append",
+        "note: 1 conversation(s) chained from a later version: their events written before "
+        "v0.2 are not covered",
+    ]
+    rowid, _, _, _ = rows_of(stored.db, stored.other)[-2]
+    event = _state_of(stored.db, rowid)
+    event["block"]["text"] = "tree"
+    _set_state(stored.db, rowid, event)
+    changed = verify(stored.db, "--json")
+    assert changed.exit_code == 1
+    [problem] = json.loads(changed.stdout)
+    assert problem["conversation"] == str(stored.other)
+    assert "do not match the hash chain" in problem["problem"]
+
+
+def test_chains_stay_whole_when_two_writers_take_turns(tmp_path: Path) -> None:
+    """Two stores on one file appending to one conversation in turn keep one sound chain (each
+    writer notices the other moved the head)."""
+    db = tmp_path / "turns.db"
+    with open_store(db) as first, open_store(db) as second:
+        conversation = first.new_conversation()
+        messages = [first.start_message(conversation, "assistant")]
+        messages.append(second.start_message(conversation, "assistant"))
+        for n in range(6):
+            writer = (first, second)[n % 2]
+            writer.append_block(conversation, messages[n % 2], {"type": "text", "text": str(n)})
+        first.end_message(conversation, messages[0])
+    result = verify(db)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("ok: 10 events in 1 conversations")
+
+
+def test_a_keyed_chain_resists_a_tamperer_without_the_key(
+    stored: Stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unkeyed, a tamperer who recomputes the chain hides a changed text (the documented limit);
+    with CONVSTORE_CHAIN_KEY set for the writers and verify, the same tampering is caught."""
+    rowid, _, event = _block_rows(stored, "text")[0]
+    event["block"]["text"] = "nothing to see"
+    _set_state(stored.db, rowid, event)
+    rechain(stored.db, stored.demo)
+    assert verify(stored.db).exit_code == 0  # unkeyed: recomputed, so not detected
+
+    monkeypatch.setenv("CONVSTORE_CHAIN_KEY", "correct horse battery staple")
+    db = tmp_path / "keyed.db"
+    with open_store(db) as store:
+        keyed = record_demo(store)
+    assert verify(db).exit_code == 0, verify(db).output
+    monkeypatch.delenv("CONVSTORE_CHAIN_KEY")  # verify must be given the writers' key
+    [problem] = problems_of(verify(db, "--json"))
+    assert problem["problem"].endswith("CONVSTORE_CHAIN_KEY differs from this one, which is unset)")
+    monkeypatch.setenv("CONVSTORE_CHAIN_KEY", "correct horse battery staple")
+    rowid = _block_rows(Stored(db, keyed, keyed), "text")[0][0]
+    tampered = _state_of(db, rowid)
+    tampered["block"]["text"] = "nothing to see"
+    _set_state(db, rowid, tampered)
+    rechain(db, keyed)  # without the key
+    [problem] = problems_of(verify(db, "--json"))
+    assert "do not match the hash chain in its head" in problem["problem"]

@@ -63,6 +63,7 @@ def _valid(store: Store) -> dict[str, Any]:
         "reason": "stopped",
         "summary": "so far",
         "through": ended,
+        "to": ended,
         "shape": "openai",
         "vision": False,
         "full": False,

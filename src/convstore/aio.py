@@ -36,6 +36,7 @@ from convstore.domain.events import Event, Role
 from convstore.domain.limits import Limits
 from convstore.errors import StoreError
 from convstore.infrastructure.bootstrap import open_store
+from convstore.infrastructure.chain import Head
 from convstore.infrastructure.postgres import is_postgres_url
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.pressure import Pressure
@@ -346,6 +347,10 @@ class AsyncStore:
     async def log_position(self) -> int:
         """The position of the newest event in the log (0 when it is empty)."""
         return await self._read(self.store.log_position)
+
+    async def heads(self) -> dict[UUID, Head] | None:
+        """Every conversation's chained head (see :meth:`convstore.Store.heads`)."""
+        return await self._read(self.store.heads)
 
     # -- internals -------------------------------------------------------------------------
 

@@ -47,11 +47,13 @@ from convstore.domain.parsing import (
 from convstore.errors import (
     ConcurrencyError,
     ConversationNotFound,
+    InvalidBlock,
     InvalidInput,
     StoreError,
 )
 from convstore.infrastructure.application import EventLog
-from convstore.infrastructure.mapper import TOPICS, topic_of
+from convstore.infrastructure.chain import Head
+from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent, topic_of
 from convstore.infrastructure.memory import paused_gc
 from convstore.projections.live import live_request
 from convstore.projections.messages import RecordedMessage, collect_messages
@@ -111,9 +113,6 @@ class Store:
 
     def close(self) -> None:
         """Release the backend's connections."""
-        close_writer = getattr(self._log.recorder, "close_writer", None)
-        if close_writer is not None:
-            close_writer()
         self._log.close()
 
     def __enter__(self) -> Store:
@@ -360,11 +359,16 @@ class Store:
         """Every stored record in log order, decoded one by one.
 
         A record that does not decode, or whose columns cannot even be read (a damaged or
-        tampered row), is yielded with the reason instead of stopping the scan.
+        tampered row), is yielded with the reason instead of stopping the scan. On SQLite the
+        rows are read with TEXT columns as bytes, so text that is not UTF-8 is one more reason.
         """
         return self._scan(parse_count(page_size, "page_size", 1))
 
     def _scan(self, page_size: int) -> Iterator[Recorded]:
+        raw = getattr(self._log.recorder, "select_raw_records", None)
+        if raw is not None:
+            yield from self._scan_raw(raw, page_size)
+            return
         recorder = self._log.recorder
         end = self.log_position()
         after = 0
@@ -386,6 +390,47 @@ class Store:
                 return
             after = page[-1].id
 
+    def _scan_raw(
+        self, select: Callable[[int, int], list[tuple[Any, ...]]], page_size: int
+    ) -> Iterator[Recorded]:
+        after = 0
+        while True:
+            page = self._guarded(lambda after=after: select(after, page_size))  # type: ignore[misc]
+            yield from map(self._recorded_row, page)
+            if len(page) < page_size:
+                return
+            after = page[-1][0]
+
+    def _recorded_row(self, row: tuple[Any, ...]) -> Recorded:
+        """One raw stored row (position, id, version, topic, state; TEXT as bytes) decoded."""
+        position, raw_id, version, raw_topic, state = row
+        try:
+            originator_id = UUID(bytes(raw_id).decode("utf-8"))
+        except (TypeError, ValueError):
+            detail = f"originator_id {_shown(raw_id)} is not a conversation id"
+            return Recorded(position, None, None, None, detail)
+        if version is None:
+            return Recorded(position, originator_id, None, None, "the version is empty (NULL)")
+        if not isinstance(state, bytes):
+            return Recorded(position, originator_id, version, None, "the state is not bytes")
+        unreadable = topic = None
+        if not isinstance(raw_topic, bytes):
+            unreadable, raw_topic = f"the topic {raw_topic!r} is not text", b""
+        else:
+            try:
+                topic = raw_topic.decode("utf-8")
+            except UnicodeDecodeError:
+                unreadable = f"the topic column is not valid UTF-8 ({_shown(raw_topic)})"
+        notification = Notification(
+            originator_id=originator_id,
+            originator_version=version,
+            topic=topic or "",
+            state=state,
+            id=position,
+        )
+        recorded = self._recorded(notification)
+        return replace(recorded, topic=topic, unreadable=unreadable, raw_topic=raw_topic)
+
     def _scan_one_by_one(self, first: int, last: int) -> Iterator[Recorded]:
         recorder = self._log.recorder
         for position in range(first, last + 1):
@@ -405,7 +450,25 @@ class Store:
             error = None
         except MapperDeserialisationError as exc:
             event, error = None, " ".join(str(exc.__cause__ or exc).split())[:300]
-        return Recorded(n.id, n.originator_id, n.originator_version, event, error, n.topic)
+        return Recorded(
+            n.id,
+            n.originator_id,
+            n.originator_version,
+            event,
+            error,
+            n.topic,
+            raw_topic=n.topic.encode("utf-8", "surrogateescape"),
+            state=n.state,
+        )
+
+    def heads(self) -> dict[UUID, Head] | None:
+        """Every conversation's chained head (the start marker under the nil id), or ``None``
+        for a backend that keeps none."""
+        select = getattr(self._log.recorder, "select_heads", None)
+        if select is None:
+            return None
+        heads: dict[UUID, Head] = self._guarded(select)
+        return heads
 
     def log_position(self) -> int:
         """The position of the newest event in the log (0 when it is empty)."""
@@ -430,14 +493,17 @@ class Store:
     def _stream(self, conversation_id: UUID, after: int = 0) -> Iterator[Event]:
         """A conversation's events after version ``after``, decoded one by one as they are
         consumed (replay folds them without holding a list)."""
-        states = self._guarded(lambda: self._log.select_states(conversation_id, after))
+        rows = self._guarded(lambda: self._log.select_topics_and_states(conversation_id, after))
         decode = self._log.pydantic_mapper.decode_state
-        for state in states:
+        for topic, state in rows:
             try:
-                yield decode(state)
+                event = decode(state)
             except ValueError as exc:  # a pydantic ValidationError, or a bad compressed state
                 msg = f"a stored event of conversation {conversation_id} does not decode: {exc}"
                 raise StoreError(" ".join(msg.split())[:500]) from exc
+            if topic != _TOPIC_BYTES[event.type]:
+                raise _damaged_topic(conversation_id, event, topic)
+            yield event
 
     def _exists(self, conversation_id: UUID) -> bool:
         found = self._guarded(lambda: self._log.recorder.select_events(conversation_id, limit=1))
@@ -453,8 +519,14 @@ class Store:
         snapshot and notification hooks convstore does not use, a quarter of an append's CPU.
         """
         to_stored = self._log.mapper.to_stored_event
+        stored = []
+        for event in events:
+            try:
+                stored.append(to_stored(event))
+            except UnreadableEvent as exc:
+                raise _unreadable(event, exc) from None
         try:
-            self._log.recorder.insert_events([to_stored(event) for event in events])
+            self._log.recorder.insert_events(stored)
         except IntegrityError:
             raise
         except PersistenceError as exc:
@@ -478,6 +550,13 @@ class Store:
             self._remember(state)
         return state
 
+    def _catch_up(self, conversation_id: UUID, state: Conversation) -> bool:
+        """Fold into ``state`` the events other writers recorded since; whether there were any."""
+        missed = self._read(conversation_id, after=state.version)
+        for event in missed:
+            state.apply(event)
+        return bool(missed)
+
     def _write(
         self, conversation: UUID | str, decide: Callable[[Conversation], list[Event]]
     ) -> list[Event]:
@@ -493,12 +572,18 @@ class Store:
         with lock:
             for attempt in range(MAX_WRITE_ATTEMPTS):
                 state = self._state(conversation_id)
-                events = decide(state)
+                try:
+                    events = decide(state)
+                except InvalidInput:
+                    # The cached state may be behind another process's writes (a message it
+                    # started, say): catch up, and refuse only if the command is still wrong.
+                    if not self._catch_up(conversation_id, state):
+                        raise
+                    events = decide(state)
                 try:
                     self._save(events)
                 except IntegrityError:
-                    for missed in self._read(conversation_id, after=state.version):
-                        state.apply(missed)
+                    self._catch_up(conversation_id, state)
                     # Back off at random, growing to 50 ms, so no writer loses every race.
                     ceiling = min(0.05, 0.001 * 2 ** min(attempt, 6))
                     time.sleep(random.uniform(0, ceiling))  # noqa: S311 - jitter, not crypto
@@ -511,6 +596,36 @@ class Store:
             "attempts: other writers kept taking the next version"
         )
         raise ConcurrencyError(msg)
+
+
+_TOPIC_BYTES: dict[str, bytes] = {
+    topic.removeprefix(TOPIC_PREFIX): topic.encode() for topic in TOPICS
+}
+
+
+def _damaged_topic(conversation_id: UUID, event: Event, topic: bytes) -> StoreError:
+    """Replay refuses a row whose stored topic disagrees with its event: ``project`` selects by
+    topic, so it would never see that row, and the two views must not differ silently."""
+    shown = topic.decode("utf-8", "backslashreplace")[:80]
+    return StoreError(
+        f"stored event {conversation_id} v{event.originator_version} is damaged: its topic "
+        f"{shown!r} disagrees with the event ({TOPIC_PREFIX}{event.type}); "
+        "convstore verify lists every such row"
+    )
+
+
+def _shown(value: object) -> str:
+    """A damaged column's value, short and printable."""
+    if isinstance(value, bytes):
+        return repr(value[:40].decode("utf-8", "backslashreplace"))
+    return repr(value)[:40]
+
+
+def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:
+    """The caller's error for an event whose JSON would not read back: what, and why."""
+    if isinstance(event, BlockAppended):
+        return InvalidBlock(f"block {event.index} cannot be stored: {exc}")
+    return InvalidInput(f"the {event.type.replace('_', ' ')} event cannot be stored: {exc}")
 
 
 def _options(vision: bool, full: bool, keep_tool_results: int | None) -> ReplayOptions:

@@ -1,28 +1,33 @@
 """Checking the log: what `convstore verify` reports. It reads and never writes.
 
-The checks: every event decodes; each conversation's versions run 1, 2, 3 … with no gap and
-start with ``ConversationStarted``; stored columns agree with the event inside; every block,
-end and interruption belongs to a message that was started and was still open, and block
-positions run 0, 1, 2 … in each message; a compaction names a message of its conversation;
-and no read model's tracked position is past the end of the log.
+The checks, record by record: every column can be read (a TEXT column that is not UTF-8 is
+listed, not fatal) and every state decodes; each conversation's versions run 1, 2, 3 … with no
+gap; the stored topic, id and version agree with the event inside. Each conversation is then
+folded through the writer's own rules (:meth:`Conversation.recheck`, the code that decides what
+a writer may record: roles of tool blocks, call ids once per conversation, blocks only in open
+messages and in position, tool names as the writer fixes them, compactions through known
+messages, JSON values that read back), and the first rule it breaks is reported with its
+position. Last, each conversation's stored events are hashed into the chain and compared with
+its head (see :mod:`convstore.infrastructure.chain`): a changed, removed or added event, or a
+lost last event, shows there. Conversations written before chains are noted, not reported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import assert_never
 from uuid import UUID
 
-from convstore.domain.events import (
-    BlockAppended,
-    Compacted,
-    ConversationStarted,
-    Event,
-    MessageEnded,
-    MessageInterrupted,
-    MessageStarted,
-    Rewound,
+from convstore.domain.conversation import Conversation
+from convstore.domain.events import BlockAppended, Event
+from convstore.domain.json_values import json_problem
+from convstore.errors import InvalidInput
+from convstore.infrastructure.chain import (
+    CHAIN_SINCE,
+    START_MARKER_ID,
+    Head,
+    genesis,
+    link,
 )
 
 
@@ -38,7 +43,11 @@ class Problem:
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """One stored record: its place, and the event it decodes to (or why it does not)."""
+    """One stored record: its place, and the event it decodes to (or why it does not).
+
+    ``unreadable`` says which column could not be read although the row could be placed;
+    ``raw_topic`` and ``state`` are the stored bytes the hash chain covers.
+    """
 
     position: int
     originator_id: UUID | str | None
@@ -46,32 +55,48 @@ class Recorded:
     event: Event | None
     error: str | None = None
     topic: str | None = None
+    unreadable: str | None = None
+    raw_topic: bytes | None = None
+    state: bytes | None = None
 
 
 @dataclass(slots=True)
 class _Conversation:
+    writer: Conversation
+    """The writer's state, folded through the writer's rules."""
     version: int = 0
-    open: dict[UUID, int] = field(default_factory=dict)
-    """Open messages and how many blocks each has."""
-    closed: set[UUID] = field(default_factory=set)
+    last_position: int = 0
+    broken: bool = False
+    """A rule was broken (or the versions jumped): the fold stops, one report is enough."""
+    chain: bytes | None = None
+    chained_upto: int = 0
 
 
 @dataclass(slots=True)
 class Verifier:
-    """Feed it the log in order with :meth:`check`; read :attr:`problems` at the end."""
+    """Feed it the log in order with :meth:`check`, call :meth:`finish`, then read
+    :attr:`problems` (damage) and :attr:`notes` (facts that are not damage).
 
+    ``heads`` are the stored heads with the start marker under the nil id; ``None`` when the
+    backend keeps none (the chain checks are then skipped).
+    """
+
+    heads: dict[UUID, Head] | None = None
+    key: bytes = b""
+    """The chain MAC key the writers used (``CONVSTORE_CHAIN_KEY``), or none."""
     problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     events: int = 0
     conversations: dict[str, _Conversation] = field(default_factory=dict)
 
     def check_all(self, records: Iterable[Recorded]) -> None:
         for record in records:
             self.check(record)
+        self.finish()
 
     def check(self, record: Recorded) -> None:
         self.events += 1
         conv_id = str(record.originator_id)
-        state = self.conversations.setdefault(conv_id, _Conversation())
 
         def problem(text: str) -> None:
             self.problems.append(Problem(record.position, conv_id, record.originator_version, text))
@@ -82,12 +107,22 @@ class Verifier:
         if not isinstance(record.originator_version, int):
             problem(f"stored version {record.originator_version!r} is not a whole number")
             return
+        state = self.conversations.get(conv_id)
+        if state is None:
+            writer = Conversation(id=_as_uuid(record.originator_id))
+            state = self.conversations[conv_id] = _Conversation(writer)
+        state.last_position = record.position
+        if record.unreadable:
+            problem(f"cannot be read: {record.unreadable}")
+        self._chain(record, state)
         if record.originator_version != state.version + 1:
             problem(f"version {record.originator_version} follows {state.version} (a gap)")
+            state.broken = True
         state.version = record.originator_version
         event = record.event
         if event is None:
             problem(f"does not decode: {record.error}")
+            state.broken = True
             return
         if record.topic is not None and record.topic != f"convstore:{event.type}":
             problem(f"stored topic {record.topic!r} disagrees with the event ({event.type})")
@@ -96,38 +131,118 @@ class Verifier:
             record.originator_version,
         ):
             problem("the stored id or version disagrees with the event inside")
-        self._check_event(event, state, problem)
+            state.broken = True
+        if not state.broken and (broken := _rule_broken(state.writer, event)):
+            problem(f"breaks a writer rule: {broken}")
+            state.broken = True
 
-    @staticmethod
-    def _check_event(event: Event, state: _Conversation, problem: Callable[[str], None]) -> None:
-        if event.originator_version == 1 and not isinstance(event, ConversationStarted):
-            problem(f"the conversation starts with {event.type}, not conversation_started")
-        match event:
-            case ConversationStarted():
-                if event.originator_version != 1:
-                    problem("ConversationStarted is not the first event")
-            case MessageStarted():
-                if event.message_id in state.open or event.message_id in state.closed:
-                    problem(f"message {event.message_id} started twice")
-                state.open[event.message_id] = 0
-            case BlockAppended():
-                if event.message_id not in state.open:
-                    problem(f"block for message {event.message_id}, which is not open")
-                    return
-                if event.index != state.open[event.message_id]:
-                    expected = state.open[event.message_id]
-                    problem(f"block position {event.index}, expected {expected}")
-                state.open[event.message_id] += 1
-            case MessageEnded() | MessageInterrupted():
-                if state.open.pop(event.message_id, None) is None:
-                    problem(f"{event.type} for message {event.message_id}, which is not open")
-                state.closed.add(event.message_id)
-            case Compacted():
-                if event.through not in state.open and event.through not in state.closed:
-                    problem(f"compaction through unknown message {event.through}")
-            case Rewound():
-                known = event.to is None or event.to in state.open or event.to in state.closed
-                if not known:
-                    problem(f"rewind to unknown message {event.to}")
-            case _:
-                assert_never(event)
+    def _chain(self, record: Recorded, state: _Conversation) -> None:
+        """Hash the stored bytes into the conversation's chain, from its head's first version."""
+        head = self._head(record.originator_id)
+        version = record.originator_version
+        if head is None or not isinstance(version, int) or version < head.chained_from:
+            return
+        if state.chain is None:
+            state.chain = genesis(state.writer.id)
+        raw_topic, stored = record.raw_topic or b"", record.state or b""
+        state.chain = link(state.chain, version, raw_topic, stored, self.key)
+        state.chained_upto = version
+
+    def _head(self, originator_id: UUID | str | None) -> Head | None:
+        if self.heads is None or originator_id is None:
+            return None
+        try:
+            return self.heads.get(_as_uuid(originator_id))
+        except ValueError:
+            return None
+
+    def finish(self) -> None:
+        """The checks that need a whole conversation: its head against its events."""
+        if self.heads is None:
+            return
+        marker = self.heads.get(START_MARKER_ID)
+        if marker is None:
+            self.problems.append(
+                Problem(None, "", None, "the hash chains' start marker is missing")
+            )
+        start = marker.version if marker is not None else 0
+        unchained = partly = 0
+        for conv_id, state in self.conversations.items():
+            head = self._head(conv_id)
+            if head is None:
+                if state.last_position > start:
+                    text = (
+                        "has no head, but events written after hash chains began (log "
+                        f"position {start}): its head row was removed"
+                    )
+                    self._conversation_problem(conv_id, state, text)
+                else:
+                    unchained += 1
+                continue
+            if found := _head_problem(head, state, keyed=bool(self.key)):
+                self._conversation_problem(conv_id, state, found)
+            elif head.chained_from > 1:
+                partly += 1
+        known = set(self.conversations)
+        for head_id, head in self.heads.items():
+            if head_id != START_MARKER_ID and str(head_id) not in known:
+                text = f"its head records version {head.version}, but it has no events"
+                self.problems.append(Problem(None, str(head_id), head.version, text))
+        if unchained:
+            self.notes.append(
+                f"{unchained} conversation(s) unchained (written before {CHAIN_SINCE}): "
+                "not covered by a hash chain until their next append"
+            )
+        if partly:
+            self.notes.append(
+                f"{partly} conversation(s) chained from a later version: their events written "
+                f"before {CHAIN_SINCE} are not covered"
+            )
+
+    def _conversation_problem(self, conv_id: str, state: _Conversation, text: str) -> None:
+        self.problems.append(Problem(state.last_position, conv_id, state.version, text))
+
+
+def _head_problem(head: Head, state: _Conversation, *, keyed: bool) -> str | None:
+    """What is wrong between a conversation's head and its stored events, if anything."""
+    if head.restarted_after is not None:
+        return (
+            f"its chain was restarted at version {head.chained_from}: the head was at version "
+            f"{head.restarted_after} when it was written (events were removed or added "
+            f"outside convstore, or by a convstore before {CHAIN_SINCE})"
+        )
+    if state.version < head.version:
+        return (
+            f"the log ends at version {state.version}, but its head records version "
+            f"{head.version}: the last event(s) are missing"
+        )
+    if state.version > head.version:
+        return (
+            f"versions after {head.version} are not in its head's chain: written outside "
+            f"convstore, or by a convstore before {CHAIN_SINCE}"
+        )
+    if state.chain != head.chain:
+        key = "set" if keyed else "unset"
+        return (
+            f"its stored events from version {head.chained_from} do not match the hash chain "
+            "in its head: an event was changed, removed, reordered or inserted (or the "
+            f"writers' CONVSTORE_CHAIN_KEY differs from this one, which is {key})"
+        )
+    return None
+
+
+def _rule_broken(writer: Conversation, event: Event) -> str | None:
+    """The writer rule ``event`` breaks given what came before it, or ``None`` (and then the
+    event is folded in)."""
+    if isinstance(event, BlockAppended) and (problem := json_problem(event.block.model_dump())):
+        return problem
+    try:
+        writer.recheck(event)
+    except InvalidInput as exc:
+        return str(exc)
+    writer.apply(event)
+    return None
+
+
+def _as_uuid(value: UUID | str) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))

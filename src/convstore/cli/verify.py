@@ -9,6 +9,7 @@ import click
 from convstore.cli.app import cli, store_from
 from convstore.cli.output import chosen_format, emit, format_options
 from convstore.errors import ConvstoreError
+from convstore.infrastructure.chain import chain_key
 from convstore.infrastructure.readonly import read_only_query
 from convstore.projector import audit_path
 from convstore.verify import Problem, Verifier
@@ -20,9 +21,12 @@ from convstore.verify import Problem, Verifier
 def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     """Check the log and report problems; exit 1 if there are any. Writes nothing.
 
-    Checks that every event decodes, versions run 1, 2, 3 … per conversation, every
-    block, end and interruption belongs to an open message, block positions run in
-    order, and no read model is tracked past the end of the log.
+    Checks that every stored row can be read and decodes, versions run 1, 2, 3 … per
+    conversation, each conversation obeys every rule the writer enforces (the first
+    break is reported with its position), its events match the hash chain in its head
+    (a changed, removed or added event, or a lost last event, shows there), and no read
+    model is tracked past the end of the log. Conversations written before hash chains
+    are noted on stderr, not reported.
 
     \b
     Example:
@@ -30,7 +34,7 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     """
     fmt = chosen_format(as_json, as_csv)
     store = store_from(ctx, create=False)
-    verifier = Verifier()
+    verifier = Verifier(heads=store.heads(), key=chain_key())
     verifier.check_all(store.scan())
     end = store.log_position()
     path = audit_path(store, ctx.obj["audit"])
@@ -45,6 +49,8 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
                     text = f"audit read model at position {position}, past the log's end {end}"
                     verifier.problems.append(Problem(position, "", None, text))
     problems = verifier.problems
+    for note in verifier.notes:
+        click.echo(f"note: {note}", err=True)
     if problems or fmt != "table":
         columns = ["position", "conversation", "version", "problem"]
         table = [[p.position, p.conversation, p.version, p.problem] for p in problems]

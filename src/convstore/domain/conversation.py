@@ -102,6 +102,44 @@ class Conversation:
                 assert_never(event)
         self.version = event.originator_version
 
+    def recheck(self, event: Event) -> None:
+        """Raise what the writer would have raised had it been asked, in this state, for the
+        command that recorded ``event`` (an :class:`InvalidInput`); return if it would have
+        recorded exactly that. ``convstore verify`` folds stored histories through this and
+        :meth:`apply`, so it checks the same rules the writer enforces, with the same code."""
+        if event.originator_version != self.version + 1:
+            msg = f"event version {event.originator_version} does not follow {self.version}"
+            raise InvalidInput(msg)
+        if (self.version == 0) != isinstance(event, ConversationStarted):
+            msg = f"{event.type} at version {event.originator_version}, but a conversation "
+            msg += "starts with conversation_started and has it only there"
+            raise InvalidInput(msg)
+        match event:
+            case ConversationStarted():
+                pass
+            case MessageStarted():
+                if event.message_id in self.messages:
+                    msg = f"message {event.message_id} was already started"
+                    raise InvalidInput(msg)
+            case BlockAppended():
+                decided = self.append_block(event.message_id, event.block)
+                if decided.index != event.index:
+                    msg = f"block at position {event.index}; the writer puts it at {decided.index}"
+                    raise InvalidInput(msg)
+                if decided.tool_name != event.tool_name:
+                    msg = f"tool name {event.tool_name!r}; the writer records {decided.tool_name!r}"
+                    raise InvalidInput(msg)
+            case MessageEnded():
+                self.end_message(event.message_id)
+            case MessageInterrupted():
+                self.interrupt_message(event.message_id, event.reason)
+            case Compacted():
+                self.compact(event.summary, event.through)
+            case Rewound():
+                self.rewind(event.to)
+            case _:
+                assert_never(event)
+
     # -- commands --------------------------------------------------------------------------
 
     @staticmethod
@@ -193,7 +231,10 @@ class Conversation:
     def record_message(
         self, role: Role, blocks: list[Block], *, leave_open: bool = False
     ) -> list[Event]:
-        """Every event of a whole message: started, each block, and ended unless left open."""
+        """Every event of a whole message: started, each block, and ended unless left open.
+
+        They are one write, so they share one timestamp: the moment it was recorded.
+        """
         started = self.start_message(role)
         events: list[Event] = [started]
         pending_tool_ids: set[str] = set()
@@ -208,6 +249,7 @@ class Conversation:
                         version=version,
                         block=block,
                         pending_tool_ids=pending_tool_ids,
+                        timestamp=started.timestamp,
                     )
                 )
             except InvalidBlock as exc:
@@ -252,6 +294,7 @@ class Conversation:
         version: int,
         block: Block,
         pending_tool_ids: set[str],
+        timestamp: datetime | None = None,
     ) -> BlockAppended:
         tool_name: str | None = None
         match block:
@@ -278,7 +321,7 @@ class Conversation:
         return BlockAppended(
             originator_id=self.id,
             originator_version=version,
-            timestamp=utcnow(),
+            timestamp=timestamp or utcnow(),
             message_id=message_id,
             index=index,
             block=block,

@@ -11,6 +11,13 @@ MAX_DEPTH = 100
 """Deepest nesting accepted; pydantic's JSON reader stops at 200, so stored events always
 decode."""
 
+MAX_INT_DIGITS = 4300
+"""Most digits an integer may have: pydantic's JSON reader refuses a longer one ("number out
+of range"), and so does Python's ``int(str)`` under its default limit. Found by experiment
+(pydantic-core 2.50: 4,300 digits read back, 4,301 do not)."""
+
+_INT_BOUND = 10**MAX_INT_DIGITS
+
 
 def json_problem(value: object) -> str | None:
     """Why ``value`` cannot be stored as JSON that reads back identically, or ``None``."""
@@ -23,6 +30,8 @@ def json_problem(value: object) -> str | None:
             problem = _text_problem(item)
             if problem:
                 return problem
+        elif isinstance(item, int) and not -_INT_BOUND < item < _INT_BOUND:
+            return f"an integer has more than {MAX_INT_DIGITS:,} digits, which JSON readers refuse"
         elif isinstance(item, float) and not math.isfinite(item):
             return f"the number {item} is not finite (JSON has no infinity or NaN)"
         elif isinstance(item, dict):

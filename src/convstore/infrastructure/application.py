@@ -40,6 +40,19 @@ class EventLog(Application[UUID]):
         settings.update({ENV_PREFIX + key: value for key, value in (env or {}).items()})
         return Environment(name, settings)
 
+    def close(self) -> None:
+        """Close every connection, the SQLite writer's included.
+
+        A connection left open on a file keeps SQLite's per-file state in this process alive:
+        a store created by building a temporary file and linking it into place would then share
+        the unlinked temporary's ``-shm`` with every later connection, and two processes would
+        keep two write-ahead indexes of one database.
+        """
+        close_writer = getattr(self.recorder, "close_writer", None)
+        if close_writer is not None:
+            close_writer()
+        super().close()
+
     def construct_mapper(self) -> PydanticMapper:
         return PydanticMapper(
             transcoder=self.factory.transcoder(),
@@ -64,7 +77,7 @@ class EventLog(Application[UUID]):
             with recorder.datastore.transaction(commit=False) as cursor:
                 cursor.execute(statement, (conversation_id.hex, after))
                 return [row[0] for row in cursor.fetchall()]
-        if type(recorder).__module__ == "eventsourcing.postgres":
+        if _is_postgres(recorder):
             # Imported here: the driver is an optional extra, and slow to import.
             from eventsourcing.postgres import PostgresApplicationRecorder  # noqa: PLC0415
             from psycopg.sql import SQL, Identifier  # noqa: PLC0415
@@ -79,8 +92,46 @@ class EventLog(Application[UUID]):
                 return [bytes(row["state"]) for row in curs.fetchall()]
         return [s.state for s in recorder.select_events(conversation_id, gt=after)]
 
+    def select_topics_and_states(
+        self, conversation_id: UUID, after: int = 0
+    ) -> list[tuple[bytes, bytes]]:
+        """Like :meth:`select_states`, with each event's stored topic as bytes beside its state,
+        so a reader can refuse a row whose topic disagrees with its event (as ``project``,
+        which selects by topic, never sees it). SQLite hands the topic over as the bytes
+        stored, so a topic that is not UTF-8 is a mismatch rather than a driver error."""
+        recorder = self.recorder
+        if isinstance(recorder, SQLiteApplicationRecorder):
+            statement = (
+                f"SELECT CAST(topic AS BLOB), state FROM {recorder.events_table_name} "  # noqa: S608
+                "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
+            )
+            with recorder.datastore.transaction(commit=False) as cursor:
+                cursor.execute(statement, (conversation_id.hex, after))
+                return [(bytes(row[0] or b""), row[1]) for row in cursor.fetchall()]
+        if _is_postgres(recorder):
+            from eventsourcing.postgres import PostgresApplicationRecorder  # noqa: PLC0415
+            from psycopg.sql import SQL, Identifier  # noqa: PLC0415
+
+            assert isinstance(recorder, PostgresApplicationRecorder)
+            query = SQL(
+                "SELECT topic, state FROM {}.{} WHERE originator_id = %s "
+                "AND originator_version > %s ORDER BY originator_version"
+            ).format(Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name))
+            with recorder.datastore.transaction(commit=False) as curs:
+                curs.execute(query, (conversation_id, after))
+                return [(row["topic"].encode(), bytes(row["state"])) for row in curs.fetchall()]
+        return [
+            (s.topic.encode(), s.state) for s in recorder.select_events(conversation_id, gt=after)
+        ]
+
     @property
     def pydantic_mapper(self) -> PydanticMapper:
         """The mapper, typed as the one this application constructs."""
         assert isinstance(self.mapper, PydanticMapper)
         return self.mapper
+
+
+def _is_postgres(recorder: object) -> bool:
+    """Whether ``recorder`` is eventsourcing's PostgreSQL recorder or a subclass (checked by
+    module name: the driver is an optional extra, and slow to import)."""
+    return any(cls.__module__ == "eventsourcing.postgres" for cls in type(recorder).__mro__)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from convstore.domain.limits import Limits
 from convstore.errors import ConvstoreError, InvalidInput, NoStore, StoreError
+from convstore.extras import missing_extra
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.postgres import (
     PostgresSettings,
@@ -129,7 +130,7 @@ def _open_postgres(url: str, limits: Limits) -> Store:
     settings = PostgresSettings.from_url(url)
     shown = redact(url)
     if importlib.util.find_spec("psycopg") is None:
-        msg = "PostgreSQL stores need the driver: pip install 'convstore[postgres]'"
+        msg = missing_extra("a PostgreSQL store", "postgres", "'psycopg[binary]' psycopg-pool")
         raise InvalidInput(msg)
     try:
         with settings.setup_lock():

@@ -12,6 +12,7 @@ from uuid import UUID
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, Event
 
@@ -26,12 +27,41 @@ def topic_of(event_class: type[BaseModel]) -> str:
 TOPICS: frozenset[str] = frozenset(topic_of(cls) for cls in EVENT_CLASSES)
 
 
+class UnreadableEvent(ValueError):
+    """An event whose stored JSON would not read back as the same event; nothing is stored."""
+
+
+def checked_json(event: BaseModel) -> bytes:
+    """The event's JSON, once it is known to decode back to an equal event.
+
+    The check goes through the very adapter every reader uses, so whatever is accepted can be
+    read back: a value the JSON reader refuses (an integer past its range, nesting past its
+    depth) or one that would come back different is refused here instead of being stored.
+    Raises :class:`UnreadableEvent` saying why.
+    """
+    try:
+        state = event.model_dump_json().encode()
+    except PydanticSerializationError as exc:
+        msg = f"it cannot be written as JSON ({' '.join(str(exc).split())[:200]})"
+        raise UnreadableEvent(msg) from None
+    try:
+        back = EVENT_ADAPTER.validate_json(state)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        msg = f"its JSON would not read back ({first['msg']})"
+        raise UnreadableEvent(msg) from None
+    if back != event:
+        msg = "its JSON would read back as a different value"
+        raise UnreadableEvent(msg)
+    return state
+
+
 class PydanticMapper(Mapper[UUID]):
     """Stores each event as its JSON; reads it back through one discriminated-union adapter."""
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         assert isinstance(domain_event, BaseModel)
-        state = domain_event.model_dump_json().encode()
+        state = checked_json(domain_event)
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:

@@ -231,6 +231,10 @@ class PostgresSettings:
             "POSTGRES_MAX_OVERFLOW": str(self.max_overflow),
             "POSTGRES_CONNECT_TIMEOUT": str(self.connect_timeout),
             "POSTGRES_LOCK_TIMEOUT": str(self.lock_timeout),
+            # Keeps each conversation's chained head (see convstore.infrastructure.chain).
+            "APPLICATION_RECORDER_TOPIC": (
+                "convstore.infrastructure.postgres_recorder:ChainedPostgresRecorder"
+            ),
         }
 
     @contextmanager

@@ -6,6 +6,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -19,6 +20,13 @@ from eventsourcing.persistence import (
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from convstore.errors import InvalidInput
+from convstore.infrastructure.chain import (
+    HEADS_TABLE,
+    START_MARKER_ID,
+    Head,
+    advance,
+    chain_key,
+)
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
 """How long a writer waits for another process's write lock before failing, unless
@@ -128,6 +136,36 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
         super().__init__(datastore, events_table_name)
         self._writer: sqlite3.Connection | None = None
         self._writer_lock = threading.Lock()
+        self._chain_key = chain_key()
+        self._heads: dict[UUID, Head] = {}
+        """The heads this writer last wrote: the next insert updates the row only if it still
+        holds exactly that (one statement instead of a read and a write)."""
+
+    def create_table(self) -> None:
+        """eventsourcing's table, then the heads table and start marker if either is missing.
+
+        Checked first, by reading, because the marker is an ``INSERT``: run on every open it
+        would take the write lock each time, and fail against a busy writer in WAL mode.
+        """
+        super().create_table()
+        with self._writer_lock:
+            conn = self._connection()
+            marker = (START_MARKER_ID.hex,)
+            try:
+                found = conn.execute(_MARKER_EXISTS, marker).fetchone()
+            except sqlite3.OperationalError:  # no such table: an older store, or a new one
+                found = None
+            if found:
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in heads_table_statements(self.events_table_name):
+                    conn.execute(statement)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
 
     def _connection(self) -> sqlite3.Connection:
         if self._writer is None:
@@ -158,6 +196,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
                             (key, s.originator_version, s.topic, s.state),
                         )
                         rowids.append(cursor.lastrowid or 0)
+                    _advance_heads(conn, stored_events, self._heads, self._chain_key)
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -177,3 +216,97 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+
+    def select_heads(self) -> dict[UUID, Head]:
+        """Every conversation's head, and the start marker under its nil id."""
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(_SELECT_HEADS)
+            return {UUID(row[0]): Head(*row[1:]) for row in cursor.fetchall()}
+
+    def select_raw_records(self, after: int, limit: int) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` stored rows after log position ``after``: (position, id, version,
+        topic, state), with TEXT columns as the bytes stored, so a row that is not valid UTF-8
+        can be reported rather than stop the read."""
+        pool = self.datastore.pool
+        try:
+            with closing(sqlite3.connect(pool.db_name, uri=True)) as conn:
+                conn.text_factory = bytes
+                return conn.execute(
+                    "SELECT rowid, originator_id, originator_version, topic, state "  # noqa: S608
+                    f"FROM {self.events_table_name} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                    (after, limit),
+                ).fetchall()
+        except sqlite3.Error as exc:
+            raise PersistenceError(exc) from exc
+
+
+_MARKER_EXISTS = f"SELECT 1 FROM {HEADS_TABLE} WHERE originator_id = ?"  # noqa: S608
+
+_SELECT_HEADS = (
+    f"SELECT originator_id, version, chain, chained_from, restarted_after FROM {HEADS_TABLE}"  # noqa: S608
+)
+
+
+def heads_table_statements(events_table: str) -> list[str]:
+    """The heads table, and its start marker: the log position when the table was made (0 for
+    a new store; the newest event of an older store being upgraded)."""
+    return [
+        f"CREATE TABLE IF NOT EXISTS {HEADS_TABLE} ("
+        "originator_id TEXT PRIMARY KEY, version INTEGER NOT NULL, chain BLOB NOT NULL, "
+        "chained_from INTEGER NOT NULL, restarted_after INTEGER) WITHOUT ROWID",
+        f"INSERT OR IGNORE INTO {HEADS_TABLE} "  # noqa: S608 - fixed names
+        f"SELECT '{START_MARKER_ID.hex}', coalesce(max(rowid), 0), x'', 0, NULL "
+        f"FROM {events_table}",
+    ]
+
+
+def _advance_heads(
+    conn: sqlite3.Connection,
+    stored_events: Sequence[StoredEvent],
+    known: dict[UUID, Head],
+    key: bytes,
+) -> None:
+    """Move each written conversation's head on past its new events (inside the insert's
+    transaction). ``known`` holds the heads this writer wrote last; a head found changed since
+    (another process wrote) is read afresh."""
+    grouped: dict[UUID, list[tuple[int, str, bytes]]] = {}
+    for s in stored_events:
+        originator = s.originator_id
+        conversation = originator if isinstance(originator, UUID) else UUID(str(originator))
+        grouped.setdefault(conversation, []).append((s.originator_version, s.topic, s.state))
+    if len(known) > _KNOWN_HEADS:
+        known.clear()
+    for originator, events in grouped.items():
+        cached = known.get(originator)
+        if cached is not None and cached.version == events[0][0] - 1:
+            head = advance(originator, cached, events, key)
+            updated = conn.execute(
+                _UPDATE_HEAD_IF_UNCHANGED,
+                (head.version, head.chain, originator.hex, cached.version, cached.chain),
+            )
+            if updated.rowcount == 1:
+                known[originator] = head
+                continue
+        row = conn.execute(_SELECT_HEAD, (originator.hex,)).fetchone()
+        head = advance(originator, Head(*row) if row else None, events, key)
+        conn.execute(
+            _UPSERT_HEAD,
+            (originator.hex, head.version, head.chain, head.chained_from, head.restarted_after),
+        )
+        known[originator] = head
+
+
+_KNOWN_HEADS = 10_000
+_UPDATE_HEAD_IF_UNCHANGED = (
+    f"UPDATE {HEADS_TABLE} SET version = ?, chain = ? "  # noqa: S608 - fixed names
+    "WHERE originator_id = ? AND version = ? AND chain = ?"
+)
+_SELECT_HEAD = (
+    f"SELECT version, chain, chained_from, restarted_after FROM {HEADS_TABLE} "  # noqa: S608
+    "WHERE originator_id = ?"
+)
+_UPSERT_HEAD = (
+    f"INSERT INTO {HEADS_TABLE} VALUES (?, ?, ?, ?, ?) ON CONFLICT (originator_id) DO UPDATE "  # noqa: S608
+    "SET version = excluded.version, chain = excluded.chain, "
+    "chained_from = excluded.chained_from, restarted_after = excluded.restarted_after"
+)

@@ -46,8 +46,9 @@ BLOCK_SEPARATOR = "\n\n"
 PART_SEPARATOR = "\n"
 """Joins the text parts inside one tool result."""
 
-REDACTED_REASONING = "[redacted by the provider: its content is encrypted and cannot be shown]"
-"""The prose of reasoning the provider returned only in encrypted form."""
+REDACTED_REASONING = "[encrypted by the provider: its content cannot be shown]"
+"""The prose of reasoning the provider returned only in encrypted form (a redacted thinking
+block, or a reasoning item with encrypted content and no summary)."""
 
 
 def image_marker(image: ImageBlock, why: str) -> str:
@@ -117,7 +118,7 @@ def block_segments(
         case TextBlock():
             return [Text(block.text)]
         case ReasoningBlock():
-            if block.redacted and not block.text.strip():
+            if not block.text.strip() and (block.redacted or block.encrypted_content):
                 return [Text(f"[Reasoning]: {REDACTED_REASONING}")]
             return [Text(f"[Reasoning]: {block.text}")]
         case ToolUseBlock():
