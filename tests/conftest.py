@@ -1,5 +1,4 @@
-"""Shared fixtures: a real PostgreSQL schema per test (or a clear skip where no server runs),
-and the shared transcript corpus (or a clear skip where it is absent)."""
+"""Shared fixtures: a real PostgreSQL schema per test, or a clear skip where no server runs."""
 
 from __future__ import annotations
 
@@ -67,17 +66,23 @@ def postgres_url(make_postgres_url: Callable[[], str]) -> str:
     return make_postgres_url()
 
 
-CORPUS_ENV_VAR = "CONVSTORE_CORPUS"
+def _corpus_location() -> Path | None:
+    """Where the shared transcript corpus is: ``$CONVSTORE_CORPUS``, else the checkout's
+    sibling ``shared/corpus`` (as CI lays it out); ``None`` when neither exists."""
+    given = os.environ.get("CONVSTORE_CORPUS")
+    for candidate in (given, Path(__file__).resolve().parents[1] / "../shared/corpus"):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate).resolve()
+    return None
 
 
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
-    """The shared corpus of real transcripts: ``$CONVSTORE_CORPUS``, else ``../shared/corpus``
-    beside the checkout; skips the test, saying where it looked, when neither exists."""
-    configured = os.environ.get(CORPUS_ENV_VAR)
-    found = (
-        Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared/corpus"
-    )
-    if not found.is_dir():
-        pytest.skip(f"no transcript corpus at {found} (set {CORPUS_ENV_VAR} to its directory)")
+    """The shared corpus of real transcripts; skips with the reason when it is absent."""
+    found = _corpus_location()
+    if found is None:
+        pytest.skip(
+            "transcript corpus not found: set CONVSTORE_CORPUS or lay ../shared/corpus beside "
+            "the checkout"
+        )
     return found

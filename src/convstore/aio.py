@@ -209,6 +209,10 @@ class AsyncStore:
         """Record that an open message was cut short (and why, if known)."""
         await self._write(self.store.interrupt_message, conversation, message, reason)
 
+    async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
+        """Withdraw every message recorded after ``to`` (all of them when ``None``)."""
+        await self._write(self.store.rewind, conversation, to=to)
+
     async def append_message(
         self,
         conversation: UUID | str,
@@ -228,10 +232,6 @@ class AsyncStore:
     async def compact(self, conversation: UUID | str, summary: str, *, through: UUID | str) -> None:
         """Record a compaction (see :meth:`convstore.Store.compact`)."""
         await self._write(self.store.compact, conversation, summary, through=through)
-
-    async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
-        """Withdraw the messages after ``to`` (see :meth:`convstore.Store.rewind`)."""
-        await self._write(self.store.rewind, conversation, to=to)
 
     # -- reading ---------------------------------------------------------------------------
 

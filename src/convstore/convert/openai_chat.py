@@ -1,0 +1,201 @@
+"""OpenAI Chat Completions messages into convstore blocks.
+
+Accepts dicts (the request params are TypedDicts) and the ``openai`` SDK's typed objects
+(``ChatCompletionMessage``, ``ChatCompletion``). What each role becomes:
+
+- ``system`` and ``developer`` → a ``system`` message; ``user`` → a ``user`` message. Content is
+  a string or a list of ``text`` and ``image_url`` parts (a ``data:`` URL becomes base64 data
+  and its media type, an ``http(s)`` address an image by URL; ``detail`` is ignored).
+- ``assistant`` → an ``assistant`` message: ``reasoning_content`` (DeepSeek) first, as a
+  reasoning block; then ``content`` (a string or ``text`` / ``refusal`` parts) and ``refusal``
+  as text; then each of ``tool_calls`` as a ``tool_use`` block. ``function.arguments`` is a
+  JSON string: a JSON object becomes the input, anything else is kept as the raw text.
+- ``tool`` → consecutive ones form ONE ``user`` message of ``tool_result`` blocks; the tool's
+  name comes from the matching call (or the message's own ``name``), else the store records
+  ``unknown``.
+
+Anything else (the ``function`` role and the legacy ``function_call``, ``input_audio`` and
+``file`` parts, …) is refused with one :class:`~convstore.errors.InvalidInput` naming it and
+where it is; a refused input converts to nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from convstore.convert.history import History, HistoryMessage
+from convstore.convert.parts import (
+    as_dict,
+    as_list,
+    checked,
+    image_from_url,
+    refuse,
+    text_of,
+    tidy,
+    tool_arguments,
+)
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.events import Role
+from convstore.errors import InvalidInput
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+"""The message roles the converter accepts."""
+
+USER_PARTS = ("text", "image_url")
+"""Content part types accepted in user messages."""
+
+ASSISTANT_PARTS = ("text", "refusal")
+"""Content part types accepted in assistant messages."""
+
+TEXT_PARTS = ("text",)
+"""Content part types accepted in system, developer and tool messages."""
+
+TOOL_CALL_TYPES = ("function", "custom")
+"""Tool call types accepted in an assistant message's ``tool_calls``."""
+
+
+def _content(content: object, where: str, accepted: tuple[str, ...]) -> list[Block]:
+    """A message's ``content``: ``None``, a string, or a list of parts."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [TextBlock(text=content)]
+    blocks: list[Block] = []
+    for index, raw in enumerate(as_list(content, f"{where} content")):
+        at = f"{where} content part {index}"
+        part = as_dict(raw, at)
+        kind = part.get("type")
+        if kind not in accepted:
+            refuse("part type", kind, at, accepted)
+        if kind == "text":
+            blocks.append(TextBlock(text=text_of(part.get("text"), f"{at} text")))
+        elif kind == "refusal":
+            blocks.append(TextBlock(text=text_of(part.get("refusal"), f"{at} refusal")))
+        else:
+            image = as_dict(part.get("image_url"), f"{at} image_url")
+            blocks.append(image_from_url(image.get("url"), f"{at} image_url.url"))
+    return blocks
+
+
+def tool_call_block(call: object, where: str) -> ToolUseBlock:
+    """One entry of an assistant message's ``tool_calls`` as a ``tool_use`` block."""
+    fields = as_dict(call, where)
+    kind = fields.get("type", "function")
+    if kind not in TOOL_CALL_TYPES:
+        refuse("tool call type", kind, where, TOOL_CALL_TYPES)
+    arguments: dict[str, Any] | str
+    if kind == "custom":
+        custom = as_dict(fields.get("custom"), f"{where} custom")
+        name, arguments = custom.get("name"), text_of(custom.get("input"), f"{where} input")
+    else:
+        function = as_dict(fields.get("function"), f"{where} function")
+        name = function.get("name")
+        arguments = tool_arguments(function.get("arguments", ""), f"{where} arguments")
+    call_id = fields.get("id")
+    return checked(
+        lambda: ToolUseBlock.model_validate({"id": call_id, "name": name, "input": arguments}),
+        where,
+    )
+
+
+def assistant_blocks(message: object, where: str = "assistant message") -> tuple[Block, ...]:
+    """The blocks of one assistant message (a dict or an SDK ``ChatCompletionMessage``)."""
+    fields = as_dict(message, where)
+    if fields.get("function_call") is not None:
+        refuse("field", "function_call", where, ("tool_calls",))
+    blocks: list[Block] = []
+    reasoning = fields.get("reasoning_content")
+    if reasoning:
+        blocks.append(ReasoningBlock(text=text_of(reasoning, f"{where} reasoning_content")))
+    blocks += _content(fields.get("content"), where, ASSISTANT_PARTS)
+    if fields.get("refusal"):
+        blocks.append(TextBlock(text=text_of(fields["refusal"], f"{where} refusal")))
+    for index, call in enumerate(as_list(fields.get("tool_calls") or [], f"{where} tool_calls")):
+        blocks.append(tool_call_block(call, f"{where} tool call {index}"))
+    return tidy(blocks)
+
+
+def completion_message(value: object) -> dict[str, Any]:
+    """The assistant message of a ``ChatCompletion`` (its first choice), or ``value`` itself
+    when it is already a message."""
+    fields = as_dict(value, "completion")
+    if "choices" not in fields:
+        return fields
+    choices = as_list(fields["choices"], "completion choices")
+    if not choices:
+        msg = "completion: it has no choices, so there is no message to record"
+        raise InvalidInput(msg)
+    return as_dict(as_dict(choices[0], "completion choice 0").get("message"), "choice 0 message")
+
+
+def tool_result_block(
+    message: object, where: str, names: Mapping[str, str] | None = None
+) -> ToolResultBlock:
+    """One ``tool`` role message as a ``tool_result`` block; ``names`` maps call ids to the
+    tool names of calls seen earlier."""
+    fields = as_dict(message, where)
+    call_id = fields.get("tool_call_id")
+    name = (names or {}).get(call_id) if isinstance(call_id, str) else None
+    name = name or fields.get("name")
+    raw = fields.get("content")
+    content: str | list[TextBlock | ImageBlock]
+    if raw is None or isinstance(raw, str):
+        content = raw or ""
+    else:
+        content = [b for b in _content(raw, where, TEXT_PARTS) if isinstance(b, TextBlock)]
+    data = {"tool_use_id": call_id, "content": content, "name": name}
+    return checked(lambda: ToolResultBlock.model_validate(data), where)
+
+
+def chat_messages(messages: Iterable[object]) -> list[HistoryMessage]:
+    """A Chat Completions message list as convstore messages, in order."""
+    converted: list[HistoryMessage] = []
+    names: dict[str, str] = {}
+    results: list[Block] = []
+    for index, raw in enumerate(messages):
+        where = f"message {index}"
+        fields = as_dict(raw, where)
+        role = fields.get("role")
+        if role not in ROLES:
+            refuse("role", role, where, ROLES)
+        where = f"message {index} ({role})"
+        if role == "tool":
+            results.append(tool_result_block(fields, where, names))
+            continue
+        if results:
+            converted.append(HistoryMessage("user", tuple(results)))
+            results = []
+        if role == "assistant":
+            blocks = assistant_blocks(fields, where)
+            names.update((b.id, b.name) for b in blocks if isinstance(b, ToolUseBlock))
+            converted.append(HistoryMessage("assistant", blocks))
+            continue
+        target: Role = "user" if role == "user" else "system"
+        accepted = USER_PARTS if role == "user" else TEXT_PARTS
+        converted.append(
+            HistoryMessage(target, tidy(_content(fields.get("content"), where, accepted)))
+        )
+    if results:
+        converted.append(HistoryMessage("user", tuple(results)))
+    return converted
+
+
+def history_from_chat(data: object) -> History:
+    """A Chat Completions request body (``{"messages": [...], ...}``) or a message list as a
+    :class:`History`; the body's other fields (model, tools, …) are not part of it."""
+    if isinstance(data, Mapping) and "messages" in data:
+        messages = as_list(data["messages"], "body messages")
+    elif isinstance(data, list | tuple):
+        messages = list(data)
+    else:
+        msg = "expected a Chat Completions request body with 'messages', or a list of messages"
+        raise InvalidInput(msg)
+    return History(messages=chat_messages(messages))

@@ -1,0 +1,104 @@
+"""Pieces the OpenAI converters share: reading SDK objects as dicts, tool-call arguments,
+images by data URL or address, and the one error a converter raises.
+
+Nothing here does I/O. Every refusal is an :class:`~convstore.errors.InvalidInput` whose one
+line names the item (or part) type at fault and where it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from convstore.domain.blocks import Block, ImageBlock, TextBlock
+from convstore.domain.parsing import format_validation_error
+from convstore.errors import InvalidInput
+
+_T = TypeVar("_T")
+
+_DATA_URL = re.compile(r"data:(?P<media>[\w.+-]+/[\w.+-]+)(?P<params>(;[^,;]*)*);base64,", re.I)
+
+
+def as_dict(value: object, where: str) -> dict[str, Any]:
+    """A provider object as a plain dict: a mapping as it is, an SDK (pydantic) model as the
+    fields it was given or parsed with. The converters only read what this returns."""
+    if type(value) is dict:
+        return value  # the common case, first and without a copy
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_unset=True)
+    if isinstance(value, Mapping):
+        return dict(value)
+    msg = f"{where}: expected an object, got {type(value).__name__}"
+    raise InvalidInput(msg)
+
+
+def as_list(value: object, where: str) -> list[Any]:
+    """``value`` as a list; refuses a string or a mapping (a common mix-up)."""
+    if isinstance(value, list | tuple):
+        return list(value)
+    msg = f"{where}: expected a list, got {type(value).__name__}"
+    raise InvalidInput(msg)
+
+
+def text_of(value: object, where: str) -> str:
+    """A field that must be a string."""
+    if isinstance(value, str):
+        return value
+    msg = f"{where}: expected a string, got {type(value).__name__}"
+    raise InvalidInput(msg)
+
+
+def tool_arguments(raw: object, where: str) -> dict[str, Any] | str:
+    """Tool-call arguments as the model emitted them: the object when the text is a JSON
+    object, else the raw text itself (recorded faithfully, never refused, never repaired)."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    text = text_of(raw, where)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text
+    return parsed if isinstance(parsed, dict) else text
+
+
+def checked(make: Callable[[], _T], where: str) -> _T:
+    """Build a block, turning a validation failure into one line naming ``where``."""
+    try:
+        return make()
+    except ValidationError as exc:
+        msg = f"{where}: {format_validation_error(exc)}"
+        raise InvalidInput(msg) from None
+
+
+def image_from_url(url: object, where: str) -> ImageBlock:
+    """An image block from a ``data:`` URL (base64 data and its media type) or an
+    ``http``/``https`` address (kept as given, never fetched)."""
+    text = text_of(url, where)
+    found = _DATA_URL.match(text)
+    if found:
+        media = found["media"].lower()
+        data = text[found.end() :]
+        fields = {"media_type": media, "data": data}
+        return checked(lambda: ImageBlock.model_validate(fields), where)
+    if text.lower().startswith(("http://", "https://")):
+        return checked(lambda: ImageBlock(url=text), where)
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    msg = f"{where}: image url {shown!r} is neither a base64 data: URL nor an http(s) address"
+    raise InvalidInput(msg)
+
+
+def refuse(kind: str, value: object, where: str, accepted: tuple[str, ...]) -> NoReturn:
+    """Refuse an item or part type (a role, a field) the converter does not know."""
+    msg = f"{where}: {kind} {value!r} is not supported; accepted: {', '.join(accepted)}"
+    raise InvalidInput(msg)
+
+
+def tidy(blocks: list[Block]) -> tuple[Block, ...]:
+    """A message's blocks without empty text blocks beside other content (providers send
+    ``content: ""`` next to tool calls); a message of nothing but empty text keeps it."""
+    kept = [b for b in blocks if not (isinstance(b, TextBlock) and b.text == "")]
+    return tuple(kept) if kept else tuple(blocks[:1])

@@ -1,0 +1,132 @@
+"""A durable session for the OpenAI Agents SDK, kept in a convstore store.
+
+:class:`ConvstoreSession` implements the SDK's ``Session`` protocol
+(``agents.memory.session.Session``): ``add_items`` records the Responses items the runner saves
+as convstore blocks (see :mod:`convstore.convert.responses`), and ``get_items`` gives back the
+replay of that history as plain message items, ``{"role": ..., "content": prose}``, one per
+stored message. No ``function_call`` or ``function_call_output`` item ever comes back, so a run
+killed between a tool call and its output cannot make the next run's request fail.
+``pop_item`` and ``clear_session`` are recorded as rewinds: the log keeps everything, replay
+leaves out what was popped or cleared.
+
+The session id maps to the same conversation in every process and after a restart (a UUID5 of
+the id); :attr:`ConvstoreSession.conversation_id` names it for ``convstore replay``, ``audit``
+and ``show``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, cast
+from uuid import UUID, uuid5
+
+try:
+    from agents.items import TResponseInputItem
+    from agents.memory.session_settings import SessionSettings, resolve_session_limit
+except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
+    msg = (
+        "convstore.integrations.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'convstore[openai-agents]'"
+    )
+    raise ImportError(msg) from exc
+
+from convstore.aio import AsyncStore
+from convstore.convert.openai_record import arecord_responses_items
+from convstore.errors import InvalidInput
+from convstore.store import Store
+
+SESSION_NAMESPACE = UUID("5b0f3c52-8a4e-4f1e-9a77-0c6f2d1e9b43")
+"""The UUID5 namespace that turns an Agents SDK session id into a conversation id."""
+
+
+def conversation_for(session_id: str) -> UUID:
+    """The conversation that holds the session ``session_id``, in any process."""
+    return uuid5(SESSION_NAMESPACE, session_id)
+
+
+def _input_item(message: dict[str, Any]) -> TResponseInputItem:
+    """One replayed Chat-shaped message as a Responses input message item."""
+    content = message["content"]
+    if not isinstance(content, str):
+        parts: list[dict[str, Any]] = []
+        for part in content:
+            if part["type"] == "text":
+                parts.append({"type": "input_text", "text": part["text"]})
+            else:
+                url = part["image_url"]["url"]
+                parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        content = parts
+    return cast(TResponseInputItem, {"role": message["role"], "content": content})
+
+
+class ConvstoreSession:
+    """An Agents SDK ``Session`` whose history lives in a convstore store.
+
+    ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`; a ``Store``
+    is wrapped in an ``AsyncStore`` so no store call runs on the event loop. ``vision`` says
+    whether the agent's model can see images (replay shows them natively, else as markers).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        store: Store | AsyncStore,
+        vision: bool = False,
+        session_settings: SessionSettings | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = session_settings
+        self.store = store if isinstance(store, AsyncStore) else AsyncStore(store)
+        self.vision = vision
+        self.conversation_id = conversation_for(session_id)
+        """The convstore conversation that holds this session."""
+        self._created = False
+
+    async def _conversation(self) -> UUID:
+        """The session's conversation, created on first use (another process may win the
+        race to create it; either way it exists afterwards)."""
+        if not self._created:
+            title = f"openai-agents session {self.session_id}"
+            # InvalidInput: it already exists (an earlier run, or another process, made it).
+            with contextlib.suppress(InvalidInput):
+                await self.store.new_conversation(title, conversation_id=self.conversation_id)
+            self._created = True
+        return self.conversation_id
+
+    async def _replayed(self) -> list[TResponseInputItem]:
+        conversation = await self._conversation()
+        request = await self.store.replay(conversation, vision=self.vision)
+        return [_input_item(m) for m in request["messages"]]
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The history as plain message items (prose), the latest ``limit`` of them when
+        given (or set in ``session_settings``), in chronological order."""
+        items = await self._replayed()
+        limit = resolve_session_limit(limit, self.session_settings)
+        if limit is None:
+            return items
+        return items[-limit:] if limit > 0 else []
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Record Responses items as blocks: consecutive assistant-side items form one
+        assistant message, consecutive tool outputs one user message. An item type the
+        converter does not know is refused (``InvalidInput``) and nothing is recorded."""
+        if items:
+            await arecord_responses_items(self.store, await self._conversation(), items)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Withdraw the latest message (a rewind; the log keeps it) and return it as
+        ``get_items`` showed it; ``None`` when the session is empty."""
+        conversation = await self._conversation()
+        visible = [m for m in await self.store.messages(conversation) if not m.withdrawn]
+        if not visible:
+            return None
+        items = await self._replayed()
+        previous = visible[-2].message_id if len(visible) > 1 else None
+        await self.store.rewind(conversation, to=previous)
+        return items[-1] if items else None
+
+    async def clear_session(self) -> None:
+        """Withdraw every message (a rewind; the log keeps them)."""
+        await self.store.rewind(await self._conversation(), to=None)

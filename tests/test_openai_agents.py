@@ -1,0 +1,214 @@
+"""ConvstoreSession under the OpenAI Agents SDK's own Runner (tests/agents_worker.py, a scripted
+model, no network), and the Session protocol's semantics, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents.memory.session import Session
+from agents.memory.session_settings import SessionSettings
+from openai.types.responses import ResponseInputParam
+from pydantic import TypeAdapter
+
+import convstore
+from convstore.domain.events import Rewound
+from convstore.integrations.openai_agents import ConvstoreSession, conversation_for
+from tests.sdk import request_problems
+from tests.strategies import TINY_IMAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(ResponseInputParam)
+PNG = TINY_IMAGES["image/png"][0]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+def run_agent(location: str, session: str, prompt: str, seen: Path, *flags: str) -> Any:
+    """One Runner.run in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.agents_worker", location, session, prompt, str(seen), *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def assert_valid_input(items: list[dict[str, Any]]) -> None:
+    """The openai SDK's Responses input type accepts ``items`` (no unknown key, no bad value)."""
+    assert request_problems(items, ResponseInputParam) == []
+    INPUT_ADAPTER.validate_python(items)
+
+
+@pytest.mark.slow
+def test_runs_killed_mid_tool_or_left_waiting_do_not_poison_the_next_run(
+    location: str, tmp_path: Path
+) -> None:
+    """A run killed (SIGKILL) inside its tool, then a run left with a call waiting for
+    approval and no output; the next run on the session, in a new process, succeeds, and its
+    input is plain prose items the SDK's request type accepts."""
+    seen = tmp_path / "seen.jsonl"
+    killed = run_agent(location, "ops-1", "Please delete tmp", seen, "--die-in-tool")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    waiting = run_agent(location, "ops-1", "Now wipe the disk", seen)
+    assert waiting.returncode == 0, waiting.stderr
+    assert waiting.stdout.strip() == "waiting for approval: ['wipe_disk']"
+
+    resumed = run_agent(location, "ops-1", "Are you there?", seen)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "I am here."
+    last_input = json.loads(seen.read_text().splitlines()[-1])
+    assert_valid_input(last_input)
+    assert {item.get("type", "message") for item in last_input} == {"message"}
+    assert [item["content"] for item in last_input] == [
+        "Please delete tmp",
+        "Now wipe the disk",
+        'Tool use: wipe_disk({"path":"/tmp/scratch"})',
+        "Are you there?",
+    ]
+    with convstore.open_store(location) as store:
+        replayed = store.replay(conversation_for("ops-1"))["messages"]
+    assert replayed[-1] == {"role": "assistant", "content": "I am here."}
+
+
+async def _semantics(location: str) -> None:
+    async with await convstore.open_async_store(location) as store:
+        session = ConvstoreSession("chat-7", store=store)
+        assert isinstance(session, Session)
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+        await session.add_items(
+            [
+                {"role": "user", "content": "List files."},
+                {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
+                {"role": "assistant", "content": "One file: a.txt"},
+            ]
+        )
+        items = await session.get_items()
+        assert items == [
+            {"role": "user", "content": "List files."},
+            {"role": "assistant", "content": "Tool use: ls({})"},
+            {"role": "user", "content": "Result (ls): a.txt"},
+            {"role": "assistant", "content": "One file: a.txt"},
+        ]
+        assert_valid_input(items)  # type: ignore[arg-type]
+        assert await session.get_items(limit=2) == items[-2:]
+        assert await session.get_items(limit=0) == []
+        limited = ConvstoreSession("chat-7", store=store, session_settings=SessionSettings(1))
+        assert await limited.get_items() == items[-1:]
+
+        assert await session.pop_item() == items[-1]
+        assert await session.get_items() == items[:-1]
+        await session.clear_session()
+        assert await session.get_items() == []
+        await session.add_items([{"role": "user", "content": "Again."}])
+        assert await session.get_items() == [{"role": "user", "content": "Again."}]
+
+        # The log keeps everything: the four first messages withdrawn, the new one visible.
+        messages = await store.messages(session.conversation_id)
+        assert [m.withdrawn for m in messages] == [True] * 4 + [False]
+        events = await store.events(session.conversation_id)
+        assert sum(isinstance(e, Rewound) for e in events) == 2
+
+
+def test_session_semantics_limit_pop_and_clear(location: str) -> None:
+    """get_items(limit) gives the latest N in order; pop_item returns and withdraws the
+    latest; clear_session withdraws all; each is a rewind the log keeps."""
+    asyncio.run(_semantics(location))
+
+
+def test_session_id_maps_to_one_conversation_from_any_store(location: str) -> None:
+    """Two stores (as two processes would open) and a sync Store wrapped by the session reach
+    the same conversation, created once even when they race to create it."""
+
+    async def race() -> None:
+        first = convstore.open_store(location)
+        second = convstore.open_store(location)
+        try:
+            sessions = [ConvstoreSession("shared", store=s) for s in (first, second)]
+            await asyncio.gather(
+                *(
+                    s.add_items([{"role": "user", "content": f"hi {i}"}])
+                    for i, s in enumerate(sessions)
+                )
+            )
+            assert {s.conversation_id for s in sessions} == {conversation_for("shared")}
+            items: list[Any] = await sessions[0].get_items()
+            contents = sorted(i["content"] for i in items)
+            assert contents == ["hi 0", "hi 1"]
+            assert [c.id for c in first.conversations()] == [conversation_for("shared")]
+        finally:
+            first.close()
+            second.close()
+
+    asyncio.run(race())
+
+
+def test_an_unknown_item_is_refused_and_nothing_is_recorded(tmp_path: Path) -> None:
+    """add_items with an item type the converter does not know raises InvalidInput naming it,
+    and none of the batch is recorded."""
+
+    async def go() -> None:
+        async with await convstore.open_async_store(tmp_path / "s.db") as store:
+            session = ConvstoreSession("s", store=store)
+            with pytest.raises(convstore.InvalidInput, match="item 1: item type 'web_search_call'"):
+                await session.add_items(
+                    [
+                        {"role": "user", "content": "Search."},
+                        {"type": "web_search_call", "id": "ws", "status": "completed"},  # type: ignore[list-item]
+                    ]
+                )
+            assert await session.get_items() == []
+
+    asyncio.run(go())
+
+
+def test_images_come_back_as_input_image_parts_for_a_vision_model(tmp_path: Path) -> None:
+    """With ``vision=True`` a user image comes back as an ``input_image`` part the Responses
+    input type accepts; without it, as a marker in the prose."""
+
+    async def go() -> None:
+        async with await convstore.open_async_store(tmp_path / "s.db") as store:
+            image = {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"}
+            text = {"type": "input_text", "text": "What is this?"}
+            given: list[Any] = [{"role": "user", "content": [text, image]}]
+            await ConvstoreSession("v", store=store).add_items(given)
+            seen: list[Any] = await ConvstoreSession("v", store=store, vision=True).get_items()
+            assert_valid_input(seen)
+            assert seen[0]["content"] == [text, {**image, "detail": "auto"}]
+            blind: list[Any] = await ConvstoreSession("v", store=store).get_items()
+            assert "[Image not shown: an image/png image" in blind[0]["content"]
+
+    asyncio.run(go())
+
+
+def test_importing_without_the_sdk_names_the_extra() -> None:
+    """Without the openai-agents package the module fails with one line naming the extra."""
+    code = (
+        "import sys; sys.modules['agents'] = None\n"
+        "try:\n    import convstore.integrations.openai_agents\n"
+        "except ImportError as e:\n    print(e)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == (
+        "convstore.integrations.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'convstore[openai-agents]'"
+    )
