@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -176,6 +177,25 @@ def test_many_tasks_append_concurrently_without_loss(location: str) -> None:
     asyncio.run(main())
 
 
+def test_the_threads_start_with_the_store_and_end_with_it(location: str) -> None:
+    """Opening starts every worker thread (one writer on SQLite, four on PostgreSQL; four
+    readers), so no call has to start one on the loop; close() ends them all."""
+
+    def threads() -> dict[str, int]:
+        names = [t.name.rsplit("_", 1)[0] for t in threading.enumerate()]
+        return {kind: names.count(f"convstore-{kind}") for kind in ("write", "read")}
+
+    async def main() -> None:
+        store = await open_async_store(location)
+        writers = 4 if location.startswith("postgresql://") else 1
+        assert threads() == {"write": writers, "read": 4}
+        await store.close()
+
+    before = threads()
+    asyncio.run(main())
+    assert threads() == before
+
+
 def test_opening_fails_as_open_store_does(tmp_path: Path) -> None:
     """open_async_store(create=False) on a missing file raises NoStore and leaves no file."""
     with pytest.raises(NoStore):
@@ -196,6 +216,24 @@ def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
         await store.close()
 
     asyncio.run(main())
+
+
+def test_close_lets_the_calls_in_flight_finish(tmp_path: Path) -> None:
+    """A read and a write submitted before close() both complete; the write is in the log."""
+
+    async def main() -> None:
+        store = await open_async_store(tmp_path / "a.db")
+        conv = await store.new_conversation()
+        writing = asyncio.create_task(store.append_message(conv, "user", [TEXT]))
+        reading = asyncio.create_task(store.conversations())
+        await asyncio.sleep(0)  # both are submitted
+        await store.close()
+        await writing
+        assert [c.id for c in await reading] == [conv]
+
+    asyncio.run(main())
+    with open_store(tmp_path / "a.db") as store:
+        assert len(store.messages(store.conversations()[0].id)) == 1
 
 
 # -- off the loop, and cancellation ---------------------------------------------------------

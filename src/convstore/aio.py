@@ -64,6 +64,9 @@ POSTGRES_WRITER_THREADS = 4
 DUMP_PAGE = 1000
 """Dump lines handed from the worker thread to the loop at a time."""
 
+THREAD_START_TIMEOUT = 30.0
+"""Seconds to wait for a new store's worker threads to start."""
+
 
 async def open_async_store(
     location: str | os.PathLike[str] | None = None,
@@ -79,19 +82,34 @@ async def open_async_store(
     awaiting task is cancelled meanwhile, the store is closed as soon as it has opened.
     """
     opening = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="convstore-open")
-    future = opening.submit(open_store, location, create=create, limits=limits)
+    future = opening.submit(_open, location, create, limits, readers, writers)
     opening.shutdown(wait=False)
     try:
-        store = await asyncio.wrap_future(future)
+        return await asyncio.wrap_future(future)
     except asyncio.CancelledError:
         future.add_done_callback(_close_opened)
         raise
-    return AsyncStore(store, readers=readers, writers=writers)
 
 
-def _close_opened(future: concurrent.futures.Future[Store]) -> None:
+def _open(
+    location: str | os.PathLike[str] | None,
+    create: bool,
+    limits: Limits | None,
+    readers: int,
+    writers: int | None,
+) -> AsyncStore:
+    """Open the store and start its threads, on the opening thread."""
+    store = open_store(location, create=create, limits=limits)
+    try:
+        return AsyncStore(store, readers=readers, writers=writers)
+    except BaseException:
+        store.close()
+        raise
+
+
+def _close_opened(future: concurrent.futures.Future[AsyncStore]) -> None:
     if not future.cancelled() and future.exception() is None:
-        future.result().close()
+        future.result()._shut_down()
 
 
 class AsyncStore:
@@ -114,6 +132,10 @@ class AsyncStore:
         self._reads = concurrent.futures.ThreadPoolExecutor(
             readers, thread_name_prefix="convstore-read"
         )
+        # Start every thread now: a pool starts one lazily inside submit(), which then waits
+        # for it to run, on the event loop; on a busy machine that wait was the longest stall.
+        _start_threads(self._writes, writers)
+        _start_threads(self._reads, readers)
         self._in_flight: set[concurrent.futures.Future[Any]] = set()
         self._guard = threading.Lock()
         self._closed = False
@@ -142,17 +164,20 @@ class AsyncStore:
             await asyncio.wait([asyncio.wrap_future(f) for f in pending])
 
     async def close(self) -> None:
-        """Finish the writes in flight, then release the backend's connections and threads."""
+        """Finish the calls in flight (writes and reads), then release the backend's
+        connections and the threads. Calls made after it raise :class:`StoreError`."""
         with self._guard:
             if self._closed:
                 return
             self._closed = True
-        await self.drain()
-        try:
-            await asyncio.wrap_future(self._writes.submit(self.store.close))
-        finally:
-            self._writes.shutdown(wait=False)
-            self._reads.shutdown(wait=False)
+        await asyncio.to_thread(self._shut_down)
+
+    def _shut_down(self) -> None:
+        # Waiting here (on a worker thread, not the loop) lets every submitted call finish;
+        # a cancelled write still queued is skipped, as it would be anyway.
+        self._writes.shutdown(wait=True)
+        self._reads.shutdown(wait=True)
+        self.store.close()
 
     async def __aenter__(self) -> AsyncStore:
         return self
@@ -426,13 +451,27 @@ class AsyncStore:
         **kwargs: _P.kwargs,
     ) -> concurrent.futures.Future[_T]:
         if self._closed:
-            msg = f"the store at {self.store.location} is closed"
-            raise StoreError(msg)
-        return pool.submit(call, *args, **kwargs)
+            raise self._closed_error()
+        try:
+            return pool.submit(call, *args, **kwargs)
+        except RuntimeError:  # the pool shut down between the check and the submit
+            raise self._closed_error() from None
+
+    def _closed_error(self) -> StoreError:
+        return StoreError(f"the store at {self.store.location} is closed")
 
     def _landed(self, future: concurrent.futures.Future[Any]) -> None:
         with self._guard:
             self._in_flight.discard(future)
+
+
+def _start_threads(pool: concurrent.futures.ThreadPoolExecutor, count: int) -> None:
+    """Make ``pool`` start all ``count`` of its threads: each waits at a barrier until all
+    are running, so no submit finds an idle one and every submit starts another."""
+    everyone = threading.Barrier(count + 1)
+    for _ in range(count):
+        pool.submit(everyone.wait, THREAD_START_TIMEOUT)
+    everyone.wait(THREAD_START_TIMEOUT)
 
 
 def _take(records: Iterator[_T], count: int) -> list[_T]:

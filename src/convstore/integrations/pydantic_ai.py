@@ -1,0 +1,439 @@
+"""Pydantic AI: record an agent run's messages, and give the history back as prose.
+
+    pip install 'convstore[pydantic-ai]'
+
+:func:`record_messages` records ``result.new_messages()`` as convstore messages;
+:func:`message_history` returns the conversation's replay as a ``list[ModelMessage]`` for
+``agent.run(..., message_history=...)``: one ``ModelRequest`` or ``ModelResponse`` per stored
+message, every block as prose, no tool-call or tool-return parts, so a tool round killed
+before its return was recorded cannot break the next run. With an
+:class:`~convstore.AsyncStore`, await :func:`record_messages_async` and
+:func:`message_history_async` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NoReturn, get_args
+from uuid import UUID
+
+try:
+    from pydantic_ai.messages import (
+        ERROR_OUTCOMES,
+        BinaryContent,
+        CachePoint,
+        FilePart,
+        ImageUrl,
+        ModelMessage,
+        ModelRequest,
+        ModelRequestPart,
+        ModelResponse,
+        ModelResponsePart,
+        ModelResponseState,
+        RetryFeedbackPart,
+        RetryPromptPart,
+        SystemPromptPart,
+        TextContent,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserContent,
+        UserPromptPart,
+    )
+except ImportError:  # pragma: no cover - exercised by a test that hides the package
+    _HINT = "convstore.integrations.pydantic_ai needs Pydantic AI 2.68 or newer: "
+    raise ImportError(_HINT + "pip install 'convstore[pydantic-ai]'") from None
+
+from convstore.aio import AsyncStore
+from convstore.convert.history import HistoryMessage, HistoryStatus
+from convstore.domain.events import Role
+from convstore.domain.images import ImageMediaType
+from convstore.domain.limits import Limits
+from convstore.domain.parsing import parse_block
+from convstore.errors import InvalidBlock, InvalidInput
+from convstore.projections.replay import JSONDict
+from convstore.store import Store
+
+__all__ = [
+    "convert_messages",
+    "history_from_replay",
+    "message_history",
+    "message_history_async",
+    "record_messages",
+    "record_messages_async",
+]
+
+IMAGE_TYPES: tuple[str, ...] = get_args(ImageMediaType)
+"""The image media types convstore stores (PNG, JPEG, GIF, WebP)."""
+
+REDACTED_THINKING_ID = "redacted_thinking"
+"""The id Pydantic AI gives a thinking part that holds Anthropic's redacted thinking data."""
+
+OPENAI_PROVIDERS = ("openai", "azure")
+"""Providers whose thinking signature is a Responses API reasoning item's encrypted_content."""
+
+JSONBlock = dict[str, Any]
+
+STATUS_OF_RESPONSE: dict[ModelResponseState, HistoryStatus] = {
+    "complete": "ended",
+    "suspended": "ended",  # continued by pydantic-ai itself; never left so in a history
+    "incomplete": "open",  # still streaming, or stopped before it completed
+    "interrupted": "interrupted",  # cut off, or the run stopped before acting on it
+}
+"""How a response's lifecycle state is recorded: ended, left open, or interrupted."""
+
+
+# -- recording -------------------------------------------------------------------------------
+
+
+def convert_messages(
+    messages: Sequence[ModelMessage], limits: Limits | None = None
+) -> list[HistoryMessage]:
+    """Pydantic AI messages as convstore messages (role, checked blocks, status); no I/O.
+
+    A ``ModelRequest`` becomes a system message (its system-prompt parts) and a user message
+    (user prompts, tool returns, retries), in the order its parts come; a ``ModelResponse``
+    becomes one assistant message, ended, left open (``incomplete``) or interrupted as its
+    ``state`` says. A part convstore cannot keep is refused with
+    :class:`~convstore.InvalidInput` naming it and the message's position.
+    """
+    converted: list[HistoryMessage] = []
+    for position, message in enumerate(messages):
+        try:
+            for role, blocks, status in _message(message):
+                checked = tuple(parse_block(b, limits) for b in blocks)
+                converted.append(HistoryMessage(role, checked, status))
+        except InvalidBlock as exc:
+            msg = f"message {position} ({message.kind}): {exc}"
+            raise InvalidBlock(msg) from None
+        except InvalidInput as exc:
+            msg = f"message {position} ({message.kind}): {exc}"
+            raise InvalidInput(msg) from None
+    return converted
+
+
+def record_messages(
+    store: Store, conversation: UUID | str, messages: Sequence[ModelMessage]
+) -> list[UUID]:
+    """Record Pydantic AI messages (e.g. ``result.new_messages()``); returns the message ids.
+
+    Every part is converted and checked before anything is written, so a part convstore
+    cannot keep leaves the conversation untouched; each message is then one atomic write (an
+    interrupted response: its blocks, then the interruption).
+    """
+    if isinstance(store, AsyncStore):
+        msg = "record_messages takes a Store; with an AsyncStore, await record_messages_async"
+        raise InvalidInput(msg)
+    ids: list[UUID] = []
+    for message in convert_messages(messages, store.limits):
+        ended = message.status == "ended"
+        ids.append(
+            store.append_message(conversation, message.role, message.blocks, leave_open=not ended)
+        )
+        if message.status == "interrupted":
+            store.interrupt_message(conversation, ids[-1])
+    return ids
+
+
+async def record_messages_async(
+    store: AsyncStore, conversation: UUID | str, messages: Sequence[ModelMessage]
+) -> list[UUID]:
+    """:func:`record_messages` for an :class:`~convstore.AsyncStore`.
+
+    Converting (images are decoded and checked) runs on a worker thread, off the loop.
+    """
+    if not isinstance(store, AsyncStore):
+        msg = "record_messages_async takes an AsyncStore; with a Store, call record_messages"
+        raise InvalidInput(msg)
+    ids: list[UUID] = []
+    for message in await asyncio.to_thread(convert_messages, list(messages), store.limits):
+        ended = message.status == "ended"
+        ids.append(
+            await store.append_message(
+                conversation, message.role, message.blocks, leave_open=not ended
+            )
+        )
+        if message.status == "interrupted":
+            await store.interrupt_message(conversation, ids[-1])
+    return ids
+
+
+def _message(message: ModelMessage) -> Iterator[tuple[Role, list[JSONBlock], HistoryStatus]]:
+    match message:
+        case ModelRequest():
+            for role, blocks in _request(message.parts):
+                yield role, blocks, "ended"
+        case ModelResponse():
+            blocks = [_response_part(index, part) for index, part in enumerate(message.parts)]
+            yield "assistant", blocks, STATUS_OF_RESPONSE[message.state]
+        case _:
+            _refuse(f"a message of kind {getattr(message, 'kind', type(message).__name__)!r}")
+
+
+def _request(parts: Sequence[ModelRequestPart]) -> Iterator[tuple[Role, list[JSONBlock]]]:
+    """Runs of parts with the same role, each one message, in order."""
+    role: Role | None = None
+    blocks: list[JSONBlock] = []
+    for index, part in enumerate(parts):
+        part_role, part_blocks = _request_part(index, part)
+        if not part_blocks:
+            continue
+        if part_role != role and blocks:
+            assert role is not None
+            yield role, blocks
+            blocks = []
+        role = part_role
+        blocks.extend(part_blocks)
+    if blocks:
+        assert role is not None
+        yield role, blocks
+
+
+def _request_part(index: int, part: ModelRequestPart) -> tuple[Role, list[JSONBlock]]:
+    match part:
+        case SystemPromptPart():
+            return "system", [_text(part.content)]
+        case UserPromptPart():
+            return "user", _user_content(index, part.content)
+        case ToolReturnPart():
+            return "user", [_tool_return(index, part)]
+        case RetryFeedbackPart():
+            return "user", [_text(part.model_response())]
+        case RetryPromptPart():  # the deprecated form, still accepted as history
+            if part.tool_name is None:
+                return "user", [_text(part.model_response())]
+            result = {
+                "type": "tool_result",
+                "tool_use_id": part.tool_call_id,
+                "name": part.tool_name,
+                "content": part.model_response(),
+                "is_error": True,
+            }
+            return "user", [result]
+        case _:
+            raise _refused_part(index, part)
+
+
+def _response_part(index: int, part: ModelResponsePart) -> JSONBlock:
+    match part:
+        case TextPart():
+            return _text(part.content)
+        case ToolCallPart():
+            return {
+                "type": "tool_use",
+                "id": part.tool_call_id,
+                "name": part.tool_name,
+                "input": _tool_input(part.args),
+            }
+        case ThinkingPart():
+            return _reasoning(part)
+        case FilePart():
+            return _image(index, part.content, "a file part")
+        case _:
+            raise _refused_part(index, part)
+
+
+def _text(text: str) -> JSONBlock:
+    return {"type": "text", "text": text}
+
+
+def _user_content(index: int, content: str | Sequence[UserContent]) -> list[JSONBlock]:
+    if isinstance(content, str):
+        return [_text(content)]
+    blocks: list[JSONBlock] = []
+    for item in content:
+        match item:
+            case str():
+                blocks.append(_text(item))
+            case TextContent():  # StructuredContent too: its rendered text is what models see
+                blocks.append(_text(item.content))
+            case BinaryContent():
+                blocks.append(_image(index, item, "a user prompt"))
+            case ImageUrl():
+                blocks.append(_image_url(item))
+            case CachePoint():
+                pass  # a caching hint for the provider; it carries no content
+            case _:
+                kind = getattr(item, "kind", type(item).__name__)
+                _refuse(
+                    f"part {index} (user-prompt): {kind!r} content cannot be recorded; convstore "
+                    "keeps text and images (BinaryContent of PNG, JPEG, GIF or WebP, or ImageUrl)"
+                )
+    return blocks
+
+
+def _image(index: int, content: BinaryContent, where: str) -> JSONBlock:
+    if content.media_type not in IMAGE_TYPES:
+        _refuse(
+            f"part {index}: {where} holds {content.media_type} data; convstore keeps only "
+            f"images of type {', '.join(IMAGE_TYPES)}"
+        )
+    data = base64.b64encode(content.data).decode("ascii")
+    return {"type": "image", "media_type": content.media_type, "data": data}
+
+
+def _image_url(image: ImageUrl) -> JSONBlock:
+    """An image by its address, kept as given and never fetched."""
+    block: JSONBlock = {"type": "image", "url": image.url}
+    try:
+        media_type: str | None = image.media_type
+    except ValueError:  # no media type given, and none to infer from the address
+        media_type = None
+    if media_type in IMAGE_TYPES:
+        block["media_type"] = media_type
+    return block
+
+
+def _tool_return(index: int, part: ToolReturnPart) -> JSONBlock:
+    text = part.model_response_str(wrap_if_error=False)
+    files = part.files
+    content: str | list[JSONBlock] = text
+    if files:
+        content = [_text(text)] if text else []
+        for file in files:
+            if isinstance(file, BinaryContent):
+                content.append(_image(index, file, "a tool return"))
+            elif isinstance(file, ImageUrl):
+                content.append(_image_url(file))
+            else:
+                _refuse(
+                    f"part {index} (tool-return): {file.kind!r} content cannot be recorded; "
+                    "convstore keeps text and images (BinaryContent or ImageUrl)"
+                )
+    return {
+        "type": "tool_result",
+        "tool_use_id": part.tool_call_id,
+        "name": part.tool_name,
+        "content": content,
+        "is_error": part.outcome in ERROR_OUTCOMES,
+    }
+
+
+def _tool_input(args: object) -> dict[str, Any] | str:
+    """The call's arguments: an object as is, else the raw text the model emitted, unrepaired."""
+    if args is None:
+        return {}
+    if isinstance(args, Mapping):
+        return dict(args)
+    if not isinstance(args, str):
+        _refuse(f"tool-call arguments of type {type(args).__name__} cannot be recorded")
+    try:
+        parsed = json.loads(args, parse_constant=_no_constant)
+    except ValueError:
+        return args
+    return parsed if isinstance(parsed, dict) else args
+
+
+def _no_constant(name: str) -> NoReturn:
+    msg = f"{name} is not JSON"
+    raise ValueError(msg)
+
+
+def _reasoning(part: ThinkingPart) -> JSONBlock:
+    block: JSONBlock = {"type": "reasoning", "text": part.content}
+    if part.id == REDACTED_THINKING_ID:
+        # Anthropic's redacted_thinking: its encrypted data is all there is.
+        block["redacted"] = True
+        block["encrypted_content"] = part.signature
+    elif part.signature is not None and part.provider_name in OPENAI_PROVIDERS:
+        block["encrypted_content"] = part.signature
+    elif part.signature is not None:
+        block["signature"] = part.signature
+    return block
+
+
+def _refused_part(index: int, part: ModelRequestPart | ModelResponsePart) -> InvalidInput:
+    kind = getattr(part, "part_kind", type(part).__name__)
+    return InvalidInput(
+        f"part {index}: Pydantic AI {kind!r} parts cannot be recorded; convstore records "
+        "system-prompt, user-prompt, tool-return, retry-prompt and retry-feedback parts of a "
+        "request, and text, tool-call, thinking and (image) file parts of a response"
+    )
+
+
+def _refuse(message: str) -> NoReturn:
+    raise InvalidInput(message)
+
+
+# -- history ---------------------------------------------------------------------------------
+
+
+def message_history(
+    store: Store,
+    conversation: UUID | str,
+    *,
+    vision: bool = False,
+    full: bool = False,
+    keep_tool_results: int | None = None,
+) -> list[ModelMessage]:
+    """The conversation's replay as Pydantic AI messages, for ``message_history=``.
+
+    One message per stored message, every block as prose (see the README's replay rules);
+    ``vision`` says whether the model can see images, and the compaction options are
+    :meth:`~convstore.Store.replay`'s.
+    """
+    if isinstance(store, AsyncStore):
+        msg = "message_history takes a Store; with an AsyncStore, await message_history_async"
+        raise InvalidInput(msg)
+    request = store.replay(
+        conversation, vision=vision, full=full, keep_tool_results=keep_tool_results
+    )
+    return history_from_replay(request)
+
+
+async def message_history_async(
+    store: AsyncStore,
+    conversation: UUID | str,
+    *,
+    vision: bool = False,
+    full: bool = False,
+    keep_tool_results: int | None = None,
+) -> list[ModelMessage]:
+    """:func:`message_history` for an :class:`~convstore.AsyncStore`."""
+    if not isinstance(store, AsyncStore):
+        msg = "message_history_async takes an AsyncStore; with a Store, call message_history"
+        raise InvalidInput(msg)
+    request = await store.replay(
+        conversation, vision=vision, full=full, keep_tool_results=keep_tool_results
+    )
+    return history_from_replay(request)
+
+
+def history_from_replay(request: JSONDict) -> list[ModelMessage]:
+    """An OpenAI-shaped replay (``{"messages": [...]}``) as Pydantic AI messages."""
+    history: list[ModelMessage] = []
+    for message in request["messages"]:
+        role, content = message["role"], message["content"]
+        if role == "system":
+            history.append(ModelRequest(parts=[SystemPromptPart(content)]))
+        elif role == "user":
+            history.append(ModelRequest(parts=[UserPromptPart(_prompt(content))]))
+        else:
+            history.append(ModelResponse(parts=[TextPart(content)]))
+    return history
+
+
+def _prompt(content: str | list[Mapping[str, Any]]) -> str | list[UserContent]:
+    if isinstance(content, str):
+        return content
+    items: list[UserContent] = []
+    for part in content:
+        if part["type"] == "text":
+            items.append(part["text"])
+        elif not part["image_url"]["url"].startswith("data:"):
+            items.append(ImageUrl(url=part["image_url"]["url"]))
+        else:
+            header, _, data = part["image_url"]["url"].partition(",")
+            media_type = header.removeprefix("data:").removesuffix(";base64")
+            try:
+                raw = base64.b64decode(data, validate=True)
+            except binascii.Error as exc:  # pragma: no cover - replay only emits valid base64
+                msg = f"replayed image data is not base64: {exc}"
+                raise InvalidInput(msg) from None
+            items.append(BinaryContent(data=raw, media_type=media_type))
+    return items
