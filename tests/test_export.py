@@ -128,7 +128,7 @@ def test_markdown_renders_every_block_kind_and_state(tmp_path: Path) -> None:
     for kind, expected in shown.items():
         assert expected in text, kind
     assert "![image by URL](<https://example.com/a b.png>)" in text
-    assert "[redacted by the provider" in text
+    assert "[encrypted by the provider" in text
     assert "**Tool use** `raw` · call `c2`\n\n```\n{not json\n```" in text
     assert "**Result** `unknown` · call `zz`" in text
     assert text.index("**Compacted.**") < text.index("## 3 · assistant")

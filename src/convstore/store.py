@@ -80,8 +80,12 @@ from convstore.projections.replay import (
 from convstore.transfer import LoadReport, dump_lines, load_lines
 from convstore.verify import Recorded
 
-MAX_WRITE_ATTEMPTS = 200
-"""How many times a write is re-decided after losing a version race before giving up."""
+MIN_WRITE_ATTEMPTS = 200
+"""A write is re-decided after a lost version race at least this many times…"""
+
+WRITE_RETRY_SECONDS = 30.0
+"""…and for at least this long before it gives up: a writer starved of CPU on a busy host
+loses many races in a row without anything being wrong."""
 
 STATE_CACHE_SIZE = 256
 """How many conversations' writer states one store keeps in memory."""
@@ -717,7 +721,10 @@ class Store:
             conversation_id, threading.Lock()
         )
         with lock:
-            for attempt in range(MAX_WRITE_ATTEMPTS):
+            deadline = time.monotonic() + WRITE_RETRY_SECONDS
+            attempt = 0
+            while attempt < MIN_WRITE_ATTEMPTS or time.monotonic() < deadline:
+                attempt += 1
                 state = self._state(conversation_id)
                 try:
                     events = decide(state)
@@ -741,8 +748,8 @@ class Store:
                     state.apply(event)
                 return events
         msg = (
-            f"gave up writing to conversation {conversation_id} after {MAX_WRITE_ATTEMPTS} "
-            "attempts: other writers kept taking the next version"
+            f"gave up writing to conversation {conversation_id} after {attempt} attempts "
+            f"over {WRITE_RETRY_SECONDS:g} s or more: other writers kept taking the next version"
         )
         raise ConcurrencyError(msg)
 
