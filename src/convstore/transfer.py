@@ -392,7 +392,7 @@ def load_lines(store: Store, lines: Iterable[bytes], *, max_line_bytes: int) -> 
 
 # -- exporting one conversation ---------------------------------------------------------------
 
-ExportFormat: TypeAlias = Literal["openai-chat", "anthropic", "markdown", "jsonl"]
+ExportFormat: TypeAlias = Literal["openai-chat", "anthropic", "markdown", "jsonl", "html"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
 
 
@@ -409,7 +409,9 @@ def export_conversation(
     ``openai-chat`` and ``anthropic`` are exactly :meth:`Store.replay`'s request body (prose,
     no ``model`` key: add the model, and for Anthropic ``max_tokens``, when sending it);
     ``markdown`` is a readable transcript whose images go to files under ``image_dir`` (or
-    become markers without one); ``jsonl`` is the raw events, one JSON object per line.
+    become markers without one); ``jsonl`` is the raw events, one JSON object per line;
+    ``html`` is `convstore serve`'s conversation page as one self-contained file (images and
+    CSS inline, no script, nothing fetched), with the replay for ``vision`` beside it.
     """
     # Loaded here: the store imports this module, and only exports need the Markdown renderer.
     from convstore.projections.markdown import Transcript, markdown_transcript  # noqa: PLC0415
@@ -424,5 +426,9 @@ def export_conversation(
         case "jsonl":
             lines = [raw.decode() + "\n" for raw in store.raw_events(conversation)]
             return Transcript("".join(lines))
+        case "html":
+            from convstore.web.export import html_page  # noqa: PLC0415
+
+            return Transcript(html_page(store, conversation, vision=vision))
         case _:
             assert_never(fmt)

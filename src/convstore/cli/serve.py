@@ -42,22 +42,25 @@ def host_name(header: str) -> str:
 class HostGuard:
     """ASGI middleware: only requests addressed to an allowed host name get through."""
 
-    def __init__(self, app: App, allowed: frozenset[str]) -> None:
+    def __init__(
+        self, app: App, allowed: frozenset[str], server: str = "convstore audit serve"
+    ) -> None:
         self.app = app
         self.allowed = frozenset(name.lower().strip("[]") for name in allowed)
+        self.server = server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
             headers = dict(scope.get("headers") or [])
             host = headers.get(b"host", b"").decode("latin-1")
             if host_name(host) not in self.allowed:
-                await _refuse(scope, send)
+                await _refuse(scope, send, self.server)
                 return
         await self.app(scope, receive, send)
 
 
-async def _refuse(scope: Scope, send: Send) -> None:
-    body = b"Host not allowed: convstore audit serve answers only to the names it listens on.\n"
+async def _refuse(scope: Scope, send: Send, server: str) -> None:
+    body = f"Host not allowed: {server} answers only to the names it listens on.\n".encode()
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008})
         return

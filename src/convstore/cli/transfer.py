@@ -168,7 +168,7 @@ def _input(source: str) -> Iterator[BinaryIO]:
     type=click.Choice(EXPORT_FORMATS),
     required=True,
     help="openai-chat / anthropic: the replay as a request body; markdown: a readable "
-    "transcript; jsonl: the raw events.",
+    "transcript; jsonl: the raw events; html: the `serve` page as one self-contained file.",
 )
 @click.option(
     "--output",
@@ -182,7 +182,7 @@ def _input(source: str) -> Iterator[BinaryIO]:
 def export(
     ctx: click.Context, conversation: str, fmt: ExportFormat, output: str | None, vision: bool
 ) -> None:
-    """Write one conversation out: as a request body, a Markdown transcript or raw events.
+    """Write one conversation out: as a request body, a transcript (Markdown or HTML) or raw events.
 
     openai-chat and anthropic give exactly what `replay` gives (every block as prose)
     with no model key: add the model (and for Anthropic max_tokens) when sending it.
@@ -191,6 +191,7 @@ def export(
     \b
     Example:
         convstore export $CONV --format markdown --output triage.md
+        convstore export $CONV --format html --output triage.html
         convstore export $CONV --format anthropic --vision \\
           | jq '. + {model: "claude-sonnet-4-5", max_tokens: 1024}'
     """

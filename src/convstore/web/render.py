@@ -1,0 +1,453 @@
+"""HTML for the web surface and for `export --format html`: one set of functions for both.
+
+Every recorded string goes through :func:`esc` (``html.escape`` with quotes) before it
+reaches the page; nothing from a conversation is ever put in a tag, an attribute name, a
+script or a style. Links come only from image URLs, and only when they are ``http(s)``.
+Pure standard library: the export path needs no web stack.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+from typing import assert_never
+from urllib.parse import urlencode
+from uuid import UUID
+
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.events import Compacted
+from convstore.projections.messages import RecordedMessage
+from convstore.projections.pressure import Pressure
+from convstore.projections.replay import SHAPES, JSONDict, Shape
+
+PAGE_SIZE = 200
+"""Messages per transcript page: a 10,000-message conversation opens one page at a time."""
+
+TEXT_LIMIT = 100_000
+"""Characters of one block shown on a page; the rest is cut, with a note saying how much."""
+
+CHART_MESSAGES = 400
+"""The newest wire messages drawn in the by-message pressure chart."""
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
+header{padding:.6em 1em;background:#24292f;color:#fff}
+header a{color:#9cf}
+main{padding:.5em 1em}
+.cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:1em}
+table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #ddd;padding:.3em .5em;text-align:left;vertical-align:top}
+.msg{border:1px solid #ddd;border-radius:6px;margin:.5em 0;padding:.4em .7em;background:#fff}
+.msg.user{border-left:4px solid #2f81f7}.msg.assistant{border-left:4px solid #8250df}
+.msg.system{border-left:4px solid #999}.msg.tool{border-left:4px solid #1a7f37}
+.msg.withdrawn{opacity:.55;border-style:dashed}
+.meta{color:#666;font-size:12px}
+.badge{display:inline-block;border-radius:4px;padding:0 .4em;font-size:12px;margin-left:.3em}
+.b-open{background:#fff3bf}.b-interrupted{background:#ffd8a8}.b-withdrawn{background:#e9ecef}
+.b-error{background:#ffc9c9}.b-noresult{background:#ffe066}.b-ok{background:#d3f9d8}
+pre{white-space:pre-wrap;word-break:break-word;margin:.3em 0;font-size:12.5px}
+details{margin:.3em 0}summary{cursor:pointer}
+.compaction{border:2px dashed #e8590c;background:#fff4e6;padding:.4em .7em;margin:.6em 0}
+.cut{color:#c92a2a;font-style:italic}
+img.shown{max-width:100%;max-height:480px;border:1px solid #ccc}
+.side pre.replay{max-height:70vh;overflow:auto;background:#f1f3f5;padding:.5em}
+.pager a,.pager span{margin-right:.6em}
+form.view label{margin-right:.8em}
+svg text{font:11px system-ui,sans-serif}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """The replay options a page shows the replay and pressure for (its query parameters)."""
+
+    shape: Shape = "openai"
+    vision: bool = True
+    full: bool = False
+    keep_tool_results: int | None = None
+
+    def query(self, **extra: int) -> str:
+        """The query string that selects this view (plus ``extra`` such as a page)."""
+        params: dict[str, str | int] = {"shape": self.shape, "vision": int(self.vision)}
+        if self.full:
+            params["full"] = 1
+        if self.keep_tool_results is not None:
+            params["keep"] = self.keep_tool_results
+        params.update(extra)
+        return urlencode(params)
+
+
+def esc(value: object) -> str:
+    """Recorded text made inert: ``&``, ``<``, ``>`` and both quotes escaped."""
+    return escape(str(value), quote=True)
+
+
+def when(moment: datetime) -> str:
+    """A timestamp as shown: UTC to the second."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def clipped(text: str) -> str:
+    """``text`` escaped for a ``<pre>``, cut at :data:`TEXT_LIMIT` characters with a note."""
+    if len(text) <= TEXT_LIMIT:
+        return esc(text)
+    rest = len(text) - TEXT_LIMIT
+    return (
+        f"{esc(text[:TEXT_LIMIT])}<span class='cut'>\n[... {rest:,} more characters not shown; "
+        "`convstore export CONV --format jsonl` has every byte]</span>"
+    )
+
+
+def safe_link(url: str) -> str | None:
+    """``url`` when it is an http(s) address, else ``None`` (no ``javascript:`` ever)."""
+    return url if url.lower().startswith(("http://", "https://")) else None
+
+
+def image_html(image: ImageBlock) -> str:
+    """A base64 image inline as a data: URL; a URL image as a link (never fetched here)."""
+    if image.data is not None:
+        source = f"data:{image.media_type};base64,{image.data}"
+        return (
+            f"<img class='shown' alt='{esc(image.media_type)} image, "
+            f"{image.byte_size:,} bytes' src='{esc(source)}'>"
+        )
+    link = safe_link(image.url or "")
+    if link is None:
+        return (
+            f"<span class='badge b-error'>image with an unusable address: {esc(image.url)}</span>"
+        )
+    return (
+        f"<a href='{esc(link)}' rel='noopener noreferrer nofollow'>image at {esc(link)}</a> "
+        "<span class='meta'>(not fetched)</span>"
+    )
+
+
+def tool_output_html(content: str | Sequence[TextBlock | ImageBlock]) -> str:
+    """A tool result's output: its text, or its text and image parts in order."""
+    if isinstance(content, str):
+        return f"<pre>{clipped(content)}</pre>"
+    parts: list[str] = []
+    for part in content:
+        match part:
+            case TextBlock():
+                parts.append(f"<pre>{clipped(part.text)}</pre>")
+            case ImageBlock():
+                parts.append(f"<div>{image_html(part)}</div>")
+            case _:
+                assert_never(part)
+    return "".join(parts)
+
+
+def outcome_badge(result: ToolResultBlock | None) -> str:
+    """Whether a call got a result, and whether that result was an error."""
+    if result is None:
+        return "<span class='badge b-noresult'>no result</span>"
+    if result.is_error:
+        return "<span class='badge b-error'>error</span>"
+    return "<span class='badge b-ok'>ok</span>"
+
+
+def tool_input_text(value: object) -> str:
+    """A call's input as indented JSON, or the raw text a model emitted instead."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def block_html(block: Block, tool_name: str | None, results: dict[str, ToolResultBlock]) -> str:
+    """One block: text as text, calls and results folded, reasoning folded, images shown."""
+    match block:
+        case TextBlock():
+            return f"<pre class='text'>{clipped(block.text)}</pre>"
+        case ReasoningBlock():
+            label = "reasoning (redacted: encrypted only)" if block.redacted else "reasoning"
+            return (
+                f"<details class='reasoning'><summary>{label}</summary>"
+                f"<pre>{clipped(block.text)}</pre></details>"
+            )
+        case ImageBlock():
+            return f"<div class='image'>{image_html(block)}</div>"
+        case ToolUseBlock():
+            result = results.get(block.id)
+            answer = (
+                "<div class='meta'>no result was recorded for this call</div>"
+                if result is None
+                else f"<div class='meta'>result:</div>{tool_output_html(result.content)}"
+            )
+            return (
+                f"<details class='tool-call'><summary>tool call <b>{esc(block.name)}</b> "
+                f"<span class='meta'>{esc(block.id)}</span>{outcome_badge(result)}</summary>"
+                f"<div class='meta'>input:</div><pre>{clipped(tool_input_text(block.input))}</pre>"
+                f"{answer}</details>"
+            )
+        case ToolResultBlock():
+            name = block.name or tool_name or "?"
+            return (
+                f"<details class='tool-result'><summary>tool result for <b>{esc(name)}</b> "
+                f"<span class='meta'>{esc(block.tool_use_id)}</span>{outcome_badge(block)}"
+                f"</summary>{tool_output_html(block.content)}</details>"
+            )
+        case _:
+            assert_never(block)
+
+
+def tool_results(messages: Iterable[RecordedMessage]) -> dict[str, ToolResultBlock]:
+    """Every recorded tool result by the id of the call it answers (the last one wins)."""
+    found: dict[str, ToolResultBlock] = {}
+    for message in messages:
+        for recorded in message.blocks:
+            if isinstance(recorded.block, ToolResultBlock):
+                found[recorded.block.tool_use_id] = recorded.block
+    return found
+
+
+def message_html(message: RecordedMessage, number: int, results: dict[str, ToolResultBlock]) -> str:
+    """One message: role, time, status marks and its blocks."""
+    marks = ""
+    if message.status == "open":
+        marks += "<span class='badge b-open'>open (not ended)</span>"
+    elif message.status == "interrupted":
+        reason = f": {esc(message.interrupt_reason)}" if message.interrupt_reason else ""
+        marks += f"<span class='badge b-interrupted'>interrupted{reason}</span>"
+    if message.withdrawn:
+        marks += "<span class='badge b-withdrawn'>withdrawn by a rewind (not replayed)</span>"
+    classes = f"msg {esc(message.role)}" + (" withdrawn" if message.withdrawn else "")
+    blocks = "".join(block_html(b.block, b.tool_name, results) for b in message.blocks)
+    return (
+        f"<section class='{classes}' id='m-{message.message_id}'>"
+        f"<div class='meta'>#{number} <b>{esc(message.role)}</b> · "
+        f"{when(message.started_at)}{marks}</div>{blocks}</section>"
+    )
+
+
+def compaction_html(compaction: Compacted) -> str:
+    """A compaction boundary: replay (unless full) starts with this summary."""
+    return (
+        f"<div class='compaction'><b>Compaction</b> "
+        f"<span class='meta'>{when(compaction.timestamp)}</span>: replay starts here with "
+        f"this summary in place of every message above.<pre>{clipped(compaction.summary)}</pre>"
+        "</div>"
+    )
+
+
+def pages(count: int) -> int:
+    """How many transcript pages ``count`` messages fill (at least one)."""
+    return max(1, -(-count // PAGE_SIZE))
+
+
+def transcript_html(
+    conversation: UUID,
+    messages: Sequence[RecordedMessage],
+    compactions: Sequence[Compacted],
+    *,
+    page: int | None,
+    view: View,
+) -> str:
+    """The transcript: one page of messages (all of them when ``page`` is ``None``)."""
+    results = tool_results(messages)
+    after: dict[UUID, list[Compacted]] = {}
+    for compaction in compactions:
+        after.setdefault(compaction.through, []).append(compaction)
+    last_page = pages(len(messages))
+    start, stop = 0, len(messages)
+    if page is not None:
+        start, stop = (page - 1) * PAGE_SIZE, page * PAGE_SIZE
+    parts: list[str] = []
+    for number, message in enumerate(messages[start:stop], start + 1):
+        parts.append(message_html(message, number, results))
+        parts.extend(compaction_html(c) for c in after.get(message.message_id, []))
+    if not messages:
+        parts.append("<p class='meta'>No messages yet.</p>")
+    pager = "" if page is None else pager_html(f"/c/{conversation}", page, last_page, view)
+    is_last = int(page is None or page == last_page)
+    return (
+        f"<div class='page' data-last='{is_last}' data-page='{page or 1}'>"
+        f"{pager}{''.join(parts)}{pager}</div>"
+    )
+
+
+def pager_html(base: str, page: int, last_page: int, view: View | None = None) -> str:
+    """Links to the neighbouring pages."""
+    if last_page <= 1:
+        return ""
+
+    def link(target: int, label: str) -> str:
+        query = view.query(page=target) if view is not None else urlencode({"page": target})
+        return f"<a href='{esc(base)}?{esc(query)}'>{label}</a>"
+
+    links = []
+    if page > 1:
+        links += [link(1, "« first"), link(page - 1, "&lsaquo; previous")]
+    links.append(f"<span>page {page} of {last_page}</span>")
+    if page < last_page:
+        links += [link(page + 1, "next &rsaquo;"), link(last_page, "last »")]
+    return f"<nav class='pager'>{''.join(links)}</nav>"
+
+
+def bars_svg(rows: Sequence[tuple[str, int]], title: str) -> str:
+    """A horizontal bar chart as inline SVG: one labelled bar per row."""
+    if not rows:
+        return f"<p class='meta'>{esc(title)}: nothing to draw.</p>"
+    top = max(value for _, value in rows) or 1
+    height = 16
+    width, label_width = 420, 130
+    bars: list[str] = []
+    for i, (label, value) in enumerate(rows):
+        y = i * height
+        length = round((width - label_width - 60) * value / top)
+        bars.append(
+            f"<text x='0' y='{y + 12}'>{esc(label)}</text>"
+            f"<rect x='{label_width}' y='{y + 3}' width='{max(length, 1)}' height='11' "
+            "fill='#4c6ef5'></rect>"
+            f"<text x='{label_width + length + 4}' y='{y + 12}'>{value:,}</text>"
+        )
+    return (
+        f"<figure><figcaption>{esc(title)}</figcaption>"
+        f"<svg role='img' width='{width}' height='{len(rows) * height + 4}' "
+        f"xmlns='http://www.w3.org/2000/svg'>{''.join(bars)}</svg></figure>"
+    )
+
+
+def pressure_html(pressure: Pressure) -> str:
+    """The context-pressure charts: tokens by block kind and by wire message."""
+    kinds = sorted(pressure.by_kind.items(), key=lambda item: -item[1])
+    shown = pressure.by_message[-CHART_MESSAGES:]
+    per_message = [(f"{m.index} {m.role}", m.tokens) for m in shown]
+    note = (
+        f"<p class='meta'>The newest {len(shown)} of {len(pressure.by_message)} messages.</p>"
+        if len(shown) < len(pressure.by_message)
+        else ""
+    )
+    return (
+        f"<h3>Context pressure: {pressure.total:,} tokens "
+        f"<span class='meta'>({esc(pressure.tokenizer)})</span></h3>"
+        f"{bars_svg(kinds, 'tokens by block kind')}{note}"
+        f"{bars_svg(per_message, 'tokens by wire message')}"
+    )
+
+
+def side_html(replayed: JSONDict, pressure: Pressure, view: View) -> str:
+    """What the model is sent with ``view``'s options: the replay as JSON, and its pressure."""
+    options = f"shape={view.shape}, vision={'on' if view.vision else 'off'}"
+    if view.full:
+        options += ", full"
+    if view.keep_tool_results is not None:
+        options += f", keep_tool_results={view.keep_tool_results}"
+    body = json.dumps(replayed, ensure_ascii=False, indent=2)
+    return (
+        f"<h3>Replay <span class='meta'>({esc(options)}): exactly what Store.replay returns"
+        f"</span></h3><pre class='replay'>{clipped(body)}</pre>{pressure_html(pressure)}"
+    )
+
+
+def view_form(action: str, view: View) -> str:
+    """The replay options as a GET form (reloading the page applies them)."""
+    shapes = "".join(
+        f"<option value='{esc(s)}'{' selected' if s == view.shape else ''}>{esc(s)}</option>"
+        for s in SHAPES
+    )
+    keep = "" if view.keep_tool_results is None else str(view.keep_tool_results)
+    return (
+        f"<form class='view' method='get' action='{esc(action)}'>"
+        f"<label>shape <select name='shape'>{shapes}</select></label>"
+        "<input type='hidden' name='vision' value='0'>"
+        f"<label><input type='checkbox' id='vision' name='vision' value='1'"
+        f"{' checked' if view.vision else ''}> vision</label>"
+        f"<label><input type='checkbox' name='full' value='1'"
+        f"{' checked' if view.full else ''}> full (ignore compaction)</label>"
+        f"<label>keep tool results <input type='number' min='0' name='keep' value='{esc(keep)}'"
+        " size='4'></label><button type='submit' id='apply'>apply</button></form>"
+    )
+
+
+def document(title: str, body: str, *, exported: bool) -> str:
+    """A whole page. Served: CSS and script from the app's own static files. Exported: CSS
+    inline, no script at all, and a CSP that lets the file load nothing from anywhere."""
+    if exported:
+        head = (
+            "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
+            "style-src 'unsafe-inline'; img-src data:\">"
+            f"<style>{CSS}</style>"
+        )
+    else:
+        head = (
+            "<link rel='stylesheet' href='/static/app.css'>"
+            "<script src='/static/app.js' defer></script>"
+        )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='referrer' content='no-referrer'>"
+        f"<title>{esc(title)}</title>{head}</head><body>{body}</body></html>"
+    )
+
+
+def conversation_body(
+    conversation: UUID,
+    title: str | None,
+    messages: Sequence[RecordedMessage],
+    compactions: Sequence[Compacted],
+    *,
+    page: int | None,
+    view: View,
+    side: str | None,
+    version: int,
+) -> str:
+    """The conversation page's body: the transcript and, beside it, the replay side.
+
+    ``side`` is the replay pane's HTML, or ``None`` to have the page fetch it (served pages
+    load it after the transcript so a long conversation opens fast).
+    """
+    name = title or str(conversation)
+    transcript = transcript_html(conversation, messages, compactions, page=page, view=view)
+    if side is None:
+        pane = (
+            f"<aside class='side' id='side' data-src='/c/{conversation}/side?"
+            f"{esc(view.query())}'><p class='meta'>Loading the replay…</p></aside>"
+        )
+        form = view_form(f"/c/{conversation}", view)
+        home = "<a href='/'>conversations</a> · "
+    else:
+        pane = f"<aside class='side' id='side'>{side}</aside>"
+        form = home = ""
+    return (
+        f"<header>{home}<b>{esc(name)}</b> <span class='meta'>{conversation} · "
+        f"{len(messages):,} messages</span></header>"
+        f"<main id='conversation' data-conv='{conversation}' data-version='{version}' "
+        f"data-query='{esc(view.query(page=page or 1))}'>{form}"
+        f"<div class='cols'><div id='transcript'>{transcript}</div>{pane}</div></main>"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ListedConversation:
+    """One row of the conversation list."""
+
+    id: UUID
+    title: str | None
+    last_activity: datetime
+    messages: int
+    tool_calls: int
+
+
+def list_body(rows: Sequence[ListedConversation], page: int, last_page: int, total: int) -> str:
+    """The conversation list's body."""
+    lines = "".join(
+        f"<tr><td><a href='/c/{row.id}'>{esc(row.title or '(untitled)')}</a>"
+        f"<div class='meta'>{row.id}</div></td><td>{when(row.last_activity)}</td>"
+        f"<td>{row.messages:,}</td><td>{row.tool_calls:,}</td></tr>"
+        for row in rows
+    )
+    return (
+        f"<header><b>convstore</b> · {total:,} conversations (read-only)</header><main>"
+        f"{pager_html('/', page, last_page)}<table><thead><tr><th>title</th>"
+        "<th>last activity</th><th>messages</th><th>tool calls</th></tr></thead>"
+        f"<tbody>{lines}</tbody></table>{pager_html('/', page, last_page)}</main>"
+    )

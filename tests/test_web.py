@@ -1,0 +1,269 @@
+"""`convstore serve` over HTTP (Starlette's TestClient) and `export --format html`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from click.testing import CliRunner
+
+import convstore
+from convstore import Store
+from convstore.cli import cli
+from convstore.demo import record_demo, tiny_png
+
+pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
+from starlette.testclient import TestClient
+
+from convstore.cli.serve import HostGuard, allowed_hosts
+from convstore.web.app import create_app
+from convstore.web.render import PAGE_SIZE, TEXT_LIMIT
+
+PNG = base64.b64encode(tiny_png()).decode()
+HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+JS_LINK = '<a href="javascript:alert(3)">click</a> javascript:alert(4)'
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A store of each backend (PostgreSQL through the conftest schema fixture)."""
+    if request.param == "sqlite":
+        location = str(tmp_path / "web.db")
+    else:
+        location = request.getfixturevalue("postgres_url")
+    with convstore.open_store(location) as opened:
+        yield opened
+
+
+def client_for(store: Store) -> TestClient:
+    app = HostGuard(create_app(store), allowed_hosts("127.0.0.1", ()), "convstore serve")
+    return TestClient(app, base_url="http://127.0.0.1:8002")
+
+
+def hostile(store: Store) -> UUID:
+    """A conversation written to break a page: markup everywhere, huge text, a dead image."""
+    conv = store.new_conversation(title=HOSTILE)
+    store.append_message(
+        conv,
+        "user",
+        [
+            {"type": "text", "text": HOSTILE + JS_LINK},
+            {"type": "text", "text": "x" * 100_000 + "<script>late()</script>"},
+            {"type": "image", "url": "https://invalid.invalid/broken.png"},
+            {"type": "image", "media_type": "image/png", "data": PNG},
+        ],
+    )
+    store.append_message(
+        conv,
+        "assistant",
+        [
+            {"type": "reasoning", "text": HOSTILE},
+            {
+                "type": "tool_use",
+                "id": 'c1"><script>',
+                "name": "<script>x",
+                "input": {"q": HOSTILE},
+            },
+            {"type": "tool_use", "id": "c2", "name": "never", "input": "raw <b>text</b>"},
+        ],
+    )
+    store.append_message(
+        conv,
+        "user",
+        [
+            {
+                "type": "tool_result",
+                "tool_use_id": 'c1"><script>',
+                "content": "<script>" * 10 + "y" * 5_000_000,
+                "is_error": True,
+            }
+        ],
+    )
+    return conv
+
+
+def script_tags(page: str) -> list[str]:
+    return re.findall(r"<script[^>]*>", page, flags=re.IGNORECASE)
+
+
+def links(page: str) -> list[str]:
+    return re.findall(r"""\b(?:href|src|action)\s*=\s*['"]([^'"]*)""", page, flags=re.IGNORECASE)
+
+
+def assert_inert(page: str) -> None:
+    assert script_tags(page) in ([], ["<script src='/static/app.js' defer>"]), script_tags(page)
+    for link in links(page):
+        assert link.startswith(("/", "?", "http://", "https://", "data:image/")), link
+    assert "onerror=" not in page.replace("onerror=alert(2)&gt;", "")
+
+
+def test_list_and_conversation_pages(store: Store) -> None:
+    """The list shows title, counts and a link; the page shows every block kind of the demo."""
+    conv = record_demo(store)
+    client = client_for(store)
+    listing = client.get("/")
+    assert listing.status_code == 200
+    assert f"/c/{conv}" in listing.text
+    info = next(c for c in store.conversations() if c.id == conv)
+    assert (info.title or "") in listing.text
+    calls = sum(1 for m in store.messages(conv) for b in m.blocks if b.block.type == "tool_use")
+    assert f"<td>{len(store.messages(conv))}</td><td>{calls}</td>" in listing.text
+    page = client.get(f"/c/{conv}")
+    assert page.status_code == 200
+    for marker in ("tool call", "tool result", "<details class='reasoning'>", "data:image/png"):
+        assert marker in page.text, marker
+    assert "interrupted" in page.text or "no result" in page.text
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
+    assert "'unsafe-inline'" not in page.headers["content-security-policy"]
+
+
+def test_side_pane_is_the_replay_itself(store: Store) -> None:
+    """replay.json is Store.replay for the query's options; the side pane shows the same JSON."""
+    conv = record_demo(store)
+    client = client_for(store)
+    for query, options in [
+        ("shape=anthropic&vision=0", {"shape": "anthropic", "vision": False}),
+        (
+            "shape=openai&vision=1&full=1&keep=0",
+            {"vision": True, "full": True, "keep_tool_results": 0},
+        ),
+    ]:
+        got = client.get(f"/c/{conv}/replay.json?{query}").json()
+        assert got == store.replay(conv, **options)  # type: ignore[arg-type]
+    side = client.get(f"/c/{conv}/side?vision=0").text
+    assert "[Image not shown" in side
+    assert "Context pressure" in side
+    assert "<svg" in side
+    total = store.pressure(conv, vision=False).total
+    assert f"{total:,} tokens" in side
+
+
+def test_compaction_and_rewind_are_marked(store: Store) -> None:
+    """A compaction boundary shows its summary; withdrawn and open messages are marked."""
+    conv = store.new_conversation(title="marks")
+    first = store.append_message(conv, "user", [{"type": "text", "text": "one"}])
+    store.append_message(conv, "assistant", [{"type": "text", "text": "two"}])
+    store.compact(conv, "the summary <b>so far</b>", through=first)
+    kept = store.append_message(conv, "user", [{"type": "text", "text": "three"}])
+    store.append_message(conv, "assistant", [{"type": "text", "text": "taken back"}])
+    store.rewind(conv, to=kept)
+    store.start_message(conv, "assistant")
+    page = client_for(store).get(f"/c/{conv}").text
+    assert "the summary &lt;b&gt;so far&lt;/b&gt;" in page
+    assert page.index("one") < page.index("class='compaction'") < page.index("two")
+    assert "withdrawn by a rewind" in page
+    assert "open (not ended)" in page
+
+
+def test_hostile_transcript_renders_inert(store: Store) -> None:
+    """Script tags, javascript: links, a 100 KB line and 5 MB of output render as dead text."""
+    conv = hostile(store)
+    client = client_for(store)
+    page = client.get(f"/c/{conv}")
+    assert page.status_code == 200
+    assert_inert(page.text)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    assert "more characters not shown" in page.text
+    assert len(page.text) < 1_000_000  # the 5 MB output is cut on the page
+    assert "https://invalid.invalid/broken.png" in page.text
+    assert "<span class='badge b-error'>error</span>" in page.text
+    assert "b-noresult" in page.text  # c2 never got a result
+    for path in ("/", f"/c/{conv}/side?vision=0", f"/c/{conv}/transcript"):
+        response = client.get(path)
+        assert response.status_code == 200
+        assert script_tags(response.text) in ([], ["<script src='/static/app.js' defer>"])
+        assert_inert(response.text)
+
+
+def test_transcript_is_paged(tmp_path: Path) -> None:
+    """A long conversation opens one page of messages at a time, with links to the others."""
+    with convstore.open_store(tmp_path / "long.db") as store:
+        conv = store.new_conversation(title="long")
+        for i in range(PAGE_SIZE * 2 + 10):
+            store.append_message(conv, "user", [{"type": "text", "text": f"message {i}"}])
+        client = client_for(store)
+        first = client.get(f"/c/{conv}").text
+        assert "message 0<" in first
+        assert f"message {PAGE_SIZE}<" not in first
+        assert "page 1 of 3" in first
+        last = client.get(f"/c/{conv}?page=3").text
+        assert f"message {PAGE_SIZE * 2 + 9}<" in last
+        assert "message 0<" not in last
+        assert "data-last='1'" in last
+        assert "data-last='0'" in first
+        assert client.get(f"/c/{conv}?page=x").status_code == 400
+
+
+def test_version_moves_when_messages_are_appended(store: Store) -> None:
+    """The polling endpoint reports a new version after an append, and the fragment shows it."""
+    conv = store.new_conversation(title="live")
+    client = client_for(store)
+    before = client.get(f"/c/{conv}/version").json()["version"]
+    store.append_message(conv, "user", [{"type": "text", "text": "fresh news"}])
+    after = client.get(f"/c/{conv}/version").json()["version"]
+    assert after > before
+    assert "fresh news" in client.get(f"/c/{conv}/transcript").text
+
+
+def test_read_only_and_host_checked(store: Store) -> None:
+    """Writes get 405, a foreign Host header 403, an unknown conversation 404."""
+    conv = record_demo(store)
+    client = client_for(store)
+    before = store.log_position()
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        assert client.request(method, f"/c/{conv}").status_code == 405
+    assert client.head(f"/c/{conv}").status_code == 200
+    assert store.log_position() == before
+    rebound = client.get("/", headers={"Host": "evil.example:8002"})
+    assert rebound.status_code == 403
+    for host in ("localhost:8002", "127.0.0.1", "[::1]:8002"):
+        assert client.get("/", headers={"Host": host}).status_code == 200
+    assert client.get("/c/00000000-0000-0000-0000-000000000000").status_code == 404
+    assert client.get("/c/not-an-id").status_code == 404
+
+
+def export_html(store_location: str, conv: UUID, *extra: str) -> str:
+    result = CliRunner().invoke(
+        cli, ["--db", store_location, "export", str(conv), "--format", "html", *extra]
+    )
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_export_html_is_self_contained(tmp_path: Path) -> None:
+    """The exported file holds every message, the replay and the pressure, needs no network
+    and runs no script, even for a hostile transcript."""
+    db = tmp_path / "export.db"
+    with convstore.open_store(db) as store:
+        conv = hostile(store)
+        demo = record_demo(store)
+        wanted = json.dumps(store.replay(demo, vision=True), ensure_ascii=False, indent=2)
+    page = export_html(str(db), conv)
+    assert script_tags(page) == []
+    assert "<link" not in page
+    for link in links(page):
+        assert link.startswith(("data:image/", "https://invalid.invalid/")), link
+    assert "Content-Security-Policy" in page
+    assert "<style>" in page
+    demo_page = export_html(str(db), demo, "--vision")
+    assert "<pre class='replay'>" in demo_page
+    from convstore.web.render import esc  # noqa: PLC0415
+
+    assert esc(wanted) in demo_page
+    assert len(wanted) < TEXT_LIMIT
+    out = tmp_path / "demo.html"
+    export_html(str(db), demo, "--output", str(out))
+    assert out.read_text().startswith("<!doctype html>")
+
+
+def test_serve_help_says_who_can_read() -> None:
+    """`serve --help` names the audience and the Host check."""
+    result = CliRunner().invoke(cli, ["serve", "--help"])
+    assert result.exit_code == 0
+    assert "anyone who can connect" in result.stdout
+    assert "403" in result.stdout

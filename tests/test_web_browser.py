@@ -1,0 +1,123 @@
+"""`convstore serve` in a real browser: Debian's Chromium driven headless by Playwright."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import convstore
+from convstore import Store
+from convstore.demo import record_demo
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="no browser: /usr/bin/chromium is absent (apt-get install chromium; CI does)",
+    ),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+uvicorn = pytest.importorskip("uvicorn", reason="the web extra (uvicorn) is not installed")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class Served:
+    """``convstore serve``'s app under a real uvicorn on 127.0.0.1, in a thread."""
+
+    def __init__(self, store: Store) -> None:
+        from convstore.cli.serve import HostGuard, allowed_hosts  # noqa: PLC0415
+        from convstore.web.app import create_app  # noqa: PLC0415
+
+        self.port = free_port()
+        app = HostGuard(create_app(store), allowed_hosts("127.0.0.1", ()), "convstore serve")
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *_: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A store of each backend."""
+    if request.param == "sqlite":
+        location = str(tmp_path / "browser.db")
+    else:
+        location = request.getfixturevalue("postgres_url")
+    with convstore.open_store(location) as opened:
+        yield opened
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Headless Chromium with no background networking (launch gives it a fresh profile)."""
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def test_browse_fold_vision_and_live(store: Store, browser: Any) -> None:
+    """List, open, unfold a tool round, switch vision off to see the marker, and watch an
+    appended message arrive within a second, with no console errors (CSP included)."""
+    conv = record_demo(store)
+    errors: list[str] = []
+    with Served(store) as base:
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(base + "/")
+        page.click(f"a[href='/c/{conv}']")
+        page.wait_for_url(f"**/c/{conv}")
+        call = page.locator("details.tool-call").first
+        assert call.get_attribute("open") is None
+        call.locator("summary").click()
+        assert call.get_attribute("open") is not None
+        assert call.locator("pre").first.is_visible()
+        page.wait_for_selector("#side pre.replay")
+        assert "[Image not shown" not in page.inner_text("#side pre.replay")
+        page.uncheck("#vision")
+        page.click("#apply")
+        page.wait_for_url("**vision=0**")
+        page.wait_for_selector("#side pre.replay")
+        assert "[Image not shown" in page.inner_text("#side pre.replay")
+        store.append_message(conv, "user", [{"type": "text", "text": "arrived live"}])
+        appended = time.monotonic()
+        page.wait_for_selector("text=arrived live", timeout=5000)
+        assert time.monotonic() - appended < 1.0
+    assert errors == []
