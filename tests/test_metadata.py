@@ -161,3 +161,28 @@ def test_cli_rebuild_listing(tmp_path: Path) -> None:
     assert ok(db, "rebuild", "--projection", "listing").startswith(
         "rebuilt listing: 2 conversations"
     )
+
+
+def test_async_twins_label_rename_meta_and_page(tmp_path: Path) -> None:
+    """The AsyncStore's twins record and list exactly as the sync store does."""
+    import asyncio  # noqa: PLC0415
+
+    from convstore import open_async_store  # noqa: PLC0415
+
+    async def scenario() -> None:
+        async with await open_async_store(tmp_path / "a.db") as store:
+            conv = await store.new_conversation()
+            await store.rename(conv, "async")
+            await store.set_labels(conv, {"k": "v", "gone": "x"})
+            await store.remove_labels(conv, ["gone"])
+            msg = await store.append_message(conv, "user", [TEXT], leave_open=True)
+            await store.end_message(conv, msg, meta={"model": "m"})
+            page = await store.list_conversations(labels={"k": "v"})
+            assert [(c.title, c.labels) for c in page.conversations] == [("async", {"k": "v"})]
+            assert await store.conversations(title="ASY") == page.conversations
+            assert await store.rebuild_listing() == 1
+            [message] = await store.messages(conv)
+            assert message.meta is not None
+            assert message.meta.model == "m"
+
+    asyncio.run(scenario())
