@@ -5,7 +5,8 @@ of its own, so no file or network I/O, fsync or lock wait ever runs on the event
 bounded pools keep reads and writes apart:
 
 - **writes** (``new_conversation``, ``start_message``, ``append_block``, ``end_message``,
-  ``interrupt_message``, ``append_message``, ``compact``, ``rewind``, ``record_entries``,
+  ``interrupt_message``, ``append_message``, ``compact``, ``rewind``, ``rename``,
+  ``set_labels``, ``remove_labels``, ``rebuild_listing``, ``record_entries``,
   ``delete_entries``, ``import_history``, ``import_histories``, ``load``) go to a writer pool:
   one thread on SQLite, which admits one writer at a time anyway (more threads would only queue
   on its lock), four on PostgreSQL, whose connections can overlap their round trips while the
