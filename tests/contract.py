@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from uuid import UUID, uuid4
 
 import pytest
@@ -157,6 +158,117 @@ class StoreContract(ABC):
         store.append_message(conv, "assistant", [call])
         with pytest.raises(InvalidBlock, match="already recorded"):
             store.append_message(conv, "assistant", [call])
+
+    # -- metadata and listing --------------------------------------------------------------
+
+    def test_rename_and_labels_show_in_the_listing(self, store: Store, conv: UUID) -> None:
+        """A rename and set or removed labels are what conversations() and a page show."""
+        store.rename(conv, "renamed")
+        store.set_labels(conv, {"team": "search", "env": "prod"})
+        store.set_labels(conv, {"env": "dev"})
+        store.remove_labels(conv, ["team", "never-set"])
+        [listed] = [c for c in store.conversations() if c.id == conv]
+        assert (listed.title, listed.labels) == ("renamed", {"env": "dev"})
+        [paged] = store.list_conversations(labels={"env": "dev"}).conversations
+        assert paged == listed
+        assert listed.events == len(store.events(conv))
+        assert store.list_conversations(labels={"team": "search"}).conversations == []
+
+    def test_message_meta_is_kept_but_never_replayed(self, store: Store, conv: UUID) -> None:
+        """Metadata given on append and on end reaches messages() merged, not replay."""
+        plain = store.new_conversation()
+        for target, meta in ((conv, True), (plain, False)):
+            store.append_message(
+                target, "user", [TEXT], meta={"model": "m1", "latency_ms": 12.5} if meta else None
+            )
+            msg = store.append_message(target, "assistant", [TEXT], leave_open=True)
+            extra = {"stop_reason": "stop", "usage": {"output_tokens": 7}, "extra": {"k": [1]}}
+            store.end_message(target, msg, meta=extra if meta else None)
+        assert store.replay(conv) == store.replay(plain)
+        assert store.replay(conv, shape="anthropic") == store.replay(plain, shape="anthropic")
+        first, second = store.messages(conv)
+        assert first.meta is not None
+        assert first.meta.model == "m1"
+        assert first.meta.latency_ms == 12.5
+        assert second.meta is not None
+        assert second.meta.stop_reason == "stop"
+        assert second.meta.usage is not None
+        assert second.meta.usage.output_tokens == 7
+        assert second.meta.extra == {"k": [1]}
+
+    def test_bad_labels_and_meta_write_nothing(self, store: Store, conv: UUID) -> None:
+        """A bad label key, an oversized label set or bad metadata is refused; nothing lands."""
+        before = len(store.events(conv))
+        msg = store.append_message(conv, "user", [TEXT])
+        with pytest.raises(InvalidInput, match="label key"):
+            store.set_labels(conv, {"no spaces": "x"})
+        with pytest.raises(InvalidInput, match="at most"):
+            store.set_labels(conv, {f"k{i}": "v" for i in range(store.limits.max_labels + 1)})
+        with pytest.raises(InvalidInput, match="usage"):
+            store.end_message(conv, msg, meta={"usage": {"input_tokens": -1}})
+        with pytest.raises(InvalidInput, match="metadata"):
+            store.append_message(conv, "user", [TEXT], meta={"nope": 1})
+        assert len(store.events(conv)) == before + 3
+
+    def test_pages_run_newest_activity_first_and_cover_everything_once(self, store: Store) -> None:
+        """Cursor paging lists every conversation once, the most recently active first."""
+        made = [store.new_conversation(title=f"c{i}") for i in range(7)]
+        store.append_message(made[2], "user", [TEXT])  # now the most recently active
+        seen: list[UUID] = []
+        after = None
+        while True:
+            page = store.list_conversations(limit=3, after=after)
+            seen += [c.id for c in page.conversations]
+            if page.next is None:
+                break
+            after = page.next
+        assert seen[0] == made[2]
+        assert sorted(seen) == sorted(made)
+        assert seen[1:] == [c for c in reversed(made) if c != made[2]]
+
+    def test_listing_filters_by_title_and_time(self, store: Store) -> None:
+        """Title text (case-blind, % and _ literal) and start/activity bounds narrow the page."""
+        old = store.new_conversation(title="Parser 100% done")
+        middle = store.last_event(old)
+        assert middle is not None
+        new = store.new_conversation(title="parser_v2")
+        store.new_conversation(title="other")
+        found = store.list_conversations(title="PARSER").conversations
+        assert {c.id for c in found} == {old, new}
+        assert [c.id for c in store.list_conversations(title="100%").conversations] == [old]
+        assert [c.id for c in store.list_conversations(title="r_v").conversations] == [new]
+        later = store.list_conversations(started_after=middle.timestamp, title="parser")
+        assert [c.id for c in later.conversations] == [new]
+        earlier = store.list_conversations(active_before=middle.timestamp + timedelta(0, 0, 1))
+        assert [c.id for c in earlier.conversations] == [old]
+
+    def test_listing_reads_another_stores_writes_at_once(self, store: Store) -> None:
+        """The index is written with the events: a second store's append lists at once."""
+        first = store.new_conversation()
+        second = store.new_conversation()
+        other = self.open_store()
+        try:
+            other.append_message(first, "user", [TEXT])
+            assert store.list_conversations(limit=1).conversations[0].id == first
+        finally:
+            other.close()
+        assert {first, second} <= {c.id for c in store.conversations()}
+
+    def test_rebuilt_listing_equals_the_incremental_one(self, store: Store, conv: UUID) -> None:
+        """Refilling the index from the log gives exactly what the writes kept."""
+        store.set_labels(conv, {"a": "1"})
+        store.rename(conv, None)
+        store.new_conversation(title="second", parent_id=conv, source="test:1")
+        before = store.conversations()
+        assert store.rebuild_listing() == len(before)
+        assert store.conversations() == before
+
+    def test_malformed_cursor_and_naive_bounds_are_invalid_input(self, store: Store) -> None:
+        """A cursor that no page gave, or a bound without a time zone, is refused."""
+        with pytest.raises(InvalidInput, match="cursor"):
+            store.list_conversations(after="not-a-cursor")
+        with pytest.raises(InvalidInput, match="timezone"):
+            store.list_conversations(active_after=datetime(2026, 1, 1))
 
     # -- replay and reading ----------------------------------------------------------------
 

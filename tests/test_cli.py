@@ -542,17 +542,20 @@ def test_log_prints_every_event_as_a_json_line(recorded: Recorded) -> None:
 
 
 def test_list_plain_and_json(db: Path) -> None:
-    """`list` prints id, time and title oldest first; `list --json` the same as objects."""
+    """`list` prints id, time and title newest activity first; `list --json` the same as
+    objects under "conversations", with a null "next" cursor on the last page."""
     first = new_conversation(db, "first")
     second = new_conversation(db)
     lines = ok(db, "list").splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith(first)
-    assert lines[0].endswith("  first")
-    assert lines[1].startswith(second)
-    rows = json.loads(ok(db, "list", "--json"))
-    assert [(r["id"], r["title"]) for r in rows] == [(first, "first"), (second, None)]
+    assert lines[0].startswith(second)
+    assert lines[1].startswith(first)
+    assert lines[1].endswith("  first")
+    page = json.loads(ok(db, "list", "--json"))
+    rows = page["conversations"]
+    assert [(r["id"], r["title"]) for r in rows] == [(second, None), (first, "first")]
     assert all(isinstance(r["created_at"], str) for r in rows)
+    assert page["next"] is None
 
 
 def test_tool_result_without_a_recorded_call_is_unknown(seeded: Seeded) -> None:
@@ -601,7 +604,7 @@ def test_demo_plain_then_show(db: Path) -> None:
     assert '"tool_calls"' not in out
     assert '"tool_call_id"' not in out
     assert '"role": "tool"' not in out
-    rows = json.loads(ok(db, "list", "--json"))
+    rows = json.loads(ok(db, "list", "--json"))["conversations"]
     assert [r["title"] for r in rows] == ["Why is the build red?"]
     conv = rows[0]["id"]
     assert f"show {conv}" in out
@@ -623,8 +626,11 @@ def test_db_option_and_environment_variable(tmp_path: Path) -> None:
     overridden = invoke(from_option, "new", "--title", "via option", env=env)
     assert overridden.exit_code == 0, overridden.stderr
     assert from_option.exists()
-    assert json.loads(ok(from_option, "list", "--json"))[0]["title"] == "via option"
-    assert [r["title"] for r in json.loads(ok(from_env, "list", "--json"))] == ["via env"]
+    assert json.loads(ok(from_option, "list", "--json"))["conversations"][0]["title"] == (
+        "via option"
+    )
+    listed_env = json.loads(ok(from_env, "list", "--json"))["conversations"]
+    assert [r["title"] for r in listed_env] == ["via env"]
 
 
 def test_default_location_is_under_xdg_data_home(tmp_path: Path) -> None:
@@ -632,7 +638,7 @@ def test_default_location_is_under_xdg_data_home(tmp_path: Path) -> None:
     conv = ok(None, "new").strip()
     default = tmp_path / "xdg" / "convstore" / "convstore.db"
     assert default.exists()
-    assert json.loads(ok(default, "list", "--json"))[0]["id"] == conv
+    assert json.loads(ok(default, "list", "--json"))["conversations"][0]["id"] == conv
 
 
 def test_every_command_has_help_with_an_example() -> None:
@@ -982,9 +988,10 @@ def test_commands_on_a_missing_store_create_nothing(
 
 
 def test_list_on_a_missing_store_prints_nothing(db: Path) -> None:
-    """`list` against a missing store prints nothing (or `[]` with --json) and creates nothing."""
+    """`list` against a missing store prints nothing (or an empty page with --json) and
+    creates nothing."""
     assert ok(db, "list") == ""
-    assert json.loads(ok(db, "list", "--json")) == []
+    assert json.loads(ok(db, "list", "--json")) == {"conversations": [], "next": None}
     assert not db.exists()
 
 

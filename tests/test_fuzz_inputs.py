@@ -763,8 +763,14 @@ def test_sql_shaped_strings_are_stored_searched_and_filtered_literally(tmp_path:
         assert run(db, ["append", conv, "-r", "assistant"], _encode(blocks)).exit_code == 0
         answer = {"type": "tool_result", "tool_use_id": payload, "content": payload}
         assert run(db, ["append", conv, "-r", "user"], _encode([answer])).exit_code == 0
-    titles = {c["id"]: c["title"] for c in _rows(run(db, ["list", "--json"]))}
+    listed = run(db, ["list", "--json", "--limit", "1000"])
+    assert listed.exit_code == 0, listed.stderr
+    titles = {c["id"]: c["title"] for c in json.loads(listed.stdout)["conversations"]}
     assert [titles[c] for c in conversations] == list(SQL_PAYLOADS)
+    for payload, conv in zip(SQL_PAYLOADS, conversations, strict=True):
+        # The listing's title filter is a value too: each payload finds its own conversation.
+        found = run(db, ["list", "--json", "--limit", "1000", "--title", payload])
+        assert conv in {c["id"] for c in json.loads(found.stdout)["conversations"]}
     for payload, conv in zip(SQL_PAYLOADS, conversations, strict=True):
         # Exactly the one call of that name: the filter is a value, not SQL.
         [call] = _rows(run(db, ["audit", "tools", "--name", payload, "--json"]))

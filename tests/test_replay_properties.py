@@ -37,15 +37,21 @@ from convstore.domain.events import (
     EVENT_ADAPTER,
     BlockAppended,
     Compacted,
+    ConversationRenamed,
     ConversationStarted,
     EntriesDeleted,
     EntriesRecorded,
     Event,
+    LabelsRemoved,
+    LabelsSet,
     MessageEnded,
     MessageInterrupted,
+    MessageMeta,
+    MessageMetaRecorded,
     MessageStarted,
     Rewound,
     Role,
+    TokenUsage,
 )
 from convstore.projections.prose import Image, Text, block_segments
 from convstore.projections.replay import SHAPES, SUMMARY_HEAD, Shape, replay
@@ -126,6 +132,8 @@ def fold(events: list[Event]) -> History:
         match event:
             case ConversationStarted() | MessageEnded() | EntriesRecorded() | EntriesDeleted():
                 pass
+            case ConversationRenamed() | LabelsSet() | LabelsRemoved() | MessageMetaRecorded():
+                pass  # metadata: never part of replay
             case MessageStarted():
                 messages[event.message_id] = Stored(event.message_id, event.role)
             case BlockAppended():
@@ -532,11 +540,24 @@ def disguised(events: list[Event]) -> list[Event]:
         match event:
             case Compacted():
                 data["through"] = other(event.through)
-            case MessageStarted() | BlockAppended() | MessageEnded() | MessageInterrupted():
+            case (
+                MessageStarted()
+                | BlockAppended()
+                | MessageEnded()
+                | MessageInterrupted()
+                | MessageMetaRecorded()
+            ):
                 data["message_id"] = other(event.message_id)
             case Rewound():
                 data["to"] = None if event.to is None else other(event.to)
-            case ConversationStarted() | EntriesRecorded() | EntriesDeleted():
+            case (
+                ConversationStarted()
+                | EntriesRecorded()
+                | EntriesDeleted()
+                | ConversationRenamed()
+                | LabelsSet()
+                | LabelsRemoved()
+            ):
                 pass
             case _:
                 assert_never(event)
@@ -647,3 +668,37 @@ def test_no_result_marker_only_after_calls_the_history_moved_past(
         wanted = sum(1 for b in shown if b.id in calls)
         text = json.dumps(run(events, mode), ensure_ascii=False)
         assert text.count("[No result was recorded for this call.]") == wanted, mode
+
+
+def with_metadata(events: list[Event], where: list[int]) -> list[Event]:
+    """``events`` with a rename, labels set and removed, and metadata for the newest message
+    inserted after the events at ``where`` (versions renumbered)."""
+    out: list[Event] = []
+    started: list[UUID] = []
+    for index, event in enumerate(events):
+        out.append(event)
+        if isinstance(event, MessageStarted):
+            started.append(event.message_id)
+        if index not in where:
+            continue
+        base = {"originator_id": event.originator_id, "originator_version": 1}
+        base["timestamp"] = event.timestamp
+        out.append(ConversationRenamed(**base, title=f"title {index}"))
+        out.append(LabelsSet(**base, labels={"k": str(index)}))
+        out.append(LabelsRemoved(**base, keys=["k"]))
+        if started:
+            meta = MessageMeta(model="m", usage=TokenUsage(input_tokens=index), latency_ms=1.5)
+            out.append(MessageMetaRecorded(**base, message_id=started[-1], meta=meta))
+    return [
+        event.model_copy(update={"originator_version": version})
+        for version, event in enumerate(out, start=1)
+    ]
+
+
+@SETTINGS
+@given(histories(), st.lists(st.integers(0, 40), max_size=6), KEEP)
+def test_metadata_never_changes_replay(events: list[Event], where: list[int], keep: int) -> None:
+    """Renames, labels and message metadata anywhere in a history leave replay unchanged."""
+    other = with_metadata(events, where)
+    for mode in modes(keep):
+        assert run(other, mode) == run(events, mode)

@@ -337,7 +337,7 @@ def test_a_damaged_store_file_fails_in_one_line(tmp_path: Path) -> None:
             store.append_message(conv, "user", [{"type": "text", "text": f"{n} " + "y" * 3000}])
     with db.open("r+b") as handle:
         handle.seek(4096 * 3)
-        handle.write(b"\xde\xad\xbe\xef" * 2048)
+        handle.write(b"\xde\xad\xbe\xef" * 1024 * 8)  # pages 4-11: the events and indexes
     for args in (["replay", str(conv)], ["log", str(conv)], ["verify"], ["list"]):
         assert_one_error_line(invoke(db, *args), 1, "malformed")
     with pytest.raises(StoreError, match="malformed"), open_store(db) as store:

@@ -67,3 +67,20 @@ def test_redact_masks_only_the_password() -> None:
     """redact keeps user, host, port, path and query, and hides the password."""
     assert redact("postgresql://u:pw@h:5/db?schema=s") == "postgresql://u:***@h:5/db?schema=s"
     assert redact("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_a_store_made_before_the_listing_index_gets_it_on_open(postgres_url: str) -> None:
+    """Dropping the listing tables (an older store) and reopening refills them exactly."""
+    import psycopg  # noqa: PLC0415 - the PostgreSQL extra, present wherever this test runs
+
+    with open_store(postgres_url) as store:
+        conv = store.new_conversation(title="kept")
+        store.set_labels(conv, {"k": "v"})
+        store.append_message(conv, "user", [{"type": "text", "text": "hi"}])
+        before = store.conversations()
+    server, _, schema = postgres_url.partition("?schema=")
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{schema}".convstore_listing, "{schema}".convstore_labels')
+    with open_store(postgres_url) as store:
+        assert store.conversations() == before
+        assert store.list_conversations(labels={"k": "v"}).conversations == before

@@ -88,7 +88,15 @@ def _valid(store: Store) -> dict[str, Any]:
         "histories": [History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))])],
         "sources": None,
         "again": False,
-        "lines": list(store.dump()),  # the store's own dump: load finds nothing more to write
+        "lines": list(store.dump()),
+        "meta": {"model": "m", "usage": {"input_tokens": 1}},
+        "labels": {"team": "a"},
+        "keys": ["team"],
+        "started_after": None,
+        "started_before": None,
+        "active_after": None,
+        "active_before": None,
+        "list_conversations after": None,  # the store's own dump: load finds nothing more to write
     }
 
 

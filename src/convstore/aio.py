@@ -5,7 +5,8 @@ of its own, so no file or network I/O, fsync or lock wait ever runs on the event
 bounded pools keep reads and writes apart:
 
 - **writes** (``new_conversation``, ``start_message``, ``append_block``, ``end_message``,
-  ``interrupt_message``, ``append_message``, ``compact``, ``rewind``, ``record_entries``,
+  ``interrupt_message``, ``append_message``, ``compact``, ``rewind``, ``rename``,
+  ``set_labels``, ``remove_labels``, ``rebuild_listing``, ``record_entries``,
   ``delete_entries``, ``import_history``, ``import_histories``, ``load``) go to a writer pool:
   one thread on SQLite, which admits one writer at a time anyway (more threads would only queue
   on its lock), four on PostgreSQL, whose connections can overlap their round trips while the
@@ -28,6 +29,7 @@ import concurrent.futures
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from uuid import UUID
@@ -35,7 +37,7 @@ from uuid import UUID
 from pydantic import JsonValue
 
 from convstore.domain.blocks import Block
-from convstore.domain.events import Event, Role
+from convstore.domain.events import Event, MessageMeta, Role
 from convstore.domain.limits import Limits
 from convstore.errors import StoreError
 from convstore.infrastructure.bootstrap import open_store
@@ -44,7 +46,7 @@ from convstore.infrastructure.postgres import is_postgres_url
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.pressure import Pressure
 from convstore.projections.replay import JSONDict, Shape
-from convstore.store import ConversationInfo, EntryBatch, Store
+from convstore.store import ConversationInfo, EntryBatch, Page, Store
 from convstore.verify import Recorded
 
 if TYPE_CHECKING:
@@ -219,9 +221,57 @@ class AsyncStore:
         """Append one block to an open message; returns its index in the message."""
         return await self._write(self.store.append_block, conversation, message, block)
 
-    async def end_message(self, conversation: UUID | str, message: UUID | str) -> None:
-        """Mark an open message complete."""
-        await self._write(self.store.end_message, conversation, message)
+    async def end_message(
+        self,
+        conversation: UUID | str,
+        message: UUID | str,
+        *,
+        meta: MessageMeta | Mapping[str, Any] | None = None,
+    ) -> None:
+        """Mark an open message complete (with its metadata, when given)."""
+        await self._write(self.store.end_message, conversation, message, meta=meta)
+
+    async def rename(self, conversation: UUID | str, title: str | None) -> None:
+        """Give a conversation a new title (``None`` clears it)."""
+        await self._write(self.store.rename, conversation, title)
+
+    async def set_labels(self, conversation: UUID | str, labels: Mapping[str, str]) -> None:
+        """Set labels (key → text) on a conversation."""
+        await self._write(self.store.set_labels, conversation, dict(labels))
+
+    async def remove_labels(self, conversation: UUID | str, keys: Iterable[str]) -> None:
+        """Remove the labels under ``keys``."""
+        listed = keys if isinstance(keys, str) else list(keys)
+        await self._write(self.store.remove_labels, conversation, listed)
+
+    async def list_conversations(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        title: str | None = None,
+        started_after: datetime | None = None,
+        started_before: datetime | None = None,
+        active_after: datetime | None = None,
+        active_before: datetime | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> Page:
+        """One page of conversations, newest activity first, from the listing index."""
+        return await self._read(
+            self.store.list_conversations,
+            labels=labels,
+            title=title,
+            started_after=started_after,
+            started_before=started_before,
+            active_after=active_after,
+            active_before=active_before,
+            limit=limit,
+            after=after,
+        )
+
+    async def rebuild_listing(self) -> int:
+        """Refill the listing index from the log; returns how many conversations it lists."""
+        return await self._write(self.store.rebuild_listing)
 
     async def interrupt_message(
         self, conversation: UUID | str, message: UUID | str, reason: str | None = None
@@ -240,13 +290,14 @@ class AsyncStore:
         blocks: Iterable[Block | Mapping[str, Any]],
         *,
         leave_open: bool = False,
+        meta: MessageMeta | Mapping[str, Any] | None = None,
     ) -> UUID:
         """Record a whole message in one atomic write; returns its id."""
         # Materialise here: a generator must not be consumed on another thread after the
         # caller has moved on.
         listed = list(blocks)
         return await self._write(
-            self.store.append_message, conversation, role, listed, leave_open=leave_open
+            self.store.append_message, conversation, role, listed, leave_open=leave_open, meta=meta
         )
 
     async def compact(self, conversation: UUID | str, summary: str, *, through: UUID | str) -> None:
@@ -368,9 +419,26 @@ class AsyncStore:
             keep_tool_results=keep_tool_results,
         )
 
-    async def conversations(self) -> list[ConversationInfo]:
-        """Every conversation in the order they were started."""
-        return await self._read(self.store.conversations)
+    async def conversations(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        title: str | None = None,
+        started_after: datetime | None = None,
+        started_before: datetime | None = None,
+        active_after: datetime | None = None,
+        active_before: datetime | None = None,
+    ) -> list[ConversationInfo]:
+        """Every conversation (matching the filters) in the order they were started."""
+        return await self._read(
+            self.store.conversations,
+            labels=labels,
+            title=title,
+            started_after=started_after,
+            started_before=started_before,
+            active_after=active_after,
+            active_before=active_before,
+        )
 
     async def notifications(self, after: int, limit: int) -> list[tuple[int, Event]]:
         """Up to ``limit`` events of every conversation recorded after log position ``after``."""

@@ -15,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeAlias, TypeVar
@@ -34,13 +34,14 @@ from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
 from convstore.domain.conversation import Conversation, EntryMessage
 from convstore.domain.events import (
     BlockAppended,
-    ConversationStarted,
     EntriesDeleted,
     EntriesRecorded,
     Event,
+    MessageMeta,
     Role,
 )
 from convstore.domain.limits import Limits
+from convstore.domain.metadata import parse_label_keys, parse_labels, parse_meta
 from convstore.domain.parsing import (
     describe_value,
     parse_block,
@@ -63,8 +64,15 @@ from convstore.errors import (
 from convstore.importing import ImportReport, import_histories
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.chain import Head
-from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent, topic_of
+from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent
 from convstore.infrastructure.memory import paused_gc
+from convstore.projections.listing import (
+    ListedRow,
+    ListingQuery,
+    from_micros,
+    listing_changes,
+    micros,
+)
 from convstore.projections.live import live_request
 from convstore.projections.messages import RecordedMessage, collect_messages
 from convstore.projections.pressure import Pressure, fit_keep, measure
@@ -105,6 +113,21 @@ class ConversationInfo:
     """The conversation this one branched from (a subagent's parent), if any."""
     source: str | None = None
     """Where its history came from (an import's key, a runtime's session key), if recorded."""
+    last_active: datetime | None = None
+    """When its newest event was recorded."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Its labels (see :meth:`Store.set_labels`)."""
+    events: int = 0
+    """How many events its log holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a listing: its conversations, and the cursor of the next page (``None``
+    when this is the last). Pass ``next`` as ``after`` to get the next page."""
+
+    conversations: list[ConversationInfo]
+    next: str | None
 
 
 def failure_detail(exc: BaseException, secret: str = "") -> str:
@@ -195,10 +218,31 @@ class Store:
         assert events[0].type == "block_appended"
         return events[0].index
 
-    def end_message(self, conversation: UUID | str, message: UUID | str) -> None:
-        """Mark an open message complete."""
+    def end_message(
+        self,
+        conversation: UUID | str,
+        message: UUID | str,
+        *,
+        meta: MessageMeta | Mapping[str, Any] | None = None,
+    ) -> None:
+        """Mark an open message complete, recording its metadata (``meta``) in the same
+        write when given (see :meth:`append_message`)."""
         message_id = parse_id(message, "message")
-        self._write(conversation, lambda c: [c.end_message(message_id)])
+        checked = None if meta is None else parse_meta(meta, self.limits)
+
+        def decide(c: Conversation) -> list[Event]:
+            ended = c.end_message(message_id)
+            if checked is None:
+                return [ended]
+            recorded = c.record_meta(
+                message_id,
+                checked,
+                version=ended.originator_version + 1,
+                timestamp=ended.timestamp,
+            )
+            return [ended, recorded]
+
+        self._write(conversation, decide)
 
     def interrupt_message(
         self, conversation: UUID | str, message: UUID | str, reason: str | None = None
@@ -215,16 +259,22 @@ class Store:
         blocks: Iterable[Block | Mapping[str, Any]],
         *,
         leave_open: bool = False,
+        meta: MessageMeta | Mapping[str, Any] | None = None,
     ) -> UUID:
         """Record a whole message in one atomic write; returns its id.
 
-        With ``leave_open`` the message is not ended, so more blocks may follow.
+        With ``leave_open`` the message is not ended, so more blocks may follow. ``meta``
+        (a :class:`~convstore.MessageMeta` or its JSON object: model, provider message id,
+        stop reason, token usage, latency, extras) is recorded in the same write; replay
+        never shows it, ``messages()``, ``show`` and the audit do.
         """
         checked = parse_role(role)
         leave_open = parse_flag(leave_open, "leave_open")
         parsed = parse_blocks(blocks, self.limits)
+        meta_checked = None if meta is None else parse_meta(meta, self.limits)
         events = self._write(
-            conversation, lambda c: c.record_message(checked, parsed, leave_open=leave_open)
+            conversation,
+            lambda c: c.record_message(checked, parsed, leave_open=leave_open, meta=meta_checked),
         )
         assert events[0].type == "message_started"
         return events[0].message_id
@@ -331,6 +381,26 @@ class Store:
         summary = parse_text(summary, "summary", self.limits.max_block_bytes)
         self._write(conversation, lambda c: [c.compact(summary, message_id)])
 
+    def rename(self, conversation: UUID | str, title: str | None) -> None:
+        """Give a conversation a new title (``None`` clears it)."""
+        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        self._write(conversation, lambda c: [c.rename(title)])
+
+    def set_labels(self, conversation: UUID | str, labels: Mapping[str, str]) -> None:
+        """Set labels (key → text) on a conversation; a key set again takes the new value.
+
+        Keys are 1 to ``limits.max_label_key_bytes`` characters from ``A-Z a-z 0-9 . _ - :
+        /``; a conversation holds at most ``limits.max_labels``. List by them with
+        :meth:`list_conversations`.
+        """
+        checked = parse_labels(labels, self.limits)
+        self._write(conversation, lambda c: [c.set_labels(checked, self.limits)])
+
+    def remove_labels(self, conversation: UUID | str, keys: Iterable[str]) -> None:
+        """Remove the labels under ``keys`` (a key not set is ignored)."""
+        checked = parse_label_keys(keys, self.limits)
+        self._write(conversation, lambda c: [c.remove_labels(checked)])
+
     def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
         """Withdraw every message recorded after ``to`` (every message, when ``to`` is
         ``None``): replay, pressure and live rounds leave them out; the log keeps them."""
@@ -424,31 +494,103 @@ class Store:
         planned = plan(self.events(conversation), options)
         return measure(planned, _parse_shape(shape), count_tokens, tokenizer=ENCODING)
 
-    def conversations(self) -> list[ConversationInfo]:
-        """Every conversation in the order they were started."""
-        topic = topic_of(ConversationStarted)
+    def conversations(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        title: str | None = None,
+        started_after: datetime | None = None,
+        started_before: datetime | None = None,
+        active_after: datetime | None = None,
+        active_before: datetime | None = None,
+    ) -> list[ConversationInfo]:
+        """Every conversation (matching the filters, as in :meth:`list_conversations`) in the
+        order they were started, read from the listing index, never from the log."""
+        query = self._listing_query(
+            labels, title, started_after, started_before, active_after, active_before
+        )
         found: list[ConversationInfo] = []
-        start = 1
-        recorder = self._log.recorder
+        query = replace(query, order="started", limit=1000)
         while True:
-            page = self._guarded(
-                lambda start=start: recorder.select_notifications(start, 500, topics=[topic])  # type: ignore[misc]
-            )
-            for notification in page:
-                event = self._log.pydantic_mapper.decode(notification)
-                assert isinstance(event, ConversationStarted)
-                found.append(
-                    ConversationInfo(
-                        event.originator_id,
-                        event.title,
-                        event.timestamp,
-                        event.parent_id,
-                        event.source,
-                    )
-                )
-            if len(page) < 500:
+            rows, labels_of = self._select_listing(query)
+            found += [_info(row, labels_of.get(row.id, {})) for row in rows]
+            if len(rows) < 1000:
                 return found
-            start = page[-1].id + 1
+            query = replace(query, after=(rows[-1].created_at, rows[-1].id.hex))
+
+    def list_conversations(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        title: str | None = None,
+        started_after: datetime | None = None,
+        started_before: datetime | None = None,
+        active_after: datetime | None = None,
+        active_before: datetime | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> Page:
+        """One page of conversations, newest activity first, from the listing index.
+
+        ``labels`` keeps those holding every given key with that value; ``title`` those
+        whose title contains the text (case-blind for ASCII); the four bounds compare with
+        when a conversation started and when it was last active (exclusive). ``after`` is
+        the ``next`` cursor of the previous page. Costs one indexed read however many
+        conversations or events the store holds.
+        """
+        query = self._listing_query(
+            labels, title, started_after, started_before, active_after, active_before
+        )
+        limit = parse_count(limit, "limit", 1)
+        cursor = None if after is None else _parse_cursor(after)
+        rows, labels_of = self._select_listing(replace(query, limit=limit + 1, after=cursor))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = f"{rows[-1].last_active}.{rows[-1].id.hex}" if more else None
+        return Page([_info(row, labels_of.get(row.id, {})) for row in rows], next_cursor)
+
+    def rebuild_listing(self) -> int:
+        """Refill the listing index from the log in one transaction (writers wait meanwhile);
+        returns how many conversations it lists. Opening a store made before the index does
+        this on its own."""
+        rebuild = getattr(self._log.recorder, "rebuild_listing", None)
+        if rebuild is None:
+            msg = "this backend keeps no listing index"
+            raise StoreError(msg)
+        decode = self._log.pydantic_mapper.decode_state
+        count: int = self._guarded(lambda: rebuild(decode))
+        return count
+
+    def _listing_query(  # noqa: PLR0917 - the public filters, passed on as they came
+        self,
+        labels: Mapping[str, str] | None,
+        title: str | None,
+        started_after: datetime | None,
+        started_before: datetime | None,
+        active_after: datetime | None,
+        active_before: datetime | None,
+    ) -> ListingQuery:
+        wanted = () if labels is None else tuple(parse_labels(labels, self.limits).items())
+        return ListingQuery(
+            labels=wanted,
+            title=parse_optional_text(title, "title", self.limits.max_note_bytes),
+            started_after=_parse_moment(started_after, "started_after"),
+            started_before=_parse_moment(started_before, "started_before"),
+            active_after=_parse_moment(active_after, "active_after"),
+            active_before=_parse_moment(active_before, "active_before"),
+        )
+
+    def _select_listing(
+        self, query: ListingQuery
+    ) -> tuple[list[ListedRow], dict[UUID, dict[str, str]]]:
+        select = getattr(self._log.recorder, "select_listing", None)
+        if select is None:
+            msg = "this backend keeps no listing index"
+            raise StoreError(msg)
+        found: tuple[list[ListedRow], dict[UUID, dict[str, str]]] = self._guarded(
+            lambda: select(query)
+        )
+        return found
 
     def notifications(self, after: int, limit: int) -> list[tuple[int, Event]]:
         """Up to ``limit`` events of every conversation recorded after log position ``after``.
@@ -677,7 +819,7 @@ class Store:
             except UnreadableEvent as exc:
                 raise _unreadable(event, exc) from None
         try:
-            self._log.recorder.insert_events(stored)
+            self._log.recorder.insert_events(stored, listing=listing_changes(events))
         except IntegrityError:
             raise
         except PersistenceError as exc:
@@ -812,6 +954,45 @@ def _options(vision: bool, full: bool, keep_tool_results: int | None) -> ReplayO
         full=parse_flag(full, "full"),
         keep_tool_results=parse_optional_count(keep_tool_results, "keep_tool_results"),
     )
+
+
+def _info(row: ListedRow, labels: dict[str, str]) -> ConversationInfo:
+    return ConversationInfo(
+        row.id,
+        row.title,
+        from_micros(row.created_at),
+        row.parent_id,
+        row.source,
+        last_active=from_micros(row.last_active),
+        labels=labels,
+        events=row.events,
+    )
+
+
+def _parse_moment(value: datetime | None, what: str) -> int | None:
+    """A bound on a listing as microseconds since the epoch; a naive time is refused."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        msg = f"{what} must be a datetime, not {describe_value(value)}"
+        raise InvalidInput(msg)
+    if value.tzinfo is None or value.utcoffset() is None:
+        msg = f"{what} must be timezone-aware (e.g. datetime.now(UTC)), not a naive time"
+        raise InvalidInput(msg)
+    return micros(value)
+
+
+def _parse_cursor(value: str) -> tuple[int, str]:
+    """A ``next`` cursor from :meth:`Store.list_conversations`: ``<microseconds>.<id hex>``."""
+    if isinstance(value, str):
+        stamp, _, hex_id = value.partition(".")
+        if stamp.isascii() and stamp.lstrip("-").isdigit() and len(hex_id) == 32:
+            try:
+                return int(stamp), UUID(hex_id).hex
+            except ValueError:
+                pass
+    msg = f"{describe_value(value)} is not a listing cursor (give a page's `next` value)"
+    raise InvalidInput(msg)
 
 
 def _parse_shape(shape: str) -> Shape:

@@ -15,6 +15,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import click
 
 from convstore.cli import conversations as conversations
+from convstore.cli import metadata as metadata
 from convstore.cli.app import cli, main
 
 

@@ -23,7 +23,7 @@ from convstore.projector import audit_path, catch_up, open_audit, rebuild
 from convstore.projector import follow as follow_log
 from convstore.store import Store
 
-PROJECTIONS = ("audit",)
+PROJECTIONS = ("audit", "listing")
 
 
 def _audit(ctx: click.Context) -> tuple[Store, Path]:
@@ -102,12 +102,19 @@ def rebuild_(ctx: click.Context, projection: str) -> None:
 
     Readers never see a half-built view: the new file replaces the old in one atomic
     rename, and a running `project --follow` reopens it. Rebuild after upgrading
-    convstore or when a read model is lost or suspect.
+    convstore or when a read model is lost or suspect. The listing index lives inside
+    the store and is refilled in one transaction (writers wait meanwhile).
 
     \b
     Example:
         convstore rebuild --projection audit
     """
+    if projection == "listing":
+        started = time.perf_counter()
+        count = store_from(ctx, create=False).rebuild_listing()
+        seconds = time.perf_counter() - started
+        click.echo(f"rebuilt listing: {count} conversations in {seconds:.2f} s")
+        return
     store, path = _audit(ctx)
     total = store.log_position()
     started = time.perf_counter()

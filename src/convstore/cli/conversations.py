@@ -19,8 +19,12 @@ from convstore.cli.app import (
     window_options,
 )
 from convstore.cli.inputs import json_kind, read_json
+from convstore.cli.metadata import meta_option, parse_assignment, parse_meta_option, parse_when
+from convstore.domain.conversation import Conversation
+from convstore.domain.events import MessageMeta
 from convstore.domain.images import dimensions
 from convstore.errors import InvalidInput, NoStore
+from convstore.projections.messages import collect_messages
 from convstore.projections.prose import Image, Text, block_segments
 from convstore.projections.replay import interruption_marker
 
@@ -33,6 +37,28 @@ def describe_image(image: Image) -> str:
     size = dimensions(raw)
     shown = f", {size[0]}x{size[1]} px" if size else ""
     return f"[image: {image.media_type}, {len(raw):,} bytes{shown}]"
+
+
+def describe_meta(meta: MessageMeta) -> str:
+    """A message's metadata on one line: model, usage, latency, stop reason, ids, extras."""
+    parts = [meta.model or ""]
+    usage = meta.usage
+    if usage is not None:
+        counted = [
+            f"{value:,} {name.removesuffix('_tokens').replace('_', ' ')}"
+            for name, value in usage
+            if value is not None
+        ]
+        parts.append(" / ".join(counted) + " tokens" if counted else "")
+    if meta.latency_ms is not None:
+        parts.append(f"{meta.latency_ms:,.0f} ms")
+    if meta.stop_reason:
+        parts.append(f"stop: {meta.stop_reason}")
+    if meta.provider_message_id:
+        parts.append(f"id {meta.provider_message_id}")
+    if meta.extra:
+        parts.append(json.dumps(meta.extra, ensure_ascii=False, sort_keys=True))
+    return " · ".join(part for part in parts if part)
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -61,10 +87,16 @@ def new(ctx: click.Context, title: str | None) -> None:
     help="Who wrote the message. Tool results go in user messages.",
 )
 @click.option("--open", "leave_open", is_flag=True, help="Leave the message open for add-block.")
+@meta_option
 @input_argument
 @click.pass_context
 def append(
-    ctx: click.Context, conversation: str, role: str, leave_open: bool, source: str | None
+    ctx: click.Context,
+    conversation: str,
+    role: str,
+    leave_open: bool,
+    meta: str | None,
+    source: str | None,
 ) -> None:
     """Record one message from a JSON array of blocks; print its id.
 
@@ -76,12 +108,16 @@ def append(
         echo '[{"type":"text","text":"What does ls show?"}]' \\
           | convstore append $CONV --role user
     """
+    checked_meta = parse_meta_option(meta)
     blocks = read_json(source)
     if not isinstance(blocks, list):
         msg = f"expected a JSON array of blocks, got {json_kind(blocks)}"
         raise InvalidInput(msg)
     store = store_from(ctx, create=False)
-    click.echo(store.append_message(conversation, role, blocks, leave_open=leave_open))
+    message = store.append_message(
+        conversation, role, blocks, leave_open=leave_open, meta=checked_meta
+    )
+    click.echo(message)
 
 
 @cli.command("add-block")
@@ -108,15 +144,17 @@ def add_block(ctx: click.Context, conversation: str, message: str, source: str |
 @cli.command()
 @conversation_argument
 @message_argument
+@meta_option
 @click.pass_context
-def end(ctx: click.Context, conversation: str, message: str) -> None:
-    """Mark an open message complete.
+def end(ctx: click.Context, conversation: str, message: str, meta: str | None) -> None:
+    """Mark an open message complete (with its metadata, given --meta).
 
     \b
     Example:
-        convstore end $CONV $MSG
+        convstore end $CONV $MSG --meta '{"model": "gpt-4.1", "stop_reason": "stop"}'
     """
-    store_from(ctx, create=False).end_message(conversation, message)
+    checked_meta = parse_meta_option(meta)
+    store_from(ctx, create=False).end_message(conversation, message, meta=checked_meta)
 
 
 @cli.command()
@@ -223,10 +261,17 @@ def show(ctx: click.Context, conversation: str) -> None:
     Example:
         convstore show $CONV | less
     """
-    for number, message in enumerate(store_from(ctx, create=False).messages(conversation), 1):
+    events = store_from(ctx, create=False).events(conversation)
+    state = Conversation.from_events(events[0].originator_id, events)
+    if state.labels:
+        shown = ", ".join(f"{key}={value}" for key, value in sorted(state.labels.items()))
+        click.echo(f"{state.title or '(untitled)'} · labels: {shown}\n")
+    for number, message in enumerate(collect_messages(events), 1):
         status = {"open": "open (never ended)"}.get(message.status, message.status)
         stamp = message.started_at.strftime("%Y-%m-%d %H:%M:%S")
         click.secho(f"[{number}] {message.role} · {status} · {stamp}", bold=True)
+        if message.meta is not None:
+            click.echo(f"    ({describe_meta(message.meta)})")
         if not message.blocks:
             click.echo("    (no blocks)")
         for recorded in message.blocks:
@@ -253,29 +298,81 @@ def log(ctx: click.Context, conversation: str) -> None:
 
 
 @cli.command("list")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only those with it.")
+@click.option("--title", "title", metavar="TEXT", help="Only titles containing TEXT.")
+@click.option("--started-after", metavar="WHEN", help="ISO 8601 date or time (UTC if no zone).")
+@click.option("--started-before", metavar="WHEN", help="Started before WHEN.")
+@click.option("--active-after", metavar="WHEN", help="Last active after WHEN.")
+@click.option("--active-before", metavar="WHEN", help="Last active before WHEN.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--after", "cursor", metavar="CURSOR", help="The `next` cursor of a page.")
 @json_option
 @click.pass_context
-def list_(ctx: click.Context, as_json: bool) -> None:
-    """List conversations, oldest first: id, start time, title.
+def list_(
+    ctx: click.Context,
+    labels: tuple[str, ...],
+    title: str | None,
+    started_after: str | None,
+    started_before: str | None,
+    active_after: str | None,
+    active_before: str | None,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+) -> None:
+    """List conversations, newest activity first: id, last active, title, labels.
+
+    Served from the store's listing index, so a page costs the same however many
+    conversations and events the store holds. With --json: {"conversations": [...],
+    "next": CURSOR or null}; pass CURSOR to --after for the next page.
 
     \b
     Example:
-        convstore list --json | jq -r '.[].id'
+        convstore list --label team=search --active-after 2026-05-01 --json | jq -r '.next'
     """
+    wanted = dict(parse_assignment(text) for text in labels)
+    bounds = {
+        "started_after": parse_when(started_after, "--started-after"),
+        "started_before": parse_when(started_before, "--started-before"),
+        "active_after": parse_when(active_after, "--active-after"),
+        "active_before": parse_when(active_before, "--active-before"),
+    }
     try:
-        conversations = store_from(ctx, create=False).conversations()
+        store = store_from(ctx, create=False)
     except NoStore:
-        conversations = []
+        store = None
+    if store is None:
+        rows, next_cursor = [], None
+    else:
+        page = store.list_conversations(
+            labels=wanted or None, title=title, limit=limit, after=cursor, **bounds
+        )
+        rows, next_cursor = page.conversations, page.next
     if as_json:
-        rows = [
-            {"id": str(c.id), "title": c.title, "created_at": c.created_at.isoformat()}
-            for c in conversations
-        ]
-        click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        payload = {
+            "conversations": [
+                {
+                    "id": str(c.id),
+                    "title": c.title,
+                    "created_at": c.created_at.isoformat(),
+                    "last_active": c.last_active.isoformat() if c.last_active else None,
+                    "labels": c.labels,
+                    "events": c.events,
+                    "parent_id": str(c.parent_id) if c.parent_id else None,
+                    "source": c.source,
+                }
+                for c in rows
+            ],
+            "next": next_cursor,
+        }
+        click.echo(json.dumps(payload, ensure_ascii=False, indent=2))
         return
-    for c in conversations:
-        stamp = c.created_at.strftime("%Y-%m-%d %H:%M:%S")
-        click.echo(f"{c.id}  {stamp}  {c.title or ''}".rstrip())
+    for c in rows:
+        stamp = (c.last_active or c.created_at).strftime("%Y-%m-%d %H:%M:%S")
+        shown = " ".join(f"[{key}={value}]" for key, value in sorted(c.labels.items()))
+        click.echo(f"{c.id}  {stamp}  {c.title or ''}  {shown}".rstrip())
+    if next_cursor:
+        click.echo(f"more: convstore list --after {next_cursor}", err=True)
 
 
 @cli.command()

@@ -31,17 +31,23 @@ from convstore.domain.events import (
     UNKNOWN_TOOL,
     BlockAppended,
     Compacted,
+    ConversationRenamed,
     ConversationStarted,
     EntriesDeleted,
     EntriesRecorded,
     Event,
+    LabelsRemoved,
+    LabelsSet,
     MessageEnded,
     MessageInterrupted,
+    MessageMeta,
+    MessageMetaRecorded,
     MessageStarted,
     Rewound,
     Role,
     utcnow,
 )
+from convstore.domain.limits import Limits
 from convstore.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
 
 MessageStatus = Literal["open", "ended", "interrupted"]
@@ -69,6 +75,7 @@ class Conversation:
     messages: dict[UUID, MessageState] = field(default_factory=dict)
     tool_names: dict[str, str] = field(default_factory=dict)
     entry_uuids: set[str] = field(default_factory=set)
+    labels: dict[str, str] = field(default_factory=dict)
     """``uuid`` of every runtime entry recorded since the last deletion (the idempotency key)."""
 
     # -- folding ---------------------------------------------------------------------------
@@ -109,6 +116,15 @@ class Conversation:
                 self.entry_uuids.update(entry_uuids(event.entries))
             case EntriesDeleted():
                 self.entry_uuids.clear()
+            case ConversationRenamed():
+                self.title = event.title
+            case LabelsSet():
+                self.labels.update(event.labels)
+            case LabelsRemoved():
+                for key in event.keys:
+                    self.labels.pop(key, None)
+            case MessageMetaRecorded():
+                pass
             case _:
                 assert_never(event)
         self.version = event.originator_version
@@ -150,6 +166,12 @@ class Conversation:
                 self.rewind(event.to)
             case EntriesRecorded() | EntriesDeleted():
                 pass  # a runtime's entries, kept verbatim: no message rule applies to them
+            case ConversationRenamed() | LabelsRemoved():
+                pass
+            case LabelsSet():
+                self.set_labels(event.labels, Limits(max_labels=1 << 30))
+            case MessageMetaRecorded():
+                self.record_meta(event.message_id, event.meta)
             case _:
                 assert_never(event)
 
@@ -216,6 +238,57 @@ class Conversation:
             reason=reason,
         )
 
+    def rename(self, title: str | None) -> ConversationRenamed:
+        """Give the conversation a new title (``None`` clears it)."""
+        return ConversationRenamed(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=utcnow(),
+            title=title,
+        )
+
+    def set_labels(self, labels: dict[str, str], limits: Limits) -> LabelsSet:
+        """Set labels (checked keys and values); at most ``limits.max_labels`` at once."""
+        held = len(self.labels.keys() | labels.keys())
+        if held > limits.max_labels:
+            msg = f"a conversation holds at most {limits.max_labels} labels; this would make {held}"
+            raise InvalidInput(msg)
+        return LabelsSet(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=utcnow(),
+            labels=labels,
+        )
+
+    def remove_labels(self, keys: list[str]) -> LabelsRemoved:
+        """Remove the labels under ``keys`` (keys not set are ignored)."""
+        return LabelsRemoved(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=utcnow(),
+            keys=keys,
+        )
+
+    def record_meta(
+        self,
+        message_id: UUID,
+        meta: MessageMeta,
+        *,
+        version: int | None = None,
+        timestamp: datetime | None = None,
+    ) -> MessageMetaRecorded:
+        """Record metadata about a message of this conversation (in any status)."""
+        if message_id not in self.messages:
+            msg = f"message {message_id} not found in conversation {self.id}"
+            raise MessageNotFound(msg)
+        return MessageMetaRecorded(
+            originator_id=self.id,
+            originator_version=version or self.version + 1,
+            timestamp=timestamp or utcnow(),
+            message_id=message_id,
+            meta=meta,
+        )
+
     def rewind(self, to: UUID | None) -> Rewound:
         """Withdraw every message after ``to`` (every message, when ``to`` is ``None``)."""
         if to is not None:
@@ -242,9 +315,15 @@ class Conversation:
         )
 
     def record_message(
-        self, role: Role, blocks: list[Block], *, leave_open: bool = False
+        self,
+        role: Role,
+        blocks: list[Block],
+        *,
+        leave_open: bool = False,
+        meta: MessageMeta | None = None,
     ) -> list[Event]:
-        """Every event of a whole message: started, each block, and ended unless left open.
+        """Every event of a whole message: started, each block, ended unless left open, and
+        its metadata when given.
 
         They are one write, so they share one timestamp: the moment it was recorded.
         """
@@ -275,6 +354,16 @@ class Conversation:
                     originator_version=started.originator_version + 1 + len(blocks),
                     timestamp=started.timestamp,
                     message_id=started.message_id,
+                )
+            )
+        if meta is not None:
+            events.append(
+                MessageMetaRecorded(
+                    originator_id=self.id,
+                    originator_version=events[-1].originator_version + 1,
+                    timestamp=started.timestamp,
+                    message_id=started.message_id,
+                    meta=meta,
                 )
             )
         return events

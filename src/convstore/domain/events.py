@@ -132,6 +132,71 @@ class EntriesDeleted(_Event):
     type: Literal["entries_deleted"] = "entries_deleted"
 
 
+class ConversationRenamed(_Event):
+    """The conversation's title changed (``None`` clears it)."""
+
+    type: Literal["conversation_renamed"] = "conversation_renamed"
+    title: str | None = None
+
+
+class LabelsSet(_Event):
+    """Labels were set on the conversation: each key now holds its value (set again, it is
+    replaced). Labels are for finding conversations; replay never sees them."""
+
+    type: Literal["labels_set"] = "labels_set"
+    labels: dict[str, str]
+
+
+class LabelsRemoved(_Event):
+    """The labels under these keys were removed (a key not set is simply not there)."""
+
+    type: Literal["labels_removed"] = "labels_removed"
+    keys: list[str]
+
+
+class TokenUsage(BaseModel):
+    """Tokens a provider reported for one model call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: Annotated[int, Field(ge=0)] | None = None
+    output_tokens: Annotated[int, Field(ge=0)] | None = None
+    cache_read_tokens: Annotated[int, Field(ge=0)] | None = None
+    cache_write_tokens: Annotated[int, Field(ge=0)] | None = None
+    reasoning_tokens: Annotated[int, Field(ge=0)] | None = None
+
+
+class MessageMeta(BaseModel):
+    """What a runtime knows about how a message was produced; never part of replay.
+
+    Every field is optional; ``extra`` holds anything else a runtime wants kept (JSON values,
+    bounded with the rest by the store's ``max_note_bytes``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = None
+    provider_message_id: str | None = None
+    stop_reason: str | None = None
+    usage: TokenUsage | None = None
+    latency_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    extra: dict[str, JsonValue] = Field(default_factory=dict)
+
+    def merged(self, newer: MessageMeta) -> MessageMeta:
+        """This metadata updated by ``newer``: its fields that are set win, extras merge."""
+        changes = {name: value for name, value in newer if value is not None and name != "extra"}
+        return self.model_copy(update={**changes, "extra": {**self.extra, **newer.extra}})
+
+
+class MessageMetaRecorded(_Event):
+    """Metadata about a message (model, usage, latency …) was recorded. Replay ignores it;
+    recorded again for the same message, the fields given replace the earlier ones."""
+
+    type: Literal["message_meta_recorded"] = "message_meta_recorded"
+    message_id: UUID
+    meta: MessageMeta
+
+
 Event: TypeAlias = Annotated[
     ConversationStarted
     | MessageStarted
@@ -141,7 +206,11 @@ Event: TypeAlias = Annotated[
     | Compacted
     | Rewound
     | EntriesRecorded
-    | EntriesDeleted,
+    | EntriesDeleted
+    | ConversationRenamed
+    | LabelsSet
+    | LabelsRemoved
+    | MessageMetaRecorded,
     Field(discriminator="type"),
 ]
 

@@ -16,16 +16,21 @@ class Limits:
     """The largest block (as stored JSON) and the largest image (decoded) a store accepts.
 
     A compaction summary may be as large as a block (UTF-8), a conversation title or an
-    interrupt reason ``max_note_bytes``. The defaults follow the providers: 20 MiB is OpenAI's
-    per-image limit. The environment variables ``CONVSTORE_MAX_BLOCK_BYTES``,
-    ``CONVSTORE_MAX_IMAGE_BYTES``, ``CONVSTORE_MAX_INPUT_BYTES`` (the CLI's largest input) and
-    ``CONVSTORE_MAX_NOTE_BYTES`` override them.
+    interrupt reason, a label value or a message's metadata ``max_note_bytes``. The defaults
+    follow the providers: 20 MiB is OpenAI's per-image limit. The environment variables
+    ``CONVSTORE_MAX_BLOCK_BYTES``, ``CONVSTORE_MAX_IMAGE_BYTES``,
+    ``CONVSTORE_MAX_INPUT_BYTES`` (the CLI's largest input) and ``CONVSTORE_MAX_NOTE_BYTES``
+    override them.
     """
 
     max_block_bytes: int = 32 * MIB
     max_image_bytes: int = 20 * MIB
     max_input_bytes: int = 64 * MIB
     max_note_bytes: int = 64 * 1024
+    max_label_key_bytes: int = 64
+    """A label key: 1 to this many characters from ``A-Z a-z 0-9 . _ - : /``."""
+    max_labels: int = 64
+    """How many labels one conversation may hold at once (values up to ``max_note_bytes``)."""
 
     @classmethod
     def from_env(cls) -> Limits:

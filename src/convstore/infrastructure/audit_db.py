@@ -8,6 +8,7 @@ projectors racing on one file cannot both apply the same batch.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,12 +21,16 @@ from convstore.domain.blocks import ToolResultBlock, ToolUseBlock
 from convstore.domain.events import (
     BlockAppended,
     Compacted,
+    ConversationRenamed,
     ConversationStarted,
     EntriesDeleted,
     EntriesRecorded,
     Event,
+    LabelsRemoved,
+    LabelsSet,
     MessageEnded,
     MessageInterrupted,
+    MessageMetaRecorded,
     MessageStarted,
     Rewound,
 )
@@ -35,7 +40,7 @@ from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
 
 PROJECTION = "audit"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_SECONDS = 10.0
 
 BLOCK_COUNTERS = {
@@ -46,7 +51,15 @@ BLOCK_COUNTERS = {
     "image": "image_blocks",
 }
 
-TABLES = ("conversations", "messages", "blocks", "tool_calls", "images", "compactions")
+TABLES = (
+    "conversations",
+    "labels",
+    "messages",
+    "blocks",
+    "tool_calls",
+    "images",
+    "compactions",
+)
 """The read model's tables, in the order a reader should learn them."""
 
 
@@ -61,6 +74,20 @@ class ReadModelMoved(StoreError):
 class ReadModelBusy(StoreError):
     """Another connection (a long query) held the file's lock past the busy timeout."""
 
+
+META_COLUMNS: dict[str, type] = {
+    "model": str,
+    "provider_message_id": str,
+    "stop_reason": str,
+    "latency_ms": float,
+    "input_tokens": int,
+    "output_tokens": int,
+    "cache_read_tokens": int,
+    "cache_write_tokens": int,
+    "reasoning_tokens": int,
+    "meta_extra": str,
+}
+"""The message columns filled from :class:`~convstore.MessageMeta` (``meta_extra`` is JSON)."""
 
 MARK = "convstore audit read model"
 """The ``_meta`` role of a file convstore made for an audit read model."""
@@ -215,8 +242,13 @@ class AuditDatabase:
                     "closed_at": str,
                     "blocks": int,
                     **dict.fromkeys(BLOCK_COUNTERS.values(), int),
+                    **META_COLUMNS,
                 },
                 pk="id",
+            )
+            db.table("labels").create(
+                {"conversation_id": str, "key": str, "value": str, "set_at": str},
+                pk=("conversation_id", "key"),
             )
             db.table("blocks").create(
                 {
@@ -274,6 +306,7 @@ class AuditDatabase:
                 pk=("conversation_id", "version"),
             )
             db.table("messages").create_index(["conversation_id", "position"])
+            db.table("labels").create_index(["key", "value"])
             db.table("blocks").create_index(["message_id"])
             db.table("blocks").create_index(["kind"])
             db.table("tool_calls").create_index(["outcome", "name"])
@@ -360,6 +393,21 @@ class AuditDatabase:
                 )
             case Rewound() | EntriesRecorded() | EntriesDeleted():
                 pass  # counted below with every event; replay is what leaves messages out
+            case ConversationRenamed():
+                sql("UPDATE conversations SET title = ? WHERE id = ?", [event.title, conv])
+            case LabelsSet():
+                for key, value in event.labels.items():
+                    sql(
+                        "INSERT INTO labels (conversation_id, key, value, set_at) "
+                        "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id, key) "
+                        "DO UPDATE SET value = excluded.value, set_at = excluded.set_at",
+                        [conv, key, value, at],
+                    )
+            case LabelsRemoved():
+                for key in event.keys:
+                    sql("DELETE FROM labels WHERE conversation_id = ? AND key = ?", [conv, key])
+            case MessageMetaRecorded():
+                self._apply_meta(event)
             case Compacted():
                 sql(
                     "INSERT INTO compactions (conversation_id, version, through_message_id, "
@@ -371,6 +419,28 @@ class AuditDatabase:
         sql(
             "UPDATE conversations SET events = events + 1, last_event_at = ? WHERE id = ?",
             [at, conv],
+        )
+
+    def _apply_meta(self, event: MessageMetaRecorded) -> None:
+        """Fields given replace the message's earlier ones; ``extra`` objects merge."""
+        meta = event.meta
+        usage = meta.usage
+        values: dict[str, Any] = {
+            "model": meta.model,
+            "provider_message_id": meta.provider_message_id,
+            "stop_reason": meta.stop_reason,
+            "latency_ms": meta.latency_ms,
+            "input_tokens": usage and usage.input_tokens,
+            "output_tokens": usage and usage.output_tokens,
+            "cache_read_tokens": usage and usage.cache_read_tokens,
+            "cache_write_tokens": usage and usage.cache_write_tokens,
+            "reasoning_tokens": usage and usage.reasoning_tokens,
+        }
+        sets = ", ".join(f"{name} = coalesce(?, {name})" for name in values)
+        self.db.execute(
+            f"UPDATE messages SET {sets}, "  # noqa: S608 - columns from a fixed table
+            "meta_extra = json_patch(coalesce(meta_extra, '{}'), ?) WHERE id = ?",
+            [*values.values(), json.dumps(meta.extra), str(event.message_id)],
         )
 
     def _apply_block(self, event: BlockAppended, conv: str, at: str) -> None:

@@ -149,4 +149,11 @@ def _open(env: dict[str, str], shown: str, *, secret: str, limits: Limits) -> St
     except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
         msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"
         raise StoreError(msg) from None
-    return Store(log, shown, secret=secret, limits=limits)
+    store = Store(log, shown, secret=secret, limits=limits)
+    if getattr(log.recorder, "listing_missing", False):
+        try:
+            store.rebuild_listing()  # a store made before the listing index, or a new one
+        except BaseException:
+            store.close()
+            raise
+    return store

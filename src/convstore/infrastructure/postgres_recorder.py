@@ -6,7 +6,7 @@ eventsourcing's ``APPLICATION_RECORDER_TOPIC`` setting. See :mod:`convstore.infr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -16,6 +16,7 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
+from convstore.domain.events import Event
 from convstore.infrastructure.chain import (
     HEADS_TABLE,
     START_MARKER_ID,
@@ -23,6 +24,17 @@ from convstore.infrastructure.chain import (
     advance,
     chain_key,
 )
+from convstore.infrastructure.listing import (
+    LISTING_TABLE,
+    POSTGRES,
+    apply_changes,
+    clear_statements,
+    create_statements,
+    listed_row,
+    select_labels,
+    select_page,
+)
+from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
@@ -33,6 +45,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
     ) -> None:
         super().__init__(datastore, events_table_name=events_table_name)
         self._chain_key = chain_key()
+        self._prefix = f'"{datastore.schema}".'
+        self.listing_missing = False
+        """Whether opening found no listing index (a store made before it): rebuild it."""
         names = {
             "schema": Identifier(datastore.schema),
             "heads": Identifier(HEADS_TABLE),
@@ -66,6 +81,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         ).format(**names)
 
     def _create_table(self, curs: Cursor[DictRow]) -> None:
+        curs.execute(
+            "SELECT to_regclass(%s) AS found", (self._prefix + LISTING_TABLE,), prepare=False
+        )
+        row = curs.fetchone()
+        if row is None or row["found"] is None:
+            self.listing_missing = True
+            for text in create_statements(POSTGRES, self._prefix):
+                curs.execute(text.encode(), prepare=False)
         for statement in self.sql_create_statements:
             text = statement.as_string()
             if "CREATE TYPE" in text:
@@ -77,6 +100,15 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> None:
         super()._insert_stored_events(curs, stored_events, **kwargs)
+        listing: list[ListingChange] | None = kwargs.get("listing")
+        if listing:
+            with curs.connection.cursor() as index:
+                apply_changes(
+                    lambda text, params: index.execute(text.encode(), params, prepare=False),
+                    POSTGRES,
+                    listing,
+                    self._prefix,
+                )
         grouped: dict[UUID, list[tuple[int, str, bytes]]] = {}
         for s in stored_events:
             originator = s.originator_id
@@ -107,6 +139,60 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(self._select_heads)
             return {row["originator_id"]: _head(row) for row in curs.fetchall()}
+
+    def select_listing(
+        self, query: ListingQuery
+    ) -> tuple[list[ListedRow], dict[UUID, dict[str, str]]]:
+        """One page of the listing index, and the labels of its conversations."""
+        text, params = select_page(POSTGRES, query, self._prefix)
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(text.encode(), params, prepare=False)
+            rows = [listed_row(list(row.values())) for row in curs.fetchall()]
+            labels: dict[UUID, dict[str, str]] = {row.id: {} for row in rows}
+            ids = [row.id for row in rows]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                curs.execute(
+                    select_labels(POSTGRES, len(chunk), self._prefix).encode(),
+                    chunk,
+                    prepare=False,
+                )
+                for found in curs.fetchall():
+                    labels[found["conversation_id"]][found["key"]] = found["value"]
+        return rows, labels
+
+    def rebuild_listing(self, decode: Callable[[bytes], Event]) -> int:
+        """Refill the listing index from every event in one transaction, holding the events
+        table's lock so no insert lands meanwhile; returns how many conversations it lists."""
+        events = f'{self._prefix}"{self.events_table_name}"'
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(f"LOCK TABLE {events} IN EXCLUSIVE MODE".encode(), prepare=False)
+            for text in clear_statements(self._prefix):
+                curs.execute(text.encode(), prepare=False)
+            after = 0
+            while True:
+                curs.execute(
+                    f"SELECT notification_id, state FROM {events} WHERE notification_id > %s "  # noqa: S608
+                    "ORDER BY notification_id LIMIT 5000".encode(),
+                    (after,),
+                    prepare=False,
+                )
+                rows = curs.fetchall()
+                if not rows:
+                    break
+                changes = listing_changes(decode(bytes(row["state"])) for row in rows)
+                with curs.connection.cursor() as index:
+                    apply_changes(
+                        lambda text, params: index.execute(text.encode(), params, prepare=False),
+                        POSTGRES,
+                        changes,
+                        self._prefix,
+                    )
+                after = rows[-1]["notification_id"]
+            curs.execute(f"SELECT count(*) AS n FROM {self._prefix}{LISTING_TABLE}".encode())  # noqa: S608
+            found = curs.fetchone()
+        self.listing_missing = False
+        return 0 if found is None else int(found["n"])
 
 
 def _head(row: DictRow) -> Head:

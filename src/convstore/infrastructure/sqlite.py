@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
+from convstore.domain.events import Event
 from convstore.errors import InvalidInput
 from convstore.infrastructure.chain import (
     HEADS_TABLE,
@@ -27,6 +28,17 @@ from convstore.infrastructure.chain import (
     advance,
     chain_key,
 )
+from convstore.infrastructure.listing import (
+    LISTING_TABLE,
+    SQLITE,
+    apply_changes,
+    clear_statements,
+    create_statements,
+    listed_row,
+    select_labels,
+    select_page,
+)
+from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
 """How long a writer waits for another process's write lock before failing, unless
@@ -140,6 +152,8 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
         self._heads: dict[UUID, Head] = {}
         """The heads this writer last wrote: the next insert updates the row only if it still
         holds exactly that (one statement instead of a read and a write)."""
+        self.listing_missing = False
+        """Whether opening found no listing index (a store made before it): rebuild it."""
 
     def create_table(self) -> None:
         """eventsourcing's table, then the heads table and start marker if either is missing.
@@ -148,6 +162,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
         would take the write lock each time, and fail against a busy writer in WAL mode.
         """
         super().create_table()
+        self._create_listing()
         with self._writer_lock:
             conn = self._connection()
             marker = (START_MARKER_ID.hex,)
@@ -166,6 +181,61 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    def _create_listing(self) -> None:
+        """The listing index's tables, if missing (then :attr:`listing_missing` is set)."""
+        with self._writer_lock:
+            conn = self._connection()
+            if conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if not conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
+                    for statement in create_statements(SQLITE):
+                        conn.execute(statement)
+                    self.listing_missing = True
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def select_listing(
+        self, query: ListingQuery
+    ) -> tuple[list[ListedRow], dict[UUID, dict[str, str]]]:
+        """One page of the listing index, and the labels of its conversations."""
+        text, params = select_page(SQLITE, query)
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(text, params)
+            rows = [listed_row(row) for row in cursor.fetchall()]
+            labels: dict[UUID, dict[str, str]] = {row.id: {} for row in rows}
+            ids = [row.id.hex for row in rows]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                cursor.execute(select_labels(SQLITE, len(chunk)), chunk)
+                for raw_id, key, value in cursor.fetchall():
+                    labels[UUID(raw_id)][key] = value
+        return rows, labels
+
+    def rebuild_listing(self, decode: Callable[[bytes], Event]) -> int:
+        """Refill the listing index from every event, in one write transaction (writers wait);
+        returns how many conversations it lists."""
+        with self._writer_lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in clear_statements():
+                    conn.execute(statement)
+                for changes in _changes_in_batches(conn, self.events_table_name, decode):
+                    apply_changes(conn.execute, SQLITE, changes)
+                (count,) = conn.execute(f"SELECT count(*) FROM {LISTING_TABLE}").fetchone()  # noqa: S608
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            self.listing_missing = False
+            return int(count)
 
     def _connection(self) -> sqlite3.Connection:
         if self._writer is None:
@@ -197,6 +267,9 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
                         )
                         rowids.append(cursor.lastrowid or 0)
                     _advance_heads(conn, stored_events, self._heads, self._chain_key)
+                    listing: list[ListingChange] | None = kwargs.get("listing")
+                    if listing:
+                        apply_changes(conn.execute, SQLITE, listing)
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -238,6 +311,25 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
                 ).fetchall()
         except sqlite3.Error as exc:
             raise PersistenceError(exc) from exc
+
+
+_TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+
+
+def _changes_in_batches(
+    conn: sqlite3.Connection, table: str, decode: Callable[[bytes], Event]
+) -> Iterator[list[ListingChange]]:
+    """The listing changes of every stored event, a few thousand events at a time."""
+    after = 0
+    while True:
+        rows = conn.execute(
+            f"SELECT rowid, state FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT 5000",  # noqa: S608
+            (after,),
+        ).fetchall()
+        if not rows:
+            return
+        yield listing_changes(decode(state) for _, state in rows)
+        after = rows[-1][0]
 
 
 _MARKER_EXISTS = f"SELECT 1 FROM {HEADS_TABLE} WHERE originator_id = ?"  # noqa: S608

@@ -13,12 +13,17 @@ from convstore.domain.conversation import MessageStatus, withdrawn_after
 from convstore.domain.events import (
     BlockAppended,
     Compacted,
+    ConversationRenamed,
     ConversationStarted,
     EntriesDeleted,
     EntriesRecorded,
     Event,
+    LabelsRemoved,
+    LabelsSet,
     MessageEnded,
     MessageInterrupted,
+    MessageMeta,
+    MessageMetaRecorded,
     MessageStarted,
     Rewound,
     Role,
@@ -45,6 +50,8 @@ class RecordedMessage:
     interrupt_reason: str | None = None
     withdrawn: bool = False
     """Taken back by a rewind: kept in the log, left out of replay."""
+    meta: MessageMeta | None = None
+    """What the runtime recorded about how it was produced (never replayed)."""
 
 
 @dataclass(slots=True)
@@ -89,6 +96,13 @@ def collect_history(events: Iterable[Event]) -> History:
                     message.withdrawn = True
             case EntriesRecorded() | EntriesDeleted():
                 pass  # their messages are recorded as message events beside them
+            case ConversationRenamed() | LabelsSet() | LabelsRemoved():
+                pass
+            case MessageMetaRecorded():
+                message = messages[event.message_id]
+                message.meta = (
+                    event.meta if message.meta is None else message.meta.merged(event.meta)
+                )
             case _:
                 assert_never(event)
     return History(list(messages.values()), compactions)

@@ -1,0 +1,127 @@
+"""The listing index: what one write changes in a conversation's listed row and labels.
+
+The recorders keep a ``convstore_listing`` row per conversation (title, parentage, when it
+started, when it was last active, how many events) and a ``convstore_labels`` row per label,
+written in the same transaction as the events (see :mod:`convstore.infrastructure.listing`).
+This module decides, from the events of one write, what that write changes: a pure fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import assert_never
+from uuid import UUID
+
+from convstore.domain.events import (
+    BlockAppended,
+    Compacted,
+    ConversationRenamed,
+    ConversationStarted,
+    EntriesDeleted,
+    EntriesRecorded,
+    Event,
+    LabelsRemoved,
+    LabelsSet,
+    MessageEnded,
+    MessageInterrupted,
+    MessageMetaRecorded,
+    MessageStarted,
+    Rewound,
+)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros(moment: datetime) -> int:
+    """A moment as whole microseconds since the Unix epoch (exact, sortable)."""
+    return (moment - EPOCH) // timedelta(microseconds=1)
+
+
+def from_micros(value: int) -> datetime:
+    """The moment :func:`micros` gave ``value`` for, in UTC."""
+    return EPOCH + timedelta(microseconds=value)
+
+
+@dataclass
+class ListingChange:
+    """What one write changes in one conversation's listed row."""
+
+    conversation_id: UUID
+    started: ConversationStarted | None = None
+    renamed: bool = False
+    title: str | None = None
+    set_labels: dict[str, str] = field(default_factory=dict)
+    removed_labels: set[str] = field(default_factory=set)
+    last_active: int = 0
+    version: int = 0
+
+
+def listing_changes(events: Iterable[Event]) -> list[ListingChange]:
+    """Fold the events of one write into one change per conversation, in first-seen order."""
+    changes: dict[UUID, ListingChange] = {}
+    for event in events:
+        change = changes.get(event.originator_id)
+        if change is None:
+            change = changes[event.originator_id] = ListingChange(event.originator_id)
+        change.last_active = max(change.last_active, micros(event.timestamp))
+        change.version = max(change.version, event.originator_version)
+        match event:
+            case ConversationStarted():
+                change.started = event
+                change.renamed, change.title = True, event.title
+            case ConversationRenamed():
+                change.renamed, change.title = True, event.title
+            case LabelsSet():
+                change.set_labels.update(event.labels)
+                change.removed_labels.difference_update(event.labels)
+            case LabelsRemoved():
+                for key in event.keys:
+                    change.set_labels.pop(key, None)
+                change.removed_labels.update(event.keys)
+            case (
+                MessageStarted()
+                | BlockAppended()
+                | MessageEnded()
+                | MessageInterrupted()
+                | Compacted()
+                | Rewound()
+                | EntriesRecorded()
+                | EntriesDeleted()
+                | MessageMetaRecorded()
+            ):
+                pass
+            case _:
+                assert_never(event)
+    return list(changes.values())
+
+
+@dataclass(frozen=True, slots=True)
+class ListingQuery:
+    """Which conversations to list, in which order, from where (all checked already)."""
+
+    labels: tuple[tuple[str, str], ...] = ()
+    title: str | None = None
+    started_after: int | None = None
+    started_before: int | None = None
+    active_after: int | None = None
+    active_before: int | None = None
+    order: str = "active"
+    """``active``: newest activity first; ``started``: oldest start first."""
+    after: tuple[int, str] | None = None
+    """The sort key and id (hex) of the last row of the previous page."""
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedRow:
+    """One row of the listing index."""
+
+    id: UUID
+    title: str | None
+    created_at: int
+    last_active: int
+    parent_id: UUID | None
+    source: str | None
+    events: int
