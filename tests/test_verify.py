@@ -541,7 +541,7 @@ def test_chains_stay_whole_when_two_writers_take_turns(tmp_path: Path) -> None:
         first.end_message(conversation, messages[0])
     result = verify(db)
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("ok: 10 events in 1 conversations")
+    assert result.stdout.startswith("ok: 10 events in 1 conversation,")
 
 
 def test_a_keyed_chain_resists_a_tamperer_without_the_key(

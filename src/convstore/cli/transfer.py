@@ -14,6 +14,7 @@ from typing import BinaryIO
 import click
 
 from convstore.cli.app import cli, conversation_argument, store_from, vision_option
+from convstore.cli.output import counted
 from convstore.domain.limits import Limits
 from convstore.errors import InvalidInput
 from convstore.transfer import (
@@ -98,7 +99,9 @@ def dump(ctx: click.Context, output: str | None) -> None:
             if line.startswith(b'{"end": '):
                 events, conversations = _counts(line)
         sink.flush()
-    click.echo(f"dumped {events} events of {conversations} conversations", err=True)
+    click.echo(
+        f"dumped {counted(events, 'event')} of {counted(conversations, 'conversation')}", err=True
+    )
 
 
 def _counts(closing: bytes) -> tuple[int, int]:
@@ -136,8 +139,9 @@ def load(ctx: click.Context, source: str) -> None:
             report = loader.run(store, progress=update, on_resume=resumed)
     rate = report.loaded / report.seconds if report.seconds > 0 else 0.0
     click.echo(
-        f"loaded {report.loaded} events ({report.events} in all, {report.conversations} "
-        f"conversations) in {report.seconds:.2f} s ({rate:,.0f} events/s) into {store.location}",
+        f"loaded {counted(report.loaded, 'event')} ({report.events:,} in all, "
+        f"{counted(report.conversations, 'conversation')}) in {report.seconds:.2f} s "
+        f"({rate:,.0f} events/s) into {store.location}",
         err=True,
     )
 
