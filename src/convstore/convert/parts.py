@@ -8,6 +8,7 @@ line names the item (or part) type at fault and where it is.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
@@ -57,12 +58,32 @@ def tool_arguments(raw: object, where: str) -> dict[str, Any] | str:
     object, else the raw text itself (recorded faithfully, never refused, never repaired)."""
     if isinstance(raw, Mapping):
         return dict(raw)
-    text = text_of(raw, where)
+    return arguments_text(text_of(raw, where))
+
+
+def arguments_text(text: str) -> dict[str, Any] | str:
+    """Arguments text as recorded: the object it is when it is strictly a JSON object, else
+    the text exactly as emitted. Strictly: ``NaN``, ``Infinity`` and numbers too large for a
+    float (``1e999``) are not JSON, so they keep the call as its raw text instead of getting
+    the whole call refused for a non-finite number (every converter uses this one reader)."""
     try:
-        parsed = json.loads(text)
-    except ValueError:
+        parsed = json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
+    except (ValueError, RecursionError):
         return text
     return parsed if isinstance(parsed, dict) else text
+
+
+def _not_json(name: str) -> NoReturn:
+    msg = f"{name} is not JSON"
+    raise ValueError(msg)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        msg = f"{text} is too large for a float"
+        raise ValueError(msg)
+    return value
 
 
 def checked(make: Callable[[], _T], where: str) -> _T:
