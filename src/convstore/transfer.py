@@ -269,6 +269,9 @@ class Loader:
     def __init__(self, lines: Iterable[bytes], *, max_line_bytes: int) -> None:
         self.reader = DumpReader(lines, max_line_bytes=max_line_bytes)
         self._resumed = False
+        self._make: Callable[[], Store] | None = None
+        self.store: Store | None = None
+        """The store loaded into (``None`` until one is created when given as a function)."""
 
     @property
     def header(self) -> dict[str, Any]:
@@ -276,21 +279,29 @@ class Loader:
 
     def run(
         self,
-        store: Store,
+        store: Store | Callable[[], Store],
         *,
         batch_size: int = BATCH_SIZE,
         progress: Progress | None = None,
         on_resume: Callable[[int], None] | None = None,
     ) -> LoadReport:
-        """Write the dump's events into ``store`` (empty, or holding a prefix of this dump)."""
+        """Write the dump's events into ``store`` (empty, or holding a prefix of this dump).
+
+        ``store`` may instead be a function that creates a new store: it is called only once
+        a batch is ready to be written (or the whole dump has been read and checked), so a
+        dump refused within its first batch leaves no store behind."""
         started = time.perf_counter()
-        present = _present(store)
+        if callable(store):
+            self._make, self.store = store, None
+            present = _Present(0, None)
+        else:
+            self._make, self.store = None, store
+            present = _present(store)
         verifier = Verifier()
         written = [0]
         self._resumed = False
         try:
             self._load(
-                store,
                 present=present,
                 verifier=verifier,
                 written=written,
@@ -316,7 +327,6 @@ class Loader:
 
     def _load(
         self,
-        store: Store,
         *,
         present: _Present,
         verifier: Verifier,
@@ -339,7 +349,7 @@ class Loader:
                 continue
             batch.append(event)
             if len(batch) == batch_size:
-                written[0] += self._write(store, batch, progress)
+                written[0] += self._write(self._target(), batch, progress)
                 batch = []
         if seen < present.count:
             msg = (
@@ -351,7 +361,14 @@ class Loader:
         if counted != seen:
             msg = f"the dump's closing line counts {counted} events but it holds {seen}"
             raise DumpError(msg)
-        written[0] += self._write(store, batch, progress)
+        written[0] += self._write(self._target(), batch, progress)
+
+    def _target(self) -> Store:
+        """The store being loaded, created now if it was given as a function."""
+        if self.store is None:
+            assert self._make is not None
+            self.store = self._make()
+        return self.store
 
     def _check(self, verifier: Verifier, event: Event, seen: int) -> None:
         """The checks ``convstore verify`` makes, applied as the dump is read."""

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -16,7 +17,8 @@ import click
 from convstore.cli.app import cli, conversation_argument, store_from, vision_option
 from convstore.cli.output import counted
 from convstore.domain.limits import Limits
-from convstore.errors import InvalidInput
+from convstore.errors import InvalidInput, NoStore
+from convstore.store import Store
 from convstore.transfer import (
     EXPORT_FORMATS,
     ExportFormat,
@@ -128,7 +130,10 @@ def load(ctx: click.Context, source: str) -> None:
     with _input(source) as stream:
         lines = iter(lambda: stream.readline(limit + 1), b"")
         loader = Loader(lines, max_line_bytes=limit)  # refuses a non-dump before any store opens
-        store = store_from(ctx, create=True)
+        try:
+            target: Store | Callable[[], Store] = store_from(ctx, create=False)
+        except NoStore:  # created only once a first batch has passed every check
+            target = partial(store_from, ctx, create=True)
         through = loader.header.get("through")
         total = through if isinstance(through, int) else 0
 
@@ -136,7 +141,9 @@ def load(ctx: click.Context, source: str) -> None:
             click.echo(f"resuming: the store holds the dump's first {count} events", err=True)
 
         with progress_bar(total, "loading", shown=sys.stderr.isatty()) as update:
-            report = loader.run(store, progress=update, on_resume=resumed)
+            report = loader.run(target, progress=update, on_resume=resumed)
+        store = loader.store
+        assert store is not None  # run() makes it, at the latest once the dump checked out
     rate = report.loaded / report.seconds if report.seconds > 0 else 0.0
     click.echo(
         f"loaded {counted(report.loaded, 'event')} ({report.events:,} in all, "
