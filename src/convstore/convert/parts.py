@@ -7,8 +7,6 @@ line names the item (or part) type at fault and where it is.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
@@ -16,6 +14,7 @@ from typing import Any, NoReturn, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from convstore.domain.blocks import Block, ImageBlock, TextBlock
+from convstore.domain.json_values import strict_loads
 from convstore.domain.parsing import format_validation_error
 from convstore.errors import InvalidInput
 
@@ -67,23 +66,10 @@ def arguments_text(text: str) -> dict[str, Any] | str:
     float (``1e999``) are not JSON, so they keep the call as its raw text instead of getting
     the whole call refused for a non-finite number (every converter uses this one reader)."""
     try:
-        parsed = json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
+        parsed = strict_loads(text, unique_keys=False)
     except (ValueError, RecursionError):
         return text
     return parsed if isinstance(parsed, dict) else text
-
-
-def _not_json(name: str) -> NoReturn:
-    msg = f"{name} is not JSON"
-    raise ValueError(msg)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        msg = f"{text} is too large for a float"
-        raise ValueError(msg)
-    return value
 
 
 def checked(make: Callable[[], _T], where: str) -> _T:
