@@ -392,6 +392,25 @@ def test_cli_load_bad_input_is_one_line_exit_2_nothing_written(
     assert not target.exists()
 
 
+def test_cli_output_refuses_the_store_itself_and_a_directory(tmp_path: Path) -> None:
+    """`dump -o` and `export -o` naming the store (directly, through a symlink, or its WAL)
+    or a directory: one line, exit 2, and the store still verifies with every event."""
+    db = tmp_path / "s.db"
+    with convstore.open_store(db) as store:
+        [conv, *_] = fill(store)
+        events = store.log_position()
+    (tmp_path / "link.db").symlink_to(db)
+    for output in (db, tmp_path / "link.db", tmp_path / "s.db-wal", tmp_path):
+        for command in (["dump"], ["export", str(conv), "--format", "jsonl"]):
+            proc = run("--db", str(db), *command, "--output", str(output))
+            line = one_error_line(proc)
+            assert "store's own file" in line or "is a directory" in line, line
+    assert not list(tmp_path.glob("*.partial"))
+    with convstore.open_store(db) as store:
+        assert store.log_position() == events
+        assert problems(store) == []
+
+
 @pytest.mark.slow
 def test_cli_load_of_a_100_mb_file_is_refused_without_writing(tmp_path: Path) -> None:
     """A 100 MB file with no line break is refused at its first line: nothing written."""

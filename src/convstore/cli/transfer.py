@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -46,13 +45,14 @@ def progress_bar(total: int, label: str, *, shown: bool) -> Iterator[Callable[[i
 
 
 @contextmanager
-def binary_output(output: str | None) -> Iterator[BinaryIO]:
+def binary_output(output: str | None, store: Store) -> Iterator[BinaryIO]:
     """stdout, or a file written beside its final name and renamed into place when complete,
-    so an interrupted write never leaves a file that looks whole."""
+    so an interrupted write never leaves a file that looks whole. A directory, or the store's
+    own file (however spelled), is refused before anything is written."""
     if output is None:
         yield sys.stdout.buffer
         return
-    target = Path(output)
+    target = writable(output, store)
     partial = target.with_name(target.name + ".partial")
     try:
         handle = partial.open("wb")
@@ -66,6 +66,24 @@ def binary_output(output: str | None) -> Iterator[BinaryIO]:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+def writable(output: str, store: Store) -> Path:
+    """``output`` as a path to write, refused (one line, nothing written) when it is a directory
+    or the SQLite store's own file or journal, however spelled: replacing those loses the log."""
+    target = Path(output)
+    if target.is_dir():
+        msg = f"cannot write {output}: it is a directory (give a file name)"
+        raise InvalidInput(msg)
+    if "://" in store.location:
+        return target
+    db = Path(store.location)
+    for kept in (db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal"))):
+        linked = target.exists() and kept.exists() and target.samefile(kept)  # a hard link
+        if linked or target.resolve() == kept.resolve():
+            msg = f"refusing to write {target}: it is the store's own file ({kept})"
+            raise InvalidInput(msg)
+    return target
 
 
 @cli.command()
@@ -94,7 +112,7 @@ def dump(ctx: click.Context, output: str | None) -> None:
     events = conversations = 0
     with (
         progress_bar(store.log_position(), "dumping", shown=shown) as update,
-        binary_output(output) as sink,
+        binary_output(output, store) as sink,
     ):
         for line in dump_lines(store, progress=update):
             sink.write(line)
@@ -133,7 +151,7 @@ def load(ctx: click.Context, source: str) -> None:
         try:
             target: Store | Callable[[], Store] = store_from(ctx, create=False)
         except NoStore:  # created only once a first batch has passed every check
-            target = partial(store_from, ctx, create=True)
+            target = lambda: store_from(ctx, create=True)  # noqa: E731
         through = loader.header.get("through")
         total = through if isinstance(through, int) else 0
 
@@ -211,7 +229,7 @@ def export(
     if output is None:
         click.echo(exported.text, nl=False)
         return
-    target = Path(output)
+    target = writable(output, store)
     if not target.parent.is_dir():
         msg = f"cannot write {output}: directory {target.parent} does not exist"
         raise InvalidInput(msg)
@@ -219,7 +237,7 @@ def export(
         path = target.parent / image.path
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(base64.b64decode(image.data))
-    with binary_output(output) as sink:
+    with binary_output(output, store) as sink:
         sink.write(exported.text.encode())
     if exported.images:
         where = target.parent / (image_dir or "")
