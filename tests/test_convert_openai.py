@@ -16,6 +16,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 import convstore
+from convstore.convert.anthropic_record import MessageStreamRecorder
 from convstore.convert.history import History
 from convstore.convert.openai_chat import assistant_blocks, history_from_chat
 from convstore.convert.openai_record import (
@@ -185,6 +186,49 @@ def test_sdk_completion_with_invalid_json_arguments_is_recorded_faithfully(
     content = store.replay(conv)["messages"][0]["content"]
     assert "Tool use: ls({'p': 1)" in content
     assert "Tool use: ls([1, 2])" in content
+
+
+NOT_JSON_NUMBERS = ['{"x": NaN}', '{"x": Infinity}', '{"x": -Infinity}', '{"x": 1e999}']
+
+
+@pytest.mark.parametrize("arguments", NOT_JSON_NUMBERS)
+def test_arguments_with_non_finite_numbers_are_kept_as_raw_text(
+    store: convstore.Store, arguments: str
+) -> None:
+    """Arguments Python's json would read as NaN or infinity (not JSON; models emit them) are
+    recorded as the raw text by every converter, not refused for a non-finite number."""
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    chat = {
+        "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": [call]}]
+    }
+    items = [
+        {"role": "user", "content": "q"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": arguments},
+    ]
+    convs = [
+        store.import_history(history_from_chat(chat), again=True),
+        store.import_history(history_from_responses(items), again=True),
+    ]
+    streamed = store.new_conversation()
+    store.append_message(streamed, "user", [{"type": "text", "text": "q"}])
+    recorder = MessageStreamRecorder(store, streamed)
+    block = {"type": "tool_use", "id": "c1", "name": "f", "input": {}}
+    delta = {"type": "input_json_delta", "partial_json": arguments}
+    message = {"id": "m", "type": "message", "role": "assistant", "content": [], "model": "x"}
+    for event in [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_stop"},
+    ]:
+        recorder.record(event)
+    for conv in [*convs, streamed]:
+        [_, turn] = store.messages(conv)
+        assert [r.block.input for r in turn.blocks if isinstance(r.block, ToolUseBlock)] == [
+            arguments
+        ]
+        assert store.replay(conv)["messages"][1]["content"] == f"Tool use: f({arguments})"
 
 
 def test_consecutive_tool_messages_form_one_user_message_named_from_the_calls(

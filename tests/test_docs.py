@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+from importlib.metadata import version
 from pathlib import Path
 
 import click
 import pytest
 
 from convstore.cli import cli, command_names
+from convstore.infrastructure.chain import CHAIN_SINCE
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -64,3 +66,15 @@ def test_every_public_name_resolves() -> None:
 
     for name in convstore.__all__:
         assert getattr(convstore, name) is not None, name
+
+
+def test_the_chain_release_is_this_release_or_older_and_the_readme_names_it() -> None:
+    """Hash chains are said to start at ``CHAIN_SINCE``: that release is not newer than the
+    installed version (pyproject's), and the README's Guarantees name the same release."""
+
+    def parts(text: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in text.removeprefix("v").split("."))
+
+    assert parts(CHAIN_SINCE) <= parts(version("convstore"))[: len(parts(CHAIN_SINCE))]
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert f'unchained (written before {CHAIN_SINCE})"' in readme

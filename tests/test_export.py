@@ -21,6 +21,7 @@ from convstore.domain.blocks import BLOCK_CLASSES
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import Event
 from convstore.projections.markdown import fenced, markdown_transcript
+from convstore.projections.prose import REDACTED_REASONING
 from tests.sdk import rejections, request_body
 from tests.strategies import histories
 
@@ -109,6 +110,21 @@ def test_markdown_marks_messages_a_rewind_withdrew(tmp_path: Path) -> None:
 # -- the Markdown projection -------------------------------------------------------------------
 
 
+def test_markdown_and_replay_show_encrypted_only_reasoning_alike(tmp_path: Path) -> None:
+    """Reasoning the provider returned only encrypted (a Responses reasoning item with no
+    summary, not marked redacted) reads as the same marker in Markdown as in replay."""
+    with convstore.open_store(tmp_path / "e.db") as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "q"}])
+        secret = {"type": "reasoning", "text": "", "encrypted_content": "gAAAA"}
+        store.append_message(conv, "assistant", [secret, {"type": "text", "text": "a"}])
+        text = markdown_transcript(store.events(conv)).text
+        replayed = store.replay(conv)["messages"][1]["content"]
+    assert f"> {REDACTED_REASONING}" in text
+    assert replayed.startswith(f"[Reasoning]: {REDACTED_REASONING}")
+    assert "gAAAA" not in text
+
+
 def test_markdown_renders_every_block_kind_and_state(tmp_path: Path) -> None:
     """Each block kind (and variant), the compaction, the interruption and the open message
     appear in the transcript in order."""
@@ -128,7 +144,7 @@ def test_markdown_renders_every_block_kind_and_state(tmp_path: Path) -> None:
     for kind, expected in shown.items():
         assert expected in text, kind
     assert "![image by URL](<https://example.com/a b.png>)" in text
-    assert "[encrypted by the provider" in text
+    assert f"> {REDACTED_REASONING}" in text
     assert "**Tool use** `raw` · call `c2`\n\n```\n{not json\n```" in text
     assert "**Result** `unknown` · call `zz`" in text
     assert text.index("**Compacted.**") < text.index("## 3 · assistant")

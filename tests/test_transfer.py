@@ -378,16 +378,37 @@ def test_cli_dump_to_file_and_load_report(tmp_path: Path) -> None:
         (b"this is not json\n", "not a convstore dump"),
         (b'[{"type": "text", "text": "a block array"}]\n', "not a convstore dump"),
         (b'{"format": "convstore-dump", "version": 1}\n{"conversation": "x", "ver', "truncated"),
+        (b'{"format": "convstore-dump", "version": 1}\n', "cut short"),
     ],
 )
 def test_cli_load_bad_input_is_one_line_exit_2_nothing_written(
     content: bytes, match: str, tmp_path: Path
 ) -> None:
-    """Not JSON, not a dump, or a truncated line: one line, exit 2, no event written."""
+    """Not JSON, not a dump, a truncated line or a dump cut short within its first batch: one
+    line, exit 2, and no store file made (the store is created only for a batch to write)."""
     target = tmp_path / "t.db"
     line = one_error_line(run("--db", str(target), "load", "-", stdin=content))
     assert match in line
-    assert row_count(target) == 0
+    assert not target.exists()
+
+
+def test_cli_output_refuses_the_store_itself_and_a_directory(tmp_path: Path) -> None:
+    """`dump -o` and `export -o` naming the store (directly, through a symlink, or its WAL)
+    or a directory: one line, exit 2, and the store still verifies with every event."""
+    db = tmp_path / "s.db"
+    with convstore.open_store(db) as store:
+        [conv, *_] = fill(store)
+        events = store.log_position()
+    (tmp_path / "link.db").symlink_to(db)
+    for output in (db, tmp_path / "link.db", tmp_path / "s.db-wal", tmp_path):
+        for command in (["dump"], ["export", str(conv), "--format", "jsonl"]):
+            proc = run("--db", str(db), *command, "--output", str(output))
+            line = one_error_line(proc)
+            assert "store's own file" in line or "is a directory" in line, line
+    assert not list(tmp_path.glob("*.partial"))
+    with convstore.open_store(db) as store:
+        assert store.log_position() == events
+        assert problems(store) == []
 
 
 @pytest.mark.slow

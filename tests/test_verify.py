@@ -461,6 +461,29 @@ def test_a_damaged_topic_is_reported_and_replay_refuses_it(stored: Stored) -> No
     assert result.stderr.startswith("error: stored event")
 
 
+@pytest.mark.parametrize("topic", ["convstore:bogus", "convstore:message_started"])
+def test_project_and_dump_refuse_a_damaged_topic_naming_the_row(stored: Stored, topic: str) -> None:
+    """``project`` (one-shot and ``--follow``) reads every row, not only those with a known
+    topic: a damaged topic stops it with one error line naming the row's log position (exit 1),
+    as replay refuses it, instead of a read model that silently lacks the row; ``dump`` refuses
+    a topic that names no event (``load`` refuses one that names another event)."""
+    rowid, version, _, _ = rows_of(stored.db, stored.other)[2]
+    tamper(stored.db, "UPDATE stored_events SET topic = ? WHERE rowid = ?", [topic, rowid])
+    named = f"stored event {stored.other} v{version} (log position {rowid}) is damaged: its topic"
+    commands = [["project"], ["project", "--follow", "--interval", "0.05"]]
+    if topic == "convstore:bogus":
+        commands.append(["dump"])
+    for command in commands:
+        result = CliRunner().invoke(cli, ["--db", str(stored.db), *command])
+        assert result.exit_code == 1, (command, result.output)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1, (command, result.stderr)
+        assert errors[0].startswith(f"error: {named} {topic!r}"), (command, errors[0])
+        assert "Traceback" not in result.output
+    with open_store(stored.db) as store, pytest.raises(StoreError, match="log position"):
+        store.notifications(rowid - 1, 10)
+
+
 def test_a_removed_head_is_reported(stored: Stored) -> None:
     """A chained conversation whose head row was deleted is damage, not an old conversation."""
     tamper(stored.db, "DELETE FROM convstore_heads WHERE originator_id = ?", [stored.demo.hex])
@@ -518,7 +541,7 @@ def test_chains_stay_whole_when_two_writers_take_turns(tmp_path: Path) -> None:
         first.end_message(conversation, messages[0])
     result = verify(db)
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("ok: 10 events in 1 conversations")
+    assert result.stdout.startswith("ok: 10 events in 1 conversation,")
 
 
 def test_a_keyed_chain_resists_a_tamperer_without_the_key(

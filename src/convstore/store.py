@@ -596,15 +596,23 @@ class Store:
         """Up to ``limit`` events of every conversation recorded after log position ``after``.
 
         Positions are the log's notification ids: increasing in the order events committed.
+        Every row is read, whatever its topic: a row whose stored topic disagrees with its
+        event (damage ``verify`` reports and replay refuses) raises :class:`StoreError` naming
+        the row instead of being skipped, so a projection never silently differs from replay.
         """
         after, limit = parse_count(after, "after"), parse_count(limit, "limit", 1)
         page = self._guarded(
-            lambda: self._log.recorder.select_notifications(
-                after, limit, topics=sorted(TOPICS), inclusive_of_start=False
-            )
+            lambda: self._log.recorder.select_notifications(after, limit, inclusive_of_start=False)
         )
         decode = self._log.pydantic_mapper.decode
-        return self._guarded(lambda: [(n.id, decode(n)) for n in page])
+        found: list[tuple[int, Event]] = []
+        for n in page:
+            event = self._guarded(lambda n=n: decode(n))  # type: ignore[misc]
+            topic = n.topic.encode("utf-8", "surrogateescape")
+            if topic != _TOPIC_BYTES[event.type]:
+                raise _damaged_topic(event.originator_id, event, topic, position=n.id)
+            found.append((n.id, event))
+        return found
 
     def scan(self, page_size: int = 1000) -> Iterator[Recorded]:
         """Every stored record in log order, decoded one by one.
@@ -901,13 +909,17 @@ _TOPIC_BYTES: dict[str, bytes] = {
 }
 
 
-def _damaged_topic(conversation_id: UUID, event: Event, topic: bytes) -> StoreError:
-    """Replay refuses a row whose stored topic disagrees with its event: ``project`` selects by
-    topic, so it would never see that row, and the two views must not differ silently."""
+def _damaged_topic(
+    conversation_id: UUID, event: Event, topic: bytes, position: int | None = None
+) -> StoreError:
+    """Replay, ``project`` and ``dump`` refuse a row whose stored topic disagrees with its event:
+    a reader selecting by topic would skip it, and the views must not differ silently.
+    ``position`` (the row's place in the log) is named when the reader knows it."""
     shown = topic.decode("utf-8", "backslashreplace")[:80]
+    where = "" if position is None else f" (log position {position})"
     return StoreError(
-        f"stored event {conversation_id} v{event.originator_version} is damaged: its topic "
-        f"{shown!r} disagrees with the event ({TOPIC_PREFIX}{event.type}); "
+        f"stored event {conversation_id} v{event.originator_version}{where} is damaged: its "
+        f"topic {shown!r} disagrees with the event ({TOPIC_PREFIX}{event.type}); "
         "convstore verify lists every such row"
     )
 

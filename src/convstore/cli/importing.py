@@ -9,6 +9,7 @@ import click
 
 from convstore.cli.app import cli, input_argument, json_option, store_from
 from convstore.cli.inputs import parse_json, read_input
+from convstore.cli.output import counted
 from convstore.importing import (
     IMPORT_FORMATS,
     ImportFormat,
@@ -69,23 +70,23 @@ def import_(
 def summary_lines(report: ImportReport, fmt: str, where: str) -> list[str]:
     """The human summary of an import: one line per conversation, then what was left out."""
     count = len(report.conversations)
-    lines = [f"imported {_count(count, 'conversation')} from {where} ({fmt})"]
+    lines = [f"imported {counted(count, 'conversation')} from {where} ({fmt})"]
     for conversation in report.conversations:
         kinds = ", ".join(f"{kind} {n}" for kind, n in conversation.blocks.items() if n)
         role = f"subagent of {conversation.parent_id}" if conversation.parent_id else "main"
         line = (
-            f"  {conversation.id} ({role}): {_count(conversation.messages, 'message')}, "
-            f"{_count(sum(conversation.blocks.values()), 'block')} ({kinds or 'none'})"
+            f"  {conversation.id} ({role}): {counted(conversation.messages, 'message')}, "
+            f"{counted(sum(conversation.blocks.values()), 'block')} ({kinds or 'none'})"
         )
         if conversation.images_in_results:
-            line += f", {_count(conversation.images_in_results, 'image')} inside tool results"
+            line += f", {counted(conversation.images_in_results, 'image')} inside tool results"
         if conversation.calls_without_result:
-            line += f"; {_count(conversation.calls_without_result, 'call')} without a result"
+            line += f"; {counted(conversation.calls_without_result, 'call')} without a result"
         if conversation.results_without_call:
-            line += f"; {_count(conversation.results_without_call, 'result')} without its call"
+            line += f"; {counted(conversation.results_without_call, 'result')} without its call"
         lines.append(line)
     if report.skipped:
-        lines.append(f"skipped {_count(len(report.skipped), 'part')} of the input:")
+        lines.append(f"skipped {counted(len(report.skipped), 'part')} of the input:")
         lines.extend(
             f"  line {s.line}: {s.reason}" if s.line is not None else f"  {s.reason}"
             for s in report.skipped
@@ -94,7 +95,3 @@ def summary_lines(report: ImportReport, fmt: str, where: str) -> list[str]:
         ignored = ", ".join(f"{kind} {n}" for kind, n in sorted(report.ignored.items()))
         lines.append(f"ignored (no conversational content): {ignored}")
     return lines
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

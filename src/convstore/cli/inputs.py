@@ -3,40 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from convstore.domain.json_values import StrictJSONError, strict_loads
 from convstore.domain.limits import Limits
 from convstore.errors import InvalidInput
-
-
-class _StrictJSONError(ValueError):
-    """JSON the standard parser accepts but convstore does not."""
-
-
-def _reject_constant(name: str) -> NoReturn:
-    msg = f"{name} is not a JSON number"
-    raise _StrictJSONError(msg)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        msg = f"{text} is too large for a JSON number"
-        raise _StrictJSONError(msg)
-    return value
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            msg = f"key {key!r} appears twice in one object"
-            raise _StrictJSONError(msg)
-        result[key] = value
-    return result
 
 
 def _read(source: str | None, what: str) -> tuple[str, str]:
@@ -87,16 +60,11 @@ def read_input(source: str | None, what: str) -> tuple[str, str]:
 def parse_json(text: str, where: str) -> Any:
     """``text`` parsed as JSON, strictly (no NaN, no duplicate keys, finite numbers)."""
     try:
-        return json.loads(
-            text,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-            object_pairs_hook=_no_duplicate_keys,
-        )
+        return strict_loads(text)
     except json.JSONDecodeError as exc:
         msg = f"malformed JSON in {where}: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         raise InvalidInput(msg) from None
-    except _StrictJSONError as exc:
+    except StrictJSONError as exc:
         msg = f"malformed JSON in {where}: {exc}"
         raise InvalidInput(msg) from None
     except ValueError as exc:  # e.g. an integer past Python's 4,300-digit limit

@@ -60,10 +60,15 @@ def emit(
     for row in cells:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     if count:
-        click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", err=True)
+        click.echo(f"({counted(len(rows), 'row')})", err=True)
 
 
 def emit_dicts(rows: list[dict[str, Any]], fmt: Format, columns: Sequence[str] = ()) -> None:
     """Print dict rows; ``columns`` fixes the header when there may be no rows."""
     names = list(columns) or (list(rows[0]) if rows else [])
     emit(names, [[row.get(name) for name in names] for row in rows], fmt)
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless ``n`` is 1: "1 conversation", "7 events"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -14,8 +14,10 @@ from typing import BinaryIO
 import click
 
 from convstore.cli.app import cli, conversation_argument, store_from, vision_option
+from convstore.cli.output import counted
 from convstore.domain.limits import Limits
-from convstore.errors import InvalidInput
+from convstore.errors import InvalidInput, NoStore
+from convstore.store import Store
 from convstore.transfer import (
     EXPORT_FORMATS,
     ExportFormat,
@@ -43,13 +45,14 @@ def progress_bar(total: int, label: str, *, shown: bool) -> Iterator[Callable[[i
 
 
 @contextmanager
-def binary_output(output: str | None) -> Iterator[BinaryIO]:
+def binary_output(output: str | None, store: Store) -> Iterator[BinaryIO]:
     """stdout, or a file written beside its final name and renamed into place when complete,
-    so an interrupted write never leaves a file that looks whole."""
+    so an interrupted write never leaves a file that looks whole. A directory, or the store's
+    own file (however spelled), is refused before anything is written."""
     if output is None:
         yield sys.stdout.buffer
         return
-    target = Path(output)
+    target = writable(output, store)
     partial = target.with_name(target.name + ".partial")
     try:
         handle = partial.open("wb")
@@ -63,6 +66,24 @@ def binary_output(output: str | None) -> Iterator[BinaryIO]:
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+def writable(output: str, store: Store) -> Path:
+    """``output`` as a path to write, refused (one line, nothing written) when it is a directory
+    or the SQLite store's own file or journal, however spelled: replacing those loses the log."""
+    target = Path(output)
+    if target.is_dir():
+        msg = f"cannot write {output}: it is a directory (give a file name)"
+        raise InvalidInput(msg)
+    if "://" in store.location:
+        return target
+    db = Path(store.location)
+    for kept in (db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal"))):
+        linked = target.exists() and kept.exists() and target.samefile(kept)  # a hard link
+        if linked or target.resolve() == kept.resolve():
+            msg = f"refusing to write {target}: it is the store's own file ({kept})"
+            raise InvalidInput(msg)
+    return target
 
 
 @cli.command()
@@ -91,14 +112,16 @@ def dump(ctx: click.Context, output: str | None) -> None:
     events = conversations = 0
     with (
         progress_bar(store.log_position(), "dumping", shown=shown) as update,
-        binary_output(output) as sink,
+        binary_output(output, store) as sink,
     ):
         for line in dump_lines(store, progress=update):
             sink.write(line)
             if line.startswith(b'{"end": '):
                 events, conversations = _counts(line)
         sink.flush()
-    click.echo(f"dumped {events} events of {conversations} conversations", err=True)
+    click.echo(
+        f"dumped {counted(events, 'event')} of {counted(conversations, 'conversation')}", err=True
+    )
 
 
 def _counts(closing: bytes) -> tuple[int, int]:
@@ -125,7 +148,10 @@ def load(ctx: click.Context, source: str) -> None:
     with _input(source) as stream:
         lines = iter(lambda: stream.readline(limit + 1), b"")
         loader = Loader(lines, max_line_bytes=limit)  # refuses a non-dump before any store opens
-        store = store_from(ctx, create=True)
+        try:
+            target: Store | Callable[[], Store] = store_from(ctx, create=False)
+        except NoStore:  # created only once a first batch has passed every check
+            target = lambda: store_from(ctx, create=True)  # noqa: E731
         through = loader.header.get("through")
         total = through if isinstance(through, int) else 0
 
@@ -133,11 +159,14 @@ def load(ctx: click.Context, source: str) -> None:
             click.echo(f"resuming: the store holds the dump's first {count} events", err=True)
 
         with progress_bar(total, "loading", shown=sys.stderr.isatty()) as update:
-            report = loader.run(store, progress=update, on_resume=resumed)
+            report = loader.run(target, progress=update, on_resume=resumed)
+        store = loader.store
+        assert store is not None  # run() makes it, at the latest once the dump checked out
     rate = report.loaded / report.seconds if report.seconds > 0 else 0.0
     click.echo(
-        f"loaded {report.loaded} events ({report.events} in all, {report.conversations} "
-        f"conversations) in {report.seconds:.2f} s ({rate:,.0f} events/s) into {store.location}",
+        f"loaded {counted(report.loaded, 'event')} ({report.events:,} in all, "
+        f"{counted(report.conversations, 'conversation')}) in {report.seconds:.2f} s "
+        f"({rate:,.0f} events/s) into {store.location}",
         err=True,
     )
 
@@ -201,7 +230,7 @@ def export(
     if output is None:
         click.echo(exported.text, nl=False)
         return
-    target = Path(output)
+    target = writable(output, store)
     if not target.parent.is_dir():
         msg = f"cannot write {output}: directory {target.parent} does not exist"
         raise InvalidInput(msg)
@@ -209,7 +238,7 @@ def export(
         path = target.parent / image.path
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(base64.b64decode(image.data))
-    with binary_output(output) as sink:
+    with binary_output(output, store) as sink:
         sink.write(exported.text.encode())
     if exported.images:
         where = target.parent / (image_dir or "")

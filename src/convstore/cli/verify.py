@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from convstore.cli.app import cli, store_from
-from convstore.cli.output import chosen_format, emit, format_options
+from convstore.cli.output import chosen_format, counted, emit, format_options
 from convstore.errors import ConvstoreError, InvalidInput
 from convstore.infrastructure.chain import chain_key
 from convstore.infrastructure.readonly import read_only_query
@@ -65,6 +65,7 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
         sys.exit(1)
     if fmt == "table":
         click.echo(
-            f"ok: {verifier.events} events in {len(verifier.conversations)} conversations, "
+            f"ok: {counted(verifier.events, 'event')} in "
+            f"{counted(len(verifier.conversations), 'conversation')}, "
             f"log position {end}"
         )

@@ -16,7 +16,6 @@ that already landed stay, as they would if the process had died there).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,6 +27,7 @@ from convstore.convert.anthropic import (
     message_from_response,
     plain,
 )
+from convstore.convert.parts import arguments_text
 from convstore.domain.blocks import Block
 from convstore.errors import InvalidInput
 
@@ -203,19 +203,10 @@ class MessageStreamAssembler:
             case "thinking":
                 final["thinking"] = str(final.get("thinking") or "") + streamed
             case "tool_use" if block.parts:
-                final["input"] = _arguments(streamed)
+                final["input"] = arguments_text(streamed)
             case _:
                 pass
         return block_from_anthropic(final, f"{where}, content block {index}")
-
-
-def _arguments(raw: str) -> dict[str, Any] | str:
-    """Streamed tool input: the object it parses to, else the raw text exactly as sent."""
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return raw
-    return parsed if isinstance(parsed, dict) else raw
 
 
 class MessageStreamRecorder:

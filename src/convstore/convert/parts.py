@@ -7,7 +7,6 @@ line names the item (or part) type at fault and where it is.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
@@ -15,6 +14,7 @@ from typing import Any, NoReturn, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from convstore.domain.blocks import Block, ImageBlock, TextBlock
+from convstore.domain.json_values import strict_loads
 from convstore.domain.parsing import format_validation_error
 from convstore.errors import InvalidInput
 
@@ -57,10 +57,17 @@ def tool_arguments(raw: object, where: str) -> dict[str, Any] | str:
     object, else the raw text itself (recorded faithfully, never refused, never repaired)."""
     if isinstance(raw, Mapping):
         return dict(raw)
-    text = text_of(raw, where)
+    return arguments_text(text_of(raw, where))
+
+
+def arguments_text(text: str) -> dict[str, Any] | str:
+    """Arguments text as recorded: the object it is when it is strictly a JSON object, else
+    the text exactly as emitted. Strictly: ``NaN``, ``Infinity`` and numbers too large for a
+    float (``1e999``) are not JSON, so they keep the call as its raw text instead of getting
+    the whole call refused for a non-finite number (every converter uses this one reader)."""
     try:
-        parsed = json.loads(text)
-    except ValueError:
+        parsed = strict_loads(text, unique_keys=False)
+    except (ValueError, RecursionError):
         return text
     return parsed if isinstance(parsed, dict) else text
 

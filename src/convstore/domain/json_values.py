@@ -5,7 +5,9 @@ Done iteratively, so a hostile input cannot exhaust the stack while being checke
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any, NoReturn
 
 MAX_DEPTH = 100
 """Deepest nesting accepted; pydantic's JSON reader stops at 200, so stored events always
@@ -50,3 +52,44 @@ def _text_problem(text: str) -> str | None:
     except UnicodeEncodeError as exc:
         return f"text holds a lone surrogate (\\u{ord(text[exc.start]):04x}), which is not Unicode"
     return None
+
+
+class StrictJSONError(ValueError):
+    """JSON the standard parser accepts but convstore does not (NaN, an infinite number, a
+    key twice in one object)."""
+
+
+def strict_loads(text: str, *, unique_keys: bool = True) -> Any:
+    """``text`` parsed as JSON as the standard defines it: ``NaN``, ``Infinity`` and numbers
+    too large for a float (``1e999``) are refused, and with ``unique_keys`` a key twice in one
+    object. Raises ``ValueError`` (:class:`StrictJSONError` for these, ``JSONDecodeError`` for
+    malformed text) or ``RecursionError``."""
+    return json.loads(
+        text,
+        parse_constant=_reject_constant,
+        parse_float=_finite_float,
+        object_pairs_hook=_no_duplicate_keys if unique_keys else None,
+    )
+
+
+def _reject_constant(name: str) -> NoReturn:
+    msg = f"{name} is not a JSON number"
+    raise StrictJSONError(msg)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        msg = f"{text} is too large for a JSON number"
+        raise StrictJSONError(msg)
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            msg = f"key {key!r} appears twice in one object"
+            raise StrictJSONError(msg)
+        result[key] = value
+    return result

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn, get_args
 from uuid import UUID
@@ -51,6 +50,7 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
 
 from convstore.aio import AsyncStore
 from convstore.convert.history import HistoryMessage, HistoryStatus
+from convstore.convert.parts import arguments_text
 from convstore.domain.events import Role
 from convstore.domain.images import ImageMediaType
 from convstore.domain.limits import Limits
@@ -322,16 +322,7 @@ def _tool_input(args: object) -> dict[str, Any] | str:
         return dict(args)
     if not isinstance(args, str):
         _refuse(f"tool-call arguments of type {type(args).__name__} cannot be recorded")
-    try:
-        parsed = json.loads(args, parse_constant=_no_constant)
-    except ValueError:
-        return args
-    return parsed if isinstance(parsed, dict) else args
-
-
-def _no_constant(name: str) -> NoReturn:
-    msg = f"{name} is not JSON"
-    raise ValueError(msg)
+    return arguments_text(args)
 
 
 def _reasoning(part: ThinkingPart) -> JSONBlock:

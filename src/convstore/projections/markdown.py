@@ -27,7 +27,7 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.events import ConversationStarted, Event
 from convstore.projections.messages import RecordedMessage, collect_history
-from convstore.projections.prose import REDACTED_REASONING
+from convstore.projections.prose import reasoning_text
 from convstore.projections.replay import interruption_marker
 
 
@@ -134,10 +134,7 @@ class _Writer:
             case TextBlock():
                 self.emit(block.text if block.text.strip() else "*(blank text)*")
             case ReasoningBlock():
-                text = block.text
-                if block.redacted and not text.strip():
-                    text = REDACTED_REASONING
-                self.emit(quoted(f"**Reasoning**\n\n{text}"))
+                self.emit(quoted(f"**Reasoning**\n\n{reasoning_text(block)}"))
             case ToolUseBlock():
                 if isinstance(block.input, str):
                     body, info = block.input, ""

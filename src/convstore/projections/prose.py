@@ -51,6 +51,15 @@ REDACTED_REASONING = "[encrypted by the provider: its content cannot be shown]"
 block, or a reasoning item with encrypted content and no summary)."""
 
 
+def reasoning_text(block: ReasoningBlock) -> str:
+    """What reasoning shows as: its text, or :data:`REDACTED_REASONING` when the provider gave
+    it only encrypted (a redacted thinking block, or an encrypted reasoning item with no
+    summary). Replay's prose and the Markdown transcript both read it here."""
+    if not block.text.strip() and (block.redacted or block.encrypted_content):
+        return REDACTED_REASONING
+    return block.text
+
+
 def image_marker(image: ImageBlock, why: str) -> str:
     """The text that stands where an image was not shown, saying so plainly."""
     if image.url is not None:
@@ -118,9 +127,7 @@ def block_segments(
         case TextBlock():
             return [Text(block.text)]
         case ReasoningBlock():
-            if not block.text.strip() and (block.redacted or block.encrypted_content):
-                return [Text(f"[Reasoning]: {REDACTED_REASONING}")]
-            return [Text(f"[Reasoning]: {block.text}")]
+            return [Text(f"[Reasoning]: {reasoning_text(block)}")]
         case ToolUseBlock():
             return [Text(f"Tool use: {block.name}({tool_input_json(block)})")]
         case ToolResultBlock():
