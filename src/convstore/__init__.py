@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from convstore.aio import AsyncStore, open_async_store
+    from convstore.bootstrap import open_store
     from convstore.domain.blocks import (
         Block,
         ImageBlock,
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
         NotFound,
         StoreError,
     )
-    from convstore.infrastructure.bootstrap import open_store
     from convstore.projections.replay import Shape, replay
     from convstore.routing import ShardedStores, shard_for
     from convstore.store import ConversationInfo, Store
@@ -77,7 +77,7 @@ _EXPORTS = {
     "ToolResultBlock": "convstore.domain.blocks",
     "ToolUseBlock": "convstore.domain.blocks",
     "open_async_store": "convstore.aio",
-    "open_store": "convstore.infrastructure.bootstrap",
+    "open_store": "convstore.bootstrap",
     "replay": "convstore.projections.replay",
     "shard_for": "convstore.routing",
 }

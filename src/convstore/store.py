@@ -65,6 +65,7 @@ from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.chain import Head
 from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent, topic_of
 from convstore.infrastructure.memory import paused_gc
+from convstore.infrastructure.records import Recorded, failure_detail
 from convstore.projections.live import live_request
 from convstore.projections.messages import RecordedMessage, collect_messages
 from convstore.projections.pressure import Pressure, fit_keep, measure
@@ -78,7 +79,6 @@ from convstore.projections.replay import (
     render,
 )
 from convstore.transfer import LoadReport, dump_lines, load_lines
-from convstore.verify import Recorded
 
 MAX_WRITE_ATTEMPTS = 200
 """How many times a write is re-decided after losing a version race before giving up."""
@@ -101,12 +101,6 @@ class ConversationInfo:
     """The conversation this one branched from (a subagent's parent), if any."""
     source: str | None = None
     """Where its history came from (an import's key, a runtime's session key), if recorded."""
-
-
-def failure_detail(exc: BaseException, secret: str = "") -> str:
-    """A backend exception's message on one line, with ``secret`` (a password) masked."""
-    detail = " ".join(str(exc).split()) or type(exc).__name__
-    return detail.replace(secret, "***") if secret else detail
 
 
 class Store:

@@ -14,8 +14,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from convstore.bootstrap import ENV_VAR, open_store
 from convstore.errors import ConvstoreError, InvalidInput
-from convstore.infrastructure.bootstrap import ENV_VAR, open_store
 from convstore.infrastructure.sqlite import default_path
 from convstore.projections.replay import SHAPES
 from convstore.store import Store
