@@ -18,6 +18,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -625,6 +626,29 @@ def test_db_option_and_environment_variable(tmp_path: Path) -> None:
     assert from_option.exists()
     assert json.loads(ok(from_option, "list", "--json"))[0]["title"] == "via option"
     assert [r["title"] for r in json.loads(ok(from_env, "list", "--json"))] == ["via env"]
+
+
+def test_demo_never_records_into_the_default_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --db or CONVSTORE_DB `demo` makes a fresh store in a temporary directory, says
+    where, and leaves the default store alone; with CONVSTORE_DB it records there."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where mkdtemp makes dirs
+    (tmp_path / "tmp").mkdir()
+    payload = json.loads(ok(None, "demo", "--json"))
+    written = Path(payload["store"])
+    assert written.parent.parent == tmp_path / "tmp"
+    assert written.parent.name.startswith("convstore-demo-")
+    assert [r["title"] for r in json.loads(ok(written, "list", "--json"))] == [
+        "Why is the build red?"
+    ]
+    assert not (tmp_path / "xdg" / "convstore" / "convstore.db").exists()
+    first_line = ok(None, "demo").splitlines()[0]
+    assert first_line.startswith("Recorded demo conversation ")
+    assert str(tmp_path / "tmp") in first_line
+    chosen = tmp_path / "chosen.db"
+    monkeypatch.setenv("CONVSTORE_DB", str(chosen))
+    assert json.loads(ok(None, "demo", "--json"))["store"] == str(chosen)
 
 
 def test_default_location_is_under_xdg_data_home(tmp_path: Path) -> None:

@@ -26,9 +26,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 import convstore.infrastructure.sqlite as sqlite_backend
-from convstore import InvalidInput, StoreError, open_store
+from convstore import InvalidInput, StoreError, bootstrap, open_store
 from convstore.cli import cli
-from convstore import bootstrap
 from convstore.verify import Verifier
 
 TEXT = {"type": "text", "text": "hello"}

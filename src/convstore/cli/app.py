@@ -24,6 +24,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 EXIT_STORE_FAILURE = 1
 EXIT_BAD_INPUT = 2
+EXIT_OVER_BUDGET = 3
+"""``replay --fit-tokens N`` printed its best request, but even that is over N tokens."""
 
 
 def one_line(text: str) -> str:
