@@ -18,6 +18,18 @@ REQUIRE_POSTGRES = os.environ.get("CONVSTORE_REQUIRE_POSTGRES", "") not in ("", 
 """Set by CI: an unreachable server fails the PostgreSQL tests instead of skipping them."""
 
 
+def postgres_unreachable() -> str | None:
+    """Why the test server cannot be used (for tests that cannot take fixtures, such as
+    ``unittest`` cases), or None. Under CI it fails the test instead of returning a reason."""
+    error = _connect_error()
+    if error is None:
+        return None
+    reason = f"no PostgreSQL server reachable at {POSTGRES_URL}: {error}"
+    if REQUIRE_POSTGRES:
+        pytest.fail(reason)
+    return reason
+
+
 def _connect_error() -> str | None:
     try:
         import psycopg  # noqa: PLC0415 - only the PostgreSQL tests need the driver
