@@ -25,15 +25,8 @@ from convstore.demo import record_demo
 from convstore.errors import InvalidInput, NoStore
 from convstore.infrastructure.readonly import read_only_query
 from convstore.projector import rebuild
+from tests.conftest import one_error_line
 from tests.test_audit import assert_same_read_model, files_under, orphan_result
-
-
-@pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store or read model: env vars unset, default paths in tmp_path."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
 
 
 class Demo:
@@ -86,11 +79,7 @@ def projected(demo: Demo) -> Demo:
 
 def refused(result: Result) -> None:
     """Exit 2, nothing on stdout, one ``error: …`` line on stderr."""
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
+    one_error_line(result.exit_code, result.stdout, result.stderr)
 
 
 # -- 5. audit sql reads and only reads ---------------------------------------------------------

@@ -31,6 +31,7 @@ from click.testing import CliRunner, Result
 
 from convstore.cli import cli, command_names
 from convstore.demo import tiny_png
+from tests.conftest import one_error_line
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
 """The installed console script, next to the interpreter running the tests."""
@@ -41,14 +42,6 @@ TEXT_BLOCK = {"type": "text", "text": "hello"}
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store: the env var is unset and the default path is in tmp_path."""
-    monkeypatch.delenv("CONVSTORE_DB", raising=False)
-    monkeypatch.delenv("CONVSTORE_DEBUG", raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
 
 
 @pytest.fixture
@@ -84,16 +77,8 @@ def blocks_json(*blocks: dict[str, Any]) -> str:
 
 def assert_refused(result: Result, *fragments: str, code: int = 2) -> str:
     """Exit ``code``, nothing on stdout, one ``error:`` line on stderr naming the fragments."""
-    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
     assert isinstance(result.exception, SystemExit), result.exception
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: "), lines[0]
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
+    return one_error_line(result.exit_code, result.stdout, result.stderr, *fragments, code=code)
 
 
 def dump(db: Path) -> list[Any]:

@@ -37,14 +37,6 @@ LOCK_TIMEOUT_SECONDS = 1
 # -- helpers -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store or audit file, and tracebacks stay folded."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-
-
 @pytest.fixture
 def short_lock_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stores opened in this test wait 1 s (not 10 s) for another connection's write lock.
