@@ -1,4 +1,6 @@
-"""Shared fixtures: a real PostgreSQL schema per test, or a clear skip where no server runs."""
+"""Shared fixtures and helpers: an isolated environment for every test, a real PostgreSQL schema
+per test (or a clear skip where no server runs), the transcript corpus, and the check that a
+refused command printed exactly one error line."""
 
 from __future__ import annotations
 
@@ -9,6 +11,44 @@ from uuid import uuid4
 
 import pytest
 
+ISOLATED_VARIABLES = (
+    "CONVSTORE_DB",
+    "CONVSTORE_AUDIT_DB",
+    "CONVSTORE_DEBUG",
+    "CONVSTORE_LOCK_TIMEOUT",
+    "CONVSTORE_CHAIN_KEY",
+)
+"""Variables that would point a test at a real store or change how it behaves."""
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test reads a real store or audit file: the variables above are unset, the default
+    paths ($XDG_DATA_HOME) are inside the test's tmp_path, and tracebacks stay folded."""
+    for name in ISOLATED_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+
+
+def one_error_line(
+    exit_code: int, stdout: str | bytes, stderr: str | bytes, *fragments: str, code: int = 2
+) -> str:
+    """Assert a refused command exited ``code`` with nothing on stdout and exactly one
+    ``error: …`` line on stderr (no traceback) holding every fragment; return that line."""
+    out = stdout.decode() if isinstance(stdout, bytes) else stdout
+    err = stderr.decode() if isinstance(stderr, bytes) else stderr
+    assert exit_code == code, (exit_code, out[-2000:], err[-2000:])
+    assert out == "", out[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    lines = err.splitlines()
+    assert len(lines) == 1, err[-2000:]
+    assert lines[0].startswith("error: "), lines[0]
+    assert "\r" not in err, err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
 POSTGRES_URL = os.environ.get(
     "CONVSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
@@ -16,6 +56,18 @@ POSTGRES_URL = os.environ.get(
 
 REQUIRE_POSTGRES = os.environ.get("CONVSTORE_REQUIRE_POSTGRES", "") not in ("", "0")
 """Set by CI: an unreachable server fails the PostgreSQL tests instead of skipping them."""
+
+
+def postgres_unreachable() -> str | None:
+    """Why the test server cannot be used (for tests that cannot take fixtures, such as
+    ``unittest`` cases), or None. Under CI it fails the test instead of returning a reason."""
+    error = _connect_error()
+    if error is None:
+        return None
+    reason = f"no PostgreSQL server reachable at {POSTGRES_URL}: {error}"
+    if REQUIRE_POSTGRES:
+        pytest.fail(reason)
+    return reason
 
 
 def _connect_error() -> str | None:

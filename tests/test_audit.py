@@ -111,14 +111,6 @@ def files_under(root: Path) -> set[Path]:
     return {p for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store or read model: env vars unset, default paths in tmp_path."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     """A SQLite store in tmp_path."""

@@ -25,6 +25,7 @@ from convstore import InvalidInput, StoreError, open_store
 from convstore.cli import cli
 from convstore.demo import record_demo
 from convstore.projector import open_audit, rebuild
+from tests.conftest import one_error_line
 from tests.test_audit import assert_same_read_model
 
 COMMANDS = [
@@ -41,11 +42,8 @@ COMMANDS = [
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store or read model; the working directory is tmp_path."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+def _in_tmp_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each test runs in its tmp_path (the environment is isolated by tests/conftest.py)."""
     monkeypatch.chdir(tmp_path)
 
 
@@ -85,13 +83,8 @@ def assert_refused(result: Result, *fragments: str) -> None:
             assert fragment in problem["problem"], (fragment, problem)
         assert result.stderr.startswith("error: 1 problem(s)"), result.stderr
         return
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: refusing to use"), lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
+    line = one_error_line(result.exit_code, result.stdout, result.stderr, *fragments)
+    assert line.startswith("error: refusing to use"), line
 
 
 SPELLINGS: dict[str, Callable[[Path], str]] = {

@@ -29,14 +29,6 @@ SCRIPT = Path(sys.executable).parent / "convstore"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store or read model: env vars unset, default paths in tmp_path."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-
-
 def add_events(db: Path, conversations: int, blocks: int = 60) -> None:
     """Record ``conversations`` conversations of one long assistant message each."""
     with open_store(db) as store:

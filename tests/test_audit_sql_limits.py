@@ -21,6 +21,7 @@ from convstore.cli import cli
 from convstore.demo import record_demo
 from convstore.errors import InvalidInput
 from convstore.infrastructure.readonly import read_only_query
+from tests.conftest import one_error_line
 
 SCRIPT = Path(sys.executable).parent / "convstore"
 
@@ -33,14 +34,6 @@ MEGABYTE_ROWS = (
     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 3000) "
     "SELECT i, printf('%.*c', 1000000, 'x') AS big FROM n"
 )
-
-
-@pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store or read model: env vars unset, default paths in tmp_path."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
 
 
 @pytest.fixture
@@ -68,13 +61,8 @@ def capped_sql(db: Path, audit: Path, *args: str) -> subprocess.CompletedProcess
 
 
 def assert_one_line(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr[-2000:]
-    assert lines[0].startswith("error: audit sql: "), lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
+    line = one_error_line(result.returncode, result.stdout, result.stderr, *fragments)
+    assert line.startswith("error: audit sql: "), line
 
 
 @pytest.mark.slow

@@ -194,8 +194,9 @@ def test_importing_without_the_sdk_names_the_extra() -> None:
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last == (
-        "ImportError: convstore.integrations.claude_agent needs: "
-        "pip install 'convstore[claude-agent]'"
+        "ImportError: convstore.integrations.claude_agent (the Claude Agent SDK) needs "
+        "convstore's 'claude-agent' extra: pip install -e '.[claude-agent]' in the convstore "
+        "checkout, or pip install 'claude-agent-sdk>=0.2.189'"
     )
 
 

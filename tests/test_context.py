@@ -424,3 +424,50 @@ def test_a_call_without_a_result_is_named_once_the_history_moves_on(store: Store
             'Tool use: http_get({"url":"x"})\n\n[No result was recorded for this call.]'
         )
     assert store.pressure(conv).by_kind["marker"] > 0
+
+
+def test_pressure_numbers_messages_alike_in_text_and_json(tmp_path: Path) -> None:
+    """`pressure` lists message #i in text for the message --json gives index i (both 0-based,
+    the request's own message positions)."""
+    import json  # noqa: PLC0415
+
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from convstore.cli import cli  # noqa: PLC0415
+
+    db = tmp_path / "p.db"
+    with open_store(db) as writer:
+        conv = writer.new_conversation()
+        writer.append_message(conv, "user", [{"type": "text", "text": "hi"}])
+        writer.append_message(conv, "assistant", [{"type": "text", "text": "word " * 300}])
+        request = writer.replay(conv)
+    base = ["--db", str(db), "pressure", str(conv)]
+    as_json = json.loads(CliRunner().invoke(cli, [*base, "--json"]).stdout)
+    biggest = max(as_json["by_message"], key=lambda m: m["tokens"])
+    assert biggest["index"] == 1
+    assert request["messages"][biggest["index"]]["role"] == "assistant"
+    text = CliRunner().invoke(cli, [*base, "--top", "1"]).stdout
+    assert f"#{biggest['index']:<5} assistant" in text
+
+
+def test_fit_tokens_that_cannot_be_met_exits_3_with_the_best_request(tmp_path: Path) -> None:
+    """replay --fit-tokens N below what even clearing every output reaches prints that request
+    and exits 3 (a budget that fits exits 0, as above)."""
+    import json  # noqa: PLC0415
+
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from convstore.cli import cli  # noqa: PLC0415
+
+    db = tmp_path / "over.db"
+    with open_store(db) as writer:
+        conv = writer.new_conversation()
+        writer.append_message(conv, "user", [{"type": "text", "text": "long " * 500}])
+        writer.append_message(
+            conv, "user", [{"type": "tool_result", "tool_use_id": "c", "content": "x " * 900}]
+        )
+    result = CliRunner().invoke(cli, ["--db", str(db), "replay", str(conv), "--fit-tokens", "5"])
+    assert result.exit_code == 3, result.stderr
+    request = json.loads(result.stdout)
+    assert "[Output cleared to save context: 1,800 bytes]" in json.dumps(request)
+    assert "still over 5" in result.stderr

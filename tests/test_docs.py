@@ -31,6 +31,17 @@ def test_readme_python_examples_run(
     exec(compile(code, f"README.md python block {index}", "exec"), {})  # noqa: S102
 
 
+def test_readme_first_python_example_runs_twice_in_one_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's first Python example holds when run again where it already left a store."""
+    monkeypatch.chdir(tmp_path)
+    code = compile(_fenced("python")[0], "README.md python block 0", "exec")
+    for _ in range(2):
+        exec(code, {})  # noqa: S102
+    assert (tmp_path / "agent.db").exists()
+
+
 def test_every_cli_command_is_documented() -> None:
     """Each command the CLI has appears in the README's command table."""
     assert isinstance(cli, click.Group)

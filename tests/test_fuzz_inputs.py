@@ -63,11 +63,10 @@ SQL_PAYLOADS = (
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store or audit file, and tracebacks stay folded."""
+def _no_limits_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No size limit comes from the environment (the rest is isolated by tests/conftest.py)."""
     for name in NO_LIMITS:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
 
 
 def run(db: Path, args: list[str], stdin: bytes | None = None, **env: str) -> Result:

@@ -209,6 +209,7 @@ def test_importing_without_the_sdk_names_the_extra() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == (
-        "convstore.integrations.openai_agents needs the OpenAI Agents SDK: "
-        "pip install 'convstore[openai-agents]'"
+        "convstore.integrations.openai_agents (the OpenAI Agents SDK) needs convstore's "
+        "'openai-agents' extra: pip install -e '.[openai-agents]' in the convstore checkout, "
+        "or pip install 'openai-agents>=0.24'"
     )

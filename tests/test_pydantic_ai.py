@@ -460,8 +460,9 @@ def test_importing_without_pydantic_ai_names_the_extra() -> None:
     )
     assert failed.returncode == 1
     assert failed.stderr.strip().splitlines()[-1] == (
-        "ImportError: convstore.integrations.pydantic_ai needs Pydantic AI 2.68 or newer: "
-        "pip install 'convstore[pydantic-ai]'"
+        "ImportError: convstore.integrations.pydantic_ai (Pydantic AI 2.68 or newer) needs "
+        "convstore's 'pydantic-ai' extra: pip install -e '.[pydantic-ai]' in the convstore "
+        "checkout, or pip install 'pydantic-ai-slim>=2.68'"
     )
 
 

@@ -26,9 +26,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 import convstore.infrastructure.sqlite as sqlite_backend
-from convstore import InvalidInput, StoreError, open_store
+from convstore import InvalidInput, StoreError, bootstrap, open_store
 from convstore.cli import cli
-from convstore.infrastructure import bootstrap
 from convstore.verify import Verifier
 
 TEXT = {"type": "text", "text": "hello"}
@@ -36,14 +35,6 @@ LOCK_TIMEOUT_SECONDS = 1
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store or audit file, and tracebacks stay folded."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
 
 
 @pytest.fixture

@@ -33,11 +33,9 @@ TEXT = {"type": "text", "text": "hello"}
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store, and each runs in an empty working directory."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG", "CONVSTORE_LOCK_TIMEOUT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+def _in_an_empty_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each test runs in an empty working directory (the environment is isolated by
+    tests/conftest.py)."""
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

@@ -30,6 +30,7 @@ from convstore.domain.blocks import TextBlock
 from convstore.errors import InvalidInput
 from convstore.transfer import BATCH_SIZE, DumpError, Loader
 from convstore.verify import Verifier
+from tests.conftest import one_error_line as error_line
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
 
@@ -134,13 +135,7 @@ def run(
 
 
 def one_error_line(proc: subprocess.CompletedProcess[bytes], code: int = 2) -> str:
-    stderr = proc.stderr.decode()
-    assert proc.returncode == code, (proc.returncode, stderr)
-    assert proc.stdout == b""
-    assert "Traceback" not in stderr
-    [line] = stderr.splitlines()
-    assert line.startswith("error: ")
-    return line
+    return error_line(proc.returncode, proc.stdout, proc.stderr, code=code)
 
 
 @pytest.fixture

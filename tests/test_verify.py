@@ -31,14 +31,6 @@ from convstore.infrastructure.chain import genesis, link
 # -- helpers -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test reads a real store or audit file, and tracebacks stay folded."""
-    for name in ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_DEBUG", "CONVSTORE_CHAIN_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-
-
 def verify(db: Path, *flags: str) -> Result:
     return CliRunner().invoke(cli, ["--db", str(db), "verify", *flags])
 

@@ -36,18 +36,18 @@ from uuid import UUID
 
 from pydantic import JsonValue
 
+from convstore.bootstrap import open_store
 from convstore.domain.blocks import Block
 from convstore.domain.events import Event, MessageMeta, Role
 from convstore.domain.limits import Limits
 from convstore.errors import StoreError
-from convstore.infrastructure.bootstrap import open_store
 from convstore.infrastructure.chain import Head
 from convstore.infrastructure.postgres import is_postgres_url
+from convstore.infrastructure.records import Recorded
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.pressure import Pressure
 from convstore.projections.replay import JSONDict, Shape
 from convstore.store import ConversationInfo, EntryBatch, Page, Store
-from convstore.verify import Recorded
 
 if TYPE_CHECKING:
     from convstore.convert.history import History

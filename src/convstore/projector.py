@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,10 +22,15 @@ from convstore.infrastructure.audit_db import (
     ReadModelBusy,
     ReadModelMoved,
 )
-from convstore.infrastructure.audit_file import check_audit_path, companions, swap_in
+from convstore.infrastructure.audit_file import (
+    audit_file,
+    check_audit_path,
+    companions,
+    default_audit_file,
+    store_file_of,
+    swap_in,
+)
 from convstore.infrastructure.memory import paused_gc
-from convstore.infrastructure.postgres import is_postgres_url
-from convstore.infrastructure.sqlite import default_path
 from convstore.store import Store
 
 BATCH_SIZE = 500
@@ -35,18 +39,13 @@ BATCH_SIZE = 500
 REBUILD_BATCH_SIZE = 5000
 """Events per transaction when rebuilding into a fresh file nobody reads yet."""
 
-AUDIT_ENV_VAR = "CONVSTORE_AUDIT_DB"
 
 ProgressCallback = Callable[[int], None]
 
 
 def default_audit_path(store: Store) -> Path:
     """Where a store's audit read model lives unless ``--audit`` / ``$CONVSTORE_AUDIT_DB`` say."""
-    if is_postgres_url(store.location):
-        slug = re.sub(r"[^A-Za-z0-9]+", "-", store.location.split("://", 1)[1]).strip("-")
-        return default_path().parent / f"audit-{slug}.db"
-    path = Path(store.location)
-    return path.with_name(path.stem + ".audit.db")
+    return default_audit_file(store.location)
 
 
 def audit_path(store: Store, given: str | os.PathLike[str] | None = None) -> Path:
@@ -55,12 +54,7 @@ def audit_path(store: Store, given: str | os.PathLike[str] | None = None) -> Pat
     Symlinks are resolved, and the path is checked by :func:`checked_path`: it must not be
     the store, nor an existing file that is not this store's audit read model.
     """
-    chosen = given or os.environ.get(AUDIT_ENV_VAR)
-    path = Path(chosen) if chosen else default_audit_path(store)
-    checked = checked_path(store, path)
-    if not chosen:
-        checked.parent.mkdir(parents=True, exist_ok=True)
-    return checked
+    return audit_file(store.location, given, timeout=BUSY_TIMEOUT_SECONDS)
 
 
 def checked_path(store: Store, path: Path) -> Path:
@@ -70,7 +64,7 @@ def checked_path(store: Store, path: Path) -> Path:
     raises :class:`~convstore.errors.InvalidInput`, touching nothing, for the store itself
     however spelled, or an existing file that is not this store's audit read model.
     """
-    store_file = None if is_postgres_url(store.location) else Path(store.location)
+    store_file = store_file_of(store.location)
     return check_audit_path(
         path, store.location, store_file=store_file, timeout=BUSY_TIMEOUT_SECONDS
     )

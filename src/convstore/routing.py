@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from types import TracebackType
 from uuid import UUID, uuid4
 
+from convstore.bootstrap import open_store
 from convstore.errors import InvalidInput
-from convstore.infrastructure.bootstrap import open_store
 from convstore.store import Store
 
 

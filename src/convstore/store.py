@@ -66,6 +66,7 @@ from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.chain import Head
 from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent
 from convstore.infrastructure.memory import paused_gc
+from convstore.infrastructure.records import Recorded, failure_detail
 from convstore.projections.listing import (
     ListedRow,
     ListingQuery,
@@ -86,7 +87,6 @@ from convstore.projections.replay import (
     render,
 )
 from convstore.transfer import LoadReport, dump_lines, load_lines
-from convstore.verify import Recorded
 
 MIN_WRITE_ATTEMPTS = 200
 """A write is re-decided after a lost version race at least this many times…"""
@@ -128,12 +128,6 @@ class Page:
 
     conversations: list[ConversationInfo]
     next: str | None
-
-
-def failure_detail(exc: BaseException, secret: str = "") -> str:
-    """A backend exception's message on one line, with ``secret`` (a password) masked."""
-    detail = " ".join(str(exc).split()) or type(exc).__name__
-    return detail.replace(secret, "***") if secret else detail
 
 
 class Store:

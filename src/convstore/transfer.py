@@ -37,7 +37,8 @@ from convstore.domain.events import EVENT_ADAPTER, ConversationStarted, Event
 from convstore.errors import InvalidInput, StoreError
 from convstore.infrastructure.mapper import TOPICS, topic_of
 from convstore.infrastructure.memory import paused_gc
-from convstore.verify import Recorded, Verifier
+from convstore.infrastructure.records import Recorded
+from convstore.verify import Verifier
 
 if TYPE_CHECKING:
     from uuid import UUID

@@ -29,6 +29,7 @@ from convstore.infrastructure.chain import (
     genesis,
     link,
 )
+from convstore.infrastructure.records import Recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,25 +40,6 @@ class Problem:
     conversation: str
     version: int | None
     problem: str
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    """One stored record: its place, and the event it decodes to (or why it does not).
-
-    ``unreadable`` says which column could not be read although the row could be placed;
-    ``raw_topic`` and ``state`` are the stored bytes the hash chain covers.
-    """
-
-    position: int
-    originator_id: UUID | str | None
-    originator_version: int | None
-    event: Event | None
-    error: str | None = None
-    topic: str | None = None
-    unreadable: str | None = None
-    raw_topic: bytes | None = None
-    state: bytes | None = None
 
 
 @dataclass(slots=True)

@@ -3,14 +3,10 @@
 The conversation commands load with the group; the others (audit, compaction and pressure,
 verify) load when one of them is asked for, so `convstore replay` starts without importing
 sqlite-utils or the tokenizer.
+
+The console script enters through :func:`convstore.console.main`, which alone sets
+``PYDANTIC_DISABLE_PLUGINS``; importing this package changes no environment variable.
 """
-
-import os
-
-# Before anything imports pydantic: the command line needs no third-party pydantic plugins, and
-# discovering them scans every installed package's metadata (about 20 ms of each command's
-# start-up). Set PYDANTIC_DISABLE_PLUGINS yourself to decide otherwise.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import click
 

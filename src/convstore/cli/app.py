@@ -14,8 +14,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from convstore.bootstrap import ENV_VAR, open_store
 from convstore.errors import ConvstoreError, InvalidInput
-from convstore.infrastructure.bootstrap import ENV_VAR, open_store
 from convstore.infrastructure.sqlite import default_path
 from convstore.projections.replay import SHAPES
 from convstore.store import Store
@@ -24,6 +24,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 EXIT_STORE_FAILURE = 1
 EXIT_BAD_INPUT = 2
+EXIT_OVER_BUDGET = 3
+"""``replay --fit-tokens N`` printed its best request, but even that is over N tokens."""
 
 
 def one_line(text: str) -> str:

@@ -12,6 +12,7 @@ import click
 from convstore.cli.app import cli, store_from
 from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
 from convstore.errors import InvalidInput, NoStore
+from convstore.extras import missing_extra
 from convstore.infrastructure.audit_db import AuditDatabase, ReadModelBusy
 from convstore.infrastructure.readonly import (
     DEFAULT_MAX_BYTES,
@@ -370,7 +371,7 @@ def serve(
 ) -> None:
     """Open a snapshot of the audit read model in Datasette, read-only, until Ctrl-C.
 
-    Needs the web extra (pip install 'convstore[web]'). The read model is caught up, then
+    Needs the web extra (pip install -e '.[web]' in the checkout). The read model is caught up, then
     copied (one consistent read) to a private temporary file that Datasette opens
     immutable; restart to see newer events. Canned queries list calls that never got a
     result and errors per tool; arbitrary SQL only with --allow-sql.
@@ -387,7 +388,7 @@ def serve(
         convstore audit serve --allow-sql
     """
     if importlib.util.find_spec("datasette") is None:
-        msg = "audit serve needs Datasette: pip install 'convstore[web]'"
+        msg = missing_extra("audit serve (Datasette)", "web", "'datasette>=0.64'")
         raise InvalidInput(msg)
     from convstore.cli.serve import allowed_hosts, serve_datasette, snapshot  # noqa: PLC0415
 

@@ -52,7 +52,7 @@ def compact(ctx: click.Context, conversation: str, through: str, source: str | N
     type=click.IntRange(min=0),
     default=10,
     show_default=True,
-    help="Largest messages to list.",
+    help="Largest messages to list (0 lists none).",
 )
 @click.pass_context
 def pressure(
@@ -70,6 +70,8 @@ def pressure(
     Every block counts as sent: text, tool input and output, reasoning, markers, the
     summary, and native images (from their pixel size, by the provider's formula).
     Tokens are cl100k_base, counted offline; for Anthropic shapes it is an estimate.
+    Messages are numbered from 0 in replay order, system messages included, as in
+    --json (so with --shape openai, #3 is the request's messages[3]).
 
     \b
     Example:
@@ -87,4 +89,4 @@ def pressure(
     if top:
         click.echo(f"largest messages (of {len(result.by_message)}):")
         for message in sorted(result.by_message, key=lambda m: -m.tokens)[:top]:
-            click.echo(f"  #{message.index + 1:<5} {message.role:<10} {message.tokens:>10,}")
+            click.echo(f"  #{message.index:<5} {message.role:<10} {message.tokens:>10,}")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+import tempfile
+from pathlib import Path
 
 import click
 
 from convstore.cli.app import (
+    EXIT_OVER_BUDGET,
     cli,
     conversation_argument,
     input_argument,
@@ -191,7 +194,8 @@ def interrupt(ctx: click.Context, conversation: str, message: str, reason: str |
     type=click.IntRange(min=1),
     metavar="N",
     help="Microcompact by budget: clear the oldest tool output until the request is N tokens "
-    "or fewer (counted as `pressure` counts).",
+    "or fewer (counted as `pressure` counts). If even clearing all of it is over N, the "
+    "request is still printed and the exit status is 3.",
 )
 @click.option("--compact", is_flag=True, help="One line of JSON instead of indented.")
 @click.pass_context
@@ -222,6 +226,7 @@ def replay(
         convstore replay $CONV --live $MSG --shape openai
     """
     store = store_from(ctx, create=False)
+    over_budget = False
     if fit_tokens is not None:
         if keep_tool_results is not None:
             msg = "--fit-tokens chooses --keep-tool-results itself; give one or the other"
@@ -229,10 +234,11 @@ def replay(
         keep_tool_results, fitted = store.fit_tool_results(
             conversation, fit_tokens, shape=shape, vision=vision, full=full
         )
-        if fitted.total > fit_tokens:
+        over_budget = fitted.total > fit_tokens
+        if over_budget:
             click.echo(
                 f"note: {fitted.total:,} tokens with every tool output cleared; "
-                f"still over {fit_tokens:,}",
+                f"still over {fit_tokens:,} (exit status {EXIT_OVER_BUDGET})",
                 err=True,
             )
     if live is None:
@@ -249,6 +255,8 @@ def replay(
             keep_tool_results=keep_tool_results,
         )
     click.echo(json.dumps(result, ensure_ascii=False, indent=None if compact else 2))
+    if over_budget:
+        ctx.exit(EXIT_OVER_BUDGET)
 
 
 @cli.command()
@@ -384,7 +392,8 @@ def demo(ctx: click.Context, shape: str, as_json: bool) -> None:
 
     The conversation has reasoning, parallel tool calls, an error result, an image,
     and a tool round killed mid-turn. It is replayed for a text-only model and for
-    a vision model.
+    a vision model. Without --db or $CONVSTORE_DB it goes into a fresh store in a new
+    temporary directory (never your default store); the first line says where.
 
     \b
     Example:
@@ -392,6 +401,9 @@ def demo(ctx: click.Context, shape: str, as_json: bool) -> None:
     """
     from convstore.demo import record_demo  # noqa: PLC0415 - only this command needs it
 
+    if not ctx.obj["db"]:
+        # Neither --db nor $CONVSTORE_DB: a fresh store of its own, never the default one.
+        ctx.obj["db"] = str(Path(tempfile.mkdtemp(prefix="convstore-demo-")) / "demo.db")
     store = store_from(ctx, create=True)
     conversation = record_demo(store)
     text_only = store.replay(conversation, shape=shape, vision=False)

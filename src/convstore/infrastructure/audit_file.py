@@ -9,11 +9,15 @@ is the single gate every command passes before it opens, writes or replaces the 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
 from convstore.errors import InvalidInput, StoreError
+from convstore.infrastructure.postgres import is_postgres_url
+from convstore.infrastructure.sqlite import default_path
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -24,6 +28,41 @@ META_TABLE = "_meta"
 TRACKING_TABLE = "_tracking"
 
 HINT = "(delete it or give another --audit path)"
+
+AUDIT_ENV_VAR = "CONVSTORE_AUDIT_DB"
+
+
+def store_file_of(location: str) -> Path | None:
+    """The SQLite file a store location names, or None for a PostgreSQL store."""
+    return None if is_postgres_url(location) else Path(location)
+
+
+def default_audit_file(location: str) -> Path:
+    """Where a store's audit read model lives unless ``--audit`` / ``$CONVSTORE_AUDIT_DB`` say.
+
+    Beside a SQLite store (``convstore.db`` → ``convstore.audit.db``); for a PostgreSQL store
+    (``location`` is its URL without the password), in the default data directory, named
+    after the server, database and schema, so every host keeps its own.
+    """
+    store_file = store_file_of(location)
+    if store_file is None:
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", location.split("://", 1)[1]).strip("-")
+        return default_path().parent / f"audit-{slug}.db"
+    return store_file.with_name(store_file.stem + ".audit.db")
+
+
+def audit_file(location: str, given: str | os.PathLike[str] | None, *, timeout: float) -> Path:
+    """The one place a store's audit file is found: as given, else ``$CONVSTORE_AUDIT_DB``,
+    else :func:`default_audit_file`, resolved and passed through :func:`check_audit_path`.
+
+    The default's directory is made if missing (a given path's is not).
+    """
+    chosen = given or os.environ.get(AUDIT_ENV_VAR)
+    path = Path(chosen) if chosen else default_audit_file(location)
+    checked = check_audit_path(path, location, store_file=store_file_of(location), timeout=timeout)
+    if not chosen:
+        checked.parent.mkdir(parents=True, exist_ok=True)
+    return checked
 
 
 def companions(path: Path) -> list[Path]:

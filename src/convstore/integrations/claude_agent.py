@@ -1,6 +1,6 @@
 """Claude Agent SDK: a durable ``SessionStore`` for its session transcripts.
 
-    pip install 'convstore[claude-agent]'
+    pip install -e '.[claude-agent]'   # in the convstore checkout
 
 :class:`ConvstoreSessionStore` implements the SDK's ``SessionStore`` protocol (``append``,
 ``load`` and the optional ``list_sessions``, ``list_session_summaries``, ``delete``,
@@ -21,6 +21,8 @@ import json
 from typing import Any, cast
 from uuid import UUID, uuid5
 
+from convstore.extras import missing_extra
+
 try:
     from claude_agent_sdk import fold_session_summary
     from claude_agent_sdk.types import (
@@ -31,7 +33,11 @@ try:
         SessionSummaryEntry,
     )
 except ImportError:  # pragma: no cover - exercised without the extra installed
-    msg = "convstore.integrations.claude_agent needs: pip install 'convstore[claude-agent]'"
+    msg = missing_extra(
+        "convstore.integrations.claude_agent (the Claude Agent SDK)",
+        "claude-agent",
+        "'claude-agent-sdk>=0.2.189'",
+    )
     raise ImportError(msg) from None
 
 from pydantic import JsonValue

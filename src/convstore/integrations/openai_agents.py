@@ -20,13 +20,16 @@ import contextlib
 from typing import Any, cast
 from uuid import UUID, uuid5
 
+from convstore.extras import missing_extra
+
 try:
     from agents.items import TResponseInputItem
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
-    msg = (
-        "convstore.integrations.openai_agents needs the OpenAI Agents SDK: "
-        "pip install 'convstore[openai-agents]'"
+    msg = missing_extra(
+        "convstore.integrations.openai_agents (the OpenAI Agents SDK)",
+        "openai-agents",
+        "'openai-agents>=0.24'",
     )
     raise ImportError(msg) from exc
 

@@ -1,6 +1,6 @@
 """Pydantic AI: record an agent run's messages, and give the history back as prose.
 
-    pip install 'convstore[pydantic-ai]'
+    pip install -e '.[pydantic-ai]'   # in the convstore checkout
 
 :func:`record_messages` records ``result.new_messages()`` as convstore messages;
 :func:`message_history` returns the conversation's replay as a ``list[ModelMessage]`` for
@@ -19,6 +19,8 @@ import binascii
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn, get_args
 from uuid import UUID
+
+from convstore.extras import missing_extra
 
 try:
     from pydantic_ai.messages import (
@@ -45,8 +47,12 @@ try:
         UserPromptPart,
     )
 except ImportError:  # pragma: no cover - exercised by a test that hides the package
-    _HINT = "convstore.integrations.pydantic_ai needs Pydantic AI 2.68 or newer: "
-    raise ImportError(_HINT + "pip install 'convstore[pydantic-ai]'") from None
+    _HINT = missing_extra(
+        "convstore.integrations.pydantic_ai (Pydantic AI 2.68 or newer)",
+        "pydantic-ai",
+        "'pydantic-ai-slim>=2.68'",
+    )
+    raise ImportError(_HINT) from None
 
 from convstore.aio import AsyncStore
 from convstore.convert.history import HistoryMessage, HistoryStatus

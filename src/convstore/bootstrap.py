@@ -18,6 +18,7 @@ from convstore.infrastructure.postgres import (
     refuse_mangled_url,
     url_scheme,
 )
+from convstore.infrastructure.records import failure_detail
 from convstore.infrastructure.sqlite import (
     default_path,
     lock_timeout_seconds,
@@ -29,7 +30,7 @@ from convstore.infrastructure.sqlite_files import (
     create_store_file,
     remove_leftovers,
 )
-from convstore.store import Store, failure_detail
+from convstore.store import Store
 
 ENV_VAR = "CONVSTORE_DB"
 

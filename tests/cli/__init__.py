@@ -1,0 +1,1 @@
+"""The ``convstore`` command line, end to end, split by area."""
