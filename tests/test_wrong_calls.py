@@ -84,6 +84,7 @@ def _valid(store: Store) -> dict[str, Any]:
         # Rewinding and deleting entries withdraw messages: on conversations of their own.
         "rewind conversation": store.new_conversation(),
         "delete_entries conversation": store.new_conversation(),
+        "erase conversation": store.new_conversation(),
         "history": History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))]),
         "histories": [History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))])],
         "sources": None,

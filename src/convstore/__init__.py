@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from convstore.domain.limits import Limits
     from convstore.errors import (
         ConcurrencyError,
+        ConversationErased,
         ConversationNotFound,
         ConvstoreError,
         InvalidBlock,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         StoreError,
     )
     from convstore.infrastructure.bootstrap import open_store
+    from convstore.infrastructure.erasure import Erasure
     from convstore.projections.replay import Shape, replay
     from convstore.routing import ShardedStores, shard_for
     from convstore.store import ConversationInfo, Store
@@ -51,10 +53,12 @@ _EXPORTS = {
     "Block": "convstore.domain.blocks",
     "BlockAppended": "convstore.domain.events",
     "ConcurrencyError": "convstore.errors",
+    "ConversationErased": "convstore.errors",
     "ConversationInfo": "convstore.store",
     "ConversationNotFound": "convstore.errors",
     "ConversationStarted": "convstore.domain.events",
     "ConvstoreError": "convstore.errors",
+    "Erasure": "convstore.infrastructure.erasure",
     "Event": "convstore.domain.events",
     "ImageBlock": "convstore.domain.blocks",
     "InvalidBlock": "convstore.errors",
@@ -104,10 +108,12 @@ __all__ = [
     "Block",
     "BlockAppended",
     "ConcurrencyError",
+    "ConversationErased",
     "ConversationInfo",
     "ConversationNotFound",
     "ConversationStarted",
     "ConvstoreError",
+    "Erasure",
     "Event",
     "ImageBlock",
     "InvalidBlock",

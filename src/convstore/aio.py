@@ -40,6 +40,7 @@ from convstore.domain.limits import Limits
 from convstore.errors import StoreError
 from convstore.infrastructure.bootstrap import open_store
 from convstore.infrastructure.chain import Head
+from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.postgres import is_postgres_url
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.pressure import Pressure
@@ -232,6 +233,15 @@ class AsyncStore:
     async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
         """Withdraw every message recorded after ``to`` (all of them when ``None``)."""
         await self._write(self.store.rewind, conversation, to=to)
+
+    async def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
+        """Delete a conversation's events for good, leaving its tombstone (see
+        :meth:`convstore.Store.erase`)."""
+        return await self._write(self.store.erase, conversation, reason=reason)
+
+    async def erasures(self, after: int = 0) -> list[Erasure]:
+        """The tombstones of erased conversations after ``seq`` ``after``, in order."""
+        return await self._read(self.store.erasures, after)
 
     async def append_message(
         self,

@@ -39,6 +39,7 @@ from convstore.domain.events import (
     EntriesRecorded,
     Event,
     Role,
+    utcnow,
 )
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import (
@@ -63,6 +64,7 @@ from convstore.errors import (
 from convstore.importing import ImportReport, import_histories
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.chain import Head
+from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent, topic_of
 from convstore.infrastructure.memory import paused_gc
 from convstore.projections.live import live_request
@@ -82,6 +84,9 @@ from convstore.verify import Recorded
 
 MAX_WRITE_ATTEMPTS = 200
 """How many times a write is re-decided after losing a version race before giving up."""
+
+WAL_TRUNCATE_ATTEMPTS = 50
+"""How often (every 0.1 s) an erasure tries to empty SQLite's write-ahead log."""
 
 STATE_CACHE_SIZE = 256
 """How many conversations' writer states one store keeps in memory."""
@@ -332,6 +337,52 @@ class Store:
         ``None``): replay, pressure and live rounds leave them out; the log keeps them."""
         message_id = None if to is None else parse_id(to, "message")
         self._write(conversation, lambda c: [c.rewind(message_id)])
+
+    def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
+        """Delete every event of a conversation for good, leaving only its tombstone (id, when,
+        ``reason``, how many events); returns the tombstone.
+
+        The one exception to "nothing is deleted". On SQLite the deleted bytes are overwritten
+        and the write-ahead log emptied before this returns; on PostgreSQL the rows are
+        deleted (their bytes stay in dead tuples until the table is vacuumed). Nothing more is
+        recorded under the id afterwards. Read models drop what they derived from it at their
+        next catch-up. Conversations that name it as their parent are not touched.
+        """
+        conversation_id = parse_id(conversation, "conversation")
+        reason = parse_text(reason, "reason", self.limits.max_note_bytes)
+        erase = getattr(self._log.recorder, "erase", None)
+        if erase is None:
+            msg = "this store's backend cannot erase"
+            raise InvalidInput(msg)
+        lock = self._locks.get(conversation_id) or self._locks.setdefault(
+            conversation_id, threading.Lock()
+        )
+        at = utcnow()
+        with lock:
+            seq, count = self._guarded(lambda: erase(conversation_id, reason, at.isoformat()))
+            with self._guard:
+                self._states.pop(conversation_id, None)
+        for _ in range(WAL_TRUNCATE_ATTEMPTS):
+            if self._guarded(self._log.recorder.truncate_wal):  # type: ignore[attr-defined]
+                break
+            time.sleep(0.1)
+        else:
+            msg = (
+                f"conversation {conversation_id} was erased, but a reader kept the write-ahead "
+                "log in use for 5 s: its old bytes leave that file at the next checkpoint, "
+                "once readers are idle"
+            )
+            raise StoreError(msg)
+        return Erasure(seq, conversation_id, at, reason, count)
+
+    def erasures(self, after: int = 0) -> list[Erasure]:
+        """The tombstones of erased conversations after ``seq`` ``after``, in order."""
+        after = parse_count(after, "after")
+        select = getattr(self._log.recorder, "select_erasures", None)
+        if select is None:
+            return []
+        found: list[Erasure] = self._guarded(lambda: select(after))
+        return found
 
     def replay(
         self,

@@ -53,6 +53,7 @@ LAZY_COMMANDS = {
     "load": "convstore.cli.transfer",
     "export": "convstore.cli.transfer",
     "import": "convstore.cli.importing",
+    "erase": "convstore.cli.lifecycle",
 }
 """Commands whose modules load only when asked for (they import heavier libraries)."""
 

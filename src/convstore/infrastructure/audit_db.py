@@ -30,6 +30,7 @@ from convstore.domain.events import (
     Rewound,
 )
 from convstore.errors import InvalidInput, StoreError
+from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.sqlite import create_private_file
 from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
@@ -48,6 +49,13 @@ BLOCK_COUNTERS = {
 
 TABLES = ("conversations", "messages", "blocks", "tool_calls", "images", "compactions")
 """The read model's tables, in the order a reader should learn them."""
+
+DERIVED_TABLES = tuple(table for table in TABLES if table != "conversations")
+"""The tables whose rows belong to a conversation through ``conversation_id``: an erasure
+deletes from each (and from ``conversations`` by ``id``)."""
+
+ERASURES = "erasures"
+"""The ``_tracking`` row holding the ``seq`` of the last tombstone the read model acted on."""
 
 
 class ProjectionConflict(StoreError):
@@ -320,6 +328,47 @@ class AuditDatabase:
             for _, event in batch:
                 self._apply(event)
         return position
+
+    # -- erasures -------------------------------------------------------------------------
+
+    def erasures_seen(self) -> int:
+        """The ``seq`` of the last tombstone this read model acted on (0 for none)."""
+        row = self.db.execute(
+            "SELECT position FROM _tracking WHERE projection = ?", [ERASURES]
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def forget(self, erasures: Sequence[Erasure], *, after: int) -> int:
+        """Delete every row derived from the erased conversations, atomically with the
+        tombstone position (a compare-and-set from ``after``, as :meth:`apply`); the deleted
+        bytes are overwritten and the full-text index is merged so no erased word stays in
+        it. Returns the new tombstone position."""
+        if not erasures:
+            return after
+        seq = erasures[-1].seq
+        self.db.execute("PRAGMA secure_delete = ON")
+        with self._write_transaction():
+            moved = self.db.execute(
+                "INSERT INTO _tracking (projection, position) VALUES (?, ?) "
+                "ON CONFLICT (projection) DO UPDATE SET position = excluded.position "
+                "WHERE _tracking.position = ?",
+                [ERASURES, seq, after],
+            )
+            if moved.rowcount != 1 or self.erasures_seen() != seq:
+                msg = f"the audit read model's erasures moved past {after} before this batch"
+                raise ProjectionConflict(msg)
+            for erasure in erasures:
+                conv = str(erasure.id)
+                self.db.execute("DELETE FROM conversations WHERE id = ?", [conv])
+                for table in DERIVED_TABLES:
+                    self.db.execute(
+                        f"DELETE FROM {table} WHERE conversation_id = ?",  # noqa: S608 - fixed names
+                        [conv],
+                    )
+        if "blocks_fts" in self.db.table_names():
+            with self._write_transaction():
+                self.db.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('optimize')")
+        return seq
 
     # -- one event -----------------------------------------------------------------------
 

@@ -1,0 +1,106 @@
+#!/usr/bin/env python
+"""The time and disk effect of erasing a 10,000-message conversation.
+
+    python bench/erase.py [--messages N] [--dir DIR] [--pg-url URL]
+
+A SQLite store holds one conversation of N messages (one text block each: 3 events a message)
+beside a small one that is kept. The erase is timed against a baseline in the same run: a raw
+``sqlite3`` ``DELETE`` of the same number of rows from a copy of the file, without
+``secure_delete`` and without the write-ahead-log truncation. Sizes of the file and its
+write-ahead log are printed before and after, with the free pages the erasure left (zeroed;
+a ``VACUUM`` returns them to the filesystem, timed too). With ``--pg-url`` the erase is also
+timed on PostgreSQL (info only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from convstore import open_store  # noqa: E402
+
+
+def _sizes(db: Path) -> str:
+    wal = db.with_name(db.name + "-wal")
+    wal_size = wal.stat().st_size if wal.exists() else 0
+    with sqlite3.connect(db) as conn:
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+    return (
+        f"file {db.stat().st_size / 1e6:7.2f} MB, wal {wal_size / 1e6:6.2f} MB, "
+        f"free pages {free} ({free * page / 1e6:.2f} MB)"
+    )
+
+
+def _fill(url: str, messages: int) -> tuple[str, str]:
+    text = "a line of an agent's answer, long enough to be realistic. " * 8
+    with open_store(url) as store:
+        conv = store.new_conversation(title="big")
+        kept = store.new_conversation(title="kept")
+        store.append_message(kept, "user", [{"type": "text", "text": "kept"}])
+        for n in range(messages):
+            role = "user" if n % 2 == 0 else "assistant"
+            store.append_message(conv, role, [{"type": "text", "text": f"{n} {text}"}])
+    return str(conv), str(kept)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--pg-url", default=None)
+    args = parser.parse_args()
+    work = Path(args.dir or tempfile.mkdtemp(prefix="convstore-erase-"))
+    db = work / "erase.db"
+    started = time.perf_counter()
+    conv, kept = _fill(str(db), args.messages)
+    print(f"filled {args.messages:,} messages in {time.perf_counter() - started:.1f} s")
+    with open_store(str(db)) as store:
+        store.events(kept)  # open the store and warm the connection
+    copy = work / "baseline.db"
+    shutil.copy(db, copy)
+    for suffix in ("-wal", "-shm"):
+        if db.with_name(db.name + suffix).exists():
+            shutil.copy(db.with_name(db.name + suffix), copy.with_name(copy.name + suffix))
+    print(f"before: {_sizes(db)}")
+
+    with open_store(str(db)) as store:
+        started = time.perf_counter()
+        erased = store.erase(conv, reason="bench")
+        erase_seconds = time.perf_counter() - started
+    print(f"after:  {_sizes(db)}")
+
+    with sqlite3.connect(copy, isolation_level=None) as conn:
+        started = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("DELETE FROM stored_events WHERE originator_id = ?", (conv.replace("-", ""),))
+        conn.execute("COMMIT")
+        raw_seconds = time.perf_counter() - started
+    print(
+        f"erase of {erased.events:,} events: {erase_seconds * 1000:.0f} ms; raw DELETE "
+        f"baseline {raw_seconds * 1000:.0f} ms; ratio {erase_seconds / raw_seconds:.1f}x"
+    )
+    with sqlite3.connect(db, isolation_level=None) as conn:
+        started = time.perf_counter()
+        conn.execute("VACUUM")
+        vacuum_seconds = time.perf_counter() - started
+    print(f"VACUUM {vacuum_seconds * 1000:.0f} ms; after it: {_sizes(db)}")
+
+    if args.pg_url:
+        conv, _ = _fill(args.pg_url, args.messages)
+        with open_store(args.pg_url) as store:
+            started = time.perf_counter()
+            erased = store.erase(conv, reason="bench")
+            seconds = time.perf_counter() - started
+        print(f"PostgreSQL: erase of {erased.events:,} events: {seconds * 1000:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
