@@ -17,14 +17,15 @@ from __future__ import annotations
 import argparse
 import shutil
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from convstore import open_store
 
-from convstore import open_store  # noqa: E402
+
+def _say(text: str) -> None:
+    print(text, flush=True)  # noqa: T201
 
 
 def _sizes(db: Path) -> str:
@@ -61,7 +62,7 @@ def main() -> None:
     db = work / "erase.db"
     started = time.perf_counter()
     conv, kept = _fill(str(db), args.messages)
-    print(f"filled {args.messages:,} messages in {time.perf_counter() - started:.1f} s")
+    _say(f"filled {args.messages:,} messages in {time.perf_counter() - started:.1f} s")
     with open_store(str(db)) as store:
         store.events(kept)  # open the store and warm the connection
     copy = work / "baseline.db"
@@ -69,13 +70,13 @@ def main() -> None:
     for suffix in ("-wal", "-shm"):
         if db.with_name(db.name + suffix).exists():
             shutil.copy(db.with_name(db.name + suffix), copy.with_name(copy.name + suffix))
-    print(f"before: {_sizes(db)}")
+    _say(f"before: {_sizes(db)}")
 
     with open_store(str(db)) as store:
         started = time.perf_counter()
         erased = store.erase(conv, reason="bench")
         erase_seconds = time.perf_counter() - started
-    print(f"after:  {_sizes(db)}")
+    _say(f"after:  {_sizes(db)}")
 
     with sqlite3.connect(copy, isolation_level=None) as conn:
         started = time.perf_counter()
@@ -83,15 +84,16 @@ def main() -> None:
         conn.execute("DELETE FROM stored_events WHERE originator_id = ?", (conv.replace("-", ""),))
         conn.execute("COMMIT")
         raw_seconds = time.perf_counter() - started
-    print(
+    _say(
         f"erase of {erased.events:,} events: {erase_seconds * 1000:.0f} ms; raw DELETE "
         f"baseline {raw_seconds * 1000:.0f} ms; ratio {erase_seconds / raw_seconds:.1f}x"
     )
     with sqlite3.connect(db, isolation_level=None) as conn:
         started = time.perf_counter()
         conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         vacuum_seconds = time.perf_counter() - started
-    print(f"VACUUM {vacuum_seconds * 1000:.0f} ms; after it: {_sizes(db)}")
+    _say(f"VACUUM + checkpoint {vacuum_seconds * 1000:.0f} ms; after it: {_sizes(db)}")
 
     if args.pg_url:
         conv, _ = _fill(args.pg_url, args.messages)
@@ -99,7 +101,7 @@ def main() -> None:
             started = time.perf_counter()
             erased = store.erase(conv, reason="bench")
             seconds = time.perf_counter() - started
-        print(f"PostgreSQL: erase of {erased.events:,} events: {seconds * 1000:.0f} ms")
+        _say(f"PostgreSQL: erase of {erased.events:,} events: {seconds * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

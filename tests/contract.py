@@ -415,3 +415,37 @@ class StoreContract(ABC):
             assert audit.query("SELECT id FROM conversations") == [{"id": str(after)}]
         finally:
             audit.close()
+
+    # -- rewind and its undo -----------------------------------------------------------------
+
+    def test_a_rewind_is_undone_by_a_later_event(
+        self, store: Store, conv: UUID, tmp_path: Path
+    ) -> None:
+        """Undoing a rewind brings its messages back to replay (for a fresh store too), the
+        audit marks them withdrawn and then not, and a rewind is undone only once."""
+        first = store.append_message(conv, "user", [{"type": "text", "text": "one"}])
+        store.append_message(conv, "assistant", [{"type": "text", "text": "two"}])
+        store.append_message(conv, "user", [{"type": "text", "text": "three"}])
+        audit = open_audit(store, tmp_path / "audit.db")
+        try:
+            version = store.rewind(conv, to=first)
+            assert len(store.replay(conv)["messages"]) == 1
+            catch_up(store, audit)
+            flags = "SELECT withdrawn FROM messages ORDER BY position"
+            assert [r["withdrawn"] for r in audit.query(flags)] == [0, 1, 1]
+            store.undo_rewind(conv, version)
+            assert len(store.replay(conv)["messages"]) == 3
+            catch_up(store, audit)
+            assert [r["withdrawn"] for r in audit.query(flags)] == [0, 0, 0]
+        finally:
+            audit.close()
+        other = self.open_store()
+        try:
+            assert len(other.replay(conv)["messages"]) == 3
+            with pytest.raises(InvalidInput, match="not a rewind in force"):
+                other.undo_rewind(conv, version)
+            with pytest.raises(InvalidInput, match="not a rewind in force"):
+                other.undo_rewind(conv, 2)
+        finally:
+            other.close()
+        assert all(not m.withdrawn for m in store.messages(conv))

@@ -230,9 +230,15 @@ class AsyncStore:
         """Record that an open message was cut short (and why, if known)."""
         await self._write(self.store.interrupt_message, conversation, message, reason)
 
-    async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
-        """Withdraw every message recorded after ``to`` (all of them when ``None``)."""
-        await self._write(self.store.rewind, conversation, to=to)
+    async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> int:
+        """Withdraw every message recorded after ``to`` (all of them when ``None``); returns
+        the rewind's version."""
+        return await self._write(self.store.rewind, conversation, to=to)
+
+    async def undo_rewind(self, conversation: UUID | str, rewind: int) -> None:
+        """Undo the rewind recorded at version ``rewind`` (see
+        :meth:`convstore.Store.undo_rewind`)."""
+        await self._write(self.store.undo_rewind, conversation, rewind)
 
     async def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
         """Delete a conversation's events for good, leaving its tombstone (see

@@ -332,11 +332,20 @@ class Store:
         summary = parse_text(summary, "summary", self.limits.max_block_bytes)
         self._write(conversation, lambda c: [c.compact(summary, message_id)])
 
-    def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
+    def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> int:
         """Withdraw every message recorded after ``to`` (every message, when ``to`` is
-        ``None``): replay, pressure and live rounds leave them out; the log keeps them."""
+        ``None``): replay, pressure and live rounds leave them out; the log keeps them.
+        Returns the rewind's version, which :meth:`undo_rewind` takes."""
         message_id = None if to is None else parse_id(to, "message")
-        self._write(conversation, lambda c: [c.rewind(message_id)])
+        events = self._write(conversation, lambda c: [c.rewind(message_id)])
+        return events[0].originator_version
+
+    def undo_rewind(self, conversation: UUID | str, rewind: int) -> None:
+        """Undo the rewind recorded at version ``rewind``: the messages it withdrew are
+        visible again in replay, pressure and live rounds (unless another rewind in force
+        still withdraws them)."""
+        version = parse_count(rewind, "rewind", 1)
+        self._write(conversation, lambda c: [c.undo_rewind(version)])
 
     def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
         """Delete every event of a conversation for good, leaving only its tombstone (id, when,

@@ -54,6 +54,7 @@ LAZY_COMMANDS = {
     "export": "convstore.cli.transfer",
     "import": "convstore.cli.importing",
     "erase": "convstore.cli.lifecycle",
+    "rewind": "convstore.cli.lifecycle",
 }
 """Commands whose modules load only when asked for (they import heavier libraries)."""
 

@@ -215,18 +215,31 @@ def replay(
 
 @cli.command()
 @conversation_argument
+@click.option(
+    "--all", "everything", is_flag=True, help="Also show messages a rewind withdrew, marked."
+)
 @click.pass_context
-def show(ctx: click.Context, conversation: str) -> None:
-    """Print a readable transcript: each message with its role, status and blocks.
+def show(ctx: click.Context, conversation: str, everything: bool) -> None:
+    """Print a readable transcript: each message with its id, role, status and blocks.
+
+    Messages a rewind withdrew are left out (as replay leaves them out) unless --all.
 
     \b
     Example:
-        convstore show $CONV | less
+        convstore show $CONV --all | less
     """
+    hidden = 0
     for number, message in enumerate(store_from(ctx, create=False).messages(conversation), 1):
+        if message.withdrawn and not everything:
+            hidden += 1
+            continue
         status = {"open": "open (never ended)"}.get(message.status, message.status)
         stamp = message.started_at.strftime("%Y-%m-%d %H:%M:%S")
-        click.secho(f"[{number}] {message.role} · {status} · {stamp}", bold=True)
+        withdrawn = " · withdrawn by a rewind" if message.withdrawn else ""
+        click.secho(
+            f"[{number}] {message.role} · {status} · {stamp}{withdrawn} · {message.message_id}",
+            bold=True,
+        )
         if not message.blocks:
             click.echo("    (no blocks)")
         for recorded in message.blocks:
@@ -236,6 +249,8 @@ def show(ctx: click.Context, conversation: str) -> None:
         if message.status == "interrupted":
             click.echo("    " + interruption_marker(message.interrupt_reason))
         click.echo()
+    if hidden:
+        click.echo(f"({hidden} message(s) withdrawn by a rewind not shown; --all shows them)")
 
 
 @cli.command()

@@ -1,4 +1,4 @@
-"""Commands over a conversation's whole life: erase (and retention)."""
+"""Commands over a conversation's whole life: erase (and retention), rewind and its undo."""
 
 from __future__ import annotations
 
@@ -83,3 +83,39 @@ def erase(
         assert reason is not None
         erased = store.erase(info.id, reason=reason)
         click.echo(f"erased {erased.id}: {erased.events} event(s) (last active {stamp})")
+
+
+@cli.command()
+@click.argument("conversation", metavar="CONV")
+@click.option("--to", "to", metavar="MSG", help="Keep MSG and every message before it.")
+@click.option("--all", "everything", is_flag=True, help="Withdraw every message.")
+@click.option(
+    "--undo",
+    metavar="VERSION",
+    type=int,
+    help="Undo the rewind recorded at VERSION (the number a rewind prints).",
+)
+@click.pass_context
+def rewind(
+    ctx: click.Context, conversation: str, to: str | None, everything: bool, undo: int | None
+) -> None:
+    """Withdraw every message after MSG from replay (the log keeps them), or undo a rewind.
+
+    Prints the rewind's version, which --undo takes. Withdrawn messages stay in `log` and
+    in `show --all` (marked), and in the audit read model (messages.withdrawn = 1).
+
+    \b
+    Example:
+        convstore rewind $CONV --to $MSG
+        convstore rewind $CONV --undo 42
+    """
+    if sum((to is not None, everything, undo is not None)) != 1:
+        msg = "give exactly one of --to MSG, --all or --undo VERSION"
+        raise InvalidInput(msg)
+    store = store_from(ctx, create=False)
+    if undo is not None:
+        store.undo_rewind(conversation, undo)
+        click.echo(f"undid the rewind at version {undo}")
+        return
+    version = store.rewind(conversation, to=to)
+    click.echo(f"rewound at version {version} (undo: convstore rewind CONV --undo {version})")

@@ -111,6 +111,14 @@ class Rewound(_Event):
     to: UUID | None = None
 
 
+class RewindUndone(_Event):
+    """The rewind recorded at version ``rewind`` no longer applies: the messages it withdrew
+    are visible again (unless another rewind still withdraws them)."""
+
+    type: Literal["rewind_undone"] = "rewind_undone"
+    rewind: Annotated[int, Field(ge=1)]
+
+
 class EntriesRecorded(_Event):
     """Transcript entries an agent runtime handed over, kept verbatim (JSON objects, in order).
 
@@ -140,6 +148,7 @@ Event: TypeAlias = Annotated[
     | MessageInterrupted
     | Compacted
     | Rewound
+    | RewindUndone
     | EntriesRecorded
     | EntriesDeleted,
     Field(discriminator="type"),

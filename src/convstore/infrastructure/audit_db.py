@@ -27,6 +27,7 @@ from convstore.domain.events import (
     MessageEnded,
     MessageInterrupted,
     MessageStarted,
+    RewindUndone,
     Rewound,
 )
 from convstore.errors import InvalidInput, StoreError
@@ -36,7 +37,7 @@ from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
 
 PROJECTION = "audit"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_SECONDS = 10.0
 
 BLOCK_COUNTERS = {
@@ -47,7 +48,15 @@ BLOCK_COUNTERS = {
     "image": "image_blocks",
 }
 
-TABLES = ("conversations", "messages", "blocks", "tool_calls", "images", "compactions")
+TABLES = (
+    "conversations",
+    "messages",
+    "blocks",
+    "tool_calls",
+    "images",
+    "compactions",
+    "withdrawals",
+)
 """The read model's tables, in the order a reader should learn them."""
 
 DERIVED_TABLES = tuple(table for table in TABLES if table != "conversations")
@@ -223,8 +232,13 @@ class AuditDatabase:
                     "closed_at": str,
                     "blocks": int,
                     **dict.fromkeys(BLOCK_COUNTERS.values(), int),
+                    "withdrawn": int,
                 },
                 pk="id",
+            )
+            db.table("withdrawals").create(
+                {"conversation_id": str, "rewind_version": int, "message_id": str},
+                pk=("conversation_id", "rewind_version", "message_id"),
             )
             db.table("blocks").create(
                 {
@@ -286,6 +300,7 @@ class AuditDatabase:
             db.table("blocks").create_index(["kind"])
             db.table("tool_calls").create_index(["outcome", "name"])
             db.table("tool_calls").create_index(["name"])
+            db.table("withdrawals").create_index(["message_id"])
             db.table("images").create_index(["sha256"])
             db.table("images").create_index(["conversation_id", "version"])
             if not self._bulk:
@@ -388,9 +403,9 @@ class AuditDatabase:
                 sql(
                     "INSERT INTO messages (id, conversation_id, position, role, status, "
                     "started_at, blocks, text_blocks, tool_use_blocks, tool_result_blocks, "
-                    "reasoning_blocks, image_blocks) VALUES (?, ?, "
+                    "reasoning_blocks, image_blocks, withdrawn) VALUES (?, ?, "
                     "(SELECT messages + 1 FROM conversations WHERE id = ?), "
-                    "?, 'open', ?, 0, 0, 0, 0, 0, 0)",
+                    "?, 'open', ?, 0, 0, 0, 0, 0, 0, 0)",
                     [str(event.message_id), conv, conv, event.role, at],
                 )
                 sql("UPDATE conversations SET messages = messages + 1 WHERE id = ?", [conv])
@@ -407,8 +422,26 @@ class AuditDatabase:
                     "interrupt_reason = ? WHERE id = ?",
                     [at, event.reason, str(event.message_id)],
                 )
-            case Rewound() | EntriesRecorded() | EntriesDeleted():
-                pass  # counted below with every event; replay is what leaves messages out
+            case Rewound():
+                after = 0 if event.to is None else "(SELECT position FROM messages WHERE id = ?)"
+                params = [conv, event.originator_version, conv]
+                if event.to is not None:
+                    params.append(str(event.to))
+                sql(
+                    "INSERT OR IGNORE INTO withdrawals (conversation_id, rewind_version, "  # noqa: S608 - fixed text
+                    "message_id) SELECT ?, ?, id FROM messages WHERE conversation_id = ? "
+                    f"AND position > {after}",
+                    params,
+                )
+                self._mark_withdrawn(conv)
+            case RewindUndone():
+                sql(
+                    "DELETE FROM withdrawals WHERE conversation_id = ? AND rewind_version = ?",
+                    [conv, event.rewind],
+                )
+                self._mark_withdrawn(conv)
+            case EntriesRecorded() | EntriesDeleted():
+                pass  # counted below with every event
             case Compacted():
                 sql(
                     "INSERT INTO compactions (conversation_id, version, through_message_id, "
@@ -420,6 +453,14 @@ class AuditDatabase:
         sql(
             "UPDATE conversations SET events = events + 1, last_event_at = ? WHERE id = ?",
             [at, conv],
+        )
+
+    def _mark_withdrawn(self, conv: str) -> None:
+        """Set each message's ``withdrawn`` flag from the rewinds in force."""
+        self.db.execute(
+            "UPDATE messages SET withdrawn = EXISTS (SELECT 1 FROM withdrawals w "
+            "WHERE w.message_id = messages.id) WHERE conversation_id = ?",
+            [conv],
         )
 
     def _apply_block(self, event: BlockAppended, conv: str, at: str) -> None:

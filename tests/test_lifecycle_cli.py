@@ -1,0 +1,61 @@
+"""The lifecycle commands from the shell: rewind, its undo, and show with and without --all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from convstore import open_store
+from convstore.cli import cli
+
+
+def _run(db: str, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--db", db, *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_rewind_show_all_log_and_undo(tmp_path: Path) -> None:
+    """`rewind --to` withdraws later messages from show and replay; `show --all` marks them,
+    `log` keeps them, and `rewind --undo` brings them back; show prints each message id."""
+    db = str(tmp_path / "s.db")
+    with open_store(db) as store:
+        conv = store.new_conversation()
+        first = store.append_message(conv, "user", [{"type": "text", "text": "kept words"}])
+        later = store.append_message(conv, "assistant", [{"type": "text", "text": "gone words"}])
+    code, out, _ = _run(db, "rewind", str(conv), "--to", str(first))
+    assert code == 0
+    version = int(out.split("version ")[1].split()[0])
+    code, shown, _ = _run(db, "show", str(conv))
+    assert str(first) in shown
+    assert "gone words" not in shown
+    assert "1 message(s) withdrawn by a rewind not shown" in shown
+    code, shown, _ = _run(db, "show", str(conv), "--all")
+    assert "gone words" in shown
+    assert f"withdrawn by a rewind · {later}" in shown
+    _, replayed, _ = _run(db, "replay", str(conv))
+    assert len(json.loads(replayed)["messages"]) == 1
+    _, logged, _ = _run(db, "log", str(conv))
+    assert "gone words" in logged
+    assert '"rewound"' in logged
+    code, out, _ = _run(db, "rewind", str(conv), "--undo", str(version))
+    assert code == 0, out
+    _, replayed, _ = _run(db, "replay", str(conv))
+    assert len(json.loads(replayed)["messages"]) == 2
+    code, _, err = _run(db, "rewind", str(conv), "--undo", str(version))
+    assert code == 2
+    assert "not a rewind in force" in err
+
+
+def test_rewind_wants_exactly_one_target(tmp_path: Path) -> None:
+    """Without --to, --all or --undo, or with two of them, rewind is a usage error (exit 2)."""
+    db = str(tmp_path / "s.db")
+    with open_store(db) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "x"}])
+    assert _run(db, "rewind", str(conv))[0] == 2
+    assert _run(db, "rewind", str(conv), "--all", "--undo", "2")[0] == 2
+    code, out, _ = _run(db, "rewind", str(conv), "--all")
+    assert code == 0
+    assert out.startswith("rewound at version 5")
