@@ -64,7 +64,17 @@ def main() -> None:
     conv, kept = _fill(str(db), args.messages)
     _say(f"filled {args.messages:,} messages in {time.perf_counter() - started:.1f} s")
     with open_store(str(db)) as store:
-        store.events(kept)  # open the store and warm the connection
+        last = store.last_event(conv)
+        assert last is not None
+        assert last.type == "message_ended"
+        started = time.perf_counter()
+        fork = store.fork(conv, at=last.message_id)
+        fork_seconds = time.perf_counter() - started
+        _say(f"fork of all {args.messages:,} messages (a copy): {fork_seconds * 1000:.0f} ms")
+        store.erase(fork, reason="bench: the fork")
+    with sqlite3.connect(db, isolation_level=None) as conn:
+        conn.execute("VACUUM")  # start the measured erase from a file without free pages
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     copy = work / "baseline.db"
     shutil.copy(db, copy)
     for suffix in ("-wal", "-shm"):

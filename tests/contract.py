@@ -449,3 +449,36 @@ class StoreContract(ABC):
         finally:
             other.close()
         assert all(not m.withdrawn for m in store.messages(conv))
+
+    # -- fork ----------------------------------------------------------------------------------
+
+    def test_a_fork_replays_as_the_parents_prefix_then_its_own(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """A fork at a message replays as the parent's replay up to it, then its own messages;
+        the parent is unchanged, the fork names its parent and the fork point, a withdrawn
+        message cannot be forked at, and erasing the parent leaves the fork whole."""
+        call = {"type": "tool_use", "id": "c1", "name": "ls", "input": {}}
+        first = store.append_message(conv, "user", [{"type": "text", "text": "list it"}])
+        store.append_message(conv, "assistant", [call])
+        point = store.append_message(
+            conv, "user", [{"type": "tool_result", "tool_use_id": "c1", "content": "a.txt"}]
+        )
+        store.compact(conv, "the user asked for a listing", through=first)
+        after = store.append_message(conv, "assistant", [{"type": "text", "text": "parent"}])
+        fork = store.fork(conv, at=point, title="fork")
+        parent_replay = store.replay(conv)["messages"]
+        fork_replay = store.replay(fork)["messages"]
+        assert fork_replay == parent_replay[: len(fork_replay)]
+        assert len(fork_replay) == len(parent_replay) - 1
+        store.append_message(fork, "assistant", [{"type": "text", "text": "fork's own"}])
+        assert store.replay(fork)["messages"][-1]["content"] == "fork's own"
+        assert store.replay(conv)["messages"] == parent_replay
+        started = store.events(fork)[0]
+        assert started.type == "conversation_started"
+        assert (started.parent_id, started.forked_at) == (conv, point)
+        store.rewind(conv, to=first)
+        with pytest.raises(MessageNotFound, match="withdrawn"):
+            store.fork(conv, at=after)
+        store.erase(conv, reason="parent goes")
+        assert store.replay(fork)["messages"][: len(fork_replay)] == fork_replay

@@ -59,3 +59,21 @@ def test_rewind_wants_exactly_one_target(tmp_path: Path) -> None:
     code, out, _ = _run(db, "rewind", str(conv), "--all")
     assert code == 0
     assert out.startswith("rewound at version 5")
+
+
+def test_fork_prints_the_new_id_and_copies_up_to_the_message(tmp_path: Path) -> None:
+    """`fork CONV --at MSG` prints a new conversation's id whose replay is the parent's up to
+    MSG; an unknown MSG is exit 2."""
+    db = str(tmp_path / "s.db")
+    with open_store(db) as store:
+        conv = store.new_conversation()
+        first = store.append_message(conv, "user", [{"type": "text", "text": "one"}])
+        store.append_message(conv, "assistant", [{"type": "text", "text": "two"}])
+    code, out, _ = _run(db, "fork", str(conv), "--at", str(first), "--title", "branch")
+    assert code == 0
+    fork = out.strip()
+    _, replayed, _ = _run(db, "replay", fork)
+    assert json.loads(replayed)["messages"] == [{"role": "user", "content": "one"}]
+    code, _, err = _run(db, "fork", str(conv), "--at", fork)
+    assert code == 2
+    assert "cannot be forked at" in err

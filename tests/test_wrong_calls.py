@@ -85,6 +85,7 @@ def _valid(store: Store) -> dict[str, Any]:
         "rewind conversation": store.new_conversation(),
         "delete_entries conversation": store.new_conversation(),
         "erase conversation": store.new_conversation(),
+        "at": ended,
         "undo_rewind conversation": (undo := store.new_conversation()),
         "rewind": store.rewind(undo, to=None),
         "history": History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))]),

@@ -240,6 +240,13 @@ class AsyncStore:
         :meth:`convstore.Store.undo_rewind`)."""
         await self._write(self.store.undo_rewind, conversation, rewind)
 
+    async def fork(
+        self, conversation: UUID | str, *, at: UUID | str, title: str | None = None
+    ) -> UUID:
+        """Start a conversation whose history is a copy of this one's up to message ``at``
+        (see :meth:`convstore.Store.fork`)."""
+        return await self._write(self.store.fork, conversation, at=at, title=title)
+
     async def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
         """Delete a conversation's events for good, leaving its tombstone (see
         :meth:`convstore.Store.erase`)."""

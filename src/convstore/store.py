@@ -59,6 +59,7 @@ from convstore.errors import (
     ConversationNotFound,
     InvalidBlock,
     InvalidInput,
+    MessageNotFound,
     StoreError,
 )
 from convstore.importing import ImportReport, import_histories
@@ -68,7 +69,7 @@ from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent, topic_of
 from convstore.infrastructure.memory import paused_gc
 from convstore.projections.live import live_request
-from convstore.projections.messages import RecordedMessage, collect_messages
+from convstore.projections.messages import RecordedMessage, collect_history, collect_messages
 from convstore.projections.pressure import Pressure, fit_keep, measure
 from convstore.projections.replay import (
     SHAPES,
@@ -346,6 +347,54 @@ class Store:
         still withdraws them)."""
         version = parse_count(rewind, "rewind", 1)
         self._write(conversation, lambda c: [c.undo_rewind(version)])
+
+    def fork(self, conversation: UUID | str, *, at: UUID | str, title: str | None = None) -> UUID:
+        """Start a new conversation whose history is a copy of this one's up to and including
+        message ``at``; returns its id. It records its parent and the fork point, and appends
+        independently.
+
+        The copy is of what replay would see: messages a rewind withdrew are left out, and the
+        newest compaction through a copied message is copied with it. Every copied message
+        gets a new id. The copy is one transaction, read from one snapshot of the parent.
+        """
+        parent = parse_id(conversation, "conversation")
+        point = parse_id(at, "message")
+        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        history = collect_history(self.events(parent))
+        visible = [m for m in history.messages if not m.withdrawn]
+        ids = [m.message_id for m in visible]
+        if point not in ids:
+            known = any(m.message_id == point for m in history.messages)
+            why = "was withdrawn by a rewind" if known else "is not"
+            msg = f"message {point} {why} in conversation {parent}; it cannot be forked at"
+            raise MessageNotFound(msg)
+        copied = visible[: ids.index(point) + 1]
+        fork_id = uuid4()
+        state = Conversation(id=fork_id)
+        events: list[Event] = []
+
+        def record(event: Event) -> None:
+            state.apply(event)
+            events.append(event)
+
+        record(Conversation.start(fork_id, title, parent_id=parent, forked_at=point))
+        new_ids: dict[UUID, UUID] = {}
+        for message in copied:
+            started = state.start_message(message.role)
+            record(started)
+            new_ids[message.message_id] = started.message_id
+            for recorded in message.blocks:
+                record(state.append_block(started.message_id, recorded.block))
+            if message.status == "ended":
+                record(state.end_message(started.message_id))
+            elif message.status == "interrupted":
+                record(state.interrupt_message(started.message_id, message.interrupt_reason))
+        kept = [c for c in history.compactions if c.through in new_ids]
+        if kept:
+            record(state.compact(kept[-1].summary, new_ids[kept[-1].through]))
+        self._record_new(events)
+        self._remember(state)
+        return fork_id
 
     def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
         """Delete every event of a conversation for good, leaving only its tombstone (id, when,

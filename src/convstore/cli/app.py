@@ -55,6 +55,7 @@ LAZY_COMMANDS = {
     "import": "convstore.cli.importing",
     "erase": "convstore.cli.lifecycle",
     "rewind": "convstore.cli.lifecycle",
+    "fork": "convstore.cli.lifecycle",
 }
 """Commands whose modules load only when asked for (they import heavier libraries)."""
 

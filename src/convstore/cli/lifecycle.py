@@ -1,4 +1,4 @@
-"""Commands over a conversation's whole life: erase (and retention), rewind and its undo."""
+"""Commands over a conversation's whole life: erase (and retention), rewind and its undo, fork."""
 
 from __future__ import annotations
 
@@ -119,3 +119,21 @@ def rewind(
         return
     version = store.rewind(conversation, to=to)
     click.echo(f"rewound at version {version} (undo: convstore rewind CONV --undo {version})")
+
+
+@cli.command()
+@click.argument("conversation", metavar="CONV")
+@click.option("--at", "at", metavar="MSG", required=True, help="The last message to copy.")
+@click.option("--title", "-t", help="A title for the new conversation.")
+@click.pass_context
+def fork(ctx: click.Context, conversation: str, at: str, title: str | None) -> None:
+    """Start a new conversation from CONV's history up to and including MSG; print its id.
+
+    The fork copies what replay would see of CONV up to MSG (new message ids), records CONV
+    as its parent and MSG as the fork point, and then appends independently.
+
+    \b
+    Example:
+        FORK=$(convstore fork $CONV --at $MSG --title "try the other fix")
+    """
+    click.echo(store_from(ctx, create=False).fork(conversation, at=at, title=title))

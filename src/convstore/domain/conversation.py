@@ -171,6 +171,7 @@ class Conversation:
         *,
         parent_id: UUID | None = None,
         source: str | None = None,
+        forked_at: UUID | None = None,
     ) -> ConversationStarted:
         """The event that creates a conversation."""
         return ConversationStarted(
@@ -180,6 +181,7 @@ class Conversation:
             title=title,
             parent_id=parent_id,
             source=source,
+            forked_at=forked_at,
         )
 
     def start_message(self, role: Role, message_id: UUID | None = None) -> MessageStarted:
