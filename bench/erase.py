@@ -52,6 +52,23 @@ def _fill(url: str, messages: int) -> tuple[str, str]:
     return str(conv), str(kept)
 
 
+def _fork(db: Path, conv: str, messages: int) -> None:
+    """Time a fork at the last message (a copy of the whole history), then erase the fork and
+    vacuum, so the measured erase starts from a file without free pages."""
+    with open_store(str(db)) as store:
+        last = store.last_event(conv)
+        assert last is not None
+        assert last.type == "message_ended"
+        started = time.perf_counter()
+        fork = store.fork(conv, at=last.message_id)
+        seconds = time.perf_counter() - started
+        _say(f"fork of all {messages:,} messages (a copy): {seconds * 1000:.0f} ms")
+        store.erase(fork, reason="bench: the fork")
+    with sqlite3.connect(db, isolation_level=None) as conn:
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=10_000)
@@ -61,20 +78,9 @@ def main() -> None:
     work = Path(args.dir or tempfile.mkdtemp(prefix="convstore-erase-"))
     db = work / "erase.db"
     started = time.perf_counter()
-    conv, kept = _fill(str(db), args.messages)
+    conv, _ = _fill(str(db), args.messages)
     _say(f"filled {args.messages:,} messages in {time.perf_counter() - started:.1f} s")
-    with open_store(str(db)) as store:
-        last = store.last_event(conv)
-        assert last is not None
-        assert last.type == "message_ended"
-        started = time.perf_counter()
-        fork = store.fork(conv, at=last.message_id)
-        fork_seconds = time.perf_counter() - started
-        _say(f"fork of all {args.messages:,} messages (a copy): {fork_seconds * 1000:.0f} ms")
-        store.erase(fork, reason="bench: the fork")
-    with sqlite3.connect(db, isolation_level=None) as conn:
-        conn.execute("VACUUM")  # start the measured erase from a file without free pages
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    _fork(db, conv, args.messages)
     copy = work / "baseline.db"
     shutil.copy(db, copy)
     for suffix in ("-wal", "-shm"):

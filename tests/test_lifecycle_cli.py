@@ -77,3 +77,51 @@ def test_fork_prints_the_new_id_and_copies_up_to_the_message(tmp_path: Path) -> 
     code, _, err = _run(db, "fork", str(conv), "--at", fork)
     assert code == 2
     assert "cannot be forked at" in err
+
+
+def test_unique_prefixes_resolve_and_ambiguous_ones_name_the_candidates(tmp_path: Path) -> None:
+    """A unique prefix of a conversation or message id works wherever the id does; an
+    ambiguous one is exit 2 naming the candidates; one that matches nothing is exit 2."""
+    db = str(tmp_path / "s.db")
+    with open_store(db) as store:
+        conv = store.new_conversation(conversation_id="aaaa1111-0000-4000-8000-000000000001")
+        store.new_conversation(conversation_id="aaaa2222-0000-4000-8000-000000000002")
+        message = store.append_message(conv, "user", [{"type": "text", "text": "hi"}])
+    code, out, _ = _run(db, "show", "aaaa1")
+    assert code == 0
+    assert str(message) in out
+    code, _, err = _run(db, "show", "aaaa")
+    assert code == 2
+    assert "ambiguous" in err
+    assert "aaaa1111-0000-4000-8000-000000000001" in err
+    assert "aaaa2222-0000-4000-8000-000000000002" in err
+    code, _, err = _run(db, "log", "bbbb")
+    assert code == 2
+    assert "no conversation id starts with 'bbbb'" in err
+    code, out, _ = _run(db, "fork", "aaaa1", "--at", str(message)[:8])
+    assert code == 0, out
+    code, _, err = _run(db, "rewind", "aaaa1", "--to", "ffff")
+    assert code == 2
+    assert "no message id in that conversation starts with 'ffff'" in err
+
+
+def test_start_opens_a_message_without_stdin(tmp_path: Path) -> None:
+    """`start CONV --role ROLE` prints an open message's id; blocks then stream into it."""
+    db = str(tmp_path / "s.db")
+    with open_store(db) as store:
+        conv = store.new_conversation()
+    code, out, _ = _run(db, "start", str(conv)[:8], "--role", "assistant")
+    assert code == 0
+    message = out.strip()
+    result = CliRunner().invoke(
+        cli, ["--db", db, "add-block", str(conv), message[:6]], input='{"type":"text","text":"hi"}'
+    )
+    assert result.exit_code == 0, result.output
+    assert _run(db, "end", str(conv), message)[0] == 0
+    with open_store(db) as store:
+        [recorded] = store.messages(conv)
+    assert (str(recorded.message_id), recorded.status, recorded.role) == (
+        message,
+        "ended",
+        "assistant",
+    )

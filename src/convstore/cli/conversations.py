@@ -13,6 +13,7 @@ from convstore.cli.app import (
     input_argument,
     json_option,
     message_argument,
+    resolve_message,
     shape_option,
     store_from,
     vision_option,
@@ -94,7 +95,7 @@ def add_block(ctx: click.Context, conversation: str, message: str, source: str |
 
     \b
     Example:
-        MSG=$(echo '[]' | convstore append $CONV --role assistant --open)
+        MSG=$(convstore start $CONV --role assistant)
         echo '{"type":"tool_use","id":"c1","name":"ls","input":{"path":"."}}' \\
           | convstore add-block $CONV $MSG
     """
@@ -204,7 +205,7 @@ def replay(
     else:
         result = store.live_request(
             conversation,
-            live,
+            resolve_message(ctx, conversation, live),
             shape=shape,
             vision=vision,
             full=full,

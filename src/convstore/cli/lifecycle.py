@@ -7,7 +7,13 @@ from datetime import timedelta
 
 import click
 
-from convstore.cli.app import cli, store_from
+from convstore.cli.app import (
+    cli,
+    conversation_argument,
+    resolve_conversation,
+    resolve_message,
+    store_from,
+)
 from convstore.domain.events import utcnow
 from convstore.errors import InvalidInput
 
@@ -67,7 +73,7 @@ def erase(
     store = store_from(ctx, create=False)
     if conversation is not None:
         assert reason is not None
-        erased = store.erase(conversation, reason=reason)
+        erased = store.erase(resolve_conversation(ctx, conversation), reason=reason)
         click.echo(f"erased {erased.id}: {erased.events} event(s)")
         return
     assert span is not None
@@ -86,7 +92,7 @@ def erase(
 
 
 @cli.command()
-@click.argument("conversation", metavar="CONV")
+@conversation_argument
 @click.option("--to", "to", metavar="MSG", help="Keep MSG and every message before it.")
 @click.option("--all", "everything", is_flag=True, help="Withdraw every message.")
 @click.option(
@@ -117,12 +123,14 @@ def rewind(
         store.undo_rewind(conversation, undo)
         click.echo(f"undid the rewind at version {undo}")
         return
-    version = store.rewind(conversation, to=to)
+    version = store.rewind(
+        conversation, to=None if to is None else resolve_message(ctx, conversation, to)
+    )
     click.echo(f"rewound at version {version} (undo: convstore rewind CONV --undo {version})")
 
 
 @cli.command()
-@click.argument("conversation", metavar="CONV")
+@conversation_argument
 @click.option("--at", "at", metavar="MSG", required=True, help="The last message to copy.")
 @click.option("--title", "-t", help="A title for the new conversation.")
 @click.pass_context
@@ -136,4 +144,27 @@ def fork(ctx: click.Context, conversation: str, at: str, title: str | None) -> N
     Example:
         FORK=$(convstore fork $CONV --at $MSG --title "try the other fix")
     """
+    at = resolve_message(ctx, conversation, at)
     click.echo(store_from(ctx, create=False).fork(conversation, at=at, title=title))
+
+
+@cli.command()
+@conversation_argument
+@click.option(
+    "--role",
+    "-r",
+    required=True,
+    type=click.Choice(["system", "user", "assistant"]),
+    help="Who writes the message.",
+)
+@click.pass_context
+def start(ctx: click.Context, conversation: str, role: str) -> None:
+    """Open a message for streaming and print its id (add blocks with add-block, then end).
+
+    \b
+    Example:
+        MSG=$(convstore start $CONV --role assistant)
+        echo '{"type":"text","text":"Looking."}' | convstore add-block $CONV $MSG
+        convstore end $CONV $MSG
+    """
+    click.echo(store_from(ctx, create=False).start_message(conversation, role))
