@@ -6,7 +6,6 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from uuid import UUID
@@ -45,7 +44,7 @@ def test_erased_bytes_leave_the_database_file_and_its_wal(tmp_path: Path) -> Non
         assert SECRET.encode() not in path.read_bytes(), path
 
 
-def _append_until_refused(db: str, conv: str, ready: Callable[[], None] | None = None) -> int:
+def _append_until_refused(db: str, conv: str) -> int:
     """Append messages to ``conv`` until it is erased; returns how many landed."""
     landed = 0
     with open_store(db) as store:
@@ -163,3 +162,27 @@ def test_bad_spans_are_refused(span: str) -> None:
 
     with pytest.raises(InvalidInput):
         parse_duration(span)
+
+
+def test_an_erasure_racing_appending_processes_on_postgres(postgres_url: str) -> None:
+    """On PostgreSQL too, processes appending while another erases end refused, and nothing
+    of the conversation is left: the tombstone counts every event recorded before it."""
+    with open_store(postgres_url) as store:
+        conv = store.new_conversation()
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2) as pool:
+        pending = [
+            pool.apply_async(_append_until_refused, (postgres_url, str(conv))) for _ in range(2)
+        ]
+        with open_store(postgres_url) as store:
+            deadline = time.monotonic() + 60
+            while len(store.events(conv)) < 30 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            erased = store.erase(conv, reason="race")
+        landed = [p.get(timeout=120) for p in pending]
+    assert erased.events == 1 + 3 * sum(landed)
+    with open_store(postgres_url) as store:
+        assert store.last_event(conv) is None
+        verifier = Verifier(heads=store.heads(), key=chain_key())
+        verifier.check_all(store.scan())
+        assert verifier.problems == []
