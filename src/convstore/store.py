@@ -417,7 +417,7 @@ class Store:
         )
         at = utcnow()
         with lock:
-            seq, count = self._guarded(lambda: erase(conversation_id, reason, at.isoformat()))
+            seq, _ = self._guarded(lambda: erase(conversation_id, reason, at.isoformat()))
             with self._guard:
                 self._states.pop(conversation_id, None)
         for _ in range(WAL_TRUNCATE_ATTEMPTS):
@@ -431,7 +431,7 @@ class Store:
                 "once readers are idle"
             )
             raise StoreError(msg)
-        return Erasure(seq, conversation_id, at, reason, count)
+        return self.erasures(seq - 1)[0]
 
     def erasures(self, after: int = 0) -> list[Erasure]:
         """The tombstones of erased conversations after ``seq`` ``after``, in order."""

@@ -36,6 +36,8 @@ class Erasure:
     reason: str
     events: int
     """How many events were deleted."""
+    high: int = 0
+    """The log's newest position when it was erased: positions up to it may be gaps."""
 
 
 SQLITE_ERASED_TABLE = (

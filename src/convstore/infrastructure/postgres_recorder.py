@@ -81,7 +81,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             "VALUES (%s, %s, %s, %s, %s) RETURNING seq"
         ).format(**names)
         self._select_erasures = SQL(
-            "SELECT seq, originator_id, erased_at, reason, events FROM {schema}.{erased} "
+            "SELECT seq, originator_id, erased_at, reason, events, high FROM {schema}.{erased} "
             "WHERE seq > %s ORDER BY seq"
         ).format(**names)
         self._select_heads = SQL(
@@ -181,7 +181,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             curs.execute(self._select_erasures, (after,), prepare=False)
             return [
                 Erasure(
-                    int(r["seq"]), r["originator_id"], r["erased_at"], r["reason"], int(r["events"])
+                    int(r["seq"]),
+                    r["originator_id"],
+                    r["erased_at"],
+                    r["reason"],
+                    int(r["events"]),
+                    int(r["high"]),
                 )
                 for r in curs.fetchall()
             ]

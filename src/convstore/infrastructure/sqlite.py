@@ -286,7 +286,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
         try:
             with self.datastore.transaction(commit=False) as cursor:
                 cursor.execute(
-                    "SELECT seq, originator_id, erased_at, reason, events "  # noqa: S608
+                    "SELECT seq, originator_id, erased_at, reason, events, high "  # noqa: S608
                     f"FROM {ERASED_TABLE} WHERE seq > ? ORDER BY seq",
                     (after,),
                 )
@@ -296,7 +296,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
                 return []
             raise
         return [
-            Erasure(row[0], UUID(row[1]), datetime.fromisoformat(row[2]), row[3], row[4])
+            Erasure(row[0], UUID(row[1]), datetime.fromisoformat(row[2]), row[3], row[4], row[5])
             for row in rows
         ]
 
