@@ -53,8 +53,8 @@ def _foreign(conn: sqlite3.Connection) -> str | None:
     """Why an unmarked SQLite file is not a convstore store made before the marker, or None.
 
     Such a store holds ``stored_events`` (with the hash chains' ``convstore_heads`` and the
-    erasures' ``convstore_erased`` when it was opened by a version that keeps them) or nothing (a first open killed half-way), and
-    every recorded topic is one of convstore's.
+    erasures' ``convstore_erased`` when it was opened by a version that keeps them) or
+    nothing (a first open killed half-way), and every recorded topic is one of convstore's.
     """
     tables = {
         name
