@@ -7,15 +7,18 @@ is called (another connection pool and another writer cache, as a second process
 
 from __future__ import annotations
 
+import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from uuid import UUID, uuid4
 
 import pytest
 
 from convstore import (
+    ConversationErased,
     ConversationNotFound,
     InvalidBlock,
     InvalidInput,
@@ -25,6 +28,9 @@ from convstore import (
     replay,
 )
 from convstore.domain.events import BlockAppended
+from convstore.infrastructure.chain import chain_key
+from convstore.projector import catch_up, open_audit, rebuild
+from convstore.verify import Verifier
 
 TEXT = {"type": "text", "text": "hello"}
 
@@ -395,3 +401,196 @@ class StoreContract(ABC):
         for i in range(4):
             mine = [t for t in texts if t.startswith(f"t{i}-")]
             assert mine == [f"t{i}-{n}" for n in range(per_thread)]
+
+    # -- erasure ---------------------------------------------------------------------------
+
+    def test_erase_leaves_only_a_tombstone(self, store: Store, conv: UUID) -> None:
+        """Erasing deletes every event of the conversation, keeps others whole, and records
+        a tombstone with the reason and the number of events."""
+        other = store.new_conversation(title="kept")
+        store.append_message(other, "user", [TEXT])
+        store.append_message(conv, "user", [{"type": "text", "text": "my secret"}])
+        erased = store.erase(conv, reason="user asked")
+        assert (erased.id, erased.reason, erased.events) == (conv, "user asked", 4)
+        assert [(e.id, e.reason, e.events) for e in store.erasures()] == [(conv, "user asked", 4)]
+        with pytest.raises(ConversationNotFound):
+            store.events(conv)
+        with pytest.raises(ConversationNotFound):
+            store.replay(conv)
+        assert [c.id for c in store.conversations()] == [other]
+        assert len(store.events(other)) == 4
+        assert all(e.originator_id != conv for _, e in store.notifications(0, 1000))
+
+    def test_an_erased_id_takes_no_more_writes(self, store: Store, conv: UUID) -> None:
+        """A writer whose cache still knows the conversation, or one starting it afresh, is
+        refused with ConversationErased: nothing lands under an erased id."""
+        stale = self.open_store()
+        try:
+            message = stale.append_message(conv, "assistant", [TEXT], leave_open=True)
+            store.erase(conv, reason="gone")
+            with pytest.raises(ConversationErased):
+                stale.append_block(conv, message, TEXT)
+            with pytest.raises(ConversationErased):
+                stale.new_conversation(conversation_id=conv)
+            with pytest.raises(ConversationErased):
+                store.erase(conv, reason="again")
+        finally:
+            stale.close()
+        with pytest.raises(ConversationNotFound):
+            store.erase(uuid4(), reason="never existed")
+        assert store.last_event(conv) is None
+
+    def test_erase_keeps_verify_clean_and_dump_without_it(self, store: Store, conv: UUID) -> None:
+        """After an erasure verify reports nothing (no gap, no missing head) and a dump holds
+        none of its events; a child naming it as parent keeps its own events."""
+        store.append_message(conv, "user", [{"type": "text", "text": "erase me"}])
+        child = store.new_conversation(title="sidechain", parent_id=conv)
+        store.append_message(child, "user", [TEXT])
+        store.erase(conv, reason="retention")
+        heads = store.heads()
+        assert heads is not None
+        assert conv not in heads
+        verifier = Verifier(heads=heads, key=chain_key())
+        verifier.check_all(store.scan())
+        assert verifier.problems == []
+        dumped = b"".join(store.dump())
+        assert all(
+            json.loads(line).get("conversation") != str(conv) for line in dumped.splitlines()
+        )
+        assert b"erase me" not in dumped
+        assert [c.parent_id for c in store.conversations() if c.id == child] == [conv]
+        assert len(store.events(child)) == 4
+
+    def test_the_audit_read_model_forgets_an_erased_conversation(
+        self, store: Store, conv: UUID, tmp_path: Path
+    ) -> None:
+        """A read model that had projected the conversation deletes its rows (full-text index
+        included) at its next catch-up, and a rebuild never brings them back."""
+        store.append_message(conv, "user", [{"type": "text", "text": "zanzibar password"}])
+        kept = store.new_conversation()
+        store.append_message(kept, "user", [TEXT])
+        path = tmp_path / "audit.db"
+        audit = open_audit(store, path)
+        try:
+            catch_up(store, audit)
+            assert (
+                audit.query(
+                    "SELECT count(*) AS n FROM blocks_fts WHERE blocks_fts MATCH 'zanzibar'"
+                )[0]["n"]
+                == 1
+            )
+            store.erase(conv, reason="user asked")
+            catch_up(store, audit)
+            for table in ("messages", "blocks", "tool_calls", "images", "compactions"):
+                rows = audit.query(
+                    f"SELECT count(*) AS n FROM {table} WHERE conversation_id = ?",  # noqa: S608
+                    [str(conv)],
+                )
+                assert rows[0]["n"] == 0, table
+            assert audit.query("SELECT id FROM conversations") == [{"id": str(kept)}]
+            assert (
+                audit.query(
+                    "SELECT count(*) AS n FROM blocks_fts WHERE blocks_fts MATCH 'zanzibar'"
+                )[0]["n"]
+                == 0
+            )
+        finally:
+            audit.close()
+        assert b"zanzibar" not in path.read_bytes()
+        rebuild(store, path)
+        audit = open_audit(store, path)
+        try:
+            assert audit.query("SELECT id FROM conversations") == [{"id": str(kept)}]
+            later = store.new_conversation()  # positions after the erasure still project
+            catch_up(store, audit)
+            assert {r["id"] for r in audit.query("SELECT id FROM conversations")} == {
+                str(kept),
+                str(later),
+            }
+        finally:
+            audit.close()
+
+    def test_erasing_the_newest_events_never_reuses_their_positions(
+        self, store: Store, conv: UUID, tmp_path: Path
+    ) -> None:
+        """When the erased events were the last in the log, the next event still gets a
+        position past them, so a projection that saw them misses nothing written after."""
+        store.append_message(conv, "user", [TEXT])
+        high = store.log_position()
+        audit = open_audit(store, tmp_path / "audit.db")
+        try:
+            catch_up(store, audit)
+            store.erase(conv, reason="tail")
+            after = store.new_conversation()
+            assert store.log_position() > high
+            catch_up(store, audit)
+            assert audit.query("SELECT id FROM conversations") == [{"id": str(after)}]
+        finally:
+            audit.close()
+
+    # -- rewind and its undo -----------------------------------------------------------------
+
+    def test_a_rewind_is_undone_by_a_later_event(
+        self, store: Store, conv: UUID, tmp_path: Path
+    ) -> None:
+        """Undoing a rewind brings its messages back to replay (for a fresh store too), the
+        audit marks them withdrawn and then not, and a rewind is undone only once."""
+        first = store.append_message(conv, "user", [{"type": "text", "text": "one"}])
+        store.append_message(conv, "assistant", [{"type": "text", "text": "two"}])
+        store.append_message(conv, "user", [{"type": "text", "text": "three"}])
+        audit = open_audit(store, tmp_path / "audit.db")
+        try:
+            version = store.rewind(conv, to=first)
+            assert len(store.replay(conv)["messages"]) == 1
+            catch_up(store, audit)
+            flags = "SELECT withdrawn FROM messages ORDER BY position"
+            assert [r["withdrawn"] for r in audit.query(flags)] == [0, 1, 1]
+            store.undo_rewind(conv, version)
+            assert len(store.replay(conv)["messages"]) == 3
+            catch_up(store, audit)
+            assert [r["withdrawn"] for r in audit.query(flags)] == [0, 0, 0]
+        finally:
+            audit.close()
+        other = self.open_store()
+        try:
+            assert len(other.replay(conv)["messages"]) == 3
+            with pytest.raises(InvalidInput, match="not a rewind in force"):
+                other.undo_rewind(conv, version)
+            with pytest.raises(InvalidInput, match="not a rewind in force"):
+                other.undo_rewind(conv, 2)
+        finally:
+            other.close()
+        assert all(not m.withdrawn for m in store.messages(conv))
+
+    # -- fork ----------------------------------------------------------------------------------
+
+    def test_a_fork_replays_as_the_parents_prefix_then_its_own(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """A fork at a message replays as the parent's replay up to it, then its own messages;
+        the parent is unchanged, the fork names its parent and the fork point, a withdrawn
+        message cannot be forked at, and erasing the parent leaves the fork whole."""
+        call = {"type": "tool_use", "id": "c1", "name": "ls", "input": {}}
+        first = store.append_message(conv, "user", [{"type": "text", "text": "list it"}])
+        store.append_message(conv, "assistant", [call])
+        point = store.append_message(
+            conv, "user", [{"type": "tool_result", "tool_use_id": "c1", "content": "a.txt"}]
+        )
+        store.compact(conv, "the user asked for a listing", through=first)
+        after = store.append_message(conv, "assistant", [{"type": "text", "text": "parent"}])
+        fork = store.fork(conv, at=point, title="fork")
+        parent_replay = store.replay(conv)["messages"]
+        fork_replay = store.replay(fork)["messages"]
+        assert fork_replay == parent_replay[: len(fork_replay)]
+        assert len(fork_replay) == len(parent_replay) - 1
+        store.append_message(fork, "assistant", [{"type": "text", "text": "fork's own"}])
+        assert store.replay(fork)["messages"][-1]["content"] == "fork's own"
+        assert store.replay(conv)["messages"] == parent_replay
+        started = store.events(fork)[0]
+        assert started.type == "conversation_started"
+        assert (started.parent_id, started.forked_at) == (conv, point)
+        store.rewind(conv, to=first)
+        with pytest.raises(MessageNotFound, match="withdrawn"):
+            store.fork(conv, at=after)
+        store.erase(conv, reason="parent goes")
+        assert store.replay(fork)["messages"][: len(fork_replay)] == fork_replay

@@ -304,6 +304,10 @@ class HistoryBuilder:
         """Record a rewind: every message after ``to`` (all, for ``None``) is withdrawn."""
         self.record([self.state.rewind(to)])
 
+    def undo_rewind(self, rewind: int) -> None:
+        """Undo the rewind recorded at version ``rewind``."""
+        self.record([self.state.undo_rewind(rewind)])
+
     def visible_messages(self) -> list[UUID]:
         """The messages no rewind withdrew, in start order."""
         return [mid for mid, message in self.state.messages.items() if not message.withdrawn]
@@ -390,6 +394,9 @@ def histories(
             continue
         if visible and draw(st.integers(0, 9)) == 0:
             builder.rewind(draw(st.none() | st.sampled_from(visible)))
+            continue
+        if builder.state.rewinds and draw(st.integers(0, 5)) == 0:
+            builder.undo_rewind(draw(st.sampled_from(sorted(builder.state.rewinds))))
             continue
         still_open = builder.open_messages()
         if still_open and draw(st.integers(0, 3)) == 0:

@@ -49,6 +49,7 @@ from convstore.domain.events import (
     MessageMeta,
     MessageMetaRecorded,
     MessageStarted,
+    RewindUndone,
     Rewound,
     Role,
     TokenUsage,
@@ -128,6 +129,7 @@ def fold(events: list[Event]) -> History:
     messages: dict[UUID, Stored] = {}
     call_names: dict[str, str] = {}
     compactions: list[tuple[str, UUID]] = []
+    rewinds: dict[int, set[UUID]] = {}
     for event in events:
         match event:
             case ConversationStarted() | MessageEnded() | EntriesRecorded() | EntriesDeleted():
@@ -152,8 +154,13 @@ def fold(events: list[Event]) -> History:
             case Rewound():
                 ids = list(messages)
                 after = 0 if event.to is None else ids.index(event.to) + 1
+                rewinds[event.originator_version] = set(ids[after:])
                 for message_id in ids[after:]:
                     messages[message_id].withdrawn = True
+            case RewindUndone():
+                rewinds.pop(event.rewind)
+                for message_id, message in messages.items():
+                    message.withdrawn = any(message_id in ids for ids in rewinds.values())
             case _:
                 assert_never(event)
     visible = [m for m in messages.values() if not m.withdrawn]
@@ -554,6 +561,7 @@ def disguised(events: list[Event]) -> list[Event]:
                 ConversationStarted()
                 | EntriesRecorded()
                 | EntriesDeleted()
+                | RewindUndone()
                 | ConversationRenamed()
                 | LabelsSet()
                 | LabelsRemoved()

@@ -84,6 +84,10 @@ def _valid(store: Store) -> dict[str, Any]:
         # Rewinding and deleting entries withdraw messages: on conversations of their own.
         "rewind conversation": store.new_conversation(),
         "delete_entries conversation": store.new_conversation(),
+        "erase conversation": store.new_conversation(),
+        "at": ended,
+        "undo_rewind conversation": (undo := store.new_conversation()),
+        "rewind": store.rewind(undo, to=None),
         "history": History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))]),
         "histories": [History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))])],
         "sources": None,

@@ -104,6 +104,9 @@ if TYPE_CHECKING:
         ConcurrencyError as ConcurrencyError,
     )
     from convstore.errors import (
+        ConversationErased as ConversationErased,
+    )
+    from convstore.errors import (
         ConversationNotFound as ConversationNotFound,
     )
     from convstore.errors import (
@@ -135,6 +138,9 @@ if TYPE_CHECKING:
     )
     from convstore.infrastructure.chain import (
         Head as Head,
+    )
+    from convstore.infrastructure.erasure import (
+        Erasure as Erasure,
     )
     from convstore.infrastructure.records import (
         Recorded as Recorded,
@@ -179,6 +185,7 @@ _EXPORTS: dict[str, str] = {
     "BlockAppended": "convstore.domain.events",
     "Compacted": "convstore.domain.events",
     "ConcurrencyError": "convstore.errors",
+    "ConversationErased": "convstore.errors",
     "ConversationInfo": "convstore.store",
     "ConversationNotFound": "convstore.errors",
     "ConversationRenamed": "convstore.domain.events",
@@ -186,6 +193,7 @@ _EXPORTS: dict[str, str] = {
     "ConvstoreError": "convstore.errors",
     "EntriesDeleted": "convstore.domain.events",
     "EntriesRecorded": "convstore.domain.events",
+    "Erasure": "convstore.infrastructure.erasure",
     "Event": "convstore.domain.events",
     "Head": "convstore.infrastructure.chain",
     "History": "convstore.convert.history",

@@ -42,6 +42,7 @@ from convstore.domain.events import Event, MessageMeta, Role
 from convstore.domain.limits import Limits
 from convstore.errors import StoreError
 from convstore.infrastructure.chain import Head
+from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.postgres import is_postgres_url
 from convstore.infrastructure.records import Recorded
 from convstore.projections.messages import RecordedMessage
@@ -279,9 +280,31 @@ class AsyncStore:
         """Record that an open message was cut short (and why, if known)."""
         await self._write(self.store.interrupt_message, conversation, message, reason)
 
-    async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
-        """Withdraw every message recorded after ``to`` (all of them when ``None``)."""
-        await self._write(self.store.rewind, conversation, to=to)
+    async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> int:
+        """Withdraw every message recorded after ``to`` (all of them when ``None``); returns
+        the rewind's version."""
+        return await self._write(self.store.rewind, conversation, to=to)
+
+    async def undo_rewind(self, conversation: UUID | str, rewind: int) -> None:
+        """Undo the rewind recorded at version ``rewind`` (see
+        :meth:`convstore.Store.undo_rewind`)."""
+        await self._write(self.store.undo_rewind, conversation, rewind)
+
+    async def fork(
+        self, conversation: UUID | str, *, at: UUID | str, title: str | None = None
+    ) -> UUID:
+        """Start a conversation whose history is a copy of this one's up to message ``at``
+        (see :meth:`convstore.Store.fork`)."""
+        return await self._write(self.store.fork, conversation, at=at, title=title)
+
+    async def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
+        """Delete a conversation's events for good, leaving its tombstone (see
+        :meth:`convstore.Store.erase`)."""
+        return await self._write(self.store.erase, conversation, reason=reason)
+
+    async def erasures(self, after: int = 0) -> list[Erasure]:
+        """The tombstones of erased conversations after ``seq`` ``after``, in order."""
+        return await self._read(self.store.erasures, after)
 
     async def append_message(
         self,

@@ -27,6 +27,10 @@ class ConversationNotFound(NotFound):
     """No conversation with that id exists in the store."""
 
 
+class ConversationErased(ConversationNotFound):
+    """The conversation was erased: its events are gone for good and it takes no more."""
+
+
 class NoStore(NotFound):
     """Nothing has been recorded at that location yet."""
 

@@ -90,8 +90,10 @@ def catch_up(
             with paused_gc():
                 batch = store.notifications(position, batch_size)
                 if not batch:
+                    _forget_erased(store, audit)
                     return applied
                 position = audit.apply(batch, after=position)
+                _forget_erased(store, audit)
         except ProjectionConflict:
             position = audit.position()  # another projector got there; carry on from its work
             continue
@@ -102,6 +104,16 @@ def catch_up(
         applied += len(batch)
         if progress is not None:
             progress(len(batch))
+
+
+def _forget_erased(store: Store, audit: AuditDatabase) -> None:
+    """Drop from the read model what it derived from conversations erased since it last
+    looked. Run after each batch: an event read before an erasure committed is applied, then
+    deleted here, because the tombstones are read after the events."""
+    seen = audit.erasures_seen()
+    erasures = store.erasures(seen)
+    if erasures:
+        audit.forget(erasures, after=seen)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from convstore.domain.events import (
     Event,
     MessageMeta,
     Role,
+    utcnow,
 )
 from convstore.domain.limits import Limits
 from convstore.domain.metadata import parse_label_keys, parse_labels, parse_meta
@@ -59,11 +60,13 @@ from convstore.errors import (
     ConversationNotFound,
     InvalidBlock,
     InvalidInput,
+    MessageNotFound,
     StoreError,
 )
 from convstore.importing import ImportReport, import_histories
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.chain import Head
+from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS, UnreadableEvent
 from convstore.infrastructure.memory import paused_gc
 from convstore.infrastructure.records import Recorded, failure_detail
@@ -75,7 +78,7 @@ from convstore.projections.listing import (
     micros,
 )
 from convstore.projections.live import live_request
-from convstore.projections.messages import RecordedMessage, collect_messages
+from convstore.projections.messages import RecordedMessage, collect_history, collect_messages
 from convstore.projections.pressure import Pressure, fit_keep, measure
 from convstore.projections.replay import (
     SHAPES,
@@ -94,6 +97,9 @@ MIN_WRITE_ATTEMPTS = 200
 WRITE_RETRY_SECONDS = 30.0
 """…and for at least this long before it gives up: a writer starved of CPU on a busy host
 loses many races in a row without anything being wrong."""
+
+WAL_TRUNCATE_ATTEMPTS = 50
+"""How often (every 0.1 s) an erasure tries to empty SQLite's write-ahead log."""
 
 STATE_CACHE_SIZE = 256
 """How many conversations' writer states one store keeps in memory."""
@@ -395,11 +401,114 @@ class Store:
         checked = parse_label_keys(keys, self.limits)
         self._write(conversation, lambda c: [c.remove_labels(checked)])
 
-    def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> None:
+    def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> int:
         """Withdraw every message recorded after ``to`` (every message, when ``to`` is
-        ``None``): replay, pressure and live rounds leave them out; the log keeps them."""
+        ``None``): replay, pressure and live rounds leave them out; the log keeps them.
+        Returns the rewind's version, which :meth:`undo_rewind` takes."""
         message_id = None if to is None else parse_id(to, "message")
-        self._write(conversation, lambda c: [c.rewind(message_id)])
+        events = self._write(conversation, lambda c: [c.rewind(message_id)])
+        return events[0].originator_version
+
+    def undo_rewind(self, conversation: UUID | str, rewind: int) -> None:
+        """Undo the rewind recorded at version ``rewind``: the messages it withdrew are
+        visible again in replay, pressure and live rounds (unless another rewind in force
+        still withdraws them)."""
+        version = parse_count(rewind, "rewind", 1)
+        self._write(conversation, lambda c: [c.undo_rewind(version)])
+
+    def fork(self, conversation: UUID | str, *, at: UUID | str, title: str | None = None) -> UUID:
+        """Start a new conversation whose history is a copy of this one's up to and including
+        message ``at``; returns its id. It records its parent and the fork point, and appends
+        independently.
+
+        The copy is of what replay would see: messages a rewind withdrew are left out, and the
+        newest compaction through a copied message is copied with it. Every copied message
+        gets a new id. The copy is one transaction, read from one snapshot of the parent.
+        """
+        parent = parse_id(conversation, "conversation")
+        point = parse_id(at, "message")
+        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        history = collect_history(self.events(parent))
+        visible = [m for m in history.messages if not m.withdrawn]
+        ids = [m.message_id for m in visible]
+        if point not in ids:
+            known = any(m.message_id == point for m in history.messages)
+            why = "was withdrawn by a rewind" if known else "is not"
+            msg = f"message {point} {why} in conversation {parent}; it cannot be forked at"
+            raise MessageNotFound(msg)
+        copied = visible[: ids.index(point) + 1]
+        fork_id = uuid4()
+        state = Conversation(id=fork_id)
+        events: list[Event] = []
+
+        def record(event: Event) -> None:
+            state.apply(event)
+            events.append(event)
+
+        record(Conversation.start(fork_id, title, parent_id=parent, forked_at=point))
+        new_ids: dict[UUID, UUID] = {}
+        for message in copied:
+            started = state.start_message(message.role)
+            record(started)
+            new_ids[message.message_id] = started.message_id
+            for recorded in message.blocks:
+                record(state.append_block(started.message_id, recorded.block))
+            if message.status == "ended":
+                record(state.end_message(started.message_id))
+            elif message.status == "interrupted":
+                record(state.interrupt_message(started.message_id, message.interrupt_reason))
+        kept = [c for c in history.compactions if c.through in new_ids]
+        if kept:
+            record(state.compact(kept[-1].summary, new_ids[kept[-1].through]))
+        self._record_new(events)
+        self._remember(state)
+        return fork_id
+
+    def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
+        """Delete every event of a conversation for good, leaving only its tombstone (id, when,
+        ``reason``, how many events); returns the tombstone.
+
+        The one exception to "nothing is deleted". On SQLite the deleted bytes are overwritten
+        and the write-ahead log emptied before this returns; on PostgreSQL the rows are
+        deleted (their bytes stay in dead tuples until the table is vacuumed). Nothing more is
+        recorded under the id afterwards. Read models drop what they derived from it at their
+        next catch-up. Conversations that name it as their parent are not touched.
+        """
+        conversation_id = parse_id(conversation, "conversation")
+        reason = parse_text(reason, "reason", self.limits.max_note_bytes)
+        erase = getattr(self._log.recorder, "erase", None)
+        if erase is None:
+            msg = "this store's backend cannot erase"
+            raise InvalidInput(msg)
+        lock = self._locks.get(conversation_id) or self._locks.setdefault(
+            conversation_id, threading.Lock()
+        )
+        at = utcnow()
+        with lock:
+            seq, _ = self._guarded(lambda: erase(conversation_id, reason, at.isoformat()))
+            with self._guard:
+                self._states.pop(conversation_id, None)
+        for _ in range(WAL_TRUNCATE_ATTEMPTS):
+            if self._guarded(self._log.recorder.truncate_wal):  # type: ignore[attr-defined]
+                break
+            time.sleep(0.1)
+        else:
+            msg = (
+                f"conversation {conversation_id} was erased, but a reader kept the write-ahead "
+                "log in use for 5 s: its old bytes leave that file at the next checkpoint, "
+                "once readers are idle"
+            )
+            raise StoreError(msg)
+        return self.erasures(seq - 1)[0]
+
+    def erasures(self, after: int = 0) -> list[Erasure]:
+        """The tombstones of erased conversations after ``seq`` ``after``, in order."""
+        after = parse_count(after, "after")
+        select = getattr(self._log.recorder, "select_erasures", None)
+        if select is None:
+            return []
+        found: list[Erasure] = self._guarded(lambda: select(after))
+        return found
 
     def replay(
         self,

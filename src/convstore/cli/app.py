@@ -11,11 +11,12 @@ import os
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
+from uuid import UUID
 
 import click
 
 from convstore.bootstrap import ENV_VAR, open_store
-from convstore.errors import ConvstoreError, InvalidInput
+from convstore.errors import ConversationNotFound, ConvstoreError, InvalidInput, MessageNotFound
 from convstore.infrastructure.sqlite import default_path
 from convstore.projections.replay import SHAPES
 from convstore.store import Store
@@ -56,6 +57,10 @@ LAZY_COMMANDS = {
     "export": "convstore.cli.transfer",
     "import": "convstore.cli.importing",
     "serve": "convstore.cli.web",
+    "erase": "convstore.cli.lifecycle",
+    "rewind": "convstore.cli.lifecycle",
+    "fork": "convstore.cli.lifecycle",
+    "start": "convstore.cli.lifecycle",
 }
 """Commands whose modules load only when asked for (they import heavier libraries)."""
 
@@ -115,9 +120,81 @@ class _Group(click.Group):
 
 
 def store_from(ctx: click.Context, *, create: bool) -> Store:
+    """The command's store, opened once per command (an id prefix resolved while the
+    arguments are parsed uses the same one)."""
+    key = "store (create)" if create else "store"
+    cached: Store | None = ctx.obj.get(key)
+    if cached is not None:
+        return cached
     store = open_store(ctx.obj["db"], create=create)
-    ctx.call_on_close(store.close)
+    ctx.obj[key] = store
+
+    def close() -> None:
+        ctx.obj.pop(key, None)
+        store.close()
+
+    ctx.call_on_close(close)
     return store
+
+
+MIN_PREFIX = 4
+"""The shortest id prefix resolved (as git's short hashes); shorter text is taken as given."""
+
+_PREFIX_CHARS = frozenset("0123456789abcdef-")
+
+
+def _prefix(text: str) -> str | None:
+    """``text`` as an id prefix to search for (lowercase hex, dashes kept), or ``None`` when it
+    is a whole id or no prefix (then it is passed on as given and checked as usual)."""
+    lowered = text.strip().lower()
+    if len(lowered) < MIN_PREFIX or not set(lowered) <= _PREFIX_CHARS:
+        return None
+    try:
+        UUID(lowered)
+    except ValueError:
+        return lowered
+    return None
+
+
+def _pick(prefix: str, kind: str, where: str, ids: list[UUID]) -> str:
+    found = [i for i in ids if str(i).startswith(prefix) or i.hex.startswith(prefix)]
+    if not found:
+        msg = f"no {kind} id{where} starts with {prefix!r}"
+        raise (ConversationNotFound if kind == "conversation" else MessageNotFound)(msg)
+    if len(found) > 1:
+        shown = ", ".join(str(i) for i in found[:5]) + (" …" if len(found) > 5 else "")
+        msg = f"{prefix!r} is ambiguous: {len(found)} {kind} ids{where} start with it ({shown})"
+        raise InvalidInput(msg)
+    return str(found[0])
+
+
+def resolve_conversation(ctx: click.Context, text: str) -> str:
+    """A conversation id from a unique prefix of it (whole ids and other text pass as given)."""
+    prefix = _prefix(text)
+    if prefix is None:
+        return text
+    ids = [c.id for c in store_from(ctx, create=False).conversations()]
+    return _pick(prefix, "conversation", "", ids)
+
+
+def resolve_message(ctx: click.Context, conversation: str, text: str) -> str:
+    """A message id from a unique prefix of it among ``conversation``'s messages."""
+    prefix = _prefix(text)
+    if prefix is None:
+        return text
+    messages = store_from(ctx, create=False).messages(conversation)
+    return _pick(prefix, "message", " in that conversation", [m.message_id for m in messages])
+
+
+def _conversation_callback(ctx: click.Context, _: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else resolve_conversation(ctx, value)
+
+
+def _message_callback(ctx: click.Context, _: click.Parameter, value: str | None) -> str | None:
+    conversation = ctx.params.get("conversation")
+    if value is None or conversation is None:
+        return value
+    return resolve_message(ctx, conversation, value)
 
 
 def shape_option(func: _F) -> _F:
@@ -157,8 +234,12 @@ def json_option(func: _F) -> _F:
 
 
 input_argument = click.argument("source", metavar="[FILE|-]", required=False)
-conversation_argument = click.argument("conversation", metavar="CONV")
-message_argument = click.argument("message", metavar="MSG")
+conversation_argument = click.argument(
+    "conversation", metavar="CONV", callback=_conversation_callback
+)
+"""CONV: a conversation id, or a unique prefix of one (at least 4 characters)."""
+message_argument = click.argument("message", metavar="MSG", callback=_message_callback)
+"""MSG (after CONV): a message id, or a unique prefix of one within that conversation."""
 
 
 # -- the group --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from convstore.cli.app import (
     conversation_argument,
     input_argument,
     json_option,
+    resolve_message,
     shape_option,
     store_from,
     vision_option,
@@ -38,6 +39,7 @@ def compact(ctx: click.Context, conversation: str, through: str, source: str | N
           | convstore compact $CONV --through $MSG
     """
     summary = read_text(source)
+    through = resolve_message(ctx, conversation, through)
     store_from(ctx, create=False).compact(conversation, summary, through=through)
 
 

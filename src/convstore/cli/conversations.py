@@ -16,6 +16,7 @@ from convstore.cli.app import (
     input_argument,
     json_option,
     message_argument,
+    resolve_message,
     shape_option,
     store_from,
     vision_option,
@@ -133,7 +134,7 @@ def add_block(ctx: click.Context, conversation: str, message: str, source: str |
 
     \b
     Example:
-        MSG=$(echo '[]' | convstore append $CONV --role assistant --open)
+        MSG=$(convstore start $CONV --role assistant)
         echo '{"type":"tool_use","id":"c1","name":"ls","input":{"path":"."}}' \\
           | convstore add-block $CONV $MSG
     """
@@ -248,7 +249,7 @@ def replay(
     else:
         result = store.live_request(
             conversation,
-            live,
+            resolve_message(ctx, conversation, live),
             shape=shape,
             vision=vision,
             full=full,
@@ -261,23 +262,36 @@ def replay(
 
 @cli.command()
 @conversation_argument
+@click.option(
+    "--all", "everything", is_flag=True, help="Also show messages a rewind withdrew, marked."
+)
 @click.pass_context
-def show(ctx: click.Context, conversation: str) -> None:
-    """Print a readable transcript: each message with its role, status and blocks.
+def show(ctx: click.Context, conversation: str, everything: bool) -> None:
+    """Print a readable transcript: each message with its id, role, status and blocks.
+
+    Messages a rewind withdrew are left out (as replay leaves them out) unless --all.
 
     \b
     Example:
-        convstore show $CONV | less
+        convstore show $CONV --all | less
     """
     events = store_from(ctx, create=False).events(conversation)
     state = Conversation.from_events(events[0].originator_id, events)
     if state.labels:
         shown = ", ".join(f"{key}={value}" for key, value in sorted(state.labels.items()))
         click.echo(f"{state.title or '(untitled)'} · labels: {shown}\n")
+    hidden = 0
     for number, message in enumerate(collect_messages(events), 1):
+        if message.withdrawn and not everything:
+            hidden += 1
+            continue
         status = {"open": "open (never ended)"}.get(message.status, message.status)
         stamp = message.started_at.strftime("%Y-%m-%d %H:%M:%S")
-        click.secho(f"[{number}] {message.role} · {status} · {stamp}", bold=True)
+        withdrawn = " · withdrawn by a rewind" if message.withdrawn else ""
+        click.secho(
+            f"[{number}] {message.role} · {status} · {stamp}{withdrawn} · {message.message_id}",
+            bold=True,
+        )
         if message.meta is not None:
             click.echo(f"    ({describe_meta(message.meta)})")
         if not message.blocks:
@@ -289,6 +303,8 @@ def show(ctx: click.Context, conversation: str) -> None:
         if message.status == "interrupted":
             click.echo("    " + interruption_marker(message.interrupt_reason))
         click.echo()
+    if hidden:
+        click.echo(f"({hidden} message(s) withdrawn by a rewind not shown; --all shows them)")
 
 
 @cli.command()

@@ -43,6 +43,7 @@ from convstore.domain.events import (
     MessageMeta,
     MessageMetaRecorded,
     MessageStarted,
+    RewindUndone,
     Rewound,
     Role,
     utcnow,
@@ -77,6 +78,8 @@ class Conversation:
     entry_uuids: set[str] = field(default_factory=set)
     labels: dict[str, str] = field(default_factory=dict)
     """``uuid`` of every runtime entry recorded since the last deletion (the idempotency key)."""
+    rewinds: dict[int, list[UUID]] = field(default_factory=dict)
+    """Each rewind still in force (by its version): the messages it withdrew."""
 
     # -- folding ---------------------------------------------------------------------------
 
@@ -110,8 +113,12 @@ class Conversation:
             case Compacted():
                 pass
             case Rewound():
-                for message in withdrawn_after(self.messages, event.to):
-                    message.withdrawn = True
+                self.rewinds[event.originator_version] = withdrawn_ids(self.messages, event.to)
+                for message_id in self.rewinds[event.originator_version]:
+                    self.messages[message_id].withdrawn = True
+            case RewindUndone():
+                for message_id in restored_ids(self.rewinds, event.rewind):
+                    self.messages[message_id].withdrawn = False
             case EntriesRecorded():
                 self.entry_uuids.update(entry_uuids(event.entries))
             case EntriesDeleted():
@@ -164,6 +171,8 @@ class Conversation:
                 self.compact(event.summary, event.through)
             case Rewound():
                 self.rewind(event.to)
+            case RewindUndone():
+                self.undo_rewind(event.rewind)
             case EntriesRecorded() | EntriesDeleted():
                 pass  # a runtime's entries, kept verbatim: no message rule applies to them
             case ConversationRenamed() | LabelsRemoved():
@@ -184,6 +193,7 @@ class Conversation:
         *,
         parent_id: UUID | None = None,
         source: str | None = None,
+        forked_at: UUID | None = None,
     ) -> ConversationStarted:
         """The event that creates a conversation."""
         return ConversationStarted(
@@ -193,6 +203,7 @@ class Conversation:
             title=title,
             parent_id=parent_id,
             source=source,
+            forked_at=forked_at,
         )
 
     def start_message(self, role: Role, message_id: UUID | None = None) -> MessageStarted:
@@ -298,6 +309,21 @@ class Conversation:
             originator_version=self.version + 1,
             timestamp=utcnow(),
             to=to,
+        )
+
+    def undo_rewind(self, rewind: int) -> RewindUndone:
+        """Undo the rewind recorded at version ``rewind``: its messages are visible again."""
+        if rewind not in self.rewinds:
+            msg = (
+                f"version {rewind} of conversation {self.id} is not a rewind in force "
+                "(not a rewind, or already undone)"
+            )
+            raise InvalidInput(msg)
+        return RewindUndone(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=utcnow(),
+            rewind=rewind,
         )
 
     def compact(self, summary: str, through: UUID) -> Compacted:
@@ -552,8 +578,16 @@ def _fresh_calls(blocks: Sequence[Block], recorded: dict[str, str]) -> list[Bloc
 _M = TypeVar("_M")
 
 
-def withdrawn_after(messages: dict[UUID, _M], to: UUID | None) -> list[_M]:
-    """The messages (in start order) that a rewind to ``to`` withdraws: every one after it."""
+def withdrawn_ids(messages: dict[UUID, _M], to: UUID | None) -> list[UUID]:
+    """The ids (in start order) of the messages a rewind to ``to`` withdraws."""
     ordered = list(messages)
     start = 0 if to is None else ordered.index(to) + 1 if to in messages else len(ordered)
-    return [messages[key] for key in ordered[start:]]
+    return ordered[start:]
+
+
+def restored_ids(rewinds: dict[int, list[UUID]], undone: int) -> list[UUID]:
+    """Drop the rewind at version ``undone`` from ``rewinds`` (those in force); returns the
+    messages it withdrew that no rewind still in force withdraws."""
+    withdrawn = rewinds.pop(undone, [])
+    still = {message_id for ids in rewinds.values() for message_id in ids}
+    return [message_id for message_id in withdrawn if message_id not in still]

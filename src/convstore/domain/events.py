@@ -42,13 +42,15 @@ class ConversationStarted(_Event):
     ``parent_id`` names the conversation this one branched from (a subagent's sidechain, a
     fork); ``source`` names where its history came from when it was imported (a stable key
     such as ``claude-code:<session id>`` or ``sha256:<hex of the bytes>``), so the same
-    history is not imported twice by mistake.
+    history is not imported twice by mistake. ``forked_at`` is set on a fork: the parent's
+    message its copied history ends with.
     """
 
     type: Literal["conversation_started"] = "conversation_started"
     title: str | None = None
     parent_id: UUID | None = None
     source: str | None = None
+    forked_at: UUID | None = None
 
 
 class MessageStarted(_Event):
@@ -109,6 +111,14 @@ class Rewound(_Event):
 
     type: Literal["rewound"] = "rewound"
     to: UUID | None = None
+
+
+class RewindUndone(_Event):
+    """The rewind recorded at version ``rewind`` no longer applies: the messages it withdrew
+    are visible again (unless another rewind still withdraws them)."""
+
+    type: Literal["rewind_undone"] = "rewind_undone"
+    rewind: Annotated[int, Field(ge=1)]
 
 
 class EntriesRecorded(_Event):
@@ -205,6 +215,7 @@ Event: TypeAlias = Annotated[
     | MessageInterrupted
     | Compacted
     | Rewound
+    | RewindUndone
     | EntriesRecorded
     | EntriesDeleted
     | ConversationRenamed

@@ -32,9 +32,11 @@ from convstore.domain.events import (
     MessageInterrupted,
     MessageMetaRecorded,
     MessageStarted,
+    RewindUndone,
     Rewound,
 )
 from convstore.errors import InvalidInput, StoreError
+from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.sqlite import create_private_file
 from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
@@ -59,8 +61,16 @@ TABLES = (
     "tool_calls",
     "images",
     "compactions",
+    "withdrawals",
 )
 """The read model's tables, in the order a reader should learn them."""
+
+DERIVED_TABLES = tuple(table for table in TABLES if table != "conversations")
+"""The tables whose rows belong to a conversation through ``conversation_id``: an erasure
+deletes from each (and from ``conversations`` by ``id``)."""
+
+ERASURES = "erasures"
+"""The ``_tracking`` row holding the ``seq`` of the last tombstone the read model acted on."""
 
 
 class ProjectionConflict(StoreError):
@@ -243,12 +253,17 @@ class AuditDatabase:
                     "blocks": int,
                     **dict.fromkeys(BLOCK_COUNTERS.values(), int),
                     **META_COLUMNS,
+                    "withdrawn": int,
                 },
                 pk="id",
             )
             db.table("labels").create(
                 {"conversation_id": str, "key": str, "value": str, "set_at": str},
                 pk=("conversation_id", "key"),
+            )
+            db.table("withdrawals").create(
+                {"conversation_id": str, "rewind_version": int, "message_id": str},
+                pk=("conversation_id", "rewind_version", "message_id"),
             )
             db.table("blocks").create(
                 {
@@ -311,6 +326,7 @@ class AuditDatabase:
             db.table("blocks").create_index(["kind"])
             db.table("tool_calls").create_index(["outcome", "name"])
             db.table("tool_calls").create_index(["name"])
+            db.table("withdrawals").create_index(["message_id"])
             db.table("images").create_index(["sha256"])
             db.table("images").create_index(["conversation_id", "version"])
             if not self._bulk:
@@ -354,6 +370,47 @@ class AuditDatabase:
                 self._apply(event)
         return position
 
+    # -- erasures -------------------------------------------------------------------------
+
+    def erasures_seen(self) -> int:
+        """The ``seq`` of the last tombstone this read model acted on (0 for none)."""
+        row = self.db.execute(
+            "SELECT position FROM _tracking WHERE projection = ?", [ERASURES]
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def forget(self, erasures: Sequence[Erasure], *, after: int) -> int:
+        """Delete every row derived from the erased conversations, atomically with the
+        tombstone position (a compare-and-set from ``after``, as :meth:`apply`); the deleted
+        bytes are overwritten and the full-text index is merged so no erased word stays in
+        it. Returns the new tombstone position."""
+        if not erasures:
+            return after
+        seq = erasures[-1].seq
+        self.db.execute("PRAGMA secure_delete = ON")
+        with self._write_transaction():
+            moved = self.db.execute(
+                "INSERT INTO _tracking (projection, position) VALUES (?, ?) "
+                "ON CONFLICT (projection) DO UPDATE SET position = excluded.position "
+                "WHERE _tracking.position = ?",
+                [ERASURES, seq, after],
+            )
+            if moved.rowcount != 1 or self.erasures_seen() != seq:
+                msg = f"the audit read model's erasures moved past {after} before this batch"
+                raise ProjectionConflict(msg)
+            for erasure in erasures:
+                conv = str(erasure.id)
+                self.db.execute("DELETE FROM conversations WHERE id = ?", [conv])
+                for table in DERIVED_TABLES:
+                    self.db.execute(
+                        f"DELETE FROM {table} WHERE conversation_id = ?",  # noqa: S608 - fixed names
+                        [conv],
+                    )
+        if "blocks_fts" in self.db.table_names():
+            with self._write_transaction():
+                self.db.execute("INSERT INTO blocks_fts (blocks_fts) VALUES ('optimize')")
+        return seq
+
     # -- one event -----------------------------------------------------------------------
 
     def _apply(self, event: Event) -> None:
@@ -372,9 +429,9 @@ class AuditDatabase:
                 sql(
                     "INSERT INTO messages (id, conversation_id, position, role, status, "
                     "started_at, blocks, text_blocks, tool_use_blocks, tool_result_blocks, "
-                    "reasoning_blocks, image_blocks) VALUES (?, ?, "
+                    "reasoning_blocks, image_blocks, withdrawn) VALUES (?, ?, "
                     "(SELECT messages + 1 FROM conversations WHERE id = ?), "
-                    "?, 'open', ?, 0, 0, 0, 0, 0, 0)",
+                    "?, 'open', ?, 0, 0, 0, 0, 0, 0, 0)",
                     [str(event.message_id), conv, conv, event.role, at],
                 )
                 sql("UPDATE conversations SET messages = messages + 1 WHERE id = ?", [conv])
@@ -391,8 +448,26 @@ class AuditDatabase:
                     "interrupt_reason = ? WHERE id = ?",
                     [at, event.reason, str(event.message_id)],
                 )
-            case Rewound() | EntriesRecorded() | EntriesDeleted():
-                pass  # counted below with every event; replay is what leaves messages out
+            case Rewound():
+                after = 0 if event.to is None else "(SELECT position FROM messages WHERE id = ?)"
+                params = [conv, event.originator_version, conv]
+                if event.to is not None:
+                    params.append(str(event.to))
+                sql(
+                    "INSERT OR IGNORE INTO withdrawals (conversation_id, rewind_version, "  # noqa: S608 - fixed text
+                    "message_id) SELECT ?, ?, id FROM messages WHERE conversation_id = ? "
+                    f"AND position > {after}",
+                    params,
+                )
+                self._mark_withdrawn(conv)
+            case RewindUndone():
+                sql(
+                    "DELETE FROM withdrawals WHERE conversation_id = ? AND rewind_version = ?",
+                    [conv, event.rewind],
+                )
+                self._mark_withdrawn(conv)
+            case EntriesRecorded() | EntriesDeleted():
+                pass  # counted below with every event
             case ConversationRenamed():
                 sql("UPDATE conversations SET title = ? WHERE id = ?", [event.title, conv])
             case LabelsSet():
@@ -441,6 +516,14 @@ class AuditDatabase:
             f"UPDATE messages SET {sets}, "  # noqa: S608 - columns from a fixed table
             "meta_extra = json_patch(coalesce(meta_extra, '{}'), ?) WHERE id = ?",
             [*values.values(), json.dumps(meta.extra), str(event.message_id)],
+        )
+
+    def _mark_withdrawn(self, conv: str) -> None:
+        """Set each message's ``withdrawn`` flag from the rewinds in force."""
+        self.db.execute(
+            "UPDATE messages SET withdrawn = EXISTS (SELECT 1 FROM withdrawals w "
+            "WHERE w.message_id = messages.id) WHERE conversation_id = ?",
+            [conv],
         )
 
     def _apply_block(self, event: BlockAppended, conv: str, at: str) -> None:

@@ -55,6 +55,13 @@ def create_statements(d: Dialect, prefix: str = "") -> list[str]:
     ]
 
 
+def forget(execute: Execute, d: Dialect, conversation: UUID, prefix: str = "") -> None:
+    """Delete a conversation's listing row and labels (inside an erasure's transaction)."""
+    conv = d.to_id(conversation)
+    for table, column in ((LISTING_TABLE, "id"), (LABELS_TABLE, "conversation_id")):
+        execute(d.sql(f"DELETE FROM {prefix}{table} WHERE {column} = ?"), (conv,))  # noqa: S608
+
+
 def apply_changes(
     execute: Execute, d: Dialect, changes: Iterable[ListingChange], prefix: str = ""
 ) -> None:

@@ -17,6 +17,7 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from convstore.domain.events import Event
+from convstore.errors import ConversationErased, ConversationNotFound
 from convstore.infrastructure.chain import (
     HEADS_TABLE,
     START_MARKER_ID,
@@ -24,6 +25,7 @@ from convstore.infrastructure.chain import (
     advance,
     chain_key,
 )
+from convstore.infrastructure.erasure import ERASED_TABLE, Erasure
 from convstore.infrastructure.listing import (
     LISTING_TABLE,
     POSTGRES,
@@ -33,6 +35,9 @@ from convstore.infrastructure.listing import (
     listed_row,
     select_labels,
     select_page,
+)
+from convstore.infrastructure.listing import (
+    forget as forget_listing,
 )
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
@@ -52,6 +57,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             "schema": Identifier(datastore.schema),
             "heads": Identifier(HEADS_TABLE),
             "events": Identifier(events_table_name),
+            "erased": Identifier(ERASED_TABLE),
         }
         self.sql_create_statements.append(
             SQL(
@@ -68,6 +74,34 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                 "ON CONFLICT DO NOTHING"
             ).format(**names)
         )
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {schema}.{erased} (seq bigserial PRIMARY KEY, "
+                "originator_id uuid NOT NULL UNIQUE, erased_at timestamptz NOT NULL, "
+                "reason text NOT NULL, events bigint NOT NULL, high bigint NOT NULL)"
+            ).format(**names)
+        )
+        self._erased_among = SQL(
+            "SELECT originator_id FROM {schema}.{erased} WHERE originator_id = ANY(%s) LIMIT 1"
+        ).format(**names)
+        self._count_events = SQL(
+            "SELECT count(*) AS n, (SELECT coalesce(max(notification_id), 0) "
+            "FROM {schema}.{events}) AS high FROM {schema}.{events} WHERE originator_id = %s"
+        ).format(**names)
+        self._delete_events = SQL("DELETE FROM {schema}.{events} WHERE originator_id = %s").format(
+            **names
+        )
+        self._delete_head = SQL("DELETE FROM {schema}.{heads} WHERE originator_id = %s").format(
+            **names
+        )
+        self._insert_tombstone = SQL(
+            "INSERT INTO {schema}.{erased} (originator_id, erased_at, reason, events, high) "
+            "VALUES (%s, %s, %s, %s, %s) RETURNING seq"
+        ).format(**names)
+        self._select_erasures = SQL(
+            "SELECT seq, originator_id, erased_at, reason, events, high FROM {schema}.{erased} "
+            "WHERE seq > %s ORDER BY seq"
+        ).format(**names)
         self._select_heads = SQL(
             "SELECT originator_id, version, chain, chained_from, restarted_after "
             "FROM {schema}.{heads}"
@@ -99,6 +133,21 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
     def _insert_stored_events(
         self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> None:
+        grouped: dict[UUID, list[tuple[int, str, bytes]]] = {}
+        for s in stored_events:
+            originator = s.originator_id
+            key = originator if isinstance(originator, UUID) else UUID(str(originator))
+            grouped.setdefault(key, []).append((s.originator_version, s.topic, s.state))
+        # Under the table lock an erasure takes too, and before anything is inserted: the
+        # caller commits its transaction even when this raises (eventsourcing re-raises after
+        # the pipeline), so the refusal must leave nothing written.
+        self._lock_table(curs)
+        with curs.connection.cursor() as check:
+            check.execute(self._erased_among, (list(grouped),), prepare=False)
+            erased = check.fetchone()
+        if erased is not None:
+            msg = f"conversation {erased['originator_id']} was erased"
+            raise ConversationErased(msg)
         super()._insert_stored_events(curs, stored_events, **kwargs)
         listing: list[ListingChange] | None = kwargs.get("listing")
         if listing:
@@ -109,11 +158,6 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                     listing,
                     self._prefix,
                 )
-        grouped: dict[UUID, list[tuple[int, str, bytes]]] = {}
-        for s in stored_events:
-            originator = s.originator_id
-            key = originator if isinstance(originator, UUID) else UUID(str(originator))
-            grouped.setdefault(key, []).append((s.originator_version, s.topic, s.state))
         # Never prepared: in a pipeline that the insert aborts (a lost version race), psycopg
         # would remember a statement the server never prepared ("does not exist" next time).
         with curs.connection.cursor() as heads:
@@ -133,6 +177,60 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                     ),
                     prepare=False,
                 )
+
+    def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
+        """Delete every event and the head of ``conversation`` and leave its tombstone, in one
+        transaction under the events table's lock; returns the tombstone's ``seq`` and how
+        many events went. The rows are deleted; their bytes stay in dead tuples until the
+        table is vacuumed."""
+        with self.datastore.transaction(commit=True) as curs:
+            self._lock_table(curs)
+            curs.execute(self._erased_among, ([conversation],), prepare=False)
+            if curs.fetchone() is not None:
+                msg = f"conversation {conversation} was erased"
+                raise ConversationErased(msg)
+            curs.execute(self._count_events, (conversation,), prepare=False)
+            row = curs.fetchone()
+            assert row is not None
+            if not row["n"]:
+                msg = f"conversation {conversation} not found"
+                raise ConversationNotFound(msg)
+            curs.execute(self._delete_events, (conversation,), prepare=False)
+            curs.execute(self._delete_head, (conversation,), prepare=False)
+            forget_listing(
+                lambda text, params: curs.execute(text.encode(), params, prepare=False),
+                POSTGRES,
+                conversation,
+                self._prefix,
+            )
+            curs.execute(
+                self._insert_tombstone,
+                (conversation, at, reason, row["n"], row["high"]),
+                prepare=False,
+            )
+            seq = curs.fetchone()
+            assert seq is not None
+            return int(seq["seq"]), int(row["n"])
+
+    def truncate_wal(self) -> bool:
+        """Nothing to do on PostgreSQL (the server owns its write-ahead log)."""
+        return True
+
+    def select_erasures(self, after: int) -> list[Erasure]:
+        """The tombstones after ``seq`` ``after``, in order."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self._select_erasures, (after,), prepare=False)
+            return [
+                Erasure(
+                    int(r["seq"]),
+                    r["originator_id"],
+                    r["erased_at"],
+                    r["reason"],
+                    int(r["events"]),
+                    int(r["high"]),
+                )
+                for r in curs.fetchall()
+            ]
 
     def select_heads(self) -> dict[UUID, Head]:
         """Every conversation's head, and the start marker under its nil id."""

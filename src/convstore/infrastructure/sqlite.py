@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -20,7 +21,7 @@ from eventsourcing.persistence import (
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from convstore.domain.events import Event
-from convstore.errors import InvalidInput
+from convstore.errors import ConversationErased, ConversationNotFound, InvalidInput
 from convstore.infrastructure.chain import (
     HEADS_TABLE,
     START_MARKER_ID,
@@ -28,6 +29,7 @@ from convstore.infrastructure.chain import (
     advance,
     chain_key,
 )
+from convstore.infrastructure.erasure import ERASED_TABLE, SQLITE_ERASED_TABLE, Erasure
 from convstore.infrastructure.listing import (
     LISTING_TABLE,
     SQLITE,
@@ -37,6 +39,9 @@ from convstore.infrastructure.listing import (
     listed_row,
     select_labels,
     select_page,
+)
+from convstore.infrastructure.listing import (
+    forget as forget_listing,
 )
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
@@ -170,12 +175,15 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
                 found = conn.execute(_MARKER_EXISTS, marker).fetchone()
             except sqlite3.OperationalError:  # no such table: an older store, or a new one
                 found = None
-            if found:
+            erased = conn.execute(_TABLE_EXISTS, (ERASED_TABLE,)).fetchone()
+            if found and erased:
                 return
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in heads_table_statements(self.events_table_name):
-                    conn.execute(statement)
+                if not found:
+                    for statement in heads_table_statements(self.events_table_name):
+                        conn.execute(statement)
+                conn.execute(SQLITE_ERASED_TABLE)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -257,15 +265,17 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
                 conn = self._connection()
                 conn.execute("BEGIN IMMEDIATE")
                 try:
+                    position = self._next_position(conn, stored_events)
                     rowids = []
+                    insert = self._insert_at
                     for s in stored_events:
                         originator = s.originator_id
                         key = originator.hex if isinstance(originator, UUID) else originator
-                        cursor = conn.execute(
-                            self.insert_events_statement,
-                            (key, s.originator_version, s.topic, s.state),
+                        conn.execute(
+                            insert, (position, key, s.originator_version, s.topic, s.state)
                         )
-                        rowids.append(cursor.lastrowid or 0)
+                        rowids.append(position)
+                        position += 1
                     _advance_heads(conn, stored_events, self._heads, self._chain_key)
                     listing: list[ListingChange] | None = kwargs.get("listing")
                     if listing:
@@ -282,6 +292,89 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
             except sqlite3.Error as exc:
                 raise PersistenceError(exc) from exc
             return rowids
+
+    @property
+    def _insert_at(self) -> str:
+        return (
+            f"INSERT INTO {self.events_table_name} "  # noqa: S608 - fixed name
+            "(rowid, originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?, ?)"
+        )
+
+    def _next_position(self, conn: sqlite3.Connection, stored: Sequence[StoredEvent]) -> int:
+        """The log position of the first event of an insert, refusing an erased conversation.
+
+        SQLite would number a row one past the largest rowid left in the table; after an
+        erasure of the newest events that would hand out positions a projection has already
+        passed. So the next position is also past the newest erasure's ``high`` mark.
+        """
+        ids = sorted({_hex(s.originator_id) for s in stored})
+        marks = ", ".join("?" * len(ids))
+        row = conn.execute(
+            f"SELECT (SELECT max(rowid) FROM {self.events_table_name}), "  # noqa: S608
+            f"(SELECT high FROM {ERASED_TABLE} ORDER BY seq DESC LIMIT 1), "
+            f"(SELECT originator_id FROM {ERASED_TABLE} WHERE originator_id IN ({marks}) "
+            "LIMIT 1)",
+            ids,
+        ).fetchone()
+        if row[2] is not None:
+            msg = f"conversation {UUID(row[2])} was erased"
+            raise ConversationErased(msg)
+        return max(row[0] or 0, row[1] or 0) + 1
+
+    def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
+        """Delete every event and the head of ``conversation`` and leave its tombstone, in one
+        transaction, with the deleted bytes overwritten (``secure_delete``); returns the
+        tombstone's ``seq`` and how many events went. Call :meth:`truncate_wal` after."""
+        key = conversation.hex
+        with self._writer_lock:
+            try:
+                conn = self._connection()
+                conn.execute("PRAGMA secure_delete = ON")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    seq, count = _erase_rows(conn, self.events_table_name, key, reason, at)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                raise OperationalError(exc) from exc
+            except sqlite3.Error as exc:
+                raise PersistenceError(exc) from exc
+            self._heads.pop(conversation, None)
+            return seq, count
+
+    def truncate_wal(self) -> bool:
+        """Copy the write-ahead log into the database and empty it; ``False`` when a reader
+        kept part of it in use (try again)."""
+        with self._writer_lock:
+            try:
+                busy, _, _ = (
+                    self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                )
+            except sqlite3.Error as exc:
+                raise PersistenceError(exc) from exc
+        return not busy
+
+    def select_erasures(self, after: int) -> list[Erasure]:
+        """The tombstones after ``seq`` ``after``, in order (none in a store never erased)."""
+        try:
+            with self.datastore.transaction(commit=False) as cursor:
+                cursor.execute(
+                    "SELECT seq, originator_id, erased_at, reason, events, high "  # noqa: S608
+                    f"FROM {ERASED_TABLE} WHERE seq > ? ORDER BY seq",
+                    (after,),
+                )
+                rows = cursor.fetchall()
+        except PersistenceError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
+        return [
+            Erasure(row[0], UUID(row[1]), datetime.fromisoformat(row[2]), row[3], row[4], row[5])
+            for row in rows
+        ]
 
     def close_writer(self) -> None:
         """Close the writer connection (the pool's are closed by the datastore)."""
@@ -386,6 +479,42 @@ def _advance_heads(
             (originator.hex, head.version, head.chain, head.chained_from, head.restarted_after),
         )
         known[originator] = head
+
+
+def _erase_rows(
+    conn: sqlite3.Connection, events_table: str, key: str, reason: str, at: str
+) -> tuple[int, int]:
+    """Inside an erasure's transaction: delete the rows, leave the tombstone."""
+    conversation = UUID(key)
+    erased = conn.execute(
+        f"SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
+        (key,),
+    ).fetchone()
+    if erased:
+        msg = f"conversation {conversation} was erased"
+        raise ConversationErased(msg)
+    count, high = conn.execute(
+        f"SELECT (SELECT count(*) FROM {events_table} WHERE originator_id = ?), "  # noqa: S608
+        f"max(coalesce((SELECT max(rowid) FROM {events_table}), 0), "
+        f"coalesce((SELECT high FROM {ERASED_TABLE} ORDER BY seq DESC LIMIT 1), 0))",
+        (key,),
+    ).fetchone()
+    if not count:
+        msg = f"conversation {conversation} not found"
+        raise ConversationNotFound(msg)
+    conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    forget_listing(conn.execute, SQLITE, conversation)
+    cursor = conn.execute(
+        f"INSERT INTO {ERASED_TABLE} (originator_id, erased_at, reason, events, high) "  # noqa: S608
+        "VALUES (?, ?, ?, ?, ?)",
+        (key, at, reason, count, high),
+    )
+    return cursor.lastrowid or 0, count
+
+
+def _hex(originator: UUID | str) -> str:
+    return originator.hex if isinstance(originator, UUID) else UUID(str(originator)).hex
 
 
 _KNOWN_HEADS = 10_000

@@ -28,6 +28,7 @@ from convstore.domain.events import (
     MessageInterrupted,
     MessageMetaRecorded,
     MessageStarted,
+    RewindUndone,
     Rewound,
 )
 
@@ -87,6 +88,7 @@ def listing_changes(events: Iterable[Event]) -> list[ListingChange]:
                 | MessageInterrupted()
                 | Compacted()
                 | Rewound()
+                | RewindUndone()
                 | EntriesRecorded()
                 | EntriesDeleted()
                 | MessageMetaRecorded()

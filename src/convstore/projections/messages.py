@@ -9,7 +9,7 @@ from typing import assert_never
 from uuid import UUID
 
 from convstore.domain.blocks import Block
-from convstore.domain.conversation import MessageStatus, withdrawn_after
+from convstore.domain.conversation import MessageStatus, restored_ids, withdrawn_ids
 from convstore.domain.events import (
     BlockAppended,
     Compacted,
@@ -25,6 +25,7 @@ from convstore.domain.events import (
     MessageMeta,
     MessageMetaRecorded,
     MessageStarted,
+    RewindUndone,
     Rewound,
     Role,
 )
@@ -71,6 +72,7 @@ def collect_history(events: Iterable[Event]) -> History:
     """Fold events (read once, so a stream decoded row by row will do) into a history."""
     messages: dict[UUID, RecordedMessage] = {}
     compactions: list[Compacted] = []
+    rewinds: dict[int, list[UUID]] = {}
     for event in events:
         match event:
             case ConversationStarted():
@@ -92,8 +94,12 @@ def collect_history(events: Iterable[Event]) -> History:
             case Compacted():
                 compactions.append(event)  # replay decides what it hides; messages stay here
             case Rewound():
-                for message in withdrawn_after(messages, event.to):
-                    message.withdrawn = True
+                rewinds[event.originator_version] = withdrawn_ids(messages, event.to)
+                for message_id in rewinds[event.originator_version]:
+                    messages[message_id].withdrawn = True
+            case RewindUndone():
+                for message_id in restored_ids(rewinds, event.rewind):
+                    messages[message_id].withdrawn = False
             case EntriesRecorded() | EntriesDeleted():
                 pass  # their messages are recorded as message events beside them
             case ConversationRenamed() | LabelsSet() | LabelsRemoved():

@@ -1,0 +1,209 @@
+"""Erasure on SQLite files and through the CLI: the bytes leave the files, racing writers
+never leave half a conversation, and retention picks conversations by inactivity."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import time
+from datetime import timedelta
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from click.testing import CliRunner
+
+from convstore import ConversationErased, ConversationNotFound, open_store
+from convstore.cli import cli
+from convstore.infrastructure.chain import chain_key
+from convstore.verify import Verifier
+
+SECRET = "hunter2-credit-card-4111111111111111"  # noqa: S105 - the bytes grep looks for
+
+
+def _files(db: Path) -> list[Path]:
+    return [p for p in (db, db.with_name(db.name + "-wal")) if p.exists()]
+
+
+def test_erased_bytes_leave_the_database_file_and_its_wal(tmp_path: Path) -> None:
+    """A grep of the store file and its write-ahead log finds the secret before the erasure
+    and nothing after, while a conversation kept beside it is still readable."""
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        conv = store.new_conversation(title=SECRET)
+        kept = store.new_conversation(title="kept")
+        for n in range(50):
+            store.append_message(conv, "user", [{"type": "text", "text": f"{SECRET} #{n}"}])
+            store.append_message(kept, "user", [{"type": "text", "text": f"plain {n}"}])
+        assert any(SECRET.encode() in p.read_bytes() for p in _files(db))
+        store.erase(conv, reason="user asked")
+        for path in _files(db):
+            assert SECRET.encode() not in path.read_bytes(), path
+        assert len(store.messages(kept)) == 50
+    for path in _files(db):
+        assert SECRET.encode() not in path.read_bytes(), path
+
+
+def _append_until_refused(db: str, conv: str) -> int:
+    """Append messages to ``conv`` until it is erased; returns how many landed."""
+    landed = 0
+    with open_store(db) as store:
+        try:
+            while True:
+                store.append_message(conv, "user", [{"type": "text", "text": f"{SECRET}-{landed}"}])
+                landed += 1
+        except ConversationErased:
+            return landed
+        except ConversationNotFound:  # the state was read after the erasure
+            return landed
+
+
+def test_an_erasure_racing_appending_processes_leaves_no_half_state(tmp_path: Path) -> None:
+    """Processes appending to a conversation while another erases it end refused; the log
+    holds nothing of it afterwards, verify is clean, and the tombstone counts every event
+    that was recorded before it."""
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        conv = store.new_conversation()
+        kept = store.new_conversation()
+        store.append_message(kept, "user", [{"type": "text", "text": "kept"}])
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(3) as pool:
+        pending = [pool.apply_async(_append_until_refused, (str(db), str(conv))) for _ in range(3)]
+        with open_store(db) as store:
+            deadline = time.monotonic() + 60
+            while len(store.events(conv)) < 30 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            erased = store.erase(conv, reason="race")
+        landed = [p.get(timeout=120) for p in pending]
+    assert sum(landed) >= 10
+    # Each message is one atomic write of 3 events; every landed write was erased whole.
+    assert erased.events == 1 + 3 * sum(landed)
+    with open_store(db) as store:
+        assert store.last_event(conv) is None
+        verifier = Verifier(heads=store.heads(), key=chain_key())
+        verifier.check_all(store.scan())
+        assert verifier.problems == []
+        assert len(store.events(kept)) == 4
+    for path in _files(db):
+        assert SECRET.encode() not in path.read_bytes()
+
+
+def test_cli_erase_and_retention(tmp_path: Path) -> None:
+    """`erase CONV --reason` erases one conversation; `--inactive-for --dry-run` lists the
+    idle ones and erases nothing; without --dry-run it erases exactly those."""
+    db = str(tmp_path / "s.db")
+    with open_store(db) as store:
+        old = store.new_conversation(title="old")
+        fresh = store.new_conversation(title="fresh")
+        one = store.new_conversation(title="one")
+    # Age "old" by rewriting nothing: its only event's timestamp is read back, so wait.
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--db", db, "erase", str(one), "--reason", "asked"])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"erased {one}: 1 event(s)\n"
+    result = runner.invoke(cli, ["--db", db, "erase", str(one), "--reason", "asked"])
+    assert result.exit_code == 2
+    assert "was erased" in result.stderr
+    result = runner.invoke(cli, ["--db", db, "erase", str(old)])
+    assert result.exit_code == 2
+    assert "--reason is required" in result.stderr
+    time.sleep(1.2)
+    with open_store(db) as store:
+        store.append_message(fresh, "user", [{"type": "text", "text": "still here"}])
+    result = runner.invoke(cli, ["--db", db, "erase", "--inactive-for", "1s", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        line for line in result.output.splitlines() if line.startswith(f"would erase {old}")
+    ]
+    assert len(result.output.splitlines()) == 1
+    result = runner.invoke(
+        cli, ["--db", db, "erase", "--inactive-for", "1s", "--reason", "retention"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"erased {old}: 1 event(s)")
+    with open_store(db) as store:
+        assert [c.id for c in store.conversations()] == [fresh]
+        assert [e.reason for e in store.erasures()] == ["asked", "retention"]
+    result = runner.invoke(cli, ["--db", db, "erase", "--inactive-for", "30x"])
+    assert result.exit_code == 2
+    assert "--inactive-for takes a number and a unit" in result.stderr
+
+
+def test_parse_duration_units() -> None:
+    """Spans read as seconds, minutes, hours, days and weeks."""
+    from convstore.cli.lifecycle import parse_duration  # noqa: PLC0415
+
+    assert parse_duration("30d") == timedelta(days=30)
+    assert parse_duration("2w") == timedelta(weeks=2)
+    assert parse_duration("90m") == timedelta(minutes=90)
+
+
+def test_sqlite_tombstones_table_is_made_on_open_of_an_older_store(tmp_path: Path) -> None:
+    """A store made before erasure existed gets the tombstones table when opened, so its
+    writers can check erased ids."""
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        conv = store.new_conversation()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE convstore_erased")
+    with open_store(db) as store:
+        store.append_message(conv, "user", [{"type": "text", "text": "x"}])
+        store.erase(conv, reason="r")
+        assert [e.id for e in store.erasures()] == [conv]
+    assert isinstance(conv, UUID)
+
+
+@pytest.mark.parametrize("span", ["", "d", "1y", "-3d"])
+def test_bad_spans_are_refused(span: str) -> None:
+    """A span without a number or with an unknown unit is invalid input."""
+    from convstore.cli.lifecycle import parse_duration  # noqa: PLC0415
+    from convstore.errors import InvalidInput  # noqa: PLC0415
+
+    with pytest.raises(InvalidInput):
+        parse_duration(span)
+
+
+def test_an_erasure_racing_appending_processes_on_postgres(postgres_url: str) -> None:
+    """On PostgreSQL too, processes appending while another erases end refused, and nothing
+    of the conversation is left: the tombstone counts every event recorded before it."""
+    with open_store(postgres_url) as store:
+        conv = store.new_conversation()
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2) as pool:
+        pending = [
+            pool.apply_async(_append_until_refused, (postgres_url, str(conv))) for _ in range(2)
+        ]
+        with open_store(postgres_url) as store:
+            deadline = time.monotonic() + 60
+            while len(store.events(conv)) < 30 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            erased = store.erase(conv, reason="race")
+        landed = [p.get(timeout=120) for p in pending]
+    assert erased.events == 1 + 3 * sum(landed)
+    with open_store(postgres_url) as store:
+        assert store.last_event(conv) is None
+        verifier = Verifier(heads=store.heads(), key=chain_key())
+        verifier.check_all(store.scan())
+        assert verifier.problems == []
+
+
+def test_verify_accepts_a_read_model_past_an_erased_tail(tmp_path: Path) -> None:
+    """When the erased events were the newest, a read model that had projected them is not
+    "past the log's end" for `verify`, and the tombstone keeps the high mark."""
+    db = str(tmp_path / "s.db")
+    runner = CliRunner()
+    with open_store(db) as store:
+        store.new_conversation()
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "tail"}])
+        high = store.log_position()
+    assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    with open_store(db) as store:
+        erased = store.erase(conv, reason="tail")
+        assert erased.high == high
+        assert store.log_position() < high
+    result = runner.invoke(cli, ["--db", db, "verify"])
+    assert result.exit_code == 0, result.output + result.stderr
+    assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    assert runner.invoke(cli, ["--db", db, "verify"]).exit_code == 0
