@@ -130,6 +130,31 @@ def test_cli_erase_and_retention(tmp_path: Path) -> None:
     assert "--inactive-for takes a number and a unit" in result.stderr
 
 
+def test_retention_by_label_erases_only_the_labelled_idle_ones(tmp_path: Path) -> None:
+    """`erase --inactive-for SPAN --label K=V` picks from the listing index the idle
+    conversations holding every label given, and erases only those."""
+    db = str(tmp_path / "s.db")
+    with open_store(db) as store:
+        acme = store.new_conversation(title="acme")
+        store.set_labels(acme, {"tenant": "acme"})
+        other = store.new_conversation(title="other")
+        store.set_labels(other, {"tenant": "globex"})
+        bare = store.new_conversation(title="bare")
+    time.sleep(1.2)
+    runner = CliRunner()
+    args = ["--db", db, "erase", "--inactive-for", "1s", "--label", "tenant=acme"]
+    result = runner.invoke(cli, [*args, "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert [line.split()[2] for line in result.output.splitlines()] == [str(acme)]
+    result = runner.invoke(cli, [*args, "--reason", "retention"])
+    assert result.exit_code == 0, result.output
+    with open_store(db) as store:
+        assert {c.id for c in store.conversations()} == {other, bare}
+    result = runner.invoke(cli, ["--db", db, "erase", str(other), "--label", "tenant=globex"])
+    assert result.exit_code == 2
+    assert "--label go with --inactive-for" in result.stderr
+
+
 def test_parse_duration_units() -> None:
     """Spans read as seconds, minutes, hours, days and weeks."""
     from convstore.cli.lifecycle import parse_duration  # noqa: PLC0415

@@ -14,6 +14,7 @@ from convstore.cli.app import (
     resolve_message,
     store_from,
 )
+from convstore.cli.metadata import parse_assignment
 from convstore.domain.events import utcnow
 from convstore.errors import InvalidInput
 
@@ -39,6 +40,13 @@ def parse_duration(text: str) -> timedelta:
     metavar="SPAN",
     help="Instead of CONV: erase every conversation with no event for SPAN (30d, 12h, 2w).",
 )
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="With --inactive-for: only conversations holding this label (repeatable).",
+)
 @click.option("--dry-run", is_flag=True, help="With --inactive-for: list them, erase nothing.")
 @click.pass_context
 def erase(
@@ -46,6 +54,7 @@ def erase(
     conversation: str | None,
     reason: str | None,
     inactive_for: str | None,
+    labels: tuple[str, ...],
     dry_run: bool,
 ) -> None:
     """Delete a conversation's events for good, leaving only a tombstone.
@@ -58,14 +67,15 @@ def erase(
     \b
     Example:
         convstore erase $CONV --reason "user asked (ticket 4411)"
-        convstore erase --inactive-for 30d --dry-run
+        convstore erase --inactive-for 30d --label tenant=acme --dry-run
     """
     if (conversation is None) == (inactive_for is None):
         msg = "give either CONV or --inactive-for SPAN"
         raise InvalidInput(msg)
-    if dry_run and inactive_for is None:
-        msg = "--dry-run goes with --inactive-for"
+    if (dry_run or labels) and inactive_for is None:
+        msg = "--dry-run and --label go with --inactive-for"
         raise InvalidInput(msg)
+    wanted = dict(parse_assignment(text) for text in labels)
     span = None if inactive_for is None else parse_duration(inactive_for)
     if reason is None and not dry_run:
         msg = "--reason is required: the tombstone keeps why the conversation was erased"
@@ -78,17 +88,25 @@ def erase(
         return
     assert span is not None
     cutoff = utcnow() - span
-    for info in store.conversations():
-        last = store.last_event(info.id)
-        if last is None or last.timestamp >= cutoff:
-            continue
-        stamp = last.timestamp.strftime("%Y-%m-%d %H:%M:%S")
-        if dry_run:
-            click.echo(f"would erase {info.id} (last active {stamp})")
-            continue
-        assert reason is not None
-        erased = store.erase(info.id, reason=reason)
-        click.echo(f"erased {erased.id}: {erased.events} event(s) (last active {stamp})")
+    # The listing index answers "idle since, with these labels" a page at a time; the cursor
+    # is absolute, so erasing the rows of a page does not shift the next one.
+    after: str | None = None
+    while True:
+        page = store.list_conversations(
+            labels=wanted or None, active_before=cutoff, limit=500, after=after
+        )
+        for info in page.conversations:
+            assert info.last_active is not None
+            stamp = info.last_active.strftime("%Y-%m-%d %H:%M:%S")
+            if dry_run:
+                click.echo(f"would erase {info.id} (last active {stamp})")
+                continue
+            assert reason is not None
+            erased = store.erase(info.id, reason=reason)
+            click.echo(f"erased {erased.id}: {erased.events} event(s) (last active {stamp})")
+        if page.next is None:
+            return
+        after = page.next
 
 
 @cli.command()
