@@ -149,6 +149,10 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             msg = f"conversation {erased['originator_id']} was erased"
             raise ConversationErased(msg)
         super()._insert_stored_events(curs, stored_events, **kwargs)
+        # Sync the pipeline here: a lost version race must surface as the insert's own unique
+        # violation (a retry), not as "pipeline aborted" from a statement of ours after it.
+        with curs.connection.pipeline():
+            pass
         listing: list[ListingChange] | None = kwargs.get("listing")
         if listing:
             with curs.connection.cursor() as index:
