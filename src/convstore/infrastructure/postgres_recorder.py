@@ -148,11 +148,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         if erased is not None:
             msg = f"conversation {erased['originator_id']} was erased"
             raise ConversationErased(msg)
-        super()._insert_stored_events(curs, stored_events, **kwargs)
-        # Sync the pipeline here: a lost version race must surface as the insert's own unique
-        # violation (a retry), not as "pipeline aborted" from a statement of ours after it.
-        with curs.connection.pipeline():
-            pass
+        # The listing and the heads go first, the events last: a lost version race then
+        # fails the insert as the transaction's last statement, and eventsourcing's own sync
+        # raises it as the unique violation it is (a retry). A statement of ours after a
+        # failed insert would instead surface as "pipeline aborted", a store failure. The
+        # failed transaction rolls back whole, heads and listing included.
         listing: list[ListingChange] | None = kwargs.get("listing")
         if listing:
             with curs.connection.cursor() as index:
@@ -181,6 +181,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                     ),
                     prepare=False,
                 )
+        super()._insert_stored_events(curs, stored_events, **kwargs)
 
     def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
         """Delete every event and the head of ``conversation`` and leave its tombstone, in one
