@@ -508,11 +508,11 @@ def render(
         total = sum(m.results for m in window if not isinstance(m, str))
         to_clear = max(total - keep, 0)
     vision = options.vision
-    wire: list[tuple[Role, list[Segment]]] = []
+    wire: list[tuple[Role, str | list[Segment]]] = []
     seen_results = 0
     for message in window:
         if isinstance(message, str):
-            wire.append(("user", [Text(message)]))
+            wire.append(("user", message))
             continue
         cleared_from = max(to_clear - seen_results, 0)
         seen_results += message.results
@@ -526,5 +526,32 @@ def render(
             )
             wire.append((message.role, segments))
         else:
-            wire.append((message.role, [Text(message.content())]))
-    return render_segments(wire, shape)
+            plain = message.plain
+            wire.append((message.role, message.content() if plain is None else plain))
+    return _render(wire, shape)
+
+
+def _render(wire: list[tuple[Role, str | list[Segment]]], shape: Shape) -> JSONDict:
+    """:func:`convstore.projections.replay.render_segments`, with a message given as one
+    string when its content is that one text (the common case, built without segments)."""
+    plain = [(role, content) for role, content in wire if isinstance(content, str)]
+    if len(plain) == len(wire):
+        match shape:
+            case "openai":
+                return {"messages": [{"role": role, "content": text} for role, text in plain]}
+            case "anthropic":
+                system = [text for role, text in plain if role == "system"]
+                turns: list[JSONDict] = [
+                    {"role": role, "content": [{"type": "text", "text": text}]}
+                    for role, text in plain
+                    if role != "system"
+                ]
+                if turns and turns[-1]["role"] == "assistant":
+                    last = turns[-1]["content"][-1]
+                    last["text"] = last["text"].rstrip()
+                return {"system": BLOCK_SEPARATOR.join(system), "messages": turns}
+            case _:
+                assert_never(shape)
+    return render_segments(
+        [(role, [Text(c)] if isinstance(c, str) else c) for role, c in wire], shape
+    )
