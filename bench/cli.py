@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 
-from bench import append, cold, memory, postgres, rebuild, replay, writers
+from bench import after_append, append, cold, disk, memory, peer, postgres, rebuild, replay, writers
 from bench.common import DEFAULT_PG_URL, Context, machine_info, pc, workdir
 from bench.report import Report, render
 
@@ -21,6 +21,9 @@ BENCHMARKS: dict[str, Callable[[Context], None]] = {
     "postgres": postgres.run,
     "writers": writers.run,
     "memory": memory.run,
+    "peer": peer.run,
+    "after_append": after_append.run,
+    "disk": disk.run,
 }
 """Every benchmark by its ``--only`` name, in the order a run takes them."""
 

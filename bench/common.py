@@ -18,6 +18,7 @@ import random
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -216,6 +217,45 @@ def raw_read(conn: sqlite3.Connection, conv_hex: str) -> list[Any]:
     ]
 
 
+RAW_MESSAGES_TABLE = (
+    "CREATE TABLE messages (id INTEGER PRIMARY KEY, conversation TEXT NOT NULL, "
+    "message TEXT NOT NULL)",
+    "CREATE INDEX messages_conversation ON messages (conversation, id)",
+)
+"""The plain one-row-per-message baseline: a rowid table and the index that finds one
+conversation's rows in order (what the Agents SDK's ``agent_messages`` table has too)."""
+
+RAW_MESSAGES_SELECT = "SELECT message FROM messages WHERE conversation = ? ORDER BY id"
+
+
+def raw_messages_db(directory: Path, conversation: str, n_messages: int) -> Path:
+    """A SQLite file (WAL, checkpointed) holding the workload's ``n_messages`` messages as one
+    JSON row each (:func:`message_of`); made once per directory and size."""
+    path = directory / f"raw-messages-{n_messages}.db"
+    if path.exists():
+        return path
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        for statement in RAW_MESSAGES_TABLE:
+            conn.execute(statement)
+        with conn:
+            conn.executemany(
+                "INSERT INTO messages (conversation, message) VALUES (?, ?)",
+                ((conversation, json.dumps(message_of(i))) for i in range(n_messages)),
+            )
+    checkpoint(path)
+    return path
+
+
+def run_python(code: str, *args: str) -> dict[str, Any]:
+    """Run ``code`` in a fresh process of this interpreter; the JSON object it prints."""
+    out = subprocess.run(  # noqa: S603 - this interpreter, our own code
+        [sys.executable, "-c", code, *args], capture_output=True, check=True, text=True
+    ).stdout
+    got: dict[str, Any] = json.loads(out)
+    return got
+
+
 def remove_db(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
@@ -232,6 +272,14 @@ def file_bytes(path: Path) -> int:
     data: SQLite rebuilds it)."""
     wal = Path(str(path) + "-wal")
     return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def store_files(path: Path) -> list[Path]:
+    """A SQLite store's files on disk: the file and whatever is named after it (its WAL, any
+    side file), but not the -shm index, which SQLite rebuilds."""
+    return sorted(
+        p for p in path.parent.glob(path.name + "*") if p.is_file() and p.name != path.name + "-shm"
+    )
 
 
 def copy_db(source: Path, target: Path) -> None:
@@ -331,9 +379,13 @@ def corrected_growth(c_d: list[float], b_d: list[float]) -> float:
 
 
 def paired_times(
-    reps: int, convstore: Callable[[], object], baseline: Callable[[], object]
+    reps: int,
+    convstore: Callable[[], object],
+    baseline: Callable[[], object],
+    before: Callable[[], object] | None = None,
 ) -> tuple[list[float], list[float], list[float]]:
-    """Time both sides once per repeat, alternating which goes first.
+    """Time both sides once per repeat, alternating which goes first; ``before`` (untimed)
+    starts each repeat.
 
     Returns convstore's and the baseline's milliseconds and the paired ratios.
     """
@@ -341,6 +393,8 @@ def paired_times(
     b_t: list[float] = []
     ratios: list[float] = []
     for r in range(reps):
+        if before is not None:
+            before()
         got: dict[str, float] = {}
         for who in alternate(r):
             call = convstore if who == "convstore" else baseline

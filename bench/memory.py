@@ -6,11 +6,9 @@ whole process's peak RSS (``VmHWM``); the baseline selects and parses the same r
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from typing import Any
 
-from bench.common import Context, log, median
+from bench.common import Context, log, median, run_python
 from bench.report import Row
 
 FULL = (10_000, 3)  # messages, repeats
@@ -62,15 +60,8 @@ def run(ctx: Context) -> None:
     n_messages, reps = ctx.pick(FULL, QUICK)
     path, conv = ctx.fixture(n_messages)
 
-    def measure(code: str, conv_arg: str, *, trace: bool) -> dict[str, int]:
-        out = subprocess.run(  # noqa: S603 - this interpreter, our own code
-            [sys.executable, "-c", code, str(path), conv_arg, "1" if trace else "0"],
-            capture_output=True,
-            check=True,
-            text=True,
-        ).stdout
-        got: dict[str, int] = json.loads(out)
-        return got
+    def measure(code: str, conv_arg: str, *, trace: bool) -> dict[str, Any]:
+        return run_python(code, str(path), conv_arg, "1" if trace else "0")
 
     samples: dict[str, list[float]] = {k: [] for k in ("cp", "bp", "cr", "br", "cg", "bg")}
     mb = 1024 * 1024
