@@ -1,0 +1,143 @@
+"""Reading conversations back: the part of the store every other part stands on.
+
+:class:`LogReader` holds the event log and turns backend failures into :class:`StoreError`
+(one line, never the password). It reads one conversation's events, decoded one by one, and
+refuses a row whose stored topic disagrees with its event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+from uuid import UUID
+
+from eventsourcing.persistence import MapperDeserialisationError, PersistenceError
+from pydantic import JsonValue
+
+from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event
+from convstore.domain.limits import Limits
+from convstore.domain.parsing import parse_id
+from convstore.errors import ConversationNotFound, StoreError
+from convstore.infrastructure.application import EventLog
+from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS
+from convstore.infrastructure.memory import paused_gc
+from convstore.infrastructure.records import failure_detail
+from convstore.projections.messages import RecordedMessage, collect_messages
+
+_T = TypeVar("_T")
+
+
+class LogReader:
+    """One event log, read conversation by conversation."""
+
+    def __init__(
+        self, log: EventLog, location: str, *, secret: str = "", limits: Limits | None = None
+    ) -> None:
+        self._log = log
+        self.limits = limits or Limits()
+        """The block and image size limits this store enforces."""
+        self.location = location
+        """Where the store is, safe to show: a file path, or a URL without its password."""
+        self._secret = secret
+
+    def events(self, conversation: UUID | str) -> list[Event]:
+        """Every recorded event of a conversation, in order."""
+        conversation_id = parse_id(conversation, "conversation")
+        with paused_gc():
+            events = list(self._stream(conversation_id))
+        if not events:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return events
+
+    def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
+        """Every recorded event of a conversation as the JSON it was stored as."""
+        conversation_id = parse_id(conversation, "conversation")
+        states = self._guarded(lambda: self._log.select_states(conversation_id))
+        if not states:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return map(self._log.pydantic_mapper.plain, states)
+
+    def messages(self, conversation: UUID | str) -> list[RecordedMessage]:
+        """The stored messages of a conversation with their blocks and status."""
+        return collect_messages(self.events(conversation))
+
+    def entries(self, conversation: UUID | str) -> list[dict[str, JsonValue]] | None:
+        """The runtime entries recorded since the last deletion, in order; ``None`` when
+        there are none (never recorded, or deleted) or the conversation does not exist."""
+        conversation_id = parse_id(conversation, "conversation")
+        found: list[dict[str, JsonValue]] | None = None
+        with paused_gc():
+            for event in self._stream(conversation_id):
+                if isinstance(event, EntriesRecorded):
+                    found = [*(found or []), *event.entries]
+                elif isinstance(event, EntriesDeleted):
+                    found = None
+        return found
+
+    def last_event(self, conversation: UUID | str) -> Event | None:
+        """The newest event of a conversation (``None`` when it does not exist); one read."""
+        conversation_id = parse_id(conversation, "conversation")
+        found = self._guarded(
+            lambda: self._log.recorder.select_events(conversation_id, desc=True, limit=1)
+        )
+        if not found:
+            return None
+        return self._guarded(lambda: self._log.pydantic_mapper.decode(found[0]))
+
+    def _failure(self, exc: Exception) -> StoreError:
+        """A backend failure as one line naming the store, never showing its password."""
+        detail = failure_detail(exc, self._secret)
+        if isinstance(exc, MapperDeserialisationError):
+            return StoreError(detail)
+        return StoreError(f"store failed at {self.location}: {detail}")
+
+    def _guarded(self, call: Callable[[], _T]) -> _T:
+        """Run a backend call, turning its failures into :class:`StoreError`."""
+        try:
+            return call()
+        except (MapperDeserialisationError, PersistenceError) as exc:
+            raise self._failure(exc) from exc
+
+    def _stream(self, conversation_id: UUID, after: int = 0) -> Iterator[Event]:
+        """A conversation's events after version ``after``, decoded one by one as they are
+        consumed (replay folds them without holding a list)."""
+        rows = self._guarded(lambda: self._log.select_topics_and_states(conversation_id, after))
+        decode = self._log.pydantic_mapper.decode_state
+        for topic, state in rows:
+            try:
+                event = decode(state)
+            except ValueError as exc:  # a pydantic ValidationError, or a bad compressed state
+                msg = f"a stored event of conversation {conversation_id} does not decode: {exc}"
+                raise StoreError(" ".join(msg.split())[:500]) from exc
+            if topic != TOPIC_BYTES[event.type]:
+                raise damaged_topic(conversation_id, event, topic)
+            yield event
+
+    def _exists(self, conversation_id: UUID) -> bool:
+        found = self._guarded(lambda: self._log.recorder.select_events(conversation_id, limit=1))
+        return bool(found)
+
+    def _read(self, conversation_id: UUID, after: int = 0) -> list[Event]:
+        return list(self._stream(conversation_id, after))
+
+
+TOPIC_BYTES: dict[str, bytes] = {
+    topic.removeprefix(TOPIC_PREFIX): topic.encode() for topic in TOPICS
+}
+
+
+def damaged_topic(
+    conversation_id: UUID, event: Event, topic: bytes, position: int | None = None
+) -> StoreError:
+    """Replay, ``project`` and ``dump`` refuse a row whose stored topic disagrees with its event:
+    a reader selecting by topic would skip it, and the views must not differ silently.
+    ``position`` (the row's place in the log) is named when the reader knows it."""
+    shown = topic.decode("utf-8", "backslashreplace")[:80]
+    where = "" if position is None else f" (log position {position})"
+    return StoreError(
+        f"stored event {conversation_id} v{event.originator_version}{where} is damaged: its "
+        f"topic {shown!r} disagrees with the event ({TOPIC_PREFIX}{event.type}); "
+        "convstore verify lists every such row"
+    )
