@@ -90,7 +90,7 @@ class ReplayOptions:
     """Microcompact: clear the output of every tool result but the newest N."""
 
 
-def hidden_because(role: Role, vision: bool) -> str | None:
+def _hidden_because(role: Role, vision: bool) -> str | None:
     """Why images in a message of ``role`` are not sent natively, or ``None`` if they are.
 
     Both providers accept images in user messages only.
@@ -169,7 +169,7 @@ def _message_plan(
     summary: bool,
     unanswered: set[str],
 ) -> PlannedMessage:
-    hidden = hidden_because(message.role, vision)
+    hidden = _hidden_because(message.role, vision)
     parts: list[Part] = []
     for position, recorded in enumerate(message.blocks):
         segments = block_segments(
@@ -247,46 +247,27 @@ def _anthropic_block(segment: Segment) -> JSONDict:
             assert_never(segment)
 
 
-def openai_wire(role: Role, segments: list[Segment]) -> JSONDict:
-    """One Chat Completions message: content a string, or parts when an image is shown."""
-    if any(isinstance(s, Image) for s in segments):
-        return {"role": role, "content": [_openai_part(s) for s in segments]}
-    return {"role": role, "content": _plain_text(segments)}
-
-
 def openai_message(message: PlannedMessage) -> JSONDict:
-    """One Chat Completions message of a planned message."""
-    return openai_wire(message.role, message.segments())
+    """One Chat Completions message: content a string, or parts when an image is shown."""
+    segments = message.segments()
+    if any(isinstance(s, Image) for s in segments):
+        return {"role": message.role, "content": [_openai_part(s) for s in segments]}
+    return {"role": message.role, "content": _plain_text(segments)}
 
 
 def anthropic_content(message: PlannedMessage) -> list[JSONDict]:
     """One Messages API content list."""
-    return anthropic_blocks(message.segments())
-
-
-def anthropic_blocks(segments: list[Segment]) -> list[JSONDict]:
-    """Segments as one Messages API content list."""
-    return [_anthropic_block(s) for s in segments]
+    return [_anthropic_block(s) for s in message.segments()]
 
 
 def render(planned: list[PlannedMessage], shape: Shape) -> JSONDict:
     """A plan in the provider's shape."""
-    return render_segments([(m.role, m.segments()) for m in planned], shape)
-
-
-def render_segments(messages: list[tuple[Role, list[Segment]]], shape: Shape) -> JSONDict:
-    """Wire messages, each given as its role and its merged segments, in the provider's shape
-    (what :func:`render` does with a plan, and the replay read model with its own)."""
     match shape:
         case "openai":
-            return {"messages": [openai_wire(role, segments) for role, segments in messages]}
+            return {"messages": [openai_message(m) for m in planned]}
         case "anthropic":
-            system = [_plain_text(segments) for role, segments in messages if role == "system"]
-            turns = [
-                (role, anthropic_blocks(segments))
-                for role, segments in messages
-                if role != "system"
-            ]
+            system = [_plain_text(m.segments()) for m in planned if m.role == "system"]
+            turns = [(m.role, anthropic_content(m)) for m in planned if m.role != "system"]
             if turns and turns[-1][0] == "assistant":
                 # The Messages API refuses a final assistant turn ending in whitespace.
                 last = turns[-1][1][-1]

@@ -78,14 +78,15 @@ from convstore.projections.replay import (
     NOTHING_RECORDED,
     SUMMARY_HEAD,
     JSONDict,
+    Part,
+    PlannedMessage,
     ReplayOptions,
     Shape,
-    hidden_because,
     interruption_marker,
-    render_segments,
 )
+from convstore.projections.replay import render as render_plan
 
-Part: TypeAlias = list[Any]
+PartData: TypeAlias = list[Any]
 """One block's prose as a JSON array (see the module's docstring)."""
 
 ImageLoader: TypeAlias = Callable[[int, int | None], ImageBlock]
@@ -98,8 +99,17 @@ MESSAGE_OVERHEAD = 240
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
+def _hidden_because(role: Role, vision: bool) -> str | None:
+    """Why images in a message of ``role`` are not sent natively (as replay says it)."""
+    if not vision:
+        return CANNOT_SEE
+    if role == "user":
+        return None
+    return f"{role} messages cannot carry images"
+
+
 def _image_ref(image: ImageBlock, version: int, index: int | None, role: Role) -> list[Any]:
-    seen = hidden_because(role, vision=True)
+    seen = _hidden_because(role, vision=True)
     return [
         version,
         index,
@@ -110,7 +120,7 @@ def _image_ref(image: ImageBlock, version: int, index: int | None, role: Role) -
     ]
 
 
-def block_part(block: Block, tool_name: str | None, version: int, role: Role) -> Part:
+def block_part(block: Block, tool_name: str | None, version: int, role: Role) -> PartData:
     """The part a block recorded at ``version`` in a message of ``role`` becomes."""
     match block:
         case TextBlock():
@@ -163,14 +173,14 @@ class MessagePlan:
         role: Role,
         status: MessageStatus = "open",
         reason: str | None = None,
-        parts: list[Part] | None = None,
+        parts: list[PartData] | None = None,
     ) -> None:
         self.message_id = message_id
         """The message's id as 32 hex digits."""
         self.role: Role = role
         self.status: MessageStatus = status
         self.reason = reason
-        self.parts: list[Part] = []
+        self.parts: list[PartData] = []
         self.calls: list[str] = []
         self.answers: list[str] = []
         self.results = 0
@@ -183,7 +193,7 @@ class MessagePlan:
         for part in parts or ():
             self.add(part)
 
-    def add(self, part: Part) -> None:
+    def add(self, part: PartData) -> None:
         """Append one block's part."""
         self.parts.append(part)
         self.plain = None
@@ -253,7 +263,7 @@ class MessagePlan:
         return plain
 
 
-def _blind_text(part: Part) -> str:
+def _blind_text(part: PartData) -> str:
     """A part's prose for a model that cannot see, uncleared."""
     code = part[0]
     if code == "i":
@@ -552,6 +562,12 @@ def _render(wire: list[tuple[Role, str | list[Segment]]], shape: Shape) -> JSOND
                 return {"system": BLOCK_SEPARATOR.join(system), "messages": turns}
             case _:
                 assert_never(shape)
-    return render_segments(
-        [(role, [Text(c)] if isinstance(c, str) else c) for role, c in wire], shape
+    # Anything else goes through replay's own renderer: each message as one part holding its
+    # merged segments (merging them again changes nothing).
+    return render_plan(
+        [
+            PlannedMessage(role, (Part("text", (Text(c),) if isinstance(c, str) else tuple(c)),))
+            for role, c in wire
+        ],
+        shape,
     )
