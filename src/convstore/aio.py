@@ -45,6 +45,7 @@ from convstore.infrastructure.chain import Head
 from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.postgres import is_postgres_url
 from convstore.infrastructure.records import Recorded
+from convstore.infrastructure.replay_tables import DEFAULT_CACHE_BYTES
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.pressure import Pressure
 from convstore.projections.replay import JSONDict, Shape
@@ -78,6 +79,7 @@ async def open_async_store(
     limits: Limits | None = None,
     readers: int = READER_THREADS,
     writers: int | None = None,
+    replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> AsyncStore:
     """Open the store at ``location`` (as :func:`convstore.open_store` does) for asyncio.
 
@@ -85,7 +87,9 @@ async def open_async_store(
     awaiting task is cancelled meanwhile, the store is closed as soon as it has opened.
     """
     opening = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="convstore-open")
-    future = opening.submit(_open, location, create, limits, readers, writers)
+    future = opening.submit(
+        _open, location, create, limits, readers, writers, replay_cache_bytes=replay_cache_bytes
+    )
     opening.shutdown(wait=False)
     try:
         return await asyncio.wrap_future(future)
@@ -100,9 +104,13 @@ def _open(
     limits: Limits | None,
     readers: int,
     writers: int | None,
+    *,
+    replay_cache_bytes: int,
 ) -> AsyncStore:
     """Open the store and start its threads, on the opening thread."""
-    store = open_store(location, create=create, limits=limits)
+    store = open_store(
+        location, create=create, limits=limits, replay_cache_bytes=replay_cache_bytes
+    )
     try:
         return AsyncStore(store, readers=readers, writers=writers)
     except BaseException:

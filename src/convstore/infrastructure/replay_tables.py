@@ -509,3 +509,19 @@ class ReplayReader:
     def close(self) -> None:
         if self.tables is not None:
             self.tables.close()
+
+
+def replay_tables_for(recorder: object) -> ReplayTables | None:
+    """The replay model's tables beside the events ``recorder`` keeps (``None`` for a
+    recorder with nowhere to keep them, such as eventsourcing's in-memory one)."""
+    from eventsourcing.sqlite import SQLiteApplicationRecorder  # noqa: PLC0415
+
+    if isinstance(recorder, SQLiteApplicationRecorder):
+        datastore = recorder.datastore
+        return SQLiteReplayTables(
+            datastore.pool.db_name, lambda: datastore.transaction(commit=False)
+        )
+    if any(cls.__module__ == "eventsourcing.postgres" for cls in type(recorder).__mro__):
+        datastore = getattr(recorder, "datastore")  # noqa: B009 - typed loosely on purpose
+        return PostgresReplayTables(datastore, datastore.schema)
+    return None

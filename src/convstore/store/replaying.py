@@ -7,9 +7,10 @@ of the store reads the events and checks the caller's options.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from uuid import UUID
 
-from convstore.domain.blocks import ToolResultBlock
+from convstore.domain.blocks import ImageBlock, ToolResultBlock
 from convstore.domain.events import BlockAppended
 from convstore.domain.parsing import (
     describe_value,
@@ -19,7 +20,7 @@ from convstore.domain.parsing import (
     parse_optional_count,
 )
 from convstore.errors import ConversationNotFound, InvalidInput
-from convstore.infrastructure.memory import paused_gc
+from convstore.infrastructure.replay_tables import ReplayReader
 from convstore.projections.live import live_request
 from convstore.projections.pressure import Pressure, fit_keep, measure
 from convstore.projections.replay import (
@@ -29,13 +30,19 @@ from convstore.projections.replay import (
     ReplayOptions,
     Shape,
     plan,
-    render,
 )
 from convstore.store.reading import LogReader
 
 
 class Replayer(LogReader):
-    """Replays conversations as provider requests, and measures them."""
+    """Replays conversations as provider requests, and measures them.
+
+    :meth:`replay` answers from the replay read model
+    (:mod:`convstore.infrastructure.replay_tables`), caught up with the log on every call.
+    """
+
+    _replays: ReplayReader
+    """The replay model's reader (set by the store, which knows its budget)."""
 
     def replay(
         self,
@@ -54,12 +61,28 @@ class Replayer(LogReader):
         options = _options(vision, full, keep_tool_results)
         checked = _parse_shape(shape)
         conversation_id = parse_id(conversation, "conversation")
-        with paused_gc():
-            planned = plan(self._stream(conversation_id), options)
-            if not planned and not self._exists(conversation_id):
-                msg = f"conversation {conversation_id} not found"
-                raise ConversationNotFound(msg)
-            return render(planned, checked)
+        found = self._guarded(
+            lambda: self._replays.replay(
+                conversation_id, options, checked, partial(self._image, conversation_id)
+            )
+        )
+        if found is None:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return found
+
+    def _image(self, conversation_id: UUID, version: int, index: int | None) -> ImageBlock:
+        """The image recorded at ``version`` (``index`` into a tool result's content), read
+        back for a vision replay from the model, which keeps no image data."""
+        event = next(self._stream(conversation_id, version - 1))
+        assert isinstance(event, BlockAppended)
+        block = event.block
+        if index is not None:
+            assert isinstance(block, ToolResultBlock)
+            assert not isinstance(block.content, str)
+            block = block.content[index]
+        assert isinstance(block, ImageBlock)
+        return block
 
     def live_request(
         self,
