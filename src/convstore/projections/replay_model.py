@@ -10,8 +10,10 @@ withdrew, the compaction window (``full``), which tool results microcompact clea
 
 A state is folded event by event (:meth:`ReplayState.fold`), so a state at version ``V`` plus
 the events after ``V`` equals a state folded from scratch. Its messages and its head encode to
-deterministic JSON text (:meth:`MessagePlan.encode`, :meth:`ReplayState.encode_head`), so a
-stored copy can be thrown away and rebuilt identical.
+deterministic text (:meth:`MessagePlan.encode`, :meth:`ReplayState.encode_head`), so a stored
+copy can be thrown away and rebuilt identical. A message that is closed and holds only text and
+reasoning can never change again: it is kept as its content alone (two code letters, then the
+text as is), which a fresh process reads without decoding anything.
 
 Parts are JSON arrays, kept decoded as lists (cheap to read back in bulk):
 
@@ -30,7 +32,9 @@ Parts are JSON arrays, kept decoded as lists (cheap to read back in bulk):
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Callable, Iterable
+from json.scanner import make_scanner
 from typing import Any, TypeAlias, assert_never
 
 from convstore.domain.blocks import (
@@ -43,6 +47,7 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.conversation import MessageStatus
 from convstore.domain.events import (
+    ROLES,
     BlockAppended,
     Compacted,
     ConversationRenamed,
@@ -96,7 +101,19 @@ for an image block) back from the log."""
 MESSAGE_OVERHEAD = 240
 """Bytes a message's plan costs in memory beyond its text (objects, lists, the id)."""
 
+_ROLE_CODES: dict[Role, str] = {role: role[0] for role in ROLES}
+_ROLES_BY_CODE: dict[str, Role] = {code: role for role, code in _ROLE_CODES.items()}
+_STATUS_CODES: dict[MessageStatus, str] = {
+    status: status[0] for status in typing.get_args(MessageStatus) if status != "open"
+}
+_STATUSES_BY_CODE: dict[str, MessageStatus] = {code: s for s, code in _STATUS_CODES.items()}
+assert len(_ROLES_BY_CODE) == len(ROLES), "role codes must differ"
+assert len(_STATUSES_BY_CODE) == len(_STATUS_CODES), "status codes must differ"
+
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(
+    json.JSONDecoder()  # type: ignore[arg-type] # typeshed types the C scanner as a class
+)
 
 
 def _hidden_because(role: Role, vision: bool) -> str | None:
@@ -163,6 +180,7 @@ class MessagePlan:
         "reason",
         "results",
         "role",
+        "simple",
         "size",
         "status",
     )
@@ -187,14 +205,21 @@ class MessagePlan:
         self.images = False
         self.blank = True
         self.size = MESSAGE_OVERHEAD
+        self.simple = True
+        """Whether every part is text or reasoning (its prose is the part's own text)."""
         self.plain: str | None = None
         """The content when nothing is cleared, no call is unanswered and no image shows
         (worked out on first use, dropped when the message changes)."""
+        self.status = "open"  # while its parts are added
         for part in parts or ():
             self.add(part)
+        self.status = status
 
     def add(self, part: PartData) -> None:
         """Append one block's part."""
+        if self.sealed:
+            msg = "a closed message takes no more blocks"
+            raise ValueError(msg)
         self.parts.append(part)
         self.plain = None
         code = part[0]
@@ -204,6 +229,8 @@ class MessagePlan:
             self.size += 2 * len(part[1])
             return
         self.blank = False
+        if code != "g":
+            self.simple = False
         if code == "g":
             self.size += 2 * len(part[1])
         elif code == "u":
@@ -232,26 +259,71 @@ class MessagePlan:
 
     def close(self, status: MessageStatus, reason: str | None = None) -> None:
         """The message ended or was interrupted."""
+        if self.sealed:
+            msg = "a closed message cannot close again"
+            raise ValueError(msg)
         self.status = status
         self.reason = reason
         self.plain = None
 
+    @property
+    def sealed(self) -> bool:
+        """Whether the message is closed and all text: its content can never change, so it is
+        kept (and stored) as that one text, without its parts."""
+        return self.status != "open" and self.simple
+
     def encode(self) -> str:
-        """The message's plan as JSON text: deterministic, so a rebuild writes the same."""
+        """The message's plan as text: deterministic, so a rebuild writes the same.
+
+        A sealed message is its role's and status's codes, then its content as is (no JSON to
+        decode when read back); any other is the JSON ``[role, status, reason, parts]``.
+        """
+        if self.sealed:
+            return _ROLE_CODES[self.role] + _STATUS_CODES[self.status] + self.content()
         return _ENCODE([self.role, self.status, self.reason, self.parts])
 
     @classmethod
     def decode(cls, message_id: str, text: str | bytes) -> MessagePlan:
-        """A message read back from :meth:`encode`'s text."""
-        role, status, reason, parts = json.loads(text)
-        return cls(message_id, role, status, reason, parts)
+        """A message read back from :meth:`encode`'s text.
+
+        Decoded with the JSON module's scanner directly (the text has no whitespace around
+        it), and a message of text blocks only is taken in without looking at each part: a
+        fresh process reads every message of a conversation this way.
+        """
+        if isinstance(text, bytes):
+            text = text.decode()
+        if text[:1] != "[":
+            message = cls(message_id, _ROLES_BY_CODE[text[0]], _STATUSES_BY_CODE[text[1]])
+            message.plain = text[2:]
+            message.blank = False
+            message.size += 2 * len(message.plain)
+            return message
+        try:
+            (role, status, reason, parts), end = _SCAN(text, 0)
+        except StopIteration:
+            msg = "a stored replay plan is not JSON"
+            raise ValueError(msg) from None
+        if end != len(text):
+            msg = "a stored replay plan has data after its JSON"
+            raise ValueError(msg)
+        if not all(part[0] == "x" for part in parts):
+            return cls(message_id, role, status, reason, parts)
+        message = cls(message_id, role, status, reason)
+        message.parts = parts
+        texts = [part[1] for part in parts]
+        message.blank = not any(t.strip() for t in texts)
+        message.size += 2 * sum(map(len, texts))
+        return message
 
     def content(self) -> str:
         """The message's text when nothing is cleared, no call is unanswered and images are
         hidden (the model cannot see)."""
         plain = self.plain
         if plain is None:
-            texts = [_blind_text(p) for p in self.parts]
+            if self.simple:
+                texts = [p[1] for p in self.parts]
+            else:
+                texts = [_blind_text(p) for p in self.parts]
             if self.blank:
                 texts.append(BLANK_MESSAGE if self.parts else NOTHING_RECORDED)
             if self.status == "interrupted":
