@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from json.scanner import make_scanner
 from typing import Any, TypeAlias, assert_never
 
@@ -87,9 +87,10 @@ from convstore.projections.replay import (
     PlannedMessage,
     ReplayOptions,
     Shape,
+    anthropic_content,
     interruption_marker,
+    openai_message,
 )
-from convstore.projections.replay import render as render_plan
 
 PartData: TypeAlias = list[Any]
 """One block's prose as a JSON array (see the module's docstring)."""
@@ -546,7 +547,9 @@ def _segments(
     return [s for s in joined if not (isinstance(s, Text) and not s.text.strip())]
 
 
-def _window(state: ReplayState, full: bool) -> tuple[list[MessagePlan], list[MessagePlan | str]]:
+def _window(
+    state: ReplayState, full: bool
+) -> tuple[list[MessagePlan], Sequence[MessagePlan | str]]:
     """The visible messages, and the replayed window (a summary stands as its text)."""
     messages = state.messages
     if state.rewinds:
@@ -558,16 +561,34 @@ def _window(state: ReplayState, full: bool) -> tuple[list[MessagePlan], list[Mes
         withdrawn = None
         visible = messages
     if full or not state.compactions:
-        return visible, list(visible)
+        return visible, visible
     shown = [c for c in state.compactions if c[0] >= 0 and not (withdrawn and withdrawn[c[0]])]
     if not shown:
-        return visible, list(visible)
+        return visible, visible
     through, summary = shown[-1]
     boundary = through if withdrawn is None else through - sum(withdrawn[:through])
     kept_system: list[MessagePlan | str] = [
         m for m in visible[: boundary + 1] if m.role == "system"
     ]
     return visible, [*kept_system, SUMMARY_HEAD + summary, *visible[boundary + 1 :]]
+
+
+def _decisions(
+    visible: list[MessagePlan], window: Sequence[MessagePlan | str], keep: int | None
+) -> tuple[set[str], int]:
+    """The calls no result answers, made before the last visible message; and how many of the
+    window's tool results microcompact clears (the oldest first)."""
+    unanswered: set[str] = set()
+    calling = [i for i, m in enumerate(visible) if m.calls]
+    if calling and calling[0] < len(visible) - 1:
+        answered = {a for m in visible if m.answers for a in m.answers}
+        last = len(visible) - 1
+        unanswered = {c for i in calling if i < last for c in visible[i].calls if c not in answered}
+    to_clear = 0
+    if keep is not None:
+        total = sum(m.results for m in window if not isinstance(m, str))
+        to_clear = max(total - keep, 0)
+    return unanswered, to_clear
 
 
 def render(
@@ -578,68 +599,63 @@ def render(
 ) -> JSONDict:
     """Exactly ``render(plan(events, options), shape)`` for the events ``state`` folded."""
     visible, window = _window(state, options.full)
-    # Calls no result answers, made before the last visible message.
-    unanswered: set[str] = set()
-    if any(m.calls for m in visible[:-1]):
-        answered = {a for m in visible if m.answers for a in m.answers}
-        unanswered = {c for m in visible[:-1] for c in m.calls if c not in answered}
-    # Microcompact: results before the newest ``keep`` in the window are cleared.
-    to_clear = 0
-    keep = options.keep_tool_results
-    if keep is not None:
-        total = sum(m.results for m in window if not isinstance(m, str))
-        to_clear = max(total - keep, 0)
+    unanswered, to_clear = _decisions(visible, window, options.keep_tool_results)
     vision = options.vision
-    wire: list[tuple[Role, str | list[Segment]]] = []
+    match shape:
+        case "openai":
+            openai = True
+        case "anthropic":
+            openai = False
+        case _:
+            assert_never(shape)
+    out: list[JSONDict] = []
+    system: list[str] = []
     seen_results = 0
     for message in window:
+        content: str | list[Segment]
+        role: Role
         if isinstance(message, str):
-            wire.append(("user", message))
-            continue
-        cleared_from = max(to_clear - seen_results, 0)
-        seen_results += message.results
-        if (
-            (message.images and vision)
-            or (cleared_from and message.results)
-            or (unanswered and message.calls and not unanswered.isdisjoint(message.calls))
-        ):
-            segments = _segments(
-                message, vision=vision, cleared_from=cleared_from, unanswered=unanswered, load=load
-            )
-            wire.append((message.role, segments))
+            role, content = "user", message
         else:
-            plain = message.plain
-            wire.append((message.role, message.content() if plain is None else plain))
-    return _render(wire, shape)
-
-
-def _render(wire: list[tuple[Role, str | list[Segment]]], shape: Shape) -> JSONDict:
-    """:func:`convstore.projections.replay.render_segments`, with a message given as one
-    string when its content is that one text (the common case, built without segments)."""
-    plain = [(role, content) for role, content in wire if isinstance(content, str)]
-    if len(plain) == len(wire):
-        match shape:
-            case "openai":
-                return {"messages": [{"role": role, "content": text} for role, text in plain]}
-            case "anthropic":
-                system = [text for role, text in plain if role == "system"]
-                turns: list[JSONDict] = [
-                    {"role": role, "content": [{"type": "text", "text": text}]}
-                    for role, text in plain
-                    if role != "system"
-                ]
-                if turns and turns[-1]["role"] == "assistant":
-                    last = turns[-1]["content"][-1]
-                    last["text"] = last["text"].rstrip()
-                return {"system": BLOCK_SEPARATOR.join(system), "messages": turns}
-            case _:
-                assert_never(shape)
-    # Anything else goes through replay's own renderer: each message as one part holding its
-    # merged segments (merging them again changes nothing).
-    return render_plan(
-        [
-            PlannedMessage(role, (Part("text", (Text(c),) if isinstance(c, str) else tuple(c)),))
-            for role, c in wire
-        ],
-        shape,
-    )
+            role = message.role
+            cleared_from = max(to_clear - seen_results, 0)
+            seen_results += message.results
+            if (
+                (message.images and vision)
+                or (cleared_from and message.results)
+                or (unanswered and message.calls and not unanswered.isdisjoint(message.calls))
+            ):
+                content = _segments(
+                    message,
+                    vision=vision,
+                    cleared_from=cleared_from,
+                    unanswered=unanswered,
+                    load=load,
+                )
+            else:
+                plain = message.plain
+                content = message.content() if plain is None else plain
+        if isinstance(content, str):  # one text: built here, as replay's renderer would
+            if openai:
+                out.append({"role": role, "content": content})
+            elif role == "system":
+                system.append(content)
+            else:
+                out.append({"role": role, "content": [{"type": "text", "text": content}]})
+            continue
+        # Anything else goes through replay's own renderer, as a plan of one part holding the
+        # merged segments (merging them again changes nothing).
+        planned = PlannedMessage(role, (Part("text", tuple(content)),))
+        if openai:
+            out.append(openai_message(planned))
+        elif role == "system":
+            system.append(BLOCK_SEPARATOR.join(s.text for s in content if isinstance(s, Text)))
+        else:
+            out.append({"role": role, "content": anthropic_content(planned)})
+    if openai:
+        return {"messages": out}
+    if out and out[-1]["role"] == "assistant":
+        # The Messages API refuses a final assistant turn ending in whitespace.
+        last = out[-1]["content"][-1]
+        last["text"] = last["text"].rstrip()
+    return {"system": BLOCK_SEPARATOR.join(system), "messages": out}
