@@ -282,3 +282,28 @@ def test_a_process_killed_mid_catch_up_leaves_a_model_the_next_replay_trusts(
                 assert (version, state.encode_head(), rows) == stored
     with sqlite3.connect(location) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_an_encrypted_store_keeps_no_replay_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a cipher the events are encrypted at rest; the model would hold their prose in the
+    clear, so none is stored, and replay folds the log (still right)."""
+    from eventsourcing.cipher import AESCipher  # noqa: PLC0415
+
+    monkeypatch.setenv("CONVSTORE_CIPHER_TOPIC", "eventsourcing.cipher:AESCipher")
+    monkeypatch.setenv("CONVSTORE_CIPHER_KEY", AESCipher.create_key(16))
+    location = tmp_path / "s.db"
+    marker = "clear-text-marker-7d1f"
+    with open_store(location) as store:
+        conv = store.new_conversation()
+        for _ in range(40):
+            store.append_message(conv, "user", [{"type": "text", "text": marker}])
+        assert store.replay(conv) == replay(store.events(conv))
+        assert store._replays.tables is None
+    with sqlite3.connect(location) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert not {HEADS, MESSAGES} & tables
+    for path in (location, Path(f"{location}-wal")):
+        if path.exists():
+            assert marker.encode() not in path.read_bytes(), path

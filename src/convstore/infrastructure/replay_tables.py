@@ -25,14 +25,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
-from convstore.domain.events import Event
 from convstore.infrastructure.erasure import ERASED_TABLE
 from convstore.infrastructure.memory import paused_gc
-from convstore.projections.replay import JSONDict, ReplayOptions, Shape
-from convstore.projections.replay_model import ImageLoader, ReplayState, render
+from convstore.projections.replay_plans import ImageLoader, ReplayState, render
+
+if TYPE_CHECKING:  # the command line's quick replay imports this module without the models
+    from convstore.domain.events import Event
+    from convstore.projections.replay import JSONDict, ReplayOptions, Shape
 
 HEADS = "convstore_replay_heads"
 MESSAGES = "convstore_replay_messages"
@@ -373,7 +375,7 @@ class PostgresReplayTables:
 # -- the reader ------------------------------------------------------------------------------
 
 
-EventsAfter = Callable[[UUID, int], Iterator[Event]]
+EventsAfter = Callable[[UUID, int], "Iterator[Event]"]
 """A conversation's events after a version, decoded as consumed (the store's reader)."""
 
 

@@ -75,9 +75,10 @@ class Store(Writer, LogScanner, Replayer, Listing):
         replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         super().__init__(log, location, secret=secret, limits=limits)
-        self._replays = ReplayReader(
-            replay_tables_for(log.recorder), self._stream, cache_bytes=replay_cache_bytes
-        )
+        # A store whose events are encrypted keeps no replay model beside them: it would hold
+        # their prose in the clear. Replay then folds the log (and still caches in memory).
+        tables = replay_tables_for(log.recorder) if log.mapper.cipher is None else None
+        self._replays = ReplayReader(tables, self._stream, cache_bytes=replay_cache_bytes)
 
     # -- lifecycle -------------------------------------------------------------------------
 
