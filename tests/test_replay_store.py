@@ -307,3 +307,19 @@ def test_an_encrypted_store_keeps_no_replay_model(
     for path in (location, Path(f"{location}-wal")):
         if path.exists():
             assert marker.encode() not in path.read_bytes(), path
+
+
+def test_a_store_opened_without_the_model_neither_reads_nor_writes_it(tmp_path: Path) -> None:
+    location = tmp_path / "s.db"
+    with open_store(location, replay_model=False) as store:
+        conv = store.new_conversation()
+        record(store, conv, 20)
+        assert store.replay(conv) == replay(store.events(conv))
+    with sqlite3.connect(location) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert not {HEADS, MESSAGES} & tables
+    with open_store(location) as store:  # another process keeps it
+        store.replay(conv)
+        record(store, conv, 1, start=20)
+    with open_store(location, replay_model=False, replay_cache_bytes=0) as store:
+        assert store.replay(conv) == replay(store.events(conv))

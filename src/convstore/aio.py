@@ -80,6 +80,7 @@ async def open_async_store(
     readers: int = READER_THREADS,
     writers: int | None = None,
     replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
+    replay_model: bool = True,
 ) -> AsyncStore:
     """Open the store at ``location`` (as :func:`convstore.open_store` does) for asyncio.
 
@@ -88,7 +89,14 @@ async def open_async_store(
     """
     opening = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="convstore-open")
     future = opening.submit(
-        _open, location, create, limits, readers, writers, replay_cache_bytes=replay_cache_bytes
+        _open,
+        location,
+        create,
+        limits,
+        readers,
+        writers,
+        replay_cache_bytes=replay_cache_bytes,
+        replay_model=replay_model,
     )
     opening.shutdown(wait=False)
     try:
@@ -106,10 +114,15 @@ def _open(
     writers: int | None,
     *,
     replay_cache_bytes: int,
+    replay_model: bool,
 ) -> AsyncStore:
     """Open the store and start its threads, on the opening thread."""
     store = open_store(
-        location, create=create, limits=limits, replay_cache_bytes=replay_cache_bytes
+        location,
+        create=create,
+        limits=limits,
+        replay_cache_bytes=replay_cache_bytes,
+        replay_model=replay_model,
     )
     try:
         return AsyncStore(store, readers=readers, writers=writers)

@@ -73,11 +73,13 @@ class Store(Writer, LogScanner, Replayer, Listing):
         secret: str = "",
         limits: Limits | None = None,
         replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        replay_model: bool = True,
     ) -> None:
         super().__init__(log, location, secret=secret, limits=limits)
         # A store whose events are encrypted keeps no replay model beside them: it would hold
         # their prose in the clear. Replay then folds the log (and still caches in memory).
-        tables = replay_tables_for(log.recorder) if log.mapper.cipher is None else None
+        keep = replay_model and log.mapper.cipher is None
+        tables = replay_tables_for(log.recorder) if keep else None
         self._replays = ReplayReader(tables, self._stream, cache_bytes=replay_cache_bytes)
 
     # -- lifecycle -------------------------------------------------------------------------
