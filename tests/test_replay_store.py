@@ -323,3 +323,21 @@ def test_a_store_opened_without_the_model_neither_reads_nor_writes_it(tmp_path: 
         record(store, conv, 1, start=20)
     with open_store(location, replay_model=False, replay_cache_bytes=0) as store:
         assert store.replay(conv) == replay(store.events(conv))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_the_model_dropped_under_a_running_store_is_only_folded_again(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    location = (
+        str(tmp_path / "s.db") if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    )
+    with stores(location, [0, 0]) as (store, other):
+        store._replays.write_lag = 1
+        conv = store.new_conversation()
+        record(store, conv, 3)
+        store.replay(conv)  # the tables exist, and it knows
+        other._replays.clear()  # another process drops them
+        record(store, conv, 2, start=3)
+        assert store.replay(conv) == replay(store.events(conv))
+        assert model_rows(store, conv)[0] == len(store.events(conv))

@@ -77,6 +77,9 @@ class ReplayTables(Protocol):
     def clear(self) -> None:
         """Throw the whole model away."""
 
+    def forget_schema(self) -> None:
+        """Check again, next time, whether the tables exist (after a failure)."""
+
     def close(self) -> None:
         """Release connections."""
 
@@ -220,6 +223,9 @@ class SQLiteReplayTables:
                     conn.execute("ROLLBACK")
                 raise
             self._exists = False
+
+    def forget_schema(self) -> None:
+        self._exists = False
 
     def close(self) -> None:
         with self._lock:
@@ -368,6 +374,9 @@ class PostgresReplayTables:
                 execute(f"DROP TABLE IF EXISTS {self._prefix}{table}", ())
         self._exists = False
 
+    def forget_schema(self) -> None:
+        self._exists = False
+
     def close(self) -> None:
         """Nothing of its own: it uses the store's pool."""
 
@@ -435,7 +444,7 @@ class ReplayReader:
     def _caught_up(self, conversation: UUID, entry: _Entry) -> ReplayState | None:
         state = entry.state
         if state is None:
-            stored = self.tables.read(conversation) if self.tables is not None else None
+            stored = self._read_stored(conversation)
             state, entry.stored = ReplayState(), 0
             if stored is not None:
                 try:
@@ -464,12 +473,32 @@ class ReplayReader:
             return None
         entry.state = state
         lag = state.version - entry.stored
-        if self.tables is not None and lag >= self.write_lag:
-            written = self.tables.write(conversation, state, entry.stored)
-            if written:
-                state.clean()
-                entry.stored = state.version
+        due = self.tables is not None and lag >= self.write_lag
+        if due and self._write_stored(conversation, state, entry.stored):
+            state.clean()
+            entry.stored = state.version
         return state
+
+    def _read_stored(self, conversation: UUID) -> Stored | None:
+        """The stored model, or ``None`` when there is none or it cannot be read: it is derived
+        data, so a failure to read it (tables dropped meanwhile, a damaged row, a busy
+        connection) only means folding the log, whose own failures still surface."""
+        if self.tables is None:
+            return None
+        try:
+            return self.tables.read(conversation)
+        except Exception:  # noqa: BLE001 - see above
+            self.tables.forget_schema()
+            return None
+
+    def _write_stored(self, conversation: UUID, state: ReplayState, since: int) -> bool:
+        """Store the model; whether it was written (a failure leaves it behind, no more)."""
+        assert self.tables is not None
+        try:
+            return self.tables.write(conversation, state, since)
+        except Exception:  # noqa: BLE001 - derived data: the next reader catches it up
+            self.tables.forget_schema()
+            return False
 
     def _account(self, conversation: UUID, entry: _Entry, state: ReplayState) -> None:
         """Keep the cache within its budget, dropping the least recently replayed first."""
