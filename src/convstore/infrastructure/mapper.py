@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import zlib
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
@@ -118,6 +118,9 @@ if set(KIND_CODES) != _EVENT_TYPES or len(KIND_CODES) > _KIND_MASK:  # pragma: n
     raise RuntimeError(msg)
 
 _IN_HEADER = frozenset({"originator_id", "originator_version", "type"})
+_ZERO = timedelta(0)
+_MICROSECOND = timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @functools.cache
@@ -158,7 +161,7 @@ def compact_state(event: BaseModel, *, compress: bool = True) -> bytes:
         header = originator.bytes + version.to_bytes(4, "big")
     timestamp = getattr(event, "timestamp", None)
     if isinstance(timestamp, datetime) and timestamp.utcoffset() == _ZERO:
-        micros = _micros(timestamp)
+        micros = (timestamp - _EPOCH) // _MICROSECOND
         if 0 <= micros < _MAX_HEADER_SECONDS * 1_000_000:
             kind |= _TIMESTAMP_IN_HEADER
             header += micros.to_bytes(8, "big")
@@ -190,19 +193,6 @@ def compact_state(event: BaseModel, *, compress: bool = True) -> bytes:
         msg = "its JSON would read back as a different value"
         raise UnreadableEvent(msg)
     return state
-
-
-_EPOCH_ORDINAL = 719163  # date(1970, 1, 1).toordinal()
-_ZERO = timedelta(0)
-
-
-def _micros(moment: datetime) -> int:
-    """Microseconds since 1970-01-01 UTC, exactly (no float on the way)."""
-    offset = moment.utcoffset()
-    assert offset is not None
-    days = moment.toordinal() - _EPOCH_ORDINAL
-    seconds = days * 86400 + moment.hour * 3600 + moment.minute * 60 + moment.second
-    return (seconds - int(offset.total_seconds())) * 1_000_000 + moment.microsecond
 
 
 def full_json(state: bytes) -> bytes:
