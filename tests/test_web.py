@@ -16,6 +16,7 @@ import convstore
 from convstore import Store
 from convstore.cli import cli
 from convstore.demo import record_demo, tiny_png
+from convstore.projector import audit_path, catch_up, open_audit
 
 pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
 from starlette.testclient import TestClient
@@ -181,22 +182,43 @@ def test_hostile_transcript_renders_inert(store: Store) -> None:
 
 
 def test_transcript_is_paged(tmp_path: Path) -> None:
-    """A long conversation opens one page of messages at a time, with links to the others."""
+    """A long conversation opens at its newest page; "load earlier" walks back to the first,
+    numbered once the audit read model knows where the page starts."""
     with convstore.open_store(tmp_path / "long.db") as store:
         conv = store.new_conversation(title="long")
-        for i in range(PAGE_SIZE * 2 + 10):
+        count = PAGE_SIZE * 2 + 10
+        for i in range(count):
             store.append_message(conv, "user", [{"type": "text", "text": f"message {i}"}])
         client = client_for(store)
-        first = client.get(f"/c/{conv}").text
+        newest = client.get(f"/c/{conv}").text
+        assert f"message {count - 1}<" in newest
+        assert f"message {count - PAGE_SIZE}<" in newest
+        assert f"message {count - PAGE_SIZE - 1}<" not in newest
+        assert "data-last='1'" in newest
+        assert "#1 " not in newest  # where the page starts is not known without the audit
+        earlier = re.findall(r"class='earlier' href='([^']+)'", newest)
+        assert len(earlier) == 1
+        middle = client.get(earlier[0].replace("&amp;", "&")).text
+        assert f"message {count - PAGE_SIZE - 1}<" in middle
+        assert "message 9<" not in middle
+        assert "message 10<" in middle
+        assert "data-last='0'" in middle
+        assert "class='newest'" in middle
+        first_href = re.findall(r"class='earlier' href='([^']+)'", middle)[0]
+        first = client.get(first_href.replace("&amp;", "&")).text
         assert "message 0<" in first
-        assert f"message {PAGE_SIZE}<" not in first
-        assert "page 1 of 3" in first
-        last = client.get(f"/c/{conv}?page=3").text
-        assert f"message {PAGE_SIZE * 2 + 9}<" in last
-        assert "message 0<" not in last
-        assert "data-last='1'" in last
-        assert "data-last='0'" in first
-        assert client.get(f"/c/{conv}?page=x").status_code == 400
+        assert "message 10<" not in first
+        assert "class='earlier'" not in first
+        assert "#1 " in first  # the page starting the conversation is numbered
+        assert f"of {count}" in first
+        audit = open_audit(store, audit_path(store))
+        catch_up(store, audit)
+        audit.close()
+        numbered = client.get(f"/c/{conv}").text
+        assert f"#{count - PAGE_SIZE + 1} " in numbered
+        assert f"messages {count - PAGE_SIZE + 1} to {count} of {count}" in numbered
+        assert client.get(f"/c/{conv}?before=x").status_code == 400
+        assert client.get(f"/c/{conv}?before=0").status_code == 400
 
 
 def test_version_moves_when_messages_are_appended(store: Store) -> None:

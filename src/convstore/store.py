@@ -38,6 +38,7 @@ from convstore.domain.events import (
     EntriesRecorded,
     Event,
     MessageMeta,
+    MessageStarted,
     Role,
     utcnow,
 )
@@ -361,6 +362,54 @@ class Store:
             raise ConversationNotFound(msg)
         return events
 
+    def tail(
+        self, conversation: UUID | str, *, messages: int, before: int | None = None
+    ) -> list[Event]:
+        """The end of a conversation's log, in order: every event from the start of the
+        ``messages``-th newest message started before version ``before`` (before the end
+        when ``None``) through the newest event. Read backwards from the end in growing
+        pages, so the newest messages of a long log cost a few hundred decodes, not all.
+
+        When fewer messages were started before ``before``, the whole log is returned (it
+        begins with the conversation's start). Fold a tail that does not with
+        ``collect_history(events, tail=True)``.
+        """
+        conversation_id = parse_id(conversation, "conversation")
+        wanted = parse_count(messages, "messages", 1)
+        limit = parse_optional_count(before, "before", 1)
+        recorder, decode = self._log.recorder, self._log.pydantic_mapper.decode
+        found: list[Event] = []
+        started = 0
+        top: int | None = None
+        chunk = 4 * wanted + 16
+        with paused_gc():
+            while True:
+                rows = self._guarded(
+                    lambda top=top, chunk=chunk: recorder.select_events(  # type: ignore[misc]
+                        conversation_id, lte=top, desc=True, limit=chunk
+                    )
+                )
+                for row in rows:
+                    event = self._guarded(lambda row=row: decode(row))  # type: ignore[misc]
+                    topic = row.topic.encode("utf-8", "surrogateescape")
+                    if topic != _TOPIC_BYTES[event.type]:
+                        raise _damaged_topic(conversation_id, event, topic)
+                    found.append(event)
+                    if isinstance(event, MessageStarted) and (
+                        limit is None or event.originator_version < limit
+                    ):
+                        started += 1
+                        if started == wanted:
+                            return found[::-1]
+                if len(rows) < chunk:
+                    break
+                top = rows[-1].originator_version - 1
+                chunk *= 2
+        if not found:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return found[::-1]
+
     def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
         """Every recorded event of a conversation as the JSON it was stored as."""
         conversation_id = parse_id(conversation, "conversation")
@@ -651,6 +700,16 @@ class Store:
         rows = rows[:limit]
         next_cursor = f"{rows[-1].last_active}.{rows[-1].id.hex}" if more else None
         return Page([_info(row, labels_of.get(row.id, {})) for row in rows], next_cursor)
+
+    def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
+        """One conversation as :meth:`list_conversations` lists it (title, labels, last
+        activity, events), from the listing index: one indexed read."""
+        conversation_id = parse_id(conversation, "conversation")
+        rows, labels_of = self._select_listing(ListingQuery(ids=(conversation_id,), limit=1))
+        if not rows:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return _info(rows[0], labels_of.get(rows[0].id, {}))
 
     def rebuild_listing(self) -> int:
         """Refill the listing index from the log in one transaction (writers wait meanwhile);
