@@ -365,13 +365,13 @@ class Store:
     def tail(
         self, conversation: UUID | str, *, messages: int, before: int | None = None
     ) -> list[Event]:
-        """The end of a conversation's log, in order: every event from the start of the
-        ``messages``-th newest message started before version ``before`` (before the end
-        when ``None``) through the newest event. Read backwards from the end in growing
-        pages, so the newest messages of a long log cost a few hundred decodes, not all.
+        """The end of a conversation's log, in order: every event after the start of the
+        message before the ``messages``-th newest one started before version ``before``
+        (before the end when ``None``) through the newest event. Read backwards from the end
+        in growing pages, so the newest messages of a long log cost a few hundred decodes.
 
-        When fewer messages were started before ``before``, the whole log is returned (it
-        begins with the conversation's start). Fold a tail that does not with
+        When no message started before those, the whole log is returned: it begins with the
+        conversation's start. Fold a tail that does not with
         ``collect_history(events, tail=True)``.
         """
         conversation_id = parse_id(conversation, "conversation")
@@ -394,13 +394,13 @@ class Store:
                     topic = row.topic.encode("utf-8", "surrogateescape")
                     if topic != _TOPIC_BYTES[event.type]:
                         raise _damaged_topic(conversation_id, event, topic)
-                    found.append(event)
                     if isinstance(event, MessageStarted) and (
                         limit is None or event.originator_version < limit
                     ):
-                        started += 1
                         if started == wanted:
                             return found[::-1]
+                        started += 1
+                    found.append(event)
                 if len(rows) < chunk:
                     break
                 top = rows[-1].originator_version - 1
