@@ -16,12 +16,13 @@ import convstore
 from convstore import Store
 from convstore.cli import cli
 from convstore.demo import record_demo, tiny_png
-from convstore.projector import audit_path, catch_up, open_audit
+from convstore.projector import audit_path, catch_up, open_audit, rebuild
 
 pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
 from starlette.testclient import TestClient
 
 from convstore.cli.serve import HostGuard, allowed_hosts
+from convstore.web import app as web_app
 from convstore.web.app import create_app
 from convstore.web.render import PAGE_SIZE, TEXT_LIMIT
 
@@ -289,3 +290,153 @@ def test_serve_help_says_who_can_read() -> None:
     assert result.exit_code == 0
     assert "anyone who can connect" in result.stdout
     assert "403" in result.stdout
+
+
+def project(store: Store) -> None:
+    """Catch the store's audit read model (at its default path) up with the log."""
+    audit = open_audit(store, audit_path(store))
+    try:
+        catch_up(store, audit)
+    finally:
+        audit.close()
+
+
+def listed_ids(page: str) -> list[str]:
+    return re.findall(r"<a class='conv' href='/c/([0-9a-f-]{36})'", page)
+
+
+def test_list_is_filtered_and_paged_by_the_listing_index(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Title, label and activity filters in the query string pick what the listing index
+    picks; the next-page cursor keeps the filters; the form shows them."""
+    monkeypatch.setattr(web_app, "LIST_PAGE_SIZE", 2)
+    made = []
+    for i in range(5):
+        conv = store.new_conversation(title=f"report {i}" if i % 2 == 0 else f"chat {i}")
+        store.set_labels(conv, {"team": "red" if i < 3 else "blue", "n": str(i)})
+        store.append_message(conv, "user", [{"type": "text", "text": f"hello {i}"}])
+        made.append(str(conv))
+    client = client_for(store)
+    first = client.get("/").text
+    assert listed_ids(first) == made[::-1][:2]  # newest activity first, two a page
+    walked = listed_ids(first)
+    page = first
+    while nxt := re.findall(r"class='next' href='/\?([^']+)'", page):
+        page = client.get("/?" + nxt[0].replace("&amp;", "&")).text
+        walked += listed_ids(page)
+    assert walked == made[::-1]
+    red = client.get("/?label=team%3Dred").text
+    assert listed_ids(red) == made[2:0:-1]
+    assert "label=team%3Dred" in red  # the next link keeps the filter
+    assert "value='team=red'" in red  # and the form shows it
+    nxt = re.findall(r"class='next' href='/\?([^']+)'", red)[0].replace("&amp;", "&")
+    assert listed_ids(client.get("/?" + nxt).text) == made[:1]
+    both = client.get("/?label=team%3Dred&title=REPORT").text
+    assert listed_ids(both) == [made[2], made[0]]
+    assert listed_ids(client.get("/?label=team%3Dred&label=n%3D1").text) == [made[1]]
+    assert listed_ids(client.get("/?active_after=2999-01-01").text) == []
+    everything = store.list_conversations(limit=10).conversations
+    middle = everything[2].last_active
+    assert middle is not None
+    stamp = middle.isoformat().replace("+", "%2B")
+    assert listed_ids(client.get(f"/?active_before={stamp}").text) == made[:2][::-1]
+    assert client.get("/?active_after=yesterday").status_code == 400
+    assert client.get("/?label=nokey").status_code == 400
+    assert client.get("/?after=junk").status_code == 400
+    hostile_page = client.get("/?title=%3Cscript%3E&label=team%3D%22%3E%3Cb%3E")
+    assert hostile_page.status_code == 200
+    assert_inert(hostile_page.text)
+    assert "value='&lt;script&gt;'" in hostile_page.text
+    refused = client.get("/?label=%3Cb%3E%3D%22x")
+    assert refused.status_code == 400
+    assert_inert(refused.text)
+    assert "&lt;b&gt;" in refused.text
+
+
+def test_search_finds_ranked_messages_with_escaped_snippets(store: Store) -> None:
+    """Search reads the audit read model's full-text index: conversations ranked, matching
+    messages linked with an escaped snippet, filters applied, erased ones never shown."""
+    plenty = store.new_conversation(title="plenty")
+    store.set_labels(plenty, {"team": "red"})
+    store.append_message(plenty, "user", [{"type": "text", "text": "zebra zebra zebra zebra"}])
+    once = store.new_conversation(title="once")
+    store.set_labels(once, {"team": "blue"})
+    store.append_message(once, "user", [{"type": "text", "text": "a long text " * 40}])
+    target = store.append_message(
+        once, "assistant", [{"type": "text", "text": "one zebra <script>alert(1)</script>"}]
+    )
+    erased = store.new_conversation(title="gone")
+    store.append_message(erased, "user", [{"type": "text", "text": "zebra secret"}])
+    none = hostile(store)
+    project(store)
+    store.erase(erased, reason="test")  # the read model has not caught up with it yet
+    client = client_for(store)
+    page = client.get("/?q=zebra").text
+    assert_inert(page)
+    assert listed_ids(page) == [str(plenty), str(once)]
+    assert "secret" not in page
+    assert str(none) not in page
+    assert "<mark>zebra</mark> &lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert f"/c/{once}?before=" in page
+    assert f"#m-{target}" in page
+    assert "1 erasure is not applied" in page  # the read model has not seen it yet
+    assert listed_ids(client.get("/?q=zebra&label=team%3Dblue").text) == [str(once)]
+    assert listed_ids(client.get("/?q=zebra+script").text) == [str(once)]
+    assert listed_ids(client.get("/?q=nothing-like-this").text) == []
+    for query in ('"zebra', "zebra OR x", "NEAR(zebra", "*", "text:zebra", "-zebra"):
+        response = client.get("/", params={"q": query})
+        assert response.status_code == 200, query
+    assert client.get("/", params={"q": "w " * 30}).status_code == 400
+    link = re.findall(r"class='hit' href='([^']+)'", page)[-1].replace("&amp;", "&")
+    landed = client.get(link).text
+    assert f"id='m-{target}'" in landed
+    project(store)
+    assert "Search index current" in client.get("/?q=zebra").text
+
+
+def test_search_says_when_the_read_model_is_missing_or_behind(store: Store) -> None:
+    """No read model: the page says so and gives the command; behind: by how much; a
+    rebuild answers the same as the projection it replaces."""
+    conv = store.new_conversation(title="notes")
+    store.append_message(conv, "user", [{"type": "text", "text": "quokka sighting"}])
+    client = client_for(store)
+    missing = client.get("/?q=quokka").text
+    assert "there is no audit read model at" in missing
+    assert "project</code>" in missing
+    assert listed_ids(missing) == []
+    assert "there is no audit read model at" in client.get("/").text
+    project(store)
+    before = client.get("/?q=quokka").text
+    assert listed_ids(before) == [str(conv)]
+    store.append_message(conv, "user", [{"type": "text", "text": "second quokka"}])
+    behind = client.get("/?q=quokka").text
+    head = store.log_position()
+    assert "positions behind" in behind
+    assert f"of {head:,}" in behind
+    assert "second" not in behind  # stale, and said so
+    project(store)
+    current = client.get("/?q=quokka").text
+    assert "Search index current" in current
+    assert "second <mark>quokka</mark>" in current
+    rebuild(store, audit_path(store))
+    assert client.get("/?q=quokka").text == current
+
+
+def test_list_counts_come_from_the_read_model_when_whole(store: Store) -> None:
+    """A conversation the read model holds whole is counted from it; a large one it does
+    not is shown as unknown instead of read whole for a list."""
+    conv = record_demo(store)
+    messages = store.messages(conv)
+    calls = sum(1 for m in messages for b in m.blocks if b.block.type == "tool_use")
+    project(store)
+    page = client_for(store).get("/").text
+    assert f"<td>{len(messages)}</td><td>{calls}</td>" in page
+    big = store.new_conversation(title="big")
+    for i in range(web_app.READ_FOR_COUNTS // 3 + 1):
+        store.append_message(big, "user", [{"type": "text", "text": f"m{i}"}])
+    page = client_for(store).get("/").text
+    assert "not in the audit read model yet" in page
+    project(store)
+    page = client_for(store).get("/").text
+    assert f"<td>{web_app.READ_FOR_COUNTS // 3 + 1:,}</td><td>0</td>" in page

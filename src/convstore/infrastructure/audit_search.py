@@ -15,7 +15,7 @@ from pathlib import Path
 from uuid import UUID
 
 from convstore.errors import InvalidInput
-from convstore.infrastructure.audit_db import MARK, SCHEMA_VERSION
+from convstore.infrastructure.audit_db import ERASURES, MARK, PROJECTION, SCHEMA_VERSION
 
 MARK_START = "\ue000"
 MARK_END = "\ue001"
@@ -35,6 +35,8 @@ class AuditState:
     """The log position of the last event it holds; ``None`` when it cannot be used."""
     problem: str | None = None
     """Why it cannot be used (missing, another schema, unreadable), for the page."""
+    erasures: int = 0
+    """The ``seq`` of the last erasure it acted on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,15 +86,13 @@ def audit_state(path: Path) -> AuditState:
                     f"{meta.get('schema_version')}; this convstore reads {SCHEMA_VERSION}"
                 )
                 return AuditState(path, None, problem)
-            row = conn.execute(
-                "SELECT position FROM _tracking WHERE projection = 'audit'"
-            ).fetchone()
+            tracked = dict(conn.execute("SELECT projection, position FROM _tracking").fetchall())
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     except sqlite3.Error as exc:
         return AuditState(path, None, f"the audit read model at {path} cannot be read: {exc}")
     if "blocks_fts" not in tables:
         return AuditState(path, None, f"the audit read model at {path} has no full-text index")
-    return AuditState(path, int(row[0]) if row else 0)
+    return AuditState(path, int(tracked.get(PROJECTION, 0)), erasures=int(tracked.get(ERASURES, 0)))
 
 
 def match_expression(text: str) -> str:

@@ -250,13 +250,24 @@ def _audit_note(store: Store, state: AuditState, *, searching: bool) -> str:
             "<code>--follow</code> to keep it current).</p>"
         )
     head = store.log_position()
-    if state.position < head:
-        return (
-            f"<p class='note' id='audit-note'>The audit read model is behind the store: it "
-            f"holds the log up to position {state.position:,} of {head:,} "
+    erasures = len(store.erasures(state.erasures))
+    if state.position < head or erasures:
+        missed = (
+            f"it holds the log up to position {state.position:,} of {head:,} "
             f"({head - state.position:,} positions behind), so search misses what was "
-            "recorded since. Catch it up with "
-            f"<code>{esc(command)}</code> (add <code>--follow</code> to keep it current).</p>"
+            "recorded since"
+            if state.position < head
+            else "it holds every event"
+        )
+        if erasures:
+            missed += (
+                f"; {erasures:,} {'erasure is' if erasures == 1 else 'erasures are'} not "
+                "applied to it yet (erased conversations are left out of the results)"
+            )
+        return (
+            f"<p class='note' id='audit-note'>The audit read model is behind the store: "
+            f"{missed}. Catch it up with <code>{esc(command)}</code> (add "
+            "<code>--follow</code> to keep it current).</p>"
         )
     return (
         f"<p class='note ok' id='audit-note'>Search index current (log position "
