@@ -34,7 +34,10 @@ def text(value: str) -> dict[str, str]:
 def eventful(store: Store) -> UUID:
     """A conversation using every kind of event that changes how a message is shown."""
     conv = store.new_conversation(title="eventful")
-    say = lambda role, value: store.append_message(conv, role, [text(value)])  # noqa: E731
+
+    def say(role: str, value: str) -> UUID:
+        return store.append_message(conv, role, [text(value)])
+
     first = say("user", "one")
     call = {"type": "tool_use", "id": "c1", "name": "ls", "input": {}}
     store.append_message(conv, "assistant", [call])
