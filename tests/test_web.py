@@ -24,7 +24,7 @@ from starlette.testclient import TestClient
 from convstore.cli.serve import HostGuard, allowed_hosts
 from convstore.web import app as web_app
 from convstore.web.app import create_app
-from convstore.web.render import PAGE_SIZE, TEXT_LIMIT
+from convstore.web.render import PAGE_SIZE, TEXT_LIMIT, esc
 
 PNG = base64.b64encode(tiny_png()).decode()
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -143,6 +143,15 @@ def test_side_pane_is_the_replay_itself(store: Store) -> None:
     assert "<svg" in side
     total = store.pressure(conv, vision=False).total
     assert f"{total:,} tokens" in side
+    # The page loads the same two parts one after the other: the replay, then the chart.
+    replay_part = client.get(f"/c/{conv}/replay?vision=0").text
+    pressure_part = client.get(f"/c/{conv}/pressure?vision=0").text
+    assert side == replay_part + pressure_part
+    wanted = json.dumps(store.replay(conv, vision=False), ensure_ascii=False, indent=2)
+    assert f"<pre class='replay'>{esc(wanted)}</pre>" in replay_part
+    page = client.get(f"/c/{conv}?vision=0").text
+    assert f"data-src='/c/{conv}/replay?shape=openai&amp;vision=0'" in page
+    assert f"data-src='/c/{conv}/pressure?shape=openai&amp;vision=0'" in page
 
 
 def test_compaction_and_rewind_are_marked(store: Store) -> None:
@@ -275,8 +284,6 @@ def test_export_html_is_self_contained(tmp_path: Path) -> None:
     assert "<style>" in page
     demo_page = export_html(str(db), demo, "--vision")
     assert "<pre class='replay'>" in demo_page
-    from convstore.web.render import esc  # noqa: PLC0415
-
     assert esc(wanted) in demo_page
     assert len(wanted) < TEXT_LIMIT
     out = tmp_path / "demo.html"

@@ -116,6 +116,7 @@ def test_browse_fold_vision_and_live(store: Store, browser: Any) -> None:
         page.wait_for_url("**vision=0**")
         page.wait_for_selector("#side pre.replay")
         assert "[Image not shown" in page.inner_text("#side pre.replay")
+        page.wait_for_selector("#pressure svg")
         store.append_message(conv, "user", [{"type": "text", "text": "arrived live"}])
         appended = time.monotonic()
         page.wait_for_selector("text=arrived live", timeout=5000)

@@ -49,6 +49,8 @@ from convstore.web.render import (
     document,
     esc,
     list_body,
+    pressure_html,
+    replay_html,
     search_body,
     side_html,
     tool_results,
@@ -314,6 +316,18 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
     return search_body(rows, filters, note=note)
 
 
+def _replay_options(request: Request) -> tuple[UUID, View, dict[str, Any]]:
+    """The conversation, the view, and the view as Store.replay's keyword arguments."""
+    view = _view(request)
+    options: dict[str, Any] = {
+        "shape": view.shape,
+        "vision": view.vision,
+        "full": view.full,
+        "keep_tool_results": view.keep_tool_results,
+    }
+    return _conversation(request), view, options
+
+
 def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
     """The read-only web app over ``store`` (wrap it in a HostGuard before serving it).
 
@@ -368,17 +382,18 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
         return _html(transcript_html(conversation_id, window, view=_view(request), paged=True))
 
     def side(request: Request) -> Response:
-        conversation_id = _conversation(request)
-        view = _view(request)
-        options: dict[str, Any] = {
-            "shape": view.shape,
-            "vision": view.vision,
-            "full": view.full,
-            "keep_tool_results": view.keep_tool_results,
-        }
+        conversation_id, view, options = _replay_options(request)
         replayed = store.replay(conversation_id, **options)
         pressure = store.pressure(conversation_id, **options)
         return _html(side_html(replayed, pressure, view))
+
+    def replay_pane(request: Request) -> Response:
+        conversation_id, view, options = _replay_options(request)
+        return _html(replay_html(store.replay(conversation_id, **options), view))
+
+    def pressure_pane(request: Request) -> Response:
+        conversation_id, _, options = _replay_options(request)
+        return _html(pressure_html(store.pressure(conversation_id, **options)))
 
     def replay_json(request: Request) -> Response:
         conversation_id = _conversation(request)
@@ -420,6 +435,8 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
         Route("/c/{conversation}", conversation, methods=GET),
         Route("/c/{conversation}/transcript", transcript, methods=GET),
         Route("/c/{conversation}/side", side, methods=GET),
+        Route("/c/{conversation}/replay", replay_pane, methods=GET),
+        Route("/c/{conversation}/pressure", pressure_pane, methods=GET),
         Route("/c/{conversation}/replay.json", replay_json, methods=GET),
         Route("/c/{conversation}/version", version, methods=GET),
         Route("/static/app.js", script, methods=GET),

@@ -361,8 +361,8 @@ def pressure_html(pressure: Pressure) -> str:
     )
 
 
-def side_html(replayed: JSONDict, pressure: Pressure, view: View) -> str:
-    """What the model is sent with ``view``'s options: the replay as JSON, and its pressure."""
+def replay_html(replayed: JSONDict, view: View) -> str:
+    """What the model is sent with ``view``'s options: the replay as JSON."""
     options = f"shape={view.shape}, vision={'on' if view.vision else 'off'}"
     if view.full:
         options += ", full"
@@ -371,8 +371,13 @@ def side_html(replayed: JSONDict, pressure: Pressure, view: View) -> str:
     body = json.dumps(replayed, ensure_ascii=False, indent=2)
     return (
         f"<h3>Replay <span class='meta'>({esc(options)}): exactly what Store.replay returns"
-        f"</span></h3><pre class='replay'>{clipped(body)}</pre>{pressure_html(pressure)}"
+        f"</span></h3><pre class='replay'>{clipped(body)}</pre>"
     )
+
+
+def side_html(replayed: JSONDict, pressure: Pressure, view: View) -> str:
+    """The replay and its context pressure, as the export shows them beside the transcript."""
+    return replay_html(replayed, view) + pressure_html(pressure)
 
 
 def view_form(action: str, view: View, before: int | None = None) -> str:
@@ -439,9 +444,12 @@ def conversation_body(
     transcript = transcript_html(conversation, window, view=view, paged=served)
     count = "" if window.total is None else f" · {window.total:,} messages"
     if served:
+        query = esc(view.query())
         pane = (
-            f"<aside class='side' id='side' data-src='/c/{conversation}/side?"
-            f"{esc(view.query())}'><p class='meta'>Loading the replay…</p></aside>"
+            f"<aside class='side' id='side'><div id='replay' data-src='/c/{conversation}/replay?"
+            f"{query}'><p class='meta'>Loading the replay…</p></div><div id='pressure' "
+            f"data-src='/c/{conversation}/pressure?{query}'><p class='meta'>Measuring the "
+            "context pressure…</p></div></aside>"
         )
         form = view_form(f"/c/{conversation}", view, before)
         home = "<a href='/'>conversations</a> · "
