@@ -24,7 +24,7 @@ from starlette.testclient import TestClient
 
 import convstore
 from convstore.cli.serve import HostGuard, allowed_hosts
-from convstore.projector import audit_path, catch_up, open_audit
+from convstore.projector import catch_up, open_audit
 from convstore.web.app import create_app
 
 
@@ -52,8 +52,11 @@ def main() -> None:
                 text = f"message {i}: " + "lorem ipsum dolor sit amet " * 8
                 store.append_message(conv, role, [{"type": "text", "text": text}])
             recorder = store._log.recorder
+            audit_file = Path(scratch) / "bench.audit.db"  # never the user's own read model
             client = TestClient(
-                HostGuard(create_app(store), allowed_hosts("127.0.0.1", ()), "bench"),
+                HostGuard(
+                    create_app(store, audit=audit_file), allowed_hosts("127.0.0.1", ()), "bench"
+                ),
                 base_url="http://127.0.0.1",
             )
 
@@ -67,7 +70,7 @@ def main() -> None:
             newest = client.get(f"/c/{conv}").text
             earlier = newest.split("class='earlier' href='", 1)[1].split("'", 1)[0]
             earlier = earlier.replace("&amp;", "&")
-            audit = open_audit(store, audit_path(store))
+            audit = open_audit(store, audit_file)
             catch_up(store, audit)
             audit.close()
             timings = {
