@@ -456,7 +456,9 @@ def conversation_body(
     else:
         pane = f"<aside class='side' id='side'>{side}</aside>"
         form = home = ""
-    query = view.query() if before is None else view.query(before=before)
+    # Live updates refresh the newest page; a page reached by its end that is the newest
+    # becomes the plain newest page when messages arrive.
+    query = view.query() if before is None or window.newest else view.query(before=before)
     return (
         f"<header>{home}<b>{esc(name)}</b> <span class='meta'>{conversation}{count}</span>"
         f"</header><main id='conversation' data-conv='{conversation}' data-version='{version}' "
