@@ -105,6 +105,7 @@ def test_tail_reads_only_the_end_of_a_long_log(store: Store) -> None:
     assert len(tail) == 32  # ten messages of three events each, and the end of the one before
     assert [e.type for e in tail[:3]] == ["block_appended", "message_ended", "message_started"]
     assert len(store.tail(conv, messages=1000)) == 901
+    assert len(store.tail(conv, messages=10**30)) == 901
 
 
 def test_tail_refuses_what_it_cannot_read(store: Store) -> None:

@@ -381,7 +381,7 @@ class Store:
         found: list[Event] = []
         started = 0
         top: int | None = None
-        chunk = 4 * wanted + 16
+        chunk = min(4 * wanted + 16, 100_000)  # a message is a few events; never a huge LIMIT
         with paused_gc():
             while True:
                 rows = self._guarded(
@@ -404,7 +404,7 @@ class Store:
                 if len(rows) < chunk:
                     break
                 top = rows[-1].originator_version - 1
-                chunk *= 2
+                chunk = min(chunk * 2, 100_000)
         if not found:
             msg = f"conversation {conversation_id} not found"
             raise ConversationNotFound(msg)
