@@ -10,6 +10,7 @@ replay pane and polls /c/ID/version to show appended messages within a second.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from datetime import UTC, datetime
 from importlib.resources import files
@@ -243,7 +244,9 @@ def _window(
 def _audit_note(store: Store, state: AuditState, *, searching: bool) -> str:
     """What the page says about the audit read model: missing, behind (by how much), or
     current, with the command that brings it up to date."""
-    command = f"convstore --db {store.location} --audit {state.path} project"
+    command = shlex.join(
+        ["convstore", "--db", store.location, "--audit", str(state.path), "project"]
+    )
     if state.position is None:
         what = "Search needs" if searching else "Search and the counts of large conversations need"
         return (
