@@ -617,12 +617,16 @@ def list_body(
     )
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def search_body(results: Sequence[SearchRow], filters: Filters, *, note: str) -> str:
     """Search results: conversations ranked by their best match, each with snippets."""
     rows = "".join(
         row_html(
             result.row,
-            f"<div class='meta'>{result.matches:,} matching blocks</div>"
+            f"<div class='meta'>{_count(result.matches, 'matching block')}</div>"
             f"<ul class='hits'>{''.join(hit_html(result.row.id, h) for h in result.hits)}</ul>",
         )
         for result in results
