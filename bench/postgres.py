@@ -21,6 +21,7 @@ from bench.common import (
     median,
     paired_stream,
     paired_times,
+    state_json,
     stream_conversation,
 )
 from bench.report import Row
@@ -146,7 +147,7 @@ def _replay(
     select = _select_conversation(pg)
 
     def raw_pg_read() -> int:
-        return len([json.loads(s) for _, _, s in raw.execute(select, (conv,))])
+        return len([json.loads(state_json(bytes(s))) for _, _, s in raw.execute(select, (conv,))])
 
     store.replay(conv)
     raw_pg_read()
