@@ -325,3 +325,27 @@ def test_full_json_reads_through_the_events_adapter() -> None:
     )
     state = compact_state(event)
     assert EVENT_ADAPTER.validate_json(event_json(state)) == event
+
+
+def test_eventsourcings_compressor_wraps_compact_states(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``COMPRESSOR_TOPIC`` set, eventsourcing compresses each whole compact state (whose
+    body is then never compressed twice), and every reader gives what a plain store gives."""
+    texts = [{"type": "text", "text": "long words " * 400}, {"type": "text", "text": "short"}]
+    with convstore.open_store(tmp_path / "plain.db") as plain:
+        conv = plain.new_conversation(conversation_id=uuid4())
+        plain.append_message(conv, "user", texts)
+        expected = plain.replay(conv)
+    monkeypatch.setenv("CONVSTORE_COMPRESSOR_TOPIC", "eventsourcing.compressor:ZlibCompressor")
+    db = tmp_path / "compressed.db"
+    with convstore.open_store(db) as store:
+        store.new_conversation(conversation_id=conv)
+        store.append_message(conv, "user", texts)
+        assert store.replay(conv) == expected
+        states = [row[4] for row in stored_rows(db)]
+        assert all(zlib.decompress(s)[0] == COMPACT for s in states)
+        assert [json.loads(raw) for raw in store.raw_events(conv)] == [
+            json.loads(e.model_dump_json()) for e in store.events(conv)
+        ]
+    assert verify_problems(db) == []
