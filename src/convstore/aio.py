@@ -369,7 +369,7 @@ class AsyncStore:
         )
 
     async def raw_events(self, conversation: UUID | str) -> list[bytes]:
-        """Every recorded event of a conversation as the JSON it was stored as (a list)."""
+        """Every recorded event of a conversation as its full JSON (a list)."""
         return await self._read(lambda: list(self.store.raw_events(conversation)))
 
     async def messages(self, conversation: UUID | str) -> list[RecordedMessage]:
