@@ -12,18 +12,9 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from bench.common import (
-    EVENTS_PER_MESSAGE,
-    Context,
-    PgContext,
-    StoredRow,
-    log,
-    median,
-    paired_stream,
-    paired_times,
-    stream_conversation,
-)
+from bench.common import Context, PgContext, StoredRow, log, median, paired_stream, paired_times
 from bench.report import Row
+from bench.workload import EVENTS_PER_MESSAGE, stream_conversation
 from convstore import Store, open_store
 
 if TYPE_CHECKING:
