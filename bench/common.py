@@ -146,13 +146,6 @@ def checkpoint(path: Path) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
 
-def file_bytes(path: Path) -> int:
-    """The bytes of a SQLite database on disk: its file plus its WAL (the -shm index is not
-    data: SQLite rebuilds it)."""
-    wal = Path(str(path) + "-wal")
-    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-
-
 def store_files(path: Path) -> list[Path]:
     """A SQLite store's files on disk: the file and whatever is named after it (its WAL, any
     side file), but not the -shm index, which SQLite rebuilds."""
