@@ -12,13 +12,12 @@ from convstore.cli.app import (
     conversation_argument,
     input_argument,
     json_option,
+    replay_options,
     resolve_message,
-    shape_option,
     store_from,
-    vision_option,
-    window_options,
 )
 from convstore.cli.inputs import read_text
+from convstore.projections.replay import ReplayOptions
 
 
 @cli.command()
@@ -45,9 +44,7 @@ def compact(ctx: click.Context, conversation: str, through: str, source: str | N
 
 @cli.command()
 @conversation_argument
-@shape_option
-@vision_option
-@window_options
+@replay_options
 @json_option
 @click.option(
     "--top",
@@ -60,10 +57,7 @@ def compact(ctx: click.Context, conversation: str, through: str, source: str | N
 def pressure(
     ctx: click.Context,
     conversation: str,
-    shape: str,
-    vision: bool,
-    full: bool,
-    keep_tool_results: int | None,
+    options: ReplayOptions,
     as_json: bool,
     top: int,
 ) -> None:
@@ -79,13 +73,11 @@ def pressure(
     Example:
         convstore pressure $CONV --shape anthropic --vision --keep-tool-results 5
     """
-    result = store_from(ctx, create=False).pressure(
-        conversation, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
-    )
+    result = store_from(ctx, create=False).pressure(conversation, options=options)
     if as_json:
         click.echo(json.dumps(asdict(result), indent=2))
         return
-    click.echo(f"{result.total:,} tokens ({result.tokenizer}, {shape} shape)")
+    click.echo(f"{result.total:,} tokens ({result.tokenizer}, {options.shape} shape)")
     for kind, tokens in sorted(result.by_kind.items(), key=lambda kv: -kv[1]):
         click.echo(f"  {kind:<12} {tokens:>10,}")
     if top:
