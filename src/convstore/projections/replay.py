@@ -14,8 +14,8 @@ sent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias, assert_never
 from uuid import UUID
 
@@ -222,7 +222,7 @@ def _message_plan(
     vision: bool,
     cleared: set[tuple[UUID, int]],
     summary: bool,
-    unanswered: set[str],
+    unanswered: frozenset[str],
 ) -> PlannedMessage:
     hidden = _hidden_because(message.role, vision)
     parts: list[Part] = []
@@ -246,27 +246,95 @@ def _message_plan(
     return PlannedMessage(message.role, tuple(parts), None if summary else message.message_id)
 
 
-def plan(events: Iterable[Event], options: ReplayOptions | None = None) -> list[PlannedMessage]:
-    """What each wire message of the replay holds, part by part."""
-    options = options or ReplayOptions()
+@dataclass(frozen=True, slots=True)
+class Clearing:
+    """Microcompact one tool result at a time: the plan keeping every result, then, clearing
+    the oldest result still kept at each step, the one message that changes. After ``n``
+    steps the plan is the one for ``keep_tool_results=results - n``."""
+
+    planned: list[PlannedMessage]
+    """The plan with every tool result kept (as ``keep_tool_results=None``)."""
+    results: int
+    """How many tool results the replayed window holds (so how many steps there are)."""
+    steps: Iterator[tuple[int, PlannedMessage]]
+    """Each step: the index in ``planned`` of the message that changes, and its new plan."""
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """A conversation's events folded once for replay: every plan, whatever the options, is
+    made from this, so a caller asking for several (a budget search, a live round) reads and
+    folds the events only once."""
+
+    visible: list[RecordedMessage]
+    """The messages no rewind withdrew, in start order."""
+    compactions: list[Compacted]
+    """The compactions through a visible message, in order (the newest wins)."""
+    unanswered: frozenset[str]
+    """Ids of the calls no result answers that the history has moved past."""
+
+    def window(self, full: bool) -> tuple[list[RecordedMessage], int | None]:
+        """The messages replay sends, and where the summary stands (see :func:`replay_window`)."""
+        compaction = None if full or not self.compactions else self.compactions[-1]
+        return replay_window(self.visible, compaction)
+
+    def plan(self, options: ReplayOptions | None = None) -> list[PlannedMessage]:
+        """What each wire message of the replay holds, part by part."""
+        options = options or ReplayOptions()
+        window, summary_at = self.window(options.full)
+        cleared = _cleared_results(window, options.keep_tool_results)
+        return [
+            _message_plan(
+                m,
+                vision=options.vision,
+                cleared=cleared,
+                summary=i == summary_at,
+                unanswered=self.unanswered,
+            )
+            for i, m in enumerate(window)
+        ]
+
+    def clearing(self, options: ReplayOptions) -> Clearing:
+        """Clear tool results oldest first, one per step (``options.keep_tool_results`` is not
+        read: the steps go through every value of it)."""
+        window, summary_at = self.window(options.full)
+        planned = self.plan(replace(options, keep_tool_results=None))
+        results = sum(isinstance(b.block, ToolResultBlock) for m in window for b in m.blocks)
+        return Clearing(planned, results, self._steps(window, summary_at, options.vision))
+
+    def _steps(
+        self, window: list[RecordedMessage], summary_at: int | None, vision: bool
+    ) -> Iterator[tuple[int, PlannedMessage]]:
+        for index, message in enumerate(window):
+            positions = [
+                p for p, b in enumerate(message.blocks) if isinstance(b.block, ToolResultBlock)
+            ]
+            for count in range(1, len(positions) + 1):
+                cleared = {(message.message_id, p) for p in positions[:count]}
+                yield (
+                    index,
+                    _message_plan(
+                        message,
+                        vision=vision,
+                        cleared=cleared,
+                        summary=index == summary_at,
+                        unanswered=self.unanswered,
+                    ),
+                )
+
+
+def fold(events: Iterable[Event]) -> Folded:
+    """Fold a conversation's events (read once) into what replay plans from."""
     history = collect_history(events)
     visible = [m for m in history.messages if not m.withdrawn]
     shown = {m.message_id for m in visible}
     compactions = [c for c in history.compactions if c.through in shown]
-    compaction = None if options.full or not compactions else compactions[-1]
-    window, summary_at = replay_window(visible, compaction)
-    cleared = _cleared_results(window, options.keep_tool_results)
-    unanswered = _unanswered_calls(visible)
-    return [
-        _message_plan(
-            m,
-            vision=options.vision,
-            cleared=cleared,
-            summary=i == summary_at,
-            unanswered=unanswered,
-        )
-        for i, m in enumerate(window)
-    ]
+    return Folded(visible, compactions, frozenset(_unanswered_calls(visible)))
+
+
+def plan(events: Iterable[Event], options: ReplayOptions | None = None) -> list[PlannedMessage]:
+    """What each wire message of the replay holds, part by part."""
+    return fold(events).plan(options)
 
 
 def _plain_text(segments: list[Segment]) -> str:

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 from uuid import UUID
 
-from convstore.domain.blocks import ToolResultBlock
-from convstore.domain.events import BlockAppended
 from convstore.domain.parsing import parse_count, parse_id
 from convstore.errors import ConversationNotFound, InvalidInput
 from convstore.infrastructure.memory import paused_gc
@@ -18,9 +16,9 @@ from convstore.projections.live import live_request
 from convstore.projections.pressure import Pressure, fit_keep, measure
 from convstore.projections.replay import (
     JSONDict,
-    PlannedMessage,
     ReplayOptions,
     Shape,
+    fold,
     plan,
     render,
     replay_options,
@@ -80,7 +78,7 @@ class Replayer(LogReader):
             options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
         )
         events = self.events(conversation)
-        return live_request(events, live, shape=checked.shape, options=checked)
+        return live_request(events, live, options=checked)
 
     def pressure(
         self,
@@ -125,15 +123,6 @@ class Replayer(LogReader):
                 "give options whose keep_tool_results is None"
             )
             raise InvalidInput(msg)
-        events = self.events(conversation)
-        results = sum(
-            1
-            for e in events
-            if isinstance(e, BlockAppended) and isinstance(e.block, ToolResultBlock)
-        )
-
-        def planner(keep: int | None) -> list[PlannedMessage]:
-            return plan(events, replace(checked, keep_tool_results=keep))
-
-        keep, pressure = fit_keep(planner, checked.shape, count_tokens, max_tokens, results)
+        clearing = fold(self.events(conversation)).clearing(checked)
+        keep, pressure = fit_keep(clearing, checked.shape, count_tokens, max_tokens)
         return keep, replace(pressure, tokenizer=ENCODING)
