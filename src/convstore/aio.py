@@ -490,7 +490,7 @@ class AsyncStore:
         """The position of the newest event in the log (0 when it is empty)."""
         return await self._read(self.store.log_position)
 
-    async def heads(self) -> dict[UUID, Head] | None:
+    async def heads(self) -> dict[UUID, Head]:
         """Every conversation's chained head (see :meth:`convstore.Store.heads`)."""
         return await self._read(self.store.heads)
 

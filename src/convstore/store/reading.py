@@ -53,7 +53,7 @@ class LogReader:
     def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
         """Every recorded event of a conversation as the JSON it was stored as."""
         conversation_id = parse_id(conversation, "conversation")
-        states = self._guarded(lambda: self._log.select_states(conversation_id))
+        states = self._guarded(lambda: self._log.store_recorder.select_states(conversation_id))
         if not states:
             msg = f"conversation {conversation_id} not found"
             raise ConversationNotFound(msg)
@@ -103,7 +103,9 @@ class LogReader:
     def _stream(self, conversation_id: UUID, after: int = 0) -> Iterator[Event]:
         """A conversation's events after version ``after``, decoded one by one as they are
         consumed (replay folds them without holding a list)."""
-        rows = self._guarded(lambda: self._log.select_topics_and_states(conversation_id, after))
+        rows = self._guarded(
+            lambda: self._log.store_recorder.select_topics_and_states(conversation_id, after)
+        )
         decode = self._log.pydantic_mapper.decode_state
         for topic, state in rows:
             try:
