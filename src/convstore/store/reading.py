@@ -19,8 +19,8 @@ from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_id
 from convstore.errors import ConversationNotFound, StoreError
 from convstore.infrastructure.application import EventLog
+from convstore.infrastructure.gc_pause import paused_gc
 from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS
-from convstore.infrastructure.memory import paused_gc
 from convstore.infrastructure.records import failure_detail
 from convstore.projections.messages import RecordedMessage, collect_messages
 

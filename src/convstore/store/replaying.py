@@ -11,7 +11,7 @@ from uuid import UUID
 
 from convstore.domain.parsing import parse_count, parse_id
 from convstore.errors import ConversationNotFound, InvalidInput
-from convstore.infrastructure.memory import paused_gc
+from convstore.infrastructure.gc_pause import paused_gc
 from convstore.projections.live import live_request
 from convstore.projections.pressure import Pressure, fit_keep, measure
 from convstore.projections.replay import (
