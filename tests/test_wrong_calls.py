@@ -77,6 +77,8 @@ def _valid(store: Store) -> dict[str, Any]:
         "after": 0,
         "limit": 10,
         "page_size": 10,
+        "messages": 10,
+        "before": None,
         "parent_id": None,
         "source": None,
         "entries": [{"type": "x"}],

@@ -356,6 +356,18 @@ class AsyncStore:
         """Every recorded event of a conversation, in order."""
         return await self._read(self.store.events, conversation)
 
+    async def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
+        """One conversation as listed (see :meth:`convstore.Store.conversation_info`)."""
+        return await self._read(self.store.conversation_info, conversation)
+
+    async def tail(
+        self, conversation: UUID | str, *, messages: int, before: int | None = None
+    ) -> list[Event]:
+        """The end of a conversation's log (see :meth:`convstore.Store.tail`)."""
+        return await self._read(
+            lambda: self.store.tail(conversation, messages=messages, before=before)
+        )
+
     async def raw_events(self, conversation: UUID | str) -> list[bytes]:
         """Every recorded event of a conversation as the JSON it was stored as (a list)."""
         return await self._read(lambda: list(self.store.raw_events(conversation)))

@@ -8,8 +8,13 @@ from datetime import datetime
 from uuid import UUID
 
 from convstore.domain.metadata import parse_labels
-from convstore.domain.parsing import describe_value, parse_count, parse_optional_text
-from convstore.errors import InvalidInput
+from convstore.domain.parsing import (
+    describe_value,
+    parse_count,
+    parse_id,
+    parse_optional_text,
+)
+from convstore.errors import ConversationNotFound, InvalidInput
 from convstore.projections.listing import ListedRow, ListingQuery, from_micros, micros
 from convstore.store.reading import LogReader
 
@@ -100,6 +105,16 @@ class Listing(LogReader):
         rows = rows[:limit]
         next_cursor = f"{rows[-1].last_active}.{rows[-1].id.hex}" if more else None
         return Page([_info(row, labels_of.get(row.id, {})) for row in rows], next_cursor)
+
+    def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
+        """One conversation as :meth:`list_conversations` lists it (title, labels, last
+        activity, events), from the listing index: one indexed read."""
+        conversation_id = parse_id(conversation, "conversation")
+        rows, labels_of = self._select_listing(ListingQuery(ids=(conversation_id,), limit=1))
+        if not rows:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return _info(rows[0], labels_of.get(rows[0].id, {}))
 
     def rebuild_listing(self) -> int:
         """Refill the listing index from the log in one transaction (writers wait meanwhile);

@@ -14,9 +14,9 @@ from uuid import UUID
 from eventsourcing.persistence import MapperDeserialisationError, PersistenceError
 from pydantic import JsonValue
 
-from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event
+from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, MessageStarted
 from convstore.domain.limits import Limits
-from convstore.domain.parsing import parse_id
+from convstore.domain.parsing import parse_count, parse_id, parse_optional_count
 from convstore.errors import ConversationNotFound, StoreError
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.gc_pause import paused_gc
@@ -49,6 +49,54 @@ class LogReader:
             msg = f"conversation {conversation_id} not found"
             raise ConversationNotFound(msg)
         return events
+
+    def tail(
+        self, conversation: UUID | str, *, messages: int, before: int | None = None
+    ) -> list[Event]:
+        """The end of a conversation's log, in order: every event after the start of the
+        message before the ``messages``-th newest one started before version ``before``
+        (before the end when ``None``) through the newest event. Read backwards from the end
+        in growing pages, so the newest messages of a long log cost a few hundred decodes.
+
+        When no message started before those, the whole log is returned: it begins with the
+        conversation's start. Fold a tail that does not with
+        ``collect_history(events, tail=True)``.
+        """
+        conversation_id = parse_id(conversation, "conversation")
+        wanted = parse_count(messages, "messages", 1)
+        limit = parse_optional_count(before, "before", 1)
+        recorder, decode = self._log.recorder, self._log.pydantic_mapper.decode
+        found: list[Event] = []
+        started = 0
+        top: int | None = None
+        chunk = min(4 * wanted + 16, 100_000)  # a message is a few events; never a huge LIMIT
+        with paused_gc():
+            while True:
+                rows = self._guarded(
+                    lambda top=top, chunk=chunk: recorder.select_events(  # type: ignore[misc]
+                        conversation_id, lte=top, desc=True, limit=chunk
+                    )
+                )
+                for row in rows:
+                    event = self._guarded(lambda row=row: decode(row))  # type: ignore[misc]
+                    topic = row.topic.encode("utf-8", "surrogateescape")
+                    if topic != TOPIC_BYTES[event.type]:
+                        raise damaged_topic(conversation_id, event, topic)
+                    if isinstance(event, MessageStarted) and (
+                        limit is None or event.originator_version < limit
+                    ):
+                        if started == wanted:
+                            return found[::-1]
+                        started += 1
+                    found.append(event)
+                if len(rows) < chunk:
+                    break
+                top = rows[-1].originator_version - 1
+                chunk = min(chunk * 2, 100_000)
+        if not found:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return found[::-1]
 
     def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
         """Every recorded event of a conversation as the JSON it was stored as."""
