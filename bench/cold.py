@@ -12,16 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.common import (
-    EVENTS_PER_MESSAGE,
-    STATE_JSON_CODE,
-    Context,
-    alternate,
-    log,
-    median,
-    pc,
-)
+from bench.common import STATE_JSON_CODE, Context, alternate, log, median, pc
 from bench.report import Row, verdict
+from bench.workload import EVENTS_PER_MESSAGE
 
 TARGET_COLD_RATIO = 3.0  # cold replay of 1,000 messages <= 3 x raw one-process read
 

@@ -13,7 +13,6 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from bench.common import (
-    EVENTS_PER_MESSAGE,
     Context,
     PgContext,
     StoredRow,
@@ -22,9 +21,9 @@ from bench.common import (
     paired_stream,
     paired_times,
     state_json,
-    stream_conversation,
 )
 from bench.report import Row
+from bench.workload import EVENTS_PER_MESSAGE, stream_conversation
 from convstore import Store, open_store
 
 if TYPE_CHECKING:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from bench.common import EVENTS_PER_MESSAGE, Context, alternate, log, median, pc, state_json
+from bench.common import Context, alternate, log, median, pc, state_json
 from bench.report import Row, verdict
+from bench.workload import EVENTS_PER_MESSAGE
 from convstore import open_store
 from convstore.projector import rebuild
 

@@ -14,7 +14,7 @@ from convstore.domain.parsing import (
     parse_id,
     parse_optional_text,
 )
-from convstore.errors import ConversationNotFound, InvalidInput, StoreError
+from convstore.errors import ConversationNotFound, InvalidInput
 from convstore.projections.listing import ListedRow, ListingQuery, from_micros, micros
 from convstore.store.reading import LogReader
 
@@ -120,13 +120,8 @@ class Listing(LogReader):
         """Refill the listing index from the log in one transaction (writers wait meanwhile);
         returns how many conversations it lists. Opening a store made before the index does
         this on its own."""
-        rebuild = getattr(self._log.recorder, "rebuild_listing", None)
-        if rebuild is None:
-            msg = "this backend keeps no listing index"
-            raise StoreError(msg)
         decode = self._log.pydantic_mapper.decode_state
-        count: int = self._guarded(lambda: rebuild(decode))
-        return count
+        return self._guarded(lambda: self._log.store_recorder.rebuild_listing(decode))
 
     def _listing_query(  # noqa: PLR0917 - the public filters, passed on as they came
         self,
@@ -150,14 +145,7 @@ class Listing(LogReader):
     def _select_listing(
         self, query: ListingQuery
     ) -> tuple[list[ListedRow], dict[UUID, dict[str, str]]]:
-        select = getattr(self._log.recorder, "select_listing", None)
-        if select is None:
-            msg = "this backend keeps no listing index"
-            raise StoreError(msg)
-        found: tuple[list[ListedRow], dict[UUID, dict[str, str]]] = self._guarded(
-            lambda: select(query)
-        )
-        return found
+        return self._guarded(lambda: self._log.store_recorder.select_listing(query))
 
 
 def _info(row: ListedRow, labels: dict[str, str]) -> ConversationInfo:

@@ -19,8 +19,8 @@ from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count, parse_id, parse_optional_count
 from convstore.errors import ConversationNotFound, StoreError
 from convstore.infrastructure.application import EventLog
+from convstore.infrastructure.gc_pause import paused_gc
 from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS
-from convstore.infrastructure.memory import paused_gc
 from convstore.infrastructure.records import failure_detail
 from convstore.projections.messages import RecordedMessage, collect_messages
 
@@ -101,7 +101,7 @@ class LogReader:
     def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
         """Every recorded event of a conversation as its full JSON, whatever its stored form."""
         conversation_id = parse_id(conversation, "conversation")
-        states = self._guarded(lambda: self._log.select_states(conversation_id))
+        states = self._guarded(lambda: self._log.store_recorder.select_states(conversation_id))
         if not states:
             msg = f"conversation {conversation_id} not found"
             raise ConversationNotFound(msg)
@@ -151,7 +151,9 @@ class LogReader:
     def _stream(self, conversation_id: UUID, after: int = 0) -> Iterator[Event]:
         """A conversation's events after version ``after``, decoded one by one as they are
         consumed (replay folds them without holding a list)."""
-        rows = self._guarded(lambda: self._log.select_topics_and_states(conversation_id, after))
+        rows = self._guarded(
+            lambda: self._log.store_recorder.select_topics_and_states(conversation_id, after)
+        )
         decode = self._log.pydantic_mapper.decode_state
         for topic, state in rows:
             try:
