@@ -14,20 +14,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from bench.common import (
-    BLOCKS_PER_MESSAGE,
-    EVENTS_PER_MESSAGE,
-    Context,
-    block_of,
-    copy_db,
-    log,
-    median,
-    paired_times,
-    raw_read,
-    remove_db,
-    role_of,
-)
+from bench.common import Context, copy_db, log, median, paired_times, raw_read, remove_db
 from bench.report import Row, verdict
+from bench.workload import BLOCKS_PER_MESSAGE, EVENTS_PER_MESSAGE, block_of, role_of
 from convstore import Store, open_store
 
 TARGET_AFTER_APPEND = 0.05  # replay after one more append <= 0.05 x a raw read of the whole log

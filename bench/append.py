@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 
 from bench.common import (
-    EVENTS_PER_MESSAGE,
     Context,
     StoredRow,
     corrected_growth,
@@ -25,10 +24,10 @@ from bench.common import (
     remove_db,
     sqlite_settings_of_store,
     store_rows,
-    stream_conversation,
     workdir,
 )
 from bench.report import Row, verdict
+from bench.workload import EVENTS_PER_MESSAGE, stream_conversation
 from convstore import open_store
 
 TARGET_APPEND_RATIO = 0.6  # convstore appends/s >= 0.6 x raw sqlite3

@@ -32,7 +32,7 @@ DESCRIPTION = "convstore benchmarks, each timed against a raw-driver baseline in
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench/run.py", description=DESCRIPTION)
-    p.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
+    p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     p.add_argument("--only", help=f"comma-separated benchmarks to run: {', '.join(BENCHMARKS)}")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument(

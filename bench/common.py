@@ -1,9 +1,9 @@
-"""What every benchmark of ``bench/run.py`` shares.
+"""What every benchmark of ``bench/run.py`` shares, besides the workload (:mod:`bench.workload`).
 
-The workload (streamed messages of three ~1 KB text blocks), timing and pairing helpers (paired
-interleaved appends, growth ratios, medians), temporary stores and fixtures, the raw ``sqlite3``
-baselines, the PostgreSQL schema each run creates and drops, and :class:`Context`, the state a
-run hands to each benchmark.
+Timing and pairing (paired interleaved appends, alternating order, growth ratios, medians),
+SQLite helpers (the store's rows, the raw ``sqlite3`` inserter and reader, checkpoints, file
+sizes, copies), temporary directories and fixture stores, the PostgreSQL schema each run creates
+and drops, and :class:`Context`, the state a run hands to each benchmark.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import inspect
 import json
 import os
 import platform
-import random
 import shutil
 import sqlite3
 import statistics
@@ -23,23 +23,25 @@ import sys
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bench.report import Report, Row, fmt_value
+from bench.workload import (
+    BLOCKS_PER_MESSAGE,
+    EVENTS_PER_MESSAGE,
+    block_of,
+    record_messages,
+    role_of,
+)
 from convstore import Store, open_store
 
 T = TypeVar("T")
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-BLOCKS_PER_MESSAGE = 3
-"""Streamed message shape: start_message, 3 x append_block, end_message = 5 appends."""
-EVENTS_PER_MESSAGE = BLOCKS_PER_MESSAGE + 2
-TEXT_SIZE = 1000
-"""Characters per text block (ASCII, so ~1 KB; the stored event JSON is ~1.25 KB)."""
 
 CREATE_SQLITE_TABLE = (
     "CREATE TABLE IF NOT EXISTS stored_events (originator_id TEXT, originator_version INTEGER, "
@@ -65,97 +67,6 @@ def median(values: list[float]) -> float:
 def alternate(r: int) -> list[str]:
     """Which side goes first in repeat ``r``: convstore on even repeats, the baseline on odd."""
     return ["convstore", "baseline"] if r % 2 == 0 else ["baseline", "convstore"]
-
-
-# -- workload -------------------------------------------------------------------------------
-
-_PROSE = (
-    "the agent reads file parser returns error because token stream ends before closing "
-    "brace so we retry with larger buffer and then run tests again which now pass except "
-    "one flaky network case in the integration suite that times out after thirty seconds "
-    "when the mock server is slow to start we should add a readiness probe before the first "
-    "request and log the port it bound also the config loader ignores environment overrides "
-    "for nested keys which explains why staging used the default database url instead of "
-    "the one in the secret store i will patch merge logic add a regression test and update "
-    "changelog entry describing the fix"
-)
-_WORDS = _PROSE.split()
-
-
-def make_texts(count: int = 64, size: int = TEXT_SIZE, seed: int = 7) -> list[str]:
-    """Distinct prose-like text blocks of about ``size`` characters."""
-    rng = random.Random(seed)  # noqa: S311 - a fixed workload, not cryptography
-    texts = []
-    for _ in range(count):
-        words: list[str] = []
-        length = 0
-        while length < size:
-            word = rng.choice(_WORDS)
-            words.append(word)
-            length += len(word) + 1
-        text = " ".join(words)[:size]
-        texts.append(text[0].upper() + text[1:-1] + ".")
-    return texts
-
-
-TEXTS = make_texts()
-
-
-def role_of(i: int) -> str:
-    return "user" if i % 2 == 0 else "assistant"
-
-
-def block_of(i: int, j: int) -> dict[str, str]:
-    return {"type": "text", "text": TEXTS[(i * BLOCKS_PER_MESSAGE + j) % len(TEXTS)]}
-
-
-def message_of(i: int) -> dict[str, Any]:
-    """Message ``i`` of the workload as one JSON object: its role and its blocks."""
-    return {"role": role_of(i), "content": [block_of(i, j) for j in range(BLOCKS_PER_MESSAGE)]}
-
-
-def stream_conversation(
-    store: Store, n_messages: int, *, title: str = "bench"
-) -> tuple[uuid.UUID, float, list[float]]:
-    """Stream ``n_messages`` messages through the Store API, one committed event per call.
-
-    Returns the conversation id, the total seconds and each append's seconds.
-    """
-    durations = [0.0] * (n_messages * EVENTS_PER_MESSAGE + 1)
-    k = 1
-    started = pc()
-    conv = store.new_conversation(title=title)
-    durations[0] = pc() - started
-    for i in range(n_messages):
-        role = role_of(i)
-        a = pc()
-        msg = store.start_message(conv, role)
-        durations[k] = pc() - a
-        k += 1
-        for j in range(BLOCKS_PER_MESSAGE):
-            block = block_of(i, j)
-            a = pc()
-            store.append_block(conv, msg, block)
-            durations[k] = pc() - a
-            k += 1
-        a = pc()
-        store.end_message(conv, msg)
-        durations[k] = pc() - a
-        k += 1
-    return conv, pc() - started, durations
-
-
-def record_messages(store: Store, n_messages: int) -> uuid.UUID:
-    """A conversation of ``n_messages`` workload messages, one ``append_message`` each.
-
-    One transaction per message; the events and their JSON are those of
-    :func:`stream_conversation`.
-    """
-    conv = store.new_conversation(title="bench")
-    for i in range(n_messages):
-        blocks = [block_of(i, j) for j in range(BLOCKS_PER_MESSAGE)]
-        store.append_message(conv, role_of(i), blocks)
-    return conv
 
 
 # -- SQLite helpers -------------------------------------------------------------------------
@@ -206,45 +117,31 @@ def raw_sqlite_inserter(path: Path) -> tuple[sqlite3.Connection, Callable[[Store
     return conn, insert
 
 
+def state_json(state: bytes) -> bytes:
+    """A stored state's JSON as a plain reader parses it, without convstore or pydantic: the
+    state itself in the earlier full-JSON form, else a compact state's body after its binary
+    header (inflated when compressed; see ``convstore.infrastructure.mapper``)."""
+    if state[:1] == b"{":
+        return state
+    kind = state[1]
+    at = 18 + (8 if kind & 0x20 else 4) + (8 if kind & 0x40 else 0) + (16 if kind & 0x80 else 0)
+    body = state[at:] if state[0] == 1 else zlib.decompress(state[at:])
+    return b"{" + body[1:] if body[:1] == b"," else b"{}"
+
+
+STATE_JSON_CODE = inspect.getsource(state_json)
+""":func:`state_json`'s source, for the baselines run as ``python -c`` (with ``zlib``)."""
+
+
 def raw_read(conn: sqlite3.Connection, conv_hex: str) -> list[Any]:
     """The baseline of a replay: a conversation's stored states, each parsed."""
     return [
-        json.loads(state)
+        json.loads(state_json(state))
         for (state,) in conn.execute(
             "SELECT state FROM stored_events WHERE originator_id = ? ORDER BY originator_version",
             (conv_hex,),
         )
     ]
-
-
-RAW_MESSAGES_TABLE = (
-    "CREATE TABLE messages (id INTEGER PRIMARY KEY, conversation TEXT NOT NULL, "
-    "message TEXT NOT NULL)",
-    "CREATE INDEX messages_conversation ON messages (conversation, id)",
-)
-"""The plain one-row-per-message baseline: a rowid table and the index that finds one
-conversation's rows in order (what the Agents SDK's ``agent_messages`` table has too)."""
-
-RAW_MESSAGES_SELECT = "SELECT message FROM messages WHERE conversation = ? ORDER BY id"
-
-
-def raw_messages_db(directory: Path, conversation: str, n_messages: int) -> Path:
-    """A SQLite file (WAL, checkpointed) holding the workload's ``n_messages`` messages as one
-    JSON row each (:func:`message_of`); made once per directory and size."""
-    path = directory / f"raw-messages-{n_messages}.db"
-    if path.exists():
-        return path
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("PRAGMA journal_mode=WAL")
-        for statement in RAW_MESSAGES_TABLE:
-            conn.execute(statement)
-        with conn:
-            conn.executemany(
-                "INSERT INTO messages (conversation, message) VALUES (?, ?)",
-                ((conversation, json.dumps(message_of(i))) for i in range(n_messages)),
-            )
-    checkpoint(path)
-    return path
 
 
 def run_python(code: str, *args: str) -> dict[str, Any]:
@@ -265,13 +162,6 @@ def checkpoint(path: Path) -> None:
     """Move a SQLite file's WAL into the file and empty it (nobody else may hold it open)."""
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-
-
-def file_bytes(path: Path) -> int:
-    """The bytes of a SQLite database on disk: its file plus its WAL (the -shm index is not
-    data: SQLite rebuilds it)."""
-    wal = Path(str(path) + "-wal")
-    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
 def store_files(path: Path) -> list[Path]:

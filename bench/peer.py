@@ -18,29 +18,21 @@ Repeats rotate which side goes first. The ratios are paired (same repeat) agains
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
-from typing import Any
-
-from bench.common import (
-    BLOCKS_PER_MESSAGE,
-    TEXTS,
-    Context,
-    checkpoint,
-    log,
-    median,
+from bench.baselines import (
+    RAW_MESSAGES_SELECT,
+    SESSION_ID,
+    have_agents_sdk,
     raw_messages_db,
-    role_of,
-    run_python,
+    sdk_session_db,
 )
+from bench.common import Context, checkpoint, log, median, run_python
 from bench.report import Row, verdict
+from bench.workload import message_of
 
 TARGET_FIRST_REPLAY = 1.5  # a fresh process's first replay of 10,000 messages <= 1.5 x raw
 
 FULL = (10_000, 7)  # messages, repeats
 QUICK = (1_000, 3)
-
-SESSION_ID = "bench-session"
 
 CONVSTORE_CODE = """
 import json, sys, time
@@ -65,56 +57,32 @@ elapsed = time.perf_counter() - started
 print(json.dumps({'ms': elapsed * 1000, 'n': len(items)}))
 """
 
-RAW_CODE = """
+RAW_CODE = (
+    """
 import json, sqlite3, sys, time
 started = time.perf_counter()
 conn = sqlite3.connect(sys.argv[1])
-rows = [json.loads(m) for (m,) in conn.execute(
-    'SELECT message FROM messages WHERE conversation = ? ORDER BY id', (sys.argv[2],))]
+query = """
+    + repr(RAW_MESSAGES_SELECT)
+    + """
+rows = [json.loads(m) for (m,) in conn.execute(query, (sys.argv[2],))]
 elapsed = time.perf_counter() - started
 print(json.dumps({'ms': elapsed * 1000, 'n': len(rows)}))
 """
-
-
-def sdk_item(i: int) -> dict[str, Any]:
-    """Message ``i`` of the workload as a Responses input item, as the SDK's session keeps it."""
-    texts = [TEXTS[(i * BLOCKS_PER_MESSAGE + j) % len(TEXTS)] for j in range(BLOCKS_PER_MESSAGE)]
-    return {"role": role_of(i), "content": [{"type": "input_text", "text": t} for t in texts]}
-
-
-def sdk_session_db(directory: Path, n_messages: int) -> Path:
-    """An Agents SDK ``SQLiteSession`` file holding the workload (checkpointed); made once per
-    directory and size, with ``add_items`` in batches of 500."""
-    from agents import SQLiteSession  # noqa: PLC0415 - the SDK is a dev dependency only
-
-    path = directory / f"sdk-session-{n_messages}.db"
-    if path.exists():
-        return path
-    session = SQLiteSession(SESSION_ID, path)
-
-    async def fill() -> None:
-        for start in range(0, n_messages, 500):
-            items: list[Any] = [sdk_item(i) for i in range(start, min(n_messages, start + 500))]
-            await session.add_items(items)
-
-    asyncio.run(fill())
-    session.close()
-    checkpoint(path)
-    return path
+)
 
 
 def run(ctx: Context) -> None:
     log("peer: a fresh process's first load: convstore replay, Agents SDK session, raw rows")
-    try:
-        import agents  # noqa: F401, PLC0415 - present only with the dev extra
-    except ImportError:
+    if not have_agents_sdk():
         ctx.skip("peer", "the OpenAI Agents SDK is not installed (pip install openai-agents)")
         return
     n_messages, reps = ctx.pick(FULL, QUICK)
     store_path, conv = ctx.fixture(n_messages)
     checkpoint(store_path)
-    raw_path = raw_messages_db(ctx.dir, str(conv), n_messages)
-    sdk_path = sdk_session_db(ctx.dir, n_messages)
+    messages = [message_of(i) for i in range(n_messages)]
+    raw_path = raw_messages_db(ctx.dir, str(conv), messages, f"{n_messages}")
+    sdk_path = sdk_session_db(ctx.dir, messages, f"{n_messages}")
     sides = {
         "convstore": (CONVSTORE_CODE, str(store_path), str(conv)),
         "sdk": (SDK_CODE, str(sdk_path), SESSION_ID),

@@ -13,7 +13,6 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from bench.common import (
-    EVENTS_PER_MESSAGE,
     Context,
     PgContext,
     StoredRow,
@@ -21,9 +20,10 @@ from bench.common import (
     median,
     paired_stream,
     paired_times,
-    stream_conversation,
+    state_json,
 )
 from bench.report import Row
+from bench.workload import EVENTS_PER_MESSAGE, stream_conversation
 from convstore import Store, open_store
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def _replay(
     select = _select_conversation(pg)
 
     def raw_pg_read() -> int:
-        return len([json.loads(s) for _, _, s in raw.execute(select, (conv,))])
+        return len([json.loads(state_json(bytes(s))) for _, _, s in raw.execute(select, (conv,))])
 
     store.replay(conv)
     raw_pg_read()

@@ -36,7 +36,7 @@ if __name__ == "__main__":
 
 import sqlite_utils
 
-from bench import common
+from bench import common, workload
 from bench.report import Report
 
 
@@ -111,11 +111,11 @@ def scenario_append(args: argparse.Namespace, tmp: Path) -> None:
     from convstore import open_store  # noqa: PLC0415
 
     with open_store(tmp / "warm.db") as store:
-        common.stream_conversation(store, 3)
+        workload.stream_conversation(store, 3)
     store = open_store(tmp / "append.db")
 
     def work() -> None:
-        common.stream_conversation(store, args.messages)
+        workload.stream_conversation(store, args.messages)
 
     profile(work, args.tool, args.top, f"append: stream {args.messages:,} messages, SQLite")
     store.close()
@@ -180,7 +180,7 @@ def scenario_rebuild(args: argparse.Namespace, tmp: Path) -> None:
     from convstore.projector import rebuild  # noqa: PLC0415
 
     path, _ = build(args.messages, tmp)
-    n = args.messages * common.EVENTS_PER_MESSAGE + 1
+    n = args.messages * workload.EVENTS_PER_MESSAGE + 1
     store = open_store(path, create=False)
     audit = tmp / "audit.db"
     rebuild(store, audit)
@@ -302,9 +302,9 @@ def scenario_pg_append(args: argparse.Namespace, tmp: Path) -> None:
         return
     try:
         store = open_store(pg.store_url)
-        common.stream_conversation(store, 3)
+        workload.stream_conversation(store, 3)
         profile(
-            lambda: common.stream_conversation(store, args.messages),
+            lambda: workload.stream_conversation(store, args.messages),
             args.tool,
             args.top,
             f"append: stream {args.messages:,} messages, PostgreSQL",

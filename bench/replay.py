@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from bench.common import EVENTS_PER_MESSAGE, Context, log, median, paired_times, raw_read
+from bench.common import Context, log, median, paired_times, raw_read
 from bench.report import Row, verdict
+from bench.workload import EVENTS_PER_MESSAGE
 from convstore import open_store
 
 TARGET_REPLAY_RATIO = 2.0  # replay of 10,000 messages <= 2 x raw read

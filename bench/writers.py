@@ -16,21 +16,15 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
-from bench.common import (
+from bench.common import Context, PgContext, log, median, pc, remove_db, store_rows
+from bench.report import Row
+from bench.workload import (
     BLOCKS_PER_MESSAGE,
     EVENTS_PER_MESSAGE,
-    Context,
-    PgContext,
     block_of,
-    log,
-    median,
-    pc,
-    remove_db,
     role_of,
-    store_rows,
     stream_conversation,
 )
-from bench.report import Row
 from convstore import open_store
 
 

@@ -189,7 +189,7 @@ def _open(
         replay_cache_bytes=replay.cache_bytes,
         replay_model=replay.model,
     )
-    if getattr(log.recorder, "listing_missing", False):
+    if log.store_recorder.listing_missing:
         try:
             store.rebuild_listing()  # a store made before the listing index, or a new one
         except BaseException:

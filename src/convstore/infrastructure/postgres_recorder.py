@@ -39,11 +39,12 @@ from convstore.infrastructure.listing import (
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
+from convstore.infrastructure.recorder import RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_postgres as forget_replays
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 
-class ChainedPostgresRecorder(PostgresApplicationRecorder):
+class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
     """Writes the heads in the same transaction as the events, under the same table lock."""
 
     def __init__(
@@ -108,6 +109,18 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             "FROM {schema}.{heads}"
         ).format(**names)
         self._select_head = self._select_heads + SQL(" WHERE originator_id = %s FOR UPDATE")
+        self._select_states = SQL(
+            "SELECT state FROM {schema}.{events} WHERE originator_id = %s "
+            "AND originator_version > %s ORDER BY originator_version"
+        ).format(**names)
+        self._select_topics_and_states = SQL(
+            "SELECT topic, state FROM {schema}.{events} WHERE originator_id = %s "
+            "AND originator_version > %s ORDER BY originator_version"
+        ).format(**names)
+        self._select_raw_records = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{events} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+        ).format(**names)
         self._upsert_head = SQL(
             "INSERT INTO {schema}.{heads} VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (originator_id) DO UPDATE SET version = excluded.version, "
@@ -222,6 +235,39 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             seq = curs.fetchone()
             assert seq is not None
             return int(seq["seq"]), int(row["n"])
+
+    def select_states(self, conversation_id: UUID, after: int = 0) -> list[bytes]:
+        """The ``state`` column of a conversation's events after version ``after``, in order."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self._select_states, (conversation_id, after))
+            return [bytes(row["state"]) for row in curs.fetchall()]
+
+    def select_topics_and_states(
+        self, conversation_id: UUID, after: int = 0
+    ) -> list[tuple[bytes, bytes]]:
+        """Each event's topic (as UTF-8 bytes) beside its state."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self._select_topics_and_states, (conversation_id, after))
+            return [(row["topic"].encode(), bytes(row["state"])) for row in curs.fetchall()]
+
+    def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
+        """Up to ``limit`` rows after log position ``after``, the id and topic as UTF-8 bytes
+        (the server's column types keep them readable; the state may still not decode)."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self._select_raw_records, (after, limit), prepare=False)
+            return [
+                (
+                    row["notification_id"],
+                    str(row["originator_id"]).encode(),
+                    row["originator_version"],
+                    row["topic"].encode(),
+                    bytes(row["state"]),
+                )
+                for row in curs.fetchall()
+            ]
+
+    def close_writer(self) -> None:
+        """Nothing to close: every connection is the datastore's pool's."""
 
     def truncate_wal(self) -> bool:
         """Nothing to do on PostgreSQL (the server owns its write-ahead log)."""

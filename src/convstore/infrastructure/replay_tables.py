@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from convstore.infrastructure.erasure import ERASED_TABLE
-from convstore.infrastructure.memory import paused_gc
+from convstore.infrastructure.gc_pause import paused_gc
 from convstore.projections.replay_plans import ImageLoader, ReplayState, render
 
 if TYPE_CHECKING:  # the command line's quick replay imports this module without the models

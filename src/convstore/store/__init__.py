@@ -359,17 +359,14 @@ class Store(Writer, LogScanner, Replayer, Listing):
         """
         conversation_id = parse_id(conversation, "conversation")
         reason = parse_text(reason, "reason", self.limits.max_note_bytes)
-        erase = getattr(self._log.recorder, "erase", None)
-        if erase is None:
-            msg = "this store's backend cannot erase"
-            raise InvalidInput(msg)
+        recorder = self._log.store_recorder
         at = utcnow()
         with self._lock(conversation_id):
-            seq, _ = self._guarded(lambda: erase(conversation_id, reason, at.isoformat()))
+            seq, _ = self._guarded(lambda: recorder.erase(conversation_id, reason, at.isoformat()))
             self._forget(conversation_id)
             self._replays.forget(conversation_id)
         for _ in range(WAL_TRUNCATE_ATTEMPTS):
-            if self._guarded(self._log.recorder.truncate_wal):  # type: ignore[attr-defined]
+            if self._guarded(recorder.truncate_wal):
                 break
             time.sleep(0.1)
         else:
@@ -384,11 +381,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
     def erasures(self, after: int = 0) -> list[Erasure]:
         """The tombstones of erased conversations after ``seq`` ``after``, in order."""
         after = parse_count(after, "after")
-        select = getattr(self._log.recorder, "select_erasures", None)
-        if select is None:
-            return []
-        found: list[Erasure] = self._guarded(lambda: select(after))
-        return found
+        return self._guarded(lambda: self._log.store_recorder.select_erasures(after))
 
     # -- moving whole logs (see convstore.transfer) -----------------------------------------
 

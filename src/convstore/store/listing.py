@@ -8,8 +8,13 @@ from datetime import datetime
 from uuid import UUID
 
 from convstore.domain.metadata import parse_labels
-from convstore.domain.parsing import describe_value, parse_count, parse_optional_text
-from convstore.errors import InvalidInput, StoreError
+from convstore.domain.parsing import (
+    describe_value,
+    parse_count,
+    parse_id,
+    parse_optional_text,
+)
+from convstore.errors import ConversationNotFound, InvalidInput
 from convstore.projections.listing import ListedRow, ListingQuery, from_micros, micros
 from convstore.store.reading import LogReader
 
@@ -101,17 +106,22 @@ class Listing(LogReader):
         next_cursor = f"{rows[-1].last_active}.{rows[-1].id.hex}" if more else None
         return Page([_info(row, labels_of.get(row.id, {})) for row in rows], next_cursor)
 
+    def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
+        """One conversation as :meth:`list_conversations` lists it (title, labels, last
+        activity, events), from the listing index: one indexed read."""
+        conversation_id = parse_id(conversation, "conversation")
+        rows, labels_of = self._select_listing(ListingQuery(ids=(conversation_id,), limit=1))
+        if not rows:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return _info(rows[0], labels_of.get(rows[0].id, {}))
+
     def rebuild_listing(self) -> int:
         """Refill the listing index from the log in one transaction (writers wait meanwhile);
         returns how many conversations it lists. Opening a store made before the index does
         this on its own."""
-        rebuild = getattr(self._log.recorder, "rebuild_listing", None)
-        if rebuild is None:
-            msg = "this backend keeps no listing index"
-            raise StoreError(msg)
         decode = self._log.pydantic_mapper.decode_state
-        count: int = self._guarded(lambda: rebuild(decode))
-        return count
+        return self._guarded(lambda: self._log.store_recorder.rebuild_listing(decode))
 
     def _listing_query(  # noqa: PLR0917 - the public filters, passed on as they came
         self,
@@ -135,14 +145,7 @@ class Listing(LogReader):
     def _select_listing(
         self, query: ListingQuery
     ) -> tuple[list[ListedRow], dict[UUID, dict[str, str]]]:
-        select = getattr(self._log.recorder, "select_listing", None)
-        if select is None:
-            msg = "this backend keeps no listing index"
-            raise StoreError(msg)
-        found: tuple[list[ListedRow], dict[UUID, dict[str, str]]] = self._guarded(
-            lambda: select(query)
-        )
-        return found
+        return self._guarded(lambda: self._log.store_recorder.select_listing(query))
 
 
 def _info(row: ListedRow, labels: dict[str, str]) -> ConversationInfo:

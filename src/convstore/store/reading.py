@@ -14,13 +14,13 @@ from uuid import UUID
 from eventsourcing.persistence import MapperDeserialisationError, PersistenceError
 from pydantic import JsonValue
 
-from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event
+from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, MessageStarted
 from convstore.domain.limits import Limits
-from convstore.domain.parsing import parse_id
+from convstore.domain.parsing import parse_count, parse_id, parse_optional_count
 from convstore.errors import ConversationNotFound, StoreError
 from convstore.infrastructure.application import EventLog
+from convstore.infrastructure.gc_pause import paused_gc
 from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS
-from convstore.infrastructure.memory import paused_gc
 from convstore.infrastructure.records import failure_detail
 from convstore.projections.messages import RecordedMessage, collect_messages
 
@@ -50,10 +50,58 @@ class LogReader:
             raise ConversationNotFound(msg)
         return events
 
-    def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
-        """Every recorded event of a conversation as the JSON it was stored as."""
+    def tail(
+        self, conversation: UUID | str, *, messages: int, before: int | None = None
+    ) -> list[Event]:
+        """The end of a conversation's log, in order: every event after the start of the
+        message before the ``messages``-th newest one started before version ``before``
+        (before the end when ``None``) through the newest event. Read backwards from the end
+        in growing pages, so the newest messages of a long log cost a few hundred decodes.
+
+        When no message started before those, the whole log is returned: it begins with the
+        conversation's start. Fold a tail that does not with
+        ``collect_history(events, tail=True)``.
+        """
         conversation_id = parse_id(conversation, "conversation")
-        states = self._guarded(lambda: self._log.select_states(conversation_id))
+        wanted = parse_count(messages, "messages", 1)
+        limit = parse_optional_count(before, "before", 1)
+        recorder, decode = self._log.recorder, self._log.pydantic_mapper.decode
+        found: list[Event] = []
+        started = 0
+        top: int | None = None
+        chunk = min(4 * wanted + 16, 100_000)  # a message is a few events; never a huge LIMIT
+        with paused_gc():
+            while True:
+                rows = self._guarded(
+                    lambda top=top, chunk=chunk: recorder.select_events(  # type: ignore[misc]
+                        conversation_id, lte=top, desc=True, limit=chunk
+                    )
+                )
+                for row in rows:
+                    event = self._guarded(lambda row=row: decode(row))  # type: ignore[misc]
+                    topic = row.topic.encode("utf-8", "surrogateescape")
+                    if topic != TOPIC_BYTES[event.type]:
+                        raise damaged_topic(conversation_id, event, topic)
+                    if isinstance(event, MessageStarted) and (
+                        limit is None or event.originator_version < limit
+                    ):
+                        if started == wanted:
+                            return found[::-1]
+                        started += 1
+                    found.append(event)
+                if len(rows) < chunk:
+                    break
+                top = rows[-1].originator_version - 1
+                chunk = min(chunk * 2, 100_000)
+        if not found:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return found[::-1]
+
+    def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
+        """Every recorded event of a conversation as its full JSON, whatever its stored form."""
+        conversation_id = parse_id(conversation, "conversation")
+        states = self._guarded(lambda: self._log.store_recorder.select_states(conversation_id))
         if not states:
             msg = f"conversation {conversation_id} not found"
             raise ConversationNotFound(msg)
@@ -103,7 +151,9 @@ class LogReader:
     def _stream(self, conversation_id: UUID, after: int = 0) -> Iterator[Event]:
         """A conversation's events after version ``after``, decoded one by one as they are
         consumed (replay folds them without holding a list)."""
-        rows = self._guarded(lambda: self._log.select_topics_and_states(conversation_id, after))
+        rows = self._guarded(
+            lambda: self._log.store_recorder.select_topics_and_states(conversation_id, after)
+        )
         decode = self._log.pydantic_mapper.decode_state
         for topic, state in rows:
             try:

@@ -12,30 +12,28 @@ from uuid import UUID
 
 from convstore.domain.blocks import ImageBlock, ToolResultBlock
 from convstore.domain.events import BlockAppended
-from convstore.domain.parsing import (
-    describe_value,
-    parse_count,
-    parse_flag,
-    parse_id,
-    parse_optional_count,
-)
+from convstore.domain.parsing import parse_count, parse_id
 from convstore.errors import ConversationNotFound, InvalidInput
 from convstore.infrastructure.replay_tables import ReplayReader
 from convstore.projections.live import live_request
 from convstore.projections.pressure import Pressure, fit_keep, measure
 from convstore.projections.replay import (
-    SHAPES,
     JSONDict,
-    PlannedMessage,
     ReplayOptions,
     Shape,
+    fold,
     plan,
+    replay_options,
 )
 from convstore.store.reading import LogReader
 
 
 class Replayer(LogReader):
     """Replays conversations as provider requests, and measures them.
+
+    Each method takes one :class:`~convstore.ReplayOptions` as ``options``; the keywords
+    ``shape``, ``vision``, ``full`` and ``keep_tool_results`` are a shorthand that replaces
+    the matching field of ``options`` when given (``None`` leaves it as it is).
 
     :meth:`replay` answers from the replay read model
     (:mod:`convstore.infrastructure.replay_tables`), caught up with the log on every call.
@@ -48,9 +46,10 @@ class Replayer(LogReader):
         self,
         conversation: UUID | str,
         *,
-        shape: Shape | str = "openai",
-        vision: bool = False,
-        full: bool = False,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
         keep_tool_results: int | None = None,
     ) -> JSONDict:
         """The conversation as provider wire messages (see :mod:`convstore.projections.replay`).
@@ -58,12 +57,13 @@ class Replayer(LogReader):
         ``vision`` says whether the model can see images. ``full`` ignores compaction;
         ``keep_tool_results`` clears the output of all but the newest N tool results.
         """
-        options = _options(vision, full, keep_tool_results)
-        checked = _parse_shape(shape)
+        checked = replay_options(
+            options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+        )
         conversation_id = parse_id(conversation, "conversation")
         found = self._guarded(
             lambda: self._replays.replay(
-                conversation_id, options, checked, partial(self._image, conversation_id)
+                conversation_id, checked, checked.shape, partial(self._image, conversation_id)
             )
         )
         if found is None:
@@ -89,76 +89,64 @@ class Replayer(LogReader):
         conversation: UUID | str,
         live_message: UUID | str,
         *,
-        shape: Shape | str = "openai",
-        vision: bool = False,
-        full: bool = False,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
         keep_tool_results: int | None = None,
     ) -> JSONDict:
         """Replay of the history before ``live_message``, then its tool round with real
         call-id linkage (see :mod:`convstore.projections.live`)."""
         live = parse_id(live_message, "message")
-        options = _options(vision, full, keep_tool_results)
+        checked = replay_options(
+            options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+        )
         events = self.events(conversation)
-        return live_request(events, live, shape=_parse_shape(shape), options=options)
+        return live_request(events, live, options=checked)
 
     def pressure(
         self,
         conversation: UUID | str,
         *,
-        shape: Shape | str = "openai",
-        vision: bool = False,
-        full: bool = False,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
         keep_tool_results: int | None = None,
     ) -> Pressure:
         """Tokens of exactly what :meth:`replay` sends with these options, with a breakdown."""
         from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
 
-        options = _options(vision, full, keep_tool_results)
-        planned = plan(self.events(conversation), options)
-        return measure(planned, _parse_shape(shape), count_tokens, tokenizer=ENCODING)
+        checked = replay_options(
+            options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+        )
+        planned = plan(self.events(conversation), checked)
+        return measure(planned, checked.shape, count_tokens, tokenizer=ENCODING)
 
     def fit_tool_results(
         self,
         conversation: UUID | str,
         max_tokens: int,
         *,
-        shape: Shape | str = "openai",
-        vision: bool = False,
-        full: bool = False,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
     ) -> tuple[int | None, Pressure]:
         """Microcompact by budget: the most tool results replay can keep within ``max_tokens``
         (``None`` when everything fits), with the pressure at that setting. Oldest output is
-        cleared first; pass the answer as ``keep_tool_results`` to :meth:`replay`."""
+        cleared first; pass the answer as ``keep_tool_results`` to :meth:`replay`. The
+        options' own ``keep_tool_results`` must be ``None``: this chooses it."""
         from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
 
         max_tokens = parse_count(max_tokens, "max_tokens", 1)
-        _options(vision, full, None)
-        checked = _parse_shape(shape)
-        events = self.events(conversation)
-        results = sum(
-            1
-            for e in events
-            if isinstance(e, BlockAppended) and isinstance(e.block, ToolResultBlock)
-        )
-
-        def planner(keep: int | None) -> list[PlannedMessage]:
-            return plan(events, _options(vision, full, keep))
-
-        keep, pressure = fit_keep(planner, checked, count_tokens, max_tokens, results)
+        checked = replay_options(options, shape=shape, vision=vision, full=full)
+        if checked.keep_tool_results is not None:
+            msg = (
+                "fit_tool_results chooses keep_tool_results itself; "
+                "give options whose keep_tool_results is None"
+            )
+            raise InvalidInput(msg)
+        clearing = fold(self.events(conversation)).clearing(checked)
+        keep, pressure = fit_keep(clearing, checked.shape, count_tokens, max_tokens)
         return keep, replace(pressure, tokenizer=ENCODING)
-
-
-def _options(vision: bool, full: bool, keep_tool_results: int | None) -> ReplayOptions:
-    return ReplayOptions(
-        vision=parse_flag(vision, "vision"),
-        full=parse_flag(full, "full"),
-        keep_tool_results=parse_optional_count(keep_tool_results, "keep_tool_results"),
-    )
-
-
-def _parse_shape(shape: str) -> Shape:
-    for known in SHAPES:
-        if shape == known:
-            return known
-    msg = f"unknown shape {describe_value(shape)}; use one of: {', '.join(SHAPES)}"
-    raise InvalidInput(msg)

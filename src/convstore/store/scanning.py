@@ -7,16 +7,15 @@ every stored record for ``verify`` and ``dump`` (reporting a damaged row and goi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import MapperDeserialisationError, Notification, PersistenceError
+from eventsourcing.persistence import MapperDeserialisationError, Notification
 
 from convstore.domain.events import Event
 from convstore.domain.parsing import parse_count
-from convstore.errors import StoreError
 from convstore.infrastructure.chain import Head
 from convstore.infrastructure.records import Recorded
 from convstore.store.reading import TOPIC_BYTES, LogReader, damaged_topic
@@ -51,14 +50,9 @@ class LogScanner(LogReader):
         """The position of the newest event in the log (0 when it is empty)."""
         return self._guarded(self._log.recorder.max_notification_id) or 0
 
-    def heads(self) -> dict[UUID, Head] | None:
-        """Every conversation's chained head (the start marker under the nil id), or ``None``
-        for a backend that keeps none."""
-        select = getattr(self._log.recorder, "select_heads", None)
-        if select is None:
-            return None
-        heads: dict[UUID, Head] = self._guarded(select)
-        return heads
+    def heads(self) -> dict[UUID, Head]:
+        """Every conversation's chained head (the start marker under the nil id)."""
+        return self._guarded(self._log.store_recorder.select_heads)
 
     def scan(self, page_size: int = 1000) -> Iterator[Recorded]:
         """Every stored record in log order, decoded one by one.
@@ -70,34 +64,7 @@ class LogScanner(LogReader):
         return self._scan(parse_count(page_size, "page_size", 1))
 
     def _scan(self, page_size: int) -> Iterator[Recorded]:
-        raw = getattr(self._log.recorder, "select_raw_records", None)
-        if raw is not None:
-            yield from self._scan_raw(raw, page_size)
-            return
-        recorder = self._log.recorder
-        end = self.log_position()
-        after = 0
-        while after < end:
-            try:
-                page = self._guarded(
-                    lambda after=after: recorder.select_notifications(  # type: ignore[misc]
-                        after, page_size, inclusive_of_start=False
-                    )
-                )
-            except StoreError:
-                raise
-            except Exception:  # noqa: BLE001 - a damaged row; find it one position at a time
-                yield from self._scan_one_by_one(after + 1, min(after + page_size, end))
-                after = min(after + page_size, end)
-                continue
-            yield from map(self._recorded, page)
-            if not page:
-                return
-            after = page[-1].id
-
-    def _scan_raw(
-        self, select: Callable[[int, int], list[tuple[Any, ...]]], page_size: int
-    ) -> Iterator[Recorded]:
+        select = self._log.store_recorder.select_raw_records
         after = 0
         while True:
             page = self._guarded(lambda after=after: select(after, page_size))  # type: ignore[misc]
@@ -135,18 +102,6 @@ class LogScanner(LogReader):
         )
         recorded = self._recorded(notification)
         return replace(recorded, topic=topic, unreadable=unreadable, raw_topic=raw_topic)
-
-    def _scan_one_by_one(self, first: int, last: int) -> Iterator[Recorded]:
-        recorder = self._log.recorder
-        for position in range(first, last + 1):
-            try:
-                [*found] = recorder.select_notifications(position, 1, stop=position)
-            except PersistenceError as exc:
-                raise self._failure(exc) from exc
-            except Exception as exc:  # noqa: BLE001 - report the damaged row and go on
-                yield Recorded(position, None, None, None, " ".join(str(exc).split())[:300])
-                continue
-            yield from map(self._recorded, found)
 
     def _recorded(self, n: Notification) -> Recorded:
         """One scanned record, with the reason instead of the event if it does not decode."""
