@@ -341,3 +341,48 @@ def test_the_model_dropped_under_a_running_store_is_only_folded_again(
         record(store, conv, 2, start=3)
         assert store.replay(conv) == replay(store.events(conv))
         assert model_rows(store, conv)[0] == len(store.events(conv))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_readers_racing_to_store_the_model_leave_the_rows_of_one_fold(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Three stores replay (and store the model at every lag) while a fourth appends; at the
+    end the stored rows are exactly those of a fold of the whole log from scratch."""
+    import threading  # noqa: PLC0415
+
+    location = (
+        str(tmp_path / "s.db") if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    )
+    with stores(location, [0, 0, 0, 0]) as (writer, *readers):
+        conv = writer.new_conversation()
+        record(writer, conv, 2)
+        done = threading.Event()
+        failures: list[BaseException] = []
+
+        def read(store: Store) -> None:
+            store._replays.write_lag = 1
+            try:
+                while not done.is_set():
+                    store.replay(conv)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=read, args=(r,)) for r in readers]
+        for thread in threads:
+            thread.start()
+        record(writer, conv, 25, start=2)
+        done.set()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        readers[0].replay(conv)  # catch up and store the last events
+        events = writer.events(conv)
+        from convstore.projections.replay_model import ReplayState  # noqa: PLC0415
+
+        state = ReplayState()
+        state.fold(events)
+        rows = [(m.message_id, m.encode()) for m in state.messages]
+        assert model_rows(readers[0], conv) == (len(events), state.encode_head(), rows)
+        for mode in MODES:
+            assert readers[1].replay(conv, **mode) == expected(events, mode)
