@@ -1,20 +1,53 @@
-"""eventsourcing's PostgreSQL recorder, also keeping each conversation's chained head.
+"""eventsourcing's PostgreSQL recorder, also keeping each conversation's chained head, and
+writing without eventsourcing's table lock.
 
 Imported only for PostgreSQL stores (the driver is an optional extra); wired in through
 eventsourcing's ``APPLICATION_RECORDER_TOPIC`` setting. See :mod:`convstore.infrastructure.chain`.
+
+eventsourcing takes ``LOCK TABLE … IN EXCLUSIVE MODE`` for every insert, held until the commit
+is durable, so that notification ids are handed out in commit order and a reader tailing the log
+never passes an id a slower transaction fills in later. Here writers run in parallel and the
+guarantee moves to the readers:
+
+- Each append is its transaction's first write. The function :data:`APPEND_FUNCTION` takes a
+  session advisory lock, assigns the transaction its id (``pg_current_xact_id()``), inserts the
+  events (a contiguous run of notification ids) and releases the lock: microseconds, before the
+  heads, the listing and the commit. So among appends, transaction-id order is notification-id
+  order. Each row keeps its transaction's id in the ``tx`` column.
+- A reader returns only *settled* rows: written by a transaction older than the oldest one still
+  running (``tx < pg_snapshot_xmin(pg_current_snapshot())``, taken in the query's snapshot).
+  Every append still running, or yet to commit, has a larger transaction id, hence larger
+  notification ids than every settled row: the settled rows are a prefix of the final log, so a
+  reader never skips an id committed late, and never returns one twice.
+- Appends to one conversation take its transaction advisory lock first (as an erasure does), so
+  a lost version race waits outside the short section and fails there, and heads and listing
+  rows of one conversation are never written by two transactions at once.
+
+The price: a transaction left open anywhere in the cluster holds the horizon, so readers lag
+(never skip) until it ends. Rows from before the column existed (a store made by an older
+convstore) have no ``tx`` and are settled. Every process writing a store must run this version:
+an older reader does not filter, and could pass an id committed late.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import (
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from convstore.domain.events import Event
 from convstore.errors import ConversationErased, ConversationNotFound
@@ -41,9 +74,18 @@ from convstore.infrastructure.listing import (
 )
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
+TX_COLUMN = "tx"
+"""The events table's column holding the id (``xid8``) of the transaction that wrote the row."""
+
+APPEND_FUNCTION = "convstore_append"
+"""The server-side function that numbers and inserts one transaction's events."""
+
+SETTLE_WAIT_SECONDS = 1.0
+"""How long a reader waits for a running append before returning what is settled."""
+
 
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
-    """Writes the heads in the same transaction as the events, under the same table lock."""
+    """Writes the heads in the same transaction as the events, without a table lock."""
 
     def __init__(
         self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
@@ -58,6 +100,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             "heads": Identifier(HEADS_TABLE),
             "events": Identifier(events_table_name),
             "erased": Identifier(ERASED_TABLE),
+            "tx": Identifier(TX_COLUMN),
+            "append": Identifier(APPEND_FUNCTION),
+            "event_type": Identifier(self.stored_event_type_name),
         }
         self.sql_create_statements.append(
             SQL(
@@ -106,15 +151,98 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             "SELECT originator_id, version, chain, chained_from, restarted_after "
             "FROM {schema}.{heads}"
         ).format(**names)
-        self._select_head = self._select_heads + SQL(" WHERE originator_id = %s FOR UPDATE")
-        self._upsert_head = SQL(
-            "INSERT INTO {schema}.{heads} VALUES (%s, %s, %s, %s, %s) "
+        self._select_heads_of = self._select_heads + SQL(" WHERE originator_id = ANY(%s)")
+        self._upsert_heads = SQL(
+            "INSERT INTO {schema}.{heads} SELECT * FROM unnest(%s::uuid[], %s::bigint[], "
+            "%s::bytea[], %s::bigint[], %s::bigint[]) "
             "ON CONFLICT (originator_id) DO UPDATE SET version = excluded.version, "
             "chain = excluded.chain, chained_from = excluded.chained_from, "
             "restarted_after = excluded.restarted_after"
         ).format(**names)
+        # The write path without the table lock (see the module's docstring).
+        salt = f"convstore append {datastore.schema}.{events_table_name}".encode()
+        self._store_salt = hashlib.blake2b(salt, digest_size=32).digest()
+        self._append_lock_key = int.from_bytes(
+            hashlib.blake2b(salt, digest_size=8).digest(), "big", signed=True
+        )
+        self._events_regclass = f'"{datastore.schema}"."{events_table_name}"'
+        self._set_lock_timeout = SQL("SET LOCAL lock_timeout = '{}s'").format(
+            Literal(datastore.lock_timeout)
+        )
+        self._lock_streams = SQL(
+            "SELECT pg_advisory_xact_lock(k) FROM "
+            "(SELECT k FROM unnest(%s::bigint[]) AS k ORDER BY k OFFSET 0) AS keys"
+        )
+        self._lock_stream = SQL("SELECT pg_advisory_xact_lock(%s)")
+        self._append = SQL("SELECT * FROM {schema}.{append}(%s, %s) AS notification_id").format(
+            **names
+        )
+        self._add_tx_column = [
+            SQL("ALTER TABLE {schema}.{events} ADD COLUMN IF NOT EXISTS {tx} xid8").format(**names),
+            SQL(
+                "ALTER TABLE {schema}.{events} ALTER COLUMN {tx} SET DEFAULT pg_current_xact_id()"
+            ).format(**names),
+        ]
+        self._create_append = SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{append}(events {schema}.{event_type}[], "
+            "lock_key bigint) RETURNS SETOF bigint LANGUAGE plpgsql AS $body$ "
+            "BEGIN "
+            "  IF pg_current_xact_id_if_assigned() IS NOT NULL THEN "
+            "    RAISE EXCEPTION 'convstore: the append must be its transaction''s first write'; "
+            "  END IF; "
+            "  PERFORM pg_advisory_lock(lock_key); "
+            "  BEGIN "
+            "    PERFORM pg_current_xact_id(); "
+            "    RETURN QUERY INSERT INTO {schema}.{events} "
+            "      (originator_id, originator_version, topic, state) "
+            "      SELECT e.originator_id, e.originator_version, e.topic, e.state "
+            "      FROM unnest(events) AS e RETURNING {events}.notification_id; "
+            "  EXCEPTION WHEN OTHERS OR query_canceled THEN "
+            "    PERFORM pg_advisory_unlock(lock_key); "
+            "    RAISE; "
+            "  END; "
+            "  PERFORM pg_advisory_unlock(lock_key); "
+            "END $body$"
+        ).format(**names)
+        self._notify = SQL("NOTIFY {}").format(Identifier(self.channel_name))
+        self._settled = SQL(
+            "({tx} IS NULL OR {tx} < (SELECT pg_snapshot_xmin(pg_current_snapshot())))"
+        ).format(**names)
+        self._select_notifications_from = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{events}"
+        ).format(**names)
+        self._max_settled = (
+            SQL("SELECT notification_id FROM {schema}.{events} WHERE ").format(**names)
+            + self._settled
+            + SQL(" ORDER BY notification_id DESC LIMIT 1")
+        )
+        self._newest_unsettled = SQL(
+            "SELECT {tx}::text AS tx FROM (SELECT {tx} FROM {schema}.{events} "
+            "ORDER BY notification_id DESC LIMIT 1) AS newest "
+            "WHERE {tx} >= pg_snapshot_xmin(pg_current_snapshot())"
+        ).format(**names)
+        self._has_settled = SQL(
+            "SELECT pg_snapshot_xmin(pg_current_snapshot()) > %s::xid8 AS settled"
+        )
 
     def _create_table(self, curs: Cursor[DictRow]) -> None:
+        self._create_tables(curs)
+        # A store made by an older convstore has no transaction column: add it (nullable, so
+        # no rewrite; its old rows are all settled). Only when missing: ALTER TABLE takes the
+        # table's strongest lock even when it changes nothing.
+        curs.execute(
+            "SELECT 1 AS found FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+            "AND attname = %s AND NOT attisdropped",
+            (self._events_regclass, TX_COLUMN),
+            prepare=False,
+        )
+        if curs.fetchone() is None:
+            for statement in self._add_tx_column:
+                curs.execute(statement, prepare=False)
+        curs.execute(self._create_append, prepare=False)
+
+    def _create_tables(self, curs: Cursor[DictRow]) -> None:
         curs.execute(
             "SELECT to_regclass(%s) AS found", (self._prefix + LISTING_TABLE,), prepare=False
         )
@@ -130,58 +258,176 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             params = (START_MARKER_ID,) if "%s::uuid" in text else None
             curs.execute(statement, params, prepare=False)
 
-    def _insert_stored_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Record the events, their conversations' heads and listing rows in one transaction,
+        without eventsourcing's table lock (see the module's docstring); returns their
+        notification ids."""
+        if not stored_events:
+            return None
         grouped: dict[UUID, list[tuple[int, str, bytes]]] = {}
         for s in stored_events:
             originator = s.originator_id
             key = originator if isinstance(originator, UUID) else UUID(str(originator))
             grouped.setdefault(key, []).append((s.originator_version, s.topic, s.state))
-        # Under the table lock an erasure takes too, and before anything is inserted: the
-        # caller commits its transaction even when this raises (eventsourcing re-raises after
-        # the pipeline), so the refusal must leave nothing written.
-        self._lock_table(curs)
-        with curs.connection.cursor() as check:
-            check.execute(self._erased_among, (list(grouped),), prepare=False)
-            erased = check.fetchone()
-        if erased is not None:
-            msg = f"conversation {erased['originator_id']} was erased"
-            raise ConversationErased(msg)
-        # The listing and the heads go first, the events last: a lost version race then
-        # fails the insert as the transaction's last statement, and eventsourcing's own sync
-        # raises it as the unique violation it is (a retry). A statement of ours after a
-        # failed insert would instead surface as "pipeline aborted", a store failure. The
-        # failed transaction rolls back whole, heads and listing included.
+        rows = [
+            self.construct_pg_stored_event(s.originator_id, s.originator_version, s.topic, s.state)
+            for s in stored_events
+        ]
+        streams = sorted({self._stream_key(originator) for originator in grouped})
         listing: list[ListingChange] | None = kwargs.get("listing")
-        if listing:
-            with curs.connection.cursor() as index:
-                apply_changes(
-                    lambda text, params: index.execute(text.encode(), params, prepare=False),
-                    POSTGRES,
-                    listing,
-                    self._prefix,
+        failure: Exception | None = None
+        ids: list[int] = []
+        with self.datastore.get_connection() as conn, conn.pipeline() as pipeline:
+            try:
+                with conn.transaction():
+                    # One round trip: the conversations' locks, the tombstone check, the
+                    # heads, then the append, which must be the transaction's first write.
+                    with conn.cursor() as curs:
+                        curs.execute(self._set_lock_timeout, prepare=False)
+                        curs.execute(self._lock_streams, (streams,), prepare=False)
+                    erased_curs, heads_curs, append_curs = (conn.cursor() for _ in range(3))
+                    erased_curs.execute(self._erased_among, (list(grouped),), prepare=False)
+                    heads_curs.execute(self._select_heads_of, (list(grouped),), prepare=False)
+                    append_curs.execute(self._append, (rows, self._append_lock_key), prepare=False)
+                    pipeline.sync()
+                    _refuse_erased(erased_curs.fetchone())
+                    ids = [int(r["notification_id"]) for r in append_curs.fetchall()]
+                    found = {r["originator_id"]: _head(r) for r in heads_curs.fetchall()}
+                    # The second round trip: heads, listing and the commit.
+                    heads = [
+                        (
+                            originator,
+                            advance(originator, found.get(originator), events, self._chain_key),
+                        )
+                        for originator, events in grouped.items()
+                    ]
+                    with conn.cursor() as curs:
+                        curs.execute(
+                            self._upsert_heads,
+                            (
+                                [o for o, _ in heads],
+                                [h.version for _, h in heads],
+                                [h.chain for _, h in heads],
+                                [h.chained_from for _, h in heads],
+                                [h.restarted_after for _, h in heads],
+                            ),
+                            prepare=False,
+                        )
+                        if listing:
+                            apply_changes(
+                                lambda text, params: curs.execute(
+                                    text.encode(), params, prepare=False
+                                ),
+                                POSTGRES,
+                                listing,
+                                self._prefix,
+                            )
+                # After the commit, in a transaction of its own: a NOTIFY inside the write
+                # would take PostgreSQL's notify-queue lock until the commit is durable,
+                # serialising every writer's commit again.
+                conn.execute(self._notify, prepare=False)
+            except Exception as exc:  # noqa: BLE001 - re-raised once the pipeline is closed
+                failure = exc
+            if failure is not None:
+                raise failure
+        return ids
+
+    def _stream_key(self, originator: UUID) -> int:
+        """The transaction-scoped advisory lock key of one conversation in this store."""
+        digest = hashlib.blake2b(originator.bytes, digest_size=8, key=self._store_salt).digest()
+        return int.from_bytes(digest, "big", signed=True)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """The settled notifications from ``start``: those no transaction still running can
+        come before (see the module's docstring). Waits briefly for a running append when
+        the page is short, so a reader right after a commit sees it."""
+        conditions: list[Composable] = [self._settled]
+        params: list[Any] = []
+        if start is not None:
+            conditions.append(
+                SQL("notification_id >= %s" if inclusive_of_start else "notification_id > %s")
+            )
+            params.append(start)
+        if stop is not None:
+            conditions.append(SQL("notification_id <= %s"))
+            params.append(stop)
+        if topics:
+            conditions.append(SQL("topic = ANY(%s)"))
+            params.append(list(topics))
+        params.append(limit)
+        statement = (
+            self._select_notifications_from
+            + SQL(" WHERE ")
+            + SQL(" AND ").join(conditions)
+            + SQL(" ORDER BY notification_id LIMIT %s")
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, params, prepare=True)
+            found = curs.fetchall()
+            short = len(found) < limit
+            if (
+                short
+                and (stop is None or not found or found[-1]["notification_id"] < stop)
+                and self._await_settled(curs)
+            ):
+                curs.execute(statement, params, prepare=True)
+                found = curs.fetchall()
+            return [
+                Notification(
+                    id=row["notification_id"],
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
                 )
-        # Never prepared: in a pipeline that the insert aborts (a lost version race), psycopg
-        # would remember a statement the server never prepared ("does not exist" next time).
-        with curs.connection.cursor() as heads:
-            for originator, events in grouped.items():
-                heads.execute(self._select_head, (originator,), prepare=False)
-                row = heads.fetchone()
-                found = None if row is None else _head(row)
-                head = advance(originator, found, events, self._chain_key)
-                heads.execute(
-                    self._upsert_head,
-                    (
-                        originator,
-                        head.version,
-                        head.chain,
-                        head.chained_from,
-                        head.restarted_after,
-                    ),
-                    prepare=False,
-                )
-        super()._insert_stored_events(curs, stored_events, **kwargs)
+                for row in found
+            ]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def max_notification_id(self) -> int | None:
+        """The newest settled notification id (``None`` for an empty log), after waiting
+        briefly for a running append."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            self._await_settled(curs)
+            curs.execute(self._max_settled, prepare=True)
+            row = curs.fetchone()
+            return None if row is None else int(row["notification_id"])
+
+    def _await_settled(self, curs: Cursor[DictRow]) -> bool:
+        """If the newest committed event is not settled yet, wait (at most
+        :data:`SETTLE_WAIT_SECONDS`) until it is; whether there was one to wait for.
+
+        Only a wait: what a reader returns is right whether or not it ends in time (a
+        transaction left open elsewhere in the cluster holds the horizon back; the reader
+        then returns the settled part and the rest next time)."""
+        curs.execute(self._newest_unsettled, prepare=True)
+        row = curs.fetchone()
+        if row is None:
+            return False
+        pending = row["tx"]
+        deadline = time.monotonic() + SETTLE_WAIT_SECONDS
+        pause = 0.0005
+        while True:
+            curs.execute(self._has_settled, (pending,), prepare=True)
+            done = curs.fetchone()
+            if done is not None and done["settled"]:
+                return True
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
 
     def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
         """Delete every event and the head of ``conversation`` and leave its tombstone, in one
@@ -189,6 +435,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         many events went. The rows are deleted; their bytes stay in dead tuples until the
         table is vacuumed."""
         with self.datastore.transaction(commit=True) as curs:
+            # The conversation's lock first, as an append takes it: an append either
+            # commits before the erasure counts, or waits and then finds the tombstone.
+            curs.execute(self._lock_stream, (self._stream_key(conversation),), prepare=False)
             self._lock_table(curs)
             curs.execute(self._erased_among, ([conversation],), prepare=False)
             if curs.fetchone() is not None:
@@ -296,6 +545,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             found = curs.fetchone()
         self.listing_missing = False
         return 0 if found is None else int(found["n"])
+
+
+def _refuse_erased(row: DictRow | None) -> None:
+    if row is not None:
+        msg = f"conversation {row['originator_id']} was erased"
+        raise ConversationErased(msg)
 
 
 def _head(row: DictRow) -> Head:
