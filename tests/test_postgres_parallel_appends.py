@@ -73,6 +73,7 @@ def _event(originator: UUID, version: int) -> Any:
 def test_a_reader_never_passes_an_append_still_running(schema: tuple[str, str]) -> None:
     """An append holds id 1 uncommitted while a later one commits id 2: readers return
     neither until the first commits, then both in order, although the table shows id 2."""
+    from convstore.infrastructure.chain import advance  # noqa: PLC0415
     from convstore.infrastructure.postgres_recorder import (  # noqa: PLC0415
         ChainedPostgresRecorder,
     )
@@ -84,8 +85,16 @@ def test_a_reader_never_passes_an_append_still_running(schema: tuple[str, str]) 
         recorder.create_table()
         early, late = uuid4(), uuid4()
         with datastore.get_connection() as held, held.transaction():
-            row = recorder.construct_pg_stored_event(early, 1, "topic", b"{}")
-            [first] = held.execute(recorder._append, ([row], recorder._append_lock_key)).fetchall()
+            # What insert_events sends, in a transaction this test keeps open.
+            head = advance(early, None, [(1, "topic", b"{}")], recorder._chain_key)
+            arguments = (
+                *([early], [1], ["topic"], [b"{}"]),
+                recorder._append_lock_key,
+                [recorder._stream_key(early)],
+                *([early], [head.version], [head.chain], [head.chained_from], [None]),
+                *([None], [None]),
+            )
+            [first] = held.execute(recorder._write, arguments).fetchall()
             assert first["notification_id"] == 1
             assert recorder.insert_events([_event(late, 1)]) == [2]
             # The hazard is real: the table already shows id 2 without id 1 ...
@@ -258,3 +267,35 @@ def _counts(audit: Path) -> dict[str, int]:
         return {row[0]: row[1] for row in conn.execute("SELECT id, events FROM conversations")}
     finally:
         conn.close()
+
+
+def test_a_writer_whose_remembered_head_moved_reads_it_and_retries(
+    schema: tuple[str, str],
+) -> None:
+    """Two writers (as two hosts) take turns on one conversation: each starts from the head it
+    wrote last, finds it moved, reads it and writes again; the chain is the log's."""
+    from convstore.infrastructure.chain import advance  # noqa: PLC0415
+    from convstore.infrastructure.postgres_recorder import (  # noqa: PLC0415
+        ChainedPostgresRecorder,
+    )
+
+    url, name = schema
+    stores = [_datastore(url, name), _datastore(url, name)]
+    try:
+        first, second = (
+            ChainedPostgresRecorder(d, events_table_name="stored_events") for d in stores
+        )
+        first.create_table()
+        second.create_table()
+        conversation = uuid4()
+        for version, writer in enumerate((first, first, second, first, second, second), 1):
+            assert len(writer.insert_events([_event(conversation, version)])) == 1
+        stored = [
+            (e.originator_version, e.topic, e.state) for e in first.select_events(conversation)
+        ]
+        assert [v for v, _, _ in stored] == [1, 2, 3, 4, 5, 6]
+        expected = advance(conversation, None, stored, first._chain_key)
+        assert first.select_heads()[conversation] == expected
+    finally:
+        for datastore in stores:
+            datastore.close()

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from eventsourcing.persistence import (
     InterfaceError,
     Notification,
@@ -45,7 +46,8 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
-from psycopg import Cursor
+from psycopg import ClientCursor, Connection, Cursor
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
@@ -79,6 +81,18 @@ TX_COLUMN = "tx"
 
 APPEND_FUNCTION = "convstore_append"
 """The server-side function that numbers and inserts one transaction's events."""
+
+ERASED_CODE = "CV001"
+"""The SQLSTATE the append function raises for an erased conversation."""
+
+HEAD_MOVED_CODE = "CV002"
+"""The SQLSTATE it raises when a head is not the one the writer computed from."""
+
+HEAD_ATTEMPTS = 5
+"""Writes tried with freshly read heads before a moving head is reported."""
+
+KNOWN_HEADS = 10_000
+"""Heads kept per process; past that the memory is cleared (they are read again)."""
 
 SETTLE_WAIT_SECONDS = 1.0
 """How long a reader waits for a running append before returning what is settled."""
@@ -152,13 +166,6 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             "FROM {schema}.{heads}"
         ).format(**names)
         self._select_heads_of = self._select_heads + SQL(" WHERE originator_id = ANY(%s)")
-        self._upsert_heads = SQL(
-            "INSERT INTO {schema}.{heads} SELECT * FROM unnest(%s::uuid[], %s::bigint[], "
-            "%s::bytea[], %s::bigint[], %s::bigint[]) "
-            "ON CONFLICT (originator_id) DO UPDATE SET version = excluded.version, "
-            "chain = excluded.chain, chained_from = excluded.chained_from, "
-            "restarted_after = excluded.restarted_after"
-        ).format(**names)
         # The write path without the table lock (see the module's docstring).
         salt = f"convstore append {datastore.schema}.{events_table_name}".encode()
         self._store_salt = hashlib.blake2b(salt, digest_size=32).digest()
@@ -169,14 +176,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self._set_lock_timeout = SQL("SET LOCAL lock_timeout = '{}s'").format(
             Literal(datastore.lock_timeout)
         )
-        self._lock_streams = SQL(
-            "SELECT pg_advisory_xact_lock(k) FROM "
-            "(SELECT k FROM unnest(%s::bigint[]) AS k ORDER BY k OFFSET 0) AS keys"
-        )
         self._lock_stream = SQL("SELECT pg_advisory_xact_lock(%s)")
-        self._append = SQL("SELECT * FROM {schema}.{append}(%s, %s) AS notification_id").format(
-            **names
-        )
+        self._write = SQL(
+            "SELECT * FROM {schema}.{append}(%s::uuid[], %s::bigint[], %s::text[], "
+            "%s::bytea[], %s, %s::bigint[], %s::uuid[], %s::bigint[], %s::bytea[], "
+            "%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[]) AS notification_id"
+        ).format(**names)
         self._add_tx_column = [
             SQL("ALTER TABLE {schema}.{events} ADD COLUMN IF NOT EXISTS {tx} xid8").format(**names),
             SQL(
@@ -184,27 +189,68 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             ).format(**names),
         ]
         self._create_append = SQL(
-            "CREATE OR REPLACE FUNCTION {schema}.{append}(events {schema}.{event_type}[], "
-            "lock_key bigint) RETURNS SETOF bigint LANGUAGE plpgsql AS $body$ "
+            "CREATE OR REPLACE FUNCTION {schema}.{append}("
+            "ids uuid[], versions bigint[], topics text[], states bytea[], lock_key bigint, "
+            "stream_keys bigint[], head_ids uuid[], new_versions bigint[], new_chains bytea[], "
+            "new_from bigint[], new_restarted bigint[], old_versions bigint[], "
+            "old_chains bytea[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $body$ "
+            "DECLARE k bigint; i int; gone uuid; "
             "BEGIN "
             "  IF pg_current_xact_id_if_assigned() IS NOT NULL THEN "
             "    RAISE EXCEPTION 'convstore: the append must be its transaction''s first write'; "
             "  END IF; "
+            # Each conversation's lock, in one order: appends to one conversation (and its
+            # erasure) take turns here, outside the numbering section.
+            "  FOR k IN SELECT s FROM unnest(stream_keys) AS s ORDER BY s LOOP "
+            "    PERFORM pg_advisory_xact_lock(k); "
+            "  END LOOP; "
+            "  SELECT originator_id INTO gone FROM {schema}.{erased} "
+            "    WHERE originator_id = ANY(head_ids) LIMIT 1; "
+            "  IF FOUND THEN "
+            "    RAISE EXCEPTION 'conversation % was erased', gone "
+            "      USING ERRCODE = '{erased_code}'; "
+            "  END IF; "
+            # The numbering section: the transaction's id, then its notification ids.
             "  PERFORM pg_advisory_lock(lock_key); "
             "  BEGIN "
             "    PERFORM pg_current_xact_id(); "
             "    RETURN QUERY INSERT INTO {schema}.{events} "
             "      (originator_id, originator_version, topic, state) "
-            "      SELECT e.originator_id, e.originator_version, e.topic, e.state "
-            "      FROM unnest(events) AS e RETURNING {events}.notification_id; "
+            "      SELECT * FROM unnest(ids, versions, topics, states) "
+            "      RETURNING {events}.notification_id; "
             "  EXCEPTION WHEN OTHERS OR query_canceled THEN "
             "    PERFORM pg_advisory_unlock(lock_key); "
             "    RAISE; "
             "  END; "
             "  PERFORM pg_advisory_unlock(lock_key); "
+            # Each head moves on only from the one the writer computed from.
+            "  FOR i IN 1 .. coalesce(array_length(head_ids, 1), 0) LOOP "
+            "    IF old_versions[i] IS NULL THEN "
+            "      INSERT INTO {schema}.{heads} VALUES (head_ids[i], new_versions[i], "
+            "        new_chains[i], new_from[i], new_restarted[i]) ON CONFLICT DO NOTHING; "
+            "    ELSE "
+            "      UPDATE {schema}.{heads} SET version = new_versions[i], chain = new_chains[i], "
+            "        chained_from = new_from[i], restarted_after = new_restarted[i] "
+            "        WHERE originator_id = head_ids[i] AND version = old_versions[i] "
+            "        AND chain = old_chains[i]; "
+            "    END IF; "
+            "    IF NOT FOUND THEN "
+            "      RAISE EXCEPTION 'the head of % moved', head_ids[i] "
+            "        USING ERRCODE = '{moved_code}'; "
+            "    END IF; "
+            "  END LOOP; "
             "END $body$"
-        ).format(**names)
-        self._notify = SQL("NOTIFY {}").format(Identifier(self.channel_name))
+        ).format(erased_code=SQL(ERASED_CODE), moved_code=SQL(HEAD_MOVED_CODE), **names)
+        # A NOTIFY gets a transaction id, hence a commit record: committed asynchronously
+        # it costs no second fsync (it is only a wake-up; a lost one delays a subscriber).
+        self._notify_after = [
+            b"BEGIN",
+            b"SET LOCAL synchronous_commit TO off",
+            f'NOTIFY "{self.channel_name}"'.encode(),
+            b"COMMIT",
+        ]
+        self._known: dict[UUID, Head] = {}
+        """The heads this process last wrote: the next write starts from them unread."""
         self._settled = SQL(
             "({tx} IS NULL OR {tx} < (SELECT pg_snapshot_xmin(pg_current_snapshot())))"
         ).format(**names)
@@ -262,9 +308,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Record the events, their conversations' heads and listing rows in one transaction,
-        without eventsourcing's table lock (see the module's docstring); returns their
-        notification ids."""
+        """Record the events, their conversations' heads and listing rows in one transaction
+        and one round trip, without eventsourcing's table lock (see the module's docstring);
+        returns their notification ids."""
         if not stored_events:
             return None
         grouped: dict[UUID, list[tuple[int, str, bytes]]] = {}
@@ -272,68 +318,111 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             originator = s.originator_id
             key = originator if isinstance(originator, UUID) else UUID(str(originator))
             grouped.setdefault(key, []).append((s.originator_version, s.topic, s.state))
-        rows = [
-            self.construct_pg_stored_event(s.originator_id, s.originator_version, s.topic, s.state)
-            for s in stored_events
-        ]
-        streams = sorted({self._stream_key(originator) for originator in grouped})
+        columns = (
+            [s.originator_id for s in stored_events],
+            [s.originator_version for s in stored_events],
+            [s.topic for s in stored_events],
+            [s.state for s in stored_events],
+        )
         listing: list[ListingChange] | None = kwargs.get("listing")
-        failure: Exception | None = None
-        ids: list[int] = []
-        with self.datastore.get_connection() as conn, conn.pipeline() as pipeline:
-            try:
-                with conn.transaction():
-                    # One round trip: the conversations' locks, the tombstone check, the
-                    # heads, then the append, which must be the transaction's first write.
-                    with conn.cursor() as curs:
-                        curs.execute(self._set_lock_timeout, prepare=False)
-                        curs.execute(self._lock_streams, (streams,), prepare=False)
-                    erased_curs, heads_curs, append_curs = (conn.cursor() for _ in range(3))
-                    erased_curs.execute(self._erased_among, (list(grouped),), prepare=False)
-                    heads_curs.execute(self._select_heads_of, (list(grouped),), prepare=False)
-                    append_curs.execute(self._append, (rows, self._append_lock_key), prepare=False)
-                    pipeline.sync()
-                    _refuse_erased(erased_curs.fetchone())
-                    ids = [int(r["notification_id"]) for r in append_curs.fetchall()]
-                    found = {r["originator_id"]: _head(r) for r in heads_curs.fetchall()}
-                    # The second round trip: heads, listing and the commit.
-                    heads = [
-                        (
-                            originator,
-                            advance(originator, found.get(originator), events, self._chain_key),
-                        )
-                        for originator, events in grouped.items()
-                    ]
-                    with conn.cursor() as curs:
-                        curs.execute(
-                            self._upsert_heads,
-                            (
-                                [o for o, _ in heads],
-                                [h.version for _, h in heads],
-                                [h.chain for _, h in heads],
-                                [h.chained_from for _, h in heads],
-                                [h.restarted_after for _, h in heads],
-                            ),
-                            prepare=False,
-                        )
-                        if listing:
-                            apply_changes(
-                                lambda text, params: curs.execute(
-                                    text.encode(), params, prepare=False
-                                ),
-                                POSTGRES,
-                                listing,
-                                self._prefix,
-                            )
-                # After the commit, in a transaction of its own: a NOTIFY inside the write
-                # would take PostgreSQL's notify-queue lock until the commit is durable,
-                # serialising every writer's commit again.
-                conn.execute(self._notify, prepare=False)
-            except Exception as exc:  # noqa: BLE001 - re-raised once the pipeline is closed
-                failure = exc
-            if failure is not None:
-                raise failure
-        return ids
+        if len(self._known) > KNOWN_HEADS:
+            self._known.clear()
+        # The head each write starts from: the one this process last wrote, none for a new
+        # conversation, else read. A guess that proves wrong is refused by the function
+        # (HEAD_MOVED_CODE, nothing written); the heads are then read and the write retried.
+        found: dict[UUID, Head | None] = {}
+        unknown = []
+        for originator, events in grouped.items():
+            if originator in self._known:
+                found[originator] = self._known[originator]
+            elif events[0][0] == 1:
+                found[originator] = None
+            else:
+                unknown.append(originator)
+        with self.datastore.get_connection() as conn:
+            for attempt in range(HEAD_ATTEMPTS):
+                if unknown:
+                    found.update(self._read_heads(conn, unknown))
+                heads = {
+                    o: advance(o, found[o], events, self._chain_key)
+                    for o, events in grouped.items()
+                }
+                try:
+                    ids = self._write_once(conn, columns, found, heads, listing)
+                except psycopg.Error as exc:
+                    if conn.info.transaction_status != TransactionStatus.IDLE:
+                        conn.rollback()
+                    for originator in grouped:
+                        self._known.pop(originator, None)
+                    if exc.sqlstate == ERASED_CODE:
+                        gone = str(exc.diag.message_primary or "").split()[1:2]
+                        msg = f"conversation {gone[0] if gone else '?'} was erased"
+                        raise ConversationErased(msg) from None
+                    if exc.sqlstate != HEAD_MOVED_CODE or attempt == HEAD_ATTEMPTS - 1:
+                        raise
+                    unknown = list(grouped)
+                    continue
+                self._known.update(heads)
+                return ids
+        msg = "unreachable: the last attempt returns or raises"
+        raise AssertionError(msg)
+
+    def _read_heads(
+        self, conn: Connection[DictRow], originators: list[UUID]
+    ) -> dict[UUID, Head | None]:
+        rows = conn.execute(self._select_heads_of, (originators,), prepare=False).fetchall()
+        heads: dict[UUID, Head | None] = dict.fromkeys(originators)
+        heads.update({row["originator_id"]: _head(row) for row in rows})
+        return heads
+
+    def _write_once(
+        self,
+        conn: Connection[DictRow],
+        columns: tuple[list[Any], list[int], list[str], list[bytes]],
+        found: dict[UUID, Head | None],
+        heads: dict[UUID, Head],
+        listing: list[ListingChange] | None,
+    ) -> list[int]:
+        """One transaction in one round trip: client-side bound statements sent as one text
+        (a pipeline costs a round trip per sync). The NOTIFY runs after the commit, in a
+        transaction of its own: inside the write it would take PostgreSQL's notify-queue lock
+        until the commit is durable, serialising every writer's commit again."""
+        order = list(heads)
+        old = [found[o] for o in order]
+        new = [heads[o] for o in order]
+        with ClientCursor(conn) as curs:
+            parts = [
+                b"BEGIN",
+                curs.mogrify(self._set_lock_timeout).encode(),
+                curs.mogrify(
+                    self._write,
+                    (
+                        *columns,
+                        self._append_lock_key,
+                        sorted({self._stream_key(o) for o in order}),
+                        order,
+                        [h.version for h in new],
+                        [h.chain for h in new],
+                        [h.chained_from for h in new],
+                        [h.restarted_after for h in new],
+                        [None if h is None else h.version for h in old],
+                        [None if h is None else h.chain for h in old],
+                    ),
+                ).encode(),
+            ]
+            if listing:
+                apply_changes(
+                    lambda text, params: parts.append(curs.mogrify(text, params).encode()),
+                    POSTGRES,
+                    listing,
+                    self._prefix,
+                )
+            parts += [b"COMMIT", *self._notify_after]
+            curs.execute(b";\n".join(parts))
+            # The results in order: BEGIN, SET, the function's ids, then the rest.
+            curs.nextset()
+            curs.nextset()
+            return [int(row["notification_id"]) for row in curs.fetchall()]
 
     def _stream_key(self, originator: UUID) -> int:
         """The transaction-scoped advisory lock key of one conversation in this store."""
