@@ -299,3 +299,63 @@ def test_a_writer_whose_remembered_head_moved_reads_it_and_retries(
     finally:
         for datastore in stores:
             datastore.close()
+
+
+def test_values_written_as_sql_literals_read_back_exactly(schema: tuple[str, str]) -> None:
+    """The append's arguments are written into its SQL text: quotes, backslashes and every
+    byte value come back exactly as given."""
+    from eventsourcing.persistence import StoredEvent  # noqa: PLC0415
+
+    from convstore.infrastructure.postgres_recorder import (  # noqa: PLC0415
+        ChainedPostgresRecorder,
+    )
+
+    url, name = schema
+    datastore = _datastore(url, name)
+    try:
+        recorder = ChainedPostgresRecorder(datastore, events_table_name="stored_events")
+        recorder.create_table()
+        conversation = uuid4()
+        topics = ["it's", "back\\slash \\x41 '' $$ $body$ ;--", "ünïcødé ✓"]
+        states = [bytes(range(256)), b"'\\x00", b""]
+        written = [
+            StoredEvent(conversation, v, topic, state)
+            for v, (topic, state) in enumerate(zip(topics, states, strict=True), 1)
+        ]
+        assert recorder.insert_events(written) == [1, 2, 3]
+        read = recorder.select_events(conversation)
+        assert [(e.topic, e.state) for e in read] == list(zip(topics, states, strict=True))
+        notified = recorder.select_notifications(None, 10)
+        assert [(n.topic, n.state) for n in notified] == list(zip(topics, states, strict=True))
+    finally:
+        datastore.close()
+
+
+def test_an_error_after_the_commit_is_not_a_failed_write(schema: tuple[str, str]) -> None:
+    """A statement failing after the COMMIT (where the NOTIFY runs) leaves the write done and
+    reported done; one failing before it leaves nothing and is raised."""
+    from eventsourcing.persistence import PersistenceError  # noqa: PLC0415
+
+    from convstore.infrastructure.postgres_recorder import (  # noqa: PLC0415
+        ChainedPostgresRecorder,
+    )
+
+    url, name = schema
+    datastore = _datastore(url, name)
+    try:
+        recorder = ChainedPostgresRecorder(datastore, events_table_name="stored_events")
+        recorder.create_table()
+        conversation = uuid4()
+        notify_after = recorder._notify_after
+        recorder._notify_after = [b"SELECT 1 / 0"]  # fails once the write has committed
+        assert recorder.insert_events([_event(conversation, 1)]) == [1]
+        recorder._notify_after = notify_after
+        lock_timeout = recorder._set_lock_timeout_text
+        recorder._set_lock_timeout_text = b"SELECT 1 / 0"  # fails before the append
+        with pytest.raises(PersistenceError, match="division by zero"):
+            recorder.insert_events([_event(conversation, 2)])
+        recorder._set_lock_timeout_text = lock_timeout
+        assert [e.originator_version for e in recorder.select_events(conversation)] == [1]
+        assert recorder.insert_events([_event(conversation, 2)]) == [2]
+    finally:
+        datastore.close()
