@@ -26,10 +26,18 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if __name__ == "__main__":
+    # As in bench/run.py: import the bench package from the repo root, not bench/ itself.
+    _here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(_here)]
+    sys.path.insert(0, str(Path(_here).parent))
 
-import run  # bench/run.py: the workload and fixtures
+import sqlite_utils
+
+from bench import common, workload
+from bench.report import Report
 
 
 def emit(*parts: object) -> None:
@@ -103,19 +111,21 @@ def scenario_append(args: argparse.Namespace, tmp: Path) -> None:
     from convstore import open_store  # noqa: PLC0415
 
     with open_store(tmp / "warm.db") as store:
-        run.stream_conversation(store, 3)
+        workload.stream_conversation(store, 3)
     store = open_store(tmp / "append.db")
 
     def work() -> None:
-        run.stream_conversation(store, args.messages)
+        workload.stream_conversation(store, args.messages)
 
     profile(work, args.tool, args.top, f"append: stream {args.messages:,} messages, SQLite")
     store.close()
 
 
-def build(n: int, tmp: Path) -> tuple[Path, Any]:
-    bench = run.Bench("full", tmp, run.DEFAULT_PG_URL, run.Report("full", {}))
-    return bench.fixture(n)
+def build(n: int, tmp: Path) -> tuple[Path, UUID]:
+    ctx = common.Context(
+        quick=False, dir=tmp, pg_url=common.DEFAULT_PG_URL, report=Report("full", {})
+    )
+    return ctx.fixture(n)
 
 
 def scenario_replay(args: argparse.Namespace, tmp: Path) -> None:
@@ -155,10 +165,10 @@ def scenario_replay(args: argparse.Namespace, tmp: Path) -> None:
     finally:
         gc.enable()
     conn = __import__("sqlite3").connect(path)
-    emit(f"{median_time(lambda: run.raw_read(conn, conv.hex)) * 1000:9.1f} ms  raw baseline")
+    emit(f"{median_time(lambda: common.raw_read(conn, conv.hex)) * 1000:9.1f} ms  raw baseline")
     gc.disable()
     emit(
-        f"{median_time(lambda: run.raw_read(conn, conv.hex)) * 1000:9.1f} ms  "
+        f"{median_time(lambda: common.raw_read(conn, conv.hex)) * 1000:9.1f} ms  "
         "raw baseline, GC disabled"
     )
     gc.enable()
@@ -170,6 +180,7 @@ def scenario_rebuild(args: argparse.Namespace, tmp: Path) -> None:
     from convstore.projector import rebuild  # noqa: PLC0415
 
     path, _ = build(args.messages, tmp)
+    n = args.messages * workload.EVENTS_PER_MESSAGE + 1
     store = open_store(path, create=False)
     audit = tmp / "audit.db"
     rebuild(store, audit)
@@ -177,14 +188,11 @@ def scenario_rebuild(args: argparse.Namespace, tmp: Path) -> None:
         lambda: rebuild(store, audit),
         args.tool,
         args.top,
-        f"rebuild of the audit read model, {args.messages * run.EVENTS_PER_MESSAGE + 1:,} events",
+        f"rebuild of the audit read model, {n:,} events",
     )
-    from convstore.infrastructure import audit_db  # noqa: PLC0415
-
-    n = args.messages * run.EVENTS_PER_MESSAGE + 1
     # Time per kind of SQL statement (the audit database's execute, wrapped).
     spent: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    real_execute = audit_db.sqlite_utils.Database.execute
+    real_execute = sqlite_utils.Database.execute
 
     def timed_execute(self: Any, sql: str, parameters: Any = None) -> Any:
         started = time.perf_counter()
@@ -195,13 +203,13 @@ def scenario_rebuild(args: argparse.Namespace, tmp: Path) -> None:
             entry[0] += time.perf_counter() - started
             entry[1] += 1
 
-    audit_db.sqlite_utils.Database.execute = timed_execute  # type: ignore[method-assign]
+    sqlite_utils.Database.execute = timed_execute  # type: ignore[method-assign]
     try:
         started = time.perf_counter()
         rebuild(store, audit)
         whole = time.perf_counter() - started
     finally:
-        audit_db.sqlite_utils.Database.execute = real_execute  # type: ignore[method-assign]
+        sqlite_utils.Database.execute = real_execute  # type: ignore[method-assign]
     emit(f"\n-- SQL statements during one rebuild ({whole:.2f} s) --")
     for name, (seconds, calls) in sorted(spent.items(), key=lambda kv: -kv[1][0]):
         emit(f"{seconds / whole * 100:6.1f}%  {seconds:6.2f} s  {calls:7d} x  {name}")
@@ -288,15 +296,15 @@ def scenario_cold(args: argparse.Namespace, tmp: Path) -> None:
 def scenario_pg_append(args: argparse.Namespace, tmp: Path) -> None:
     from convstore import open_store  # noqa: PLC0415
 
-    pg = run.PgContext.create(args.pg_url)
+    pg = common.PgContext.create(args.pg_url)
     if not pg.ok:
         emit(f"SKIPPED: {pg.reason}")
         return
     try:
         store = open_store(pg.store_url)
-        run.stream_conversation(store, 3)
+        workload.stream_conversation(store, 3)
         profile(
-            lambda: run.stream_conversation(store, args.messages),
+            lambda: workload.stream_conversation(store, args.messages),
             args.tool,
             args.top,
             f"append: stream {args.messages:,} messages, PostgreSQL",
@@ -326,7 +334,7 @@ def main() -> int:
         choices=["pyinstrument", "cprofile"],
         default="pyinstrument" if have_pyinstrument() else "cprofile",
     )
-    parser.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL", run.DEFAULT_PG_URL))
+    parser.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL", common.DEFAULT_PG_URL))
     parser.add_argument(
         "--dir", help="where the store files go, e.g. /dev/shm to leave out fsync (default $TMPDIR)"
     )

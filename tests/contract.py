@@ -24,15 +24,22 @@ from convstore import (
     InvalidInput,
     MessageClosed,
     MessageNotFound,
+    ReplayOptions,
     Store,
     replay,
 )
-from convstore.domain.events import BlockAppended
+from convstore.domain.events import BlockAppended, Event
 from convstore.infrastructure.chain import chain_key
+from convstore.infrastructure.tokenizer import ENCODING, count_tokens
+from convstore.projections.pressure import measure
+from convstore.projections.replay import plan
 from convstore.projector import catch_up, open_audit, rebuild
 from convstore.verify import Verifier
 
 TEXT = {"type": "text", "text": "hello"}
+
+PRESSURE_OF_THE_TOOL_ROUND = 76
+"""The tokens of the tool round the pressure test records, the same on every backend."""
 
 
 class StoreContract(ABC):
@@ -594,3 +601,149 @@ class StoreContract(ABC):
             store.fork(conv, at=after)
         store.erase(conv, reason="parent goes")
         assert store.replay(fork)["messages"][: len(fork_replay)] == fork_replay
+
+    # -- what the model is sent, and reading the whole log -------------------------------------
+
+    def _tool_round(self, store: Store, conv: UUID, outputs: list[str]) -> list[UUID]:
+        """A system and a user message, then one call and its result per output; the ids of
+        the messages, in order."""
+        ids = [
+            store.append_message(conv, "system", [{"type": "text", "text": "Be brief."}]),
+            store.append_message(conv, "user", [{"type": "text", "text": "Read the files."}]),
+        ]
+        for n, output in enumerate(outputs):
+            call = {"type": "tool_use", "id": f"c{n}", "name": "cat", "input": {"n": n}}
+            ids.append(store.append_message(conv, "assistant", [call]))
+            result = {"type": "tool_result", "tool_use_id": f"c{n}", "content": output}
+            ids.append(store.append_message(conv, "user", [result]))
+        return ids
+
+    def test_compact_replaces_the_prefix_and_full_ignores_it(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """After compact, replay sends the system message, the summary, then what follows the
+        boundary; full replay sends everything; another store reads it; a bad compaction
+        writes nothing."""
+        ids = self._tool_round(store, conv, ["one"])
+        store.compact(conv, "The user wants the files read.", through=ids[2])
+        assert store.replay(conv)["messages"] == [
+            {"role": "system", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": "[Summary of the earlier conversation, which it replaces]: "
+                "The user wants the files read.",
+            },
+            {"role": "user", "content": "Result (cat): one"},
+        ]
+        assert [m["role"] for m in store.replay(conv, full=True)["messages"]] == [
+            "system",
+            "user",
+            "assistant",
+            "user",
+        ]
+        other = self.open_store()
+        try:
+            assert other.replay(conv) == store.replay(conv)
+        finally:
+            other.close()
+        before = store.log_position()
+        with pytest.raises(MessageNotFound):
+            store.compact(conv, "summary", through=uuid4())
+        with pytest.raises(InvalidInput):
+            store.compact(conv, "   ", through=ids[3])
+        assert store.log_position() == before
+
+    def test_pressure_counts_exactly_what_replay_sends(self, store: Store, conv: UUID) -> None:
+        """pressure is the count of the pure projection's plan of the stored events, one entry
+        per replayed message, its kinds summing to the total; clearing output lowers it."""
+        self._tool_round(store, conv, ["hello world " * 20])
+        pressure = store.pressure(conv)
+        expected = measure(plan(store.events(conv)), "openai", count_tokens, tokenizer=ENCODING)
+        assert pressure == expected
+        assert pressure.total == PRESSURE_OF_THE_TOOL_ROUND
+        assert [m.role for m in pressure.by_message] == [
+            m["role"] for m in store.replay(conv)["messages"]
+        ]
+        assert sum(pressure.by_kind.values()) == pressure.total
+        cleared = store.pressure(conv, options=ReplayOptions(keep_tool_results=0))
+        assert cleared.total < pressure.total
+        anthropic = store.pressure(conv, shape="anthropic")
+        events = store.events(conv)
+        assert anthropic == measure(plan(events), "anthropic", count_tokens, tokenizer=ENCODING)
+
+    def test_live_request_links_the_round_in_progress(self, store: Store, conv: UUID) -> None:
+        """The request made inside a running turn carries the real call ids in both shapes;
+        once the turn has moved on it is refused."""
+        ids = self._tool_round(store, conv, ["a.txt"])
+        openai = store.live_request(conv, ids[2])
+        assert openai["messages"][:2] == [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Read the files."},
+        ]
+        assert openai["messages"][2]["tool_calls"][0]["id"] == "c0"
+        assert openai["messages"][3] == {"role": "tool", "tool_call_id": "c0", "content": "a.txt"}
+        anthropic = store.live_request(conv, ids[2], shape="anthropic")
+        assert anthropic["system"] == "Be brief."
+        [answer] = anthropic["messages"][-1]["content"]
+        assert (answer["type"], answer["tool_use_id"]) == ("tool_result", "c0")
+        store.append_message(conv, "assistant", [{"type": "text", "text": "done"}])
+        with pytest.raises(InvalidInput, match="moved on"):
+            store.live_request(conv, ids[2])
+
+    def test_fit_tool_results_keeps_the_most_that_fit(self, store: Store, conv: UUID) -> None:
+        """The budget of keeping two results gives 2 and that pressure; a budget everything
+        fits in gives None; one nothing fits in gives 0, over budget."""
+        self._tool_round(store, conv, [f"word{n} " * 100 for n in range(5)])
+        budget = store.pressure(conv, keep_tool_results=2).total
+        assert store.fit_tool_results(conv, budget) == (
+            2,
+            store.pressure(conv, keep_tool_results=2),
+        )
+        assert store.fit_tool_results(conv, store.pressure(conv).total)[0] is None
+        keep, fitted = store.fit_tool_results(conv, 10)
+        assert (keep, fitted.total) == (0, store.pressure(conv, keep_tool_results=0).total)
+        assert fitted.total > 10
+
+    def test_notifications_page_through_every_conversation_in_commit_order(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """Notifications are every event of every conversation, positions increasing, each
+        conversation's in version order, the same in pages of any size and from another
+        store; none after the newest position."""
+        other_conv = store.new_conversation(title="other")
+        for n in range(3):
+            store.append_message(conv, "user", [{"type": "text", "text": f"mine {n}"}])
+            store.append_message(other_conv, "user", [{"type": "text", "text": f"theirs {n}"}])
+        everything = store.notifications(0, 1000)
+        positions = [position for position, _ in everything]
+        assert positions == sorted(set(positions))
+        assert positions[-1] == store.log_position()
+        for conversation in (conv, other_conv):
+            mine = [e for _, e in everything if e.originator_id == conversation]
+            assert mine == store.events(conversation)
+        paged: list[tuple[int, Event]] = []
+        while page := store.notifications(paged[-1][0] if paged else 0, 3):
+            assert len(page) <= 3
+            paged += page
+        assert paged == everything
+        assert store.notifications(store.log_position(), 10) == []
+        other = self.open_store()
+        try:
+            assert other.notifications(0, 1000) == everything
+        finally:
+            other.close()
+
+    def test_scan_reads_every_record_as_notifications_do(self, store: Store, conv: UUID) -> None:
+        """scan yields every stored record in log order, decoded, at the positions
+        notifications give, in pages of any size; a sound log has no unreadable record."""
+        self._tool_round(store, conv, ["one", "two"])
+        store.new_conversation(title="second")
+        notified = store.notifications(0, 1000)
+        for page_size in (1, 3, 1000):
+            scanned = list(store.scan(page_size=page_size))
+            assert [(r.position, r.event) for r in scanned] == notified
+            assert all(r.unreadable is None and r.error is None for r in scanned)
+            assert [r.originator_id for r in scanned] == [e.originator_id for _, e in notified]
+            assert [r.originator_version for r in scanned] == [
+                e.originator_version for _, e in notified
+            ]

@@ -70,7 +70,7 @@ def test_lower_layers_do_not_import_upper_ones(unit: str) -> None:
 
 
 def test_store_does_not_import_its_callers() -> None:
-    """store.py imports neither verify, the composition root nor the command line."""
+    """convstore.store imports neither verify, the composition root nor the command line."""
     assert not _imports("store") & {"verify", "bootstrap", "cli", "projector", "aio"}
 
 

@@ -107,9 +107,11 @@ def test_a_reader_never_passes_an_append_still_running(schema: tuple[str, str]) 
             assert recorder.select_notifications(None, 10) == []
             assert recorder.select_notifications(1, 10, topics=["topic"]) == []
             assert recorder.max_notification_id() is None
+            assert recorder.select_raw_records(0, 10) == []  # what Store.scan reads
         found = recorder.select_notifications(None, 10)
         assert [(n.id, n.originator_id) for n in found] == [(1, early), (2, late)]
         assert recorder.max_notification_id() == 2
+        assert [row[0] for row in recorder.select_raw_records(0, 10)] == [1, 2]
         after = recorder.select_notifications(1, 10, inclusive_of_start=False)
         assert [n.id for n in after] == [2]
     finally:

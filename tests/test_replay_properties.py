@@ -697,8 +697,14 @@ def with_metadata(events: list[Event], where: list[int]) -> list[Event]:
         if started:
             meta = MessageMeta(model="m", usage=TokenUsage(input_tokens=index), latency_ms=1.5)
             out.append(MessageMetaRecorded(**base, message_id=started[-1], meta=meta))
+    # Renumbered: an undo names its rewind by version, so it follows its rewind's new one.
+    renumbered = {id(event): version for version, event in enumerate(out, start=1)}
+    new_version = {e.originator_version: renumbered[id(e)] for e in events}
     return [
-        event.model_copy(update={"originator_version": version})
+        event.model_copy(
+            update={"originator_version": version}
+            | ({"rewind": new_version[event.rewind]} if isinstance(event, RewindUndone) else {})
+        )
         for version, event in enumerate(out, start=1)
     ]
 

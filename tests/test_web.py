@@ -6,6 +6,7 @@ import base64
 import json
 import re
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 from uuid import UUID
 
@@ -16,13 +17,15 @@ import convstore
 from convstore import Store
 from convstore.cli import cli
 from convstore.demo import record_demo, tiny_png
+from convstore.projector import audit_path, catch_up, open_audit, rebuild
 
 pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
 from starlette.testclient import TestClient
 
 from convstore.cli.serve import HostGuard, allowed_hosts
+from convstore.web import app as web_app
 from convstore.web.app import create_app
-from convstore.web.render import PAGE_SIZE, TEXT_LIMIT
+from convstore.web.render import PAGE_SIZE, TEXT_LIMIT, esc
 
 PNG = base64.b64encode(tiny_png()).decode()
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -95,11 +98,32 @@ def links(page: str) -> list[str]:
     return re.findall(r"""\b(?:href|src|action)\s*=\s*['"]([^'"]*)""", page, flags=re.IGNORECASE)
 
 
+class _Tags(HTMLParser):
+    """Collects every attribute of every tag as a browser's tokenizer reads them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found += [(tag, name) for name, _ in attrs]
+
+
+def handler_attributes(page: str) -> list[tuple[str, str]]:
+    """The (tag, attribute) pairs of a page whose attribute is an event handler (on…)."""
+    parser = _Tags()
+    parser.feed(page)
+    parser.close()
+    return [(tag, name) for tag, name in parser.found if name.lower().startswith("on")]
+
+
 def assert_inert(page: str) -> None:
     assert script_tags(page) in ([], ["<script src='/static/app.js' defer>"]), script_tags(page)
     for link in links(page):
         assert link.startswith(("/", "?", "http://", "https://", "data:image/")), link
-    assert "onerror=" not in page.replace("onerror=alert(2)&gt;", "")
+    # No real tag carries an event handler (recorded "onerror=" shows as escaped text only).
+    assert handler_attributes(page) == []
+    assert "onerror=alert(2)>" not in page
 
 
 def test_list_and_conversation_pages(store: Store) -> None:
@@ -141,6 +165,15 @@ def test_side_pane_is_the_replay_itself(store: Store) -> None:
     assert "<svg" in side
     total = store.pressure(conv, vision=False).total
     assert f"{total:,} tokens" in side
+    # The page loads the same two parts one after the other: the replay, then the chart.
+    replay_part = client.get(f"/c/{conv}/replay?vision=0").text
+    pressure_part = client.get(f"/c/{conv}/pressure?vision=0").text
+    assert side == replay_part + pressure_part
+    wanted = json.dumps(store.replay(conv, vision=False), ensure_ascii=False, indent=2)
+    assert f"<pre class='replay'>{esc(wanted)}</pre>" in replay_part
+    page = client.get(f"/c/{conv}?vision=0").text
+    assert f"data-src='/c/{conv}/replay?shape=openai&amp;vision=0'" in page
+    assert f"data-src='/c/{conv}/pressure?shape=openai&amp;vision=0'" in page
 
 
 def test_compaction_and_rewind_are_marked(store: Store) -> None:
@@ -181,22 +214,43 @@ def test_hostile_transcript_renders_inert(store: Store) -> None:
 
 
 def test_transcript_is_paged(tmp_path: Path) -> None:
-    """A long conversation opens one page of messages at a time, with links to the others."""
+    """A long conversation opens at its newest page; "load earlier" walks back to the first,
+    numbered once the audit read model knows where the page starts."""
     with convstore.open_store(tmp_path / "long.db") as store:
         conv = store.new_conversation(title="long")
-        for i in range(PAGE_SIZE * 2 + 10):
+        count = PAGE_SIZE * 2 + 10
+        for i in range(count):
             store.append_message(conv, "user", [{"type": "text", "text": f"message {i}"}])
         client = client_for(store)
-        first = client.get(f"/c/{conv}").text
+        newest = client.get(f"/c/{conv}").text
+        assert f"message {count - 1}<" in newest
+        assert f"message {count - PAGE_SIZE}<" in newest
+        assert f"message {count - PAGE_SIZE - 1}<" not in newest
+        assert "data-last='1'" in newest
+        assert "#1 " not in newest  # where the page starts is not known without the audit
+        earlier = re.findall(r"class='earlier' href='([^']+)'", newest)
+        assert len(earlier) == 1
+        middle = client.get(earlier[0].replace("&amp;", "&")).text
+        assert f"message {count - PAGE_SIZE - 1}<" in middle
+        assert "message 9<" not in middle
+        assert "message 10<" in middle
+        assert "data-last='0'" in middle
+        assert "class='newest'" in middle
+        first_href = re.findall(r"class='earlier' href='([^']+)'", middle)[0]
+        first = client.get(first_href.replace("&amp;", "&")).text
         assert "message 0<" in first
-        assert f"message {PAGE_SIZE}<" not in first
-        assert "page 1 of 3" in first
-        last = client.get(f"/c/{conv}?page=3").text
-        assert f"message {PAGE_SIZE * 2 + 9}<" in last
-        assert "message 0<" not in last
-        assert "data-last='1'" in last
-        assert "data-last='0'" in first
-        assert client.get(f"/c/{conv}?page=x").status_code == 400
+        assert "message 10<" not in first
+        assert "class='earlier'" not in first
+        assert "#1 " in first  # the page starting the conversation is numbered
+        assert f"of {count}" in first
+        audit = open_audit(store, audit_path(store))
+        catch_up(store, audit)
+        audit.close()
+        numbered = client.get(f"/c/{conv}").text
+        assert f"#{count - PAGE_SIZE + 1} " in numbered
+        assert f"messages {count - PAGE_SIZE + 1} to {count} of {count}" in numbered
+        assert client.get(f"/c/{conv}?before=x").status_code == 400
+        assert client.get(f"/c/{conv}?before=0").status_code == 400
 
 
 def test_version_moves_when_messages_are_appended(store: Store) -> None:
@@ -252,8 +306,6 @@ def test_export_html_is_self_contained(tmp_path: Path) -> None:
     assert "<style>" in page
     demo_page = export_html(str(db), demo, "--vision")
     assert "<pre class='replay'>" in demo_page
-    from convstore.web.render import esc  # noqa: PLC0415
-
     assert esc(wanted) in demo_page
     assert len(wanted) < TEXT_LIMIT
     out = tmp_path / "demo.html"
@@ -267,3 +319,161 @@ def test_serve_help_says_who_can_read() -> None:
     assert result.exit_code == 0
     assert "anyone who can connect" in result.stdout
     assert "403" in result.stdout
+
+
+def project(store: Store) -> None:
+    """Catch the store's audit read model (at its default path) up with the log."""
+    audit = open_audit(store, audit_path(store))
+    try:
+        catch_up(store, audit)
+    finally:
+        audit.close()
+
+
+def listed_ids(page: str) -> list[str]:
+    return re.findall(r"<a class='conv' href='/c/([0-9a-f-]{36})'", page)
+
+
+def test_list_is_filtered_and_paged_by_the_listing_index(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Title, label and activity filters in the query string pick what the listing index
+    picks; the next-page cursor keeps the filters; the form shows them."""
+    monkeypatch.setattr(web_app, "LIST_PAGE_SIZE", 2)
+    made = []
+    for i in range(5):
+        conv = store.new_conversation(title=f"report {i}" if i % 2 == 0 else f"chat {i}")
+        store.set_labels(conv, {"team": "red" if i < 3 else "blue", "n": str(i)})
+        store.append_message(conv, "user", [{"type": "text", "text": f"hello {i}"}])
+        made.append(str(conv))
+    client = client_for(store)
+    first = client.get("/").text
+    assert listed_ids(first) == made[::-1][:2]  # newest activity first, two a page
+    walked = listed_ids(first)
+    page = first
+    while nxt := re.findall(r"class='next' href='/\?([^']+)'", page):
+        page = client.get("/?" + nxt[0].replace("&amp;", "&")).text
+        walked += listed_ids(page)
+    assert walked == made[::-1]
+    red = client.get("/?label=team%3Dred").text
+    assert listed_ids(red) == made[2:0:-1]
+    assert "label=team%3Dred" in red  # the next link keeps the filter
+    assert "value='team=red'" in red  # and the form shows it
+    nxt = re.findall(r"class='next' href='/\?([^']+)'", red)[0].replace("&amp;", "&")
+    assert listed_ids(client.get("/?" + nxt).text) == made[:1]
+    both = client.get("/?label=team%3Dred&title=REPORT").text
+    assert listed_ids(both) == [made[2], made[0]]
+    assert listed_ids(client.get("/?label=team%3Dred&label=n%3D1").text) == [made[1]]
+    assert listed_ids(client.get("/?active_after=2999-01-01").text) == []
+    everything = store.list_conversations(limit=10).conversations
+    middle = everything[2].last_active
+    assert middle is not None
+    stamp = middle.isoformat().replace("+", "%2B")
+    assert listed_ids(client.get(f"/?active_before={stamp}").text) == made[:2][::-1]
+    assert client.get("/?active_after=yesterday").status_code == 400
+    assert client.get("/?label=nokey").status_code == 400
+    assert client.get("/?after=junk").status_code == 400
+    hostile_page = client.get("/?title=%3Cscript%3E&label=team%3D%22%3E%3Cb%3E")
+    assert hostile_page.status_code == 200
+    assert_inert(hostile_page.text)
+    assert "value='&lt;script&gt;'" in hostile_page.text
+    refused = client.get("/?label=%3Cb%3E%3D%22x")
+    assert refused.status_code == 400
+    assert_inert(refused.text)
+    assert "&lt;b&gt;" in refused.text
+
+
+def test_search_finds_ranked_messages_with_escaped_snippets(store: Store) -> None:
+    """Search reads the audit read model's full-text index: conversations ranked, matching
+    messages linked with an escaped snippet, filters applied, erased ones never shown."""
+    plenty = store.new_conversation(title="plenty")
+    store.set_labels(plenty, {"team": "red"})
+    store.append_message(plenty, "user", [{"type": "text", "text": "zebra zebra zebra zebra"}])
+    once = store.new_conversation(title="once")
+    store.set_labels(once, {"team": "blue"})
+    store.append_message(once, "user", [{"type": "text", "text": "a long text " * 40}])
+    target = store.append_message(
+        once, "assistant", [{"type": "text", "text": "one zebra <script>alert(1)</script>"}]
+    )
+    erased = store.new_conversation(title="gone")
+    store.append_message(erased, "user", [{"type": "text", "text": "zebra secret"}])
+    none = hostile(store)
+    project(store)
+    store.erase(erased, reason="test")  # the read model has not caught up with it yet
+    client = client_for(store)
+    page = client.get("/?q=zebra").text
+    assert_inert(page)
+    assert listed_ids(page) == [str(plenty), str(once)]
+    assert "secret" not in page
+    assert str(none) not in page
+    assert "<mark>zebra</mark> &lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert f"/c/{once}?before=" in page
+    assert f"#m-{target}" in page
+    assert "1 erasure is not applied" in page  # the read model has not seen it yet
+    assert listed_ids(client.get("/?q=zebra&label=team%3Dblue").text) == [str(once)]
+    assert listed_ids(client.get("/?q=zebra+script").text) == [str(once)]
+    assert listed_ids(client.get("/?q=nothing-like-this").text) == []
+    for query in ('"zebra', "zebra OR x", "NEAR(zebra", "*", "text:zebra", "-zebra"):
+        response = client.get("/", params={"q": query})
+        assert response.status_code == 200, query
+    assert client.get("/", params={"q": "w " * 30}).status_code == 400
+    typed = client.get("/", params={"q": HOSTILE})
+    assert typed.status_code == 200
+    assert_inert(typed.text)
+    assert "value='&lt;script&gt;alert(1)&lt;/script&gt;" in typed.text
+    found_hostile = client.get("/", params={"q": "script alert"}).text
+    assert_inert(found_hostile)
+    assert str(none) in listed_ids(found_hostile)
+    assert len(found_hostile) < 200_000  # a snippet of the 5 MB output, not the output
+    link = re.findall(r"class='hit' href='([^']+)'", page)[-1].replace("&amp;", "&")
+    landed = client.get(link).text
+    assert f"id='m-{target}'" in landed
+    project(store)
+    assert "Search index current" in client.get("/?q=zebra").text
+
+
+def test_search_says_when_the_read_model_is_missing_or_behind(store: Store) -> None:
+    """No read model: the page says so and gives the command; behind: by how much; a
+    rebuild answers the same as the projection it replaces."""
+    conv = store.new_conversation(title="notes")
+    store.append_message(conv, "user", [{"type": "text", "text": "quokka sighting"}])
+    client = client_for(store)
+    missing = client.get("/?q=quokka").text
+    assert "there is no audit read model at" in missing
+    assert "project</code>" in missing
+    assert listed_ids(missing) == []
+    assert "there is no audit read model at" in client.get("/").text
+    project(store)
+    before = client.get("/?q=quokka").text
+    assert listed_ids(before) == [str(conv)]
+    store.append_message(conv, "user", [{"type": "text", "text": "second quokka"}])
+    behind = client.get("/?q=quokka").text
+    head = store.log_position()
+    assert "positions behind" in behind
+    assert f"of {head:,}" in behind
+    assert "second" not in behind  # stale, and said so
+    project(store)
+    current = client.get("/?q=quokka").text
+    assert "Search index current" in current
+    assert "second <mark>quokka</mark>" in current
+    rebuild(store, audit_path(store))
+    assert client.get("/?q=quokka").text == current
+
+
+def test_list_counts_come_from_the_read_model_when_whole(store: Store) -> None:
+    """A conversation the read model holds whole is counted from it; a large one it does
+    not is shown as unknown instead of read whole for a list."""
+    conv = record_demo(store)
+    messages = store.messages(conv)
+    calls = sum(1 for m in messages for b in m.blocks if b.block.type == "tool_use")
+    project(store)
+    page = client_for(store).get("/").text
+    assert f"<td>{len(messages)}</td><td>{calls}</td>" in page
+    big = store.new_conversation(title="big")
+    for i in range(web_app.READ_FOR_COUNTS // 3 + 1):
+        store.append_message(big, "user", [{"type": "text", "text": f"m{i}"}])
+    page = client_for(store).get("/").text
+    assert "not in the audit read model yet" in page
+    project(store)
+    page = client_for(store).get("/").text
+    assert f"<td>{web_app.READ_FOR_COUNTS // 3 + 1:,}</td><td>0</td>" in page

@@ -116,8 +116,49 @@ def test_browse_fold_vision_and_live(store: Store, browser: Any) -> None:
         page.wait_for_url("**vision=0**")
         page.wait_for_selector("#side pre.replay")
         assert "[Image not shown" in page.inner_text("#side pre.replay")
+        page.wait_for_selector("#pressure svg")
         store.append_message(conv, "user", [{"type": "text", "text": "arrived live"}])
         appended = time.monotonic()
         page.wait_for_selector("text=arrived live", timeout=5000)
         assert time.monotonic() - appended < 1.0
+    assert errors == []
+
+
+def test_search_and_open_a_result(store: Store, browser: Any) -> None:
+    """Type words in the list's search box, see the ranked result with its highlighted
+    snippet, click it, and land on the page of that message, scrolled to it."""
+    from convstore.projector import audit_path, catch_up, open_audit  # noqa: PLC0415
+
+    record_demo(store)
+    conv = store.new_conversation(title="needle haystack")
+    for i in range(300):  # the match is well before the newest page
+        text = "the walrus <b>surfaced</b>" if i == 20 else f"filler {i}"
+        message = store.append_message(conv, "user", [{"type": "text", "text": text}])
+        if i == 20:
+            target = message
+    audit = open_audit(store, audit_path(store))
+    catch_up(store, audit)
+    audit.close()
+    errors: list[str] = []
+    with Served(store) as base:
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(base + "/")
+        assert "Search index current" in page.inner_text("#audit-note")
+        page.fill("#q", "walrus surfaced")
+        page.click("#go")
+        page.wait_for_selector("#results a.hit")
+        assert page.inner_text("#results a.conv") == "needle haystack"
+        assert page.inner_text("#results mark") == "walrus"
+        assert "<b>surfaced</b>" in page.inner_text("#results .snippet")  # shown, not parsed
+        page.click("#results a.hit")
+        page.wait_for_url(f"**/c/{conv}?before=*")
+        found = page.locator(f"#m-{target}")
+        assert "walrus" in found.inner_text()
+        assert found.is_visible()
+        box = found.bounding_box()
+        assert box is not None
+        assert 0 <= box["y"] < page.viewport_size["height"]
+        page.click("a.newest")
+        page.wait_for_selector("text=filler 299")
     assert errors == []

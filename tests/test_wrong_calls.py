@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel
 
-from convstore import InvalidInput, Limits, Store, open_store
+from convstore import InvalidInput, Limits, ReplayOptions, Store, open_store
 from convstore.cli import cli
 from convstore.convert.history import History, HistoryMessage
 from convstore.domain.blocks import TextBlock
@@ -66,6 +66,7 @@ def _valid(store: Store) -> dict[str, Any]:
         "reason": "stopped",
         "summary": "so far",
         "through": ended,
+        "options": ReplayOptions(),
         "shape": "openai",
         "vision": False,
         "full": False,
@@ -76,6 +77,8 @@ def _valid(store: Store) -> dict[str, Any]:
         "after": 0,
         "limit": 10,
         "page_size": 10,
+        "messages": 10,
+        "before": None,
         "parent_id": None,
         "source": None,
         "entries": [{"type": "x"}],

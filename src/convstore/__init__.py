@@ -155,6 +155,9 @@ if TYPE_CHECKING:
         Pressure as Pressure,
     )
     from convstore.projections.replay import (
+        ReplayOptions as ReplayOptions,
+    )
+    from convstore.projections.replay import (
         Shape as Shape,
     )
     from convstore.projections.replay import (
@@ -223,6 +226,7 @@ _EXPORTS: dict[str, str] = {
     "RecordedBlock": "convstore.projections.messages",
     "RecordedMessage": "convstore.projections.messages",
     "Rewound": "convstore.domain.events",
+    "ReplayOptions": "convstore.projections.replay",
     "Role": "convstore.domain.events",
     "Shape": "convstore.projections.replay",
     "ShardedStores": "convstore.routing",

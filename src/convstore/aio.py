@@ -47,7 +47,7 @@ from convstore.infrastructure.postgres import is_postgres_url
 from convstore.infrastructure.records import Recorded
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.pressure import Pressure
-from convstore.projections.replay import JSONDict, Shape
+from convstore.projections.replay import JSONDict, ReplayOptions, Shape
 from convstore.store import ConversationInfo, EntryBatch, Page, Store
 
 if TYPE_CHECKING:
@@ -356,6 +356,18 @@ class AsyncStore:
         """Every recorded event of a conversation, in order."""
         return await self._read(self.store.events, conversation)
 
+    async def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
+        """One conversation as listed (see :meth:`convstore.Store.conversation_info`)."""
+        return await self._read(self.store.conversation_info, conversation)
+
+    async def tail(
+        self, conversation: UUID | str, *, messages: int, before: int | None = None
+    ) -> list[Event]:
+        """The end of a conversation's log (see :meth:`convstore.Store.tail`)."""
+        return await self._read(
+            lambda: self.store.tail(conversation, messages=messages, before=before)
+        )
+
     async def raw_events(self, conversation: UUID | str) -> list[bytes]:
         """Every recorded event of a conversation as the JSON it was stored as (a list)."""
         return await self._read(lambda: list(self.store.raw_events(conversation)))
@@ -368,15 +380,17 @@ class AsyncStore:
         self,
         conversation: UUID | str,
         *,
-        shape: Shape | str = "openai",
-        vision: bool = False,
-        full: bool = False,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
         keep_tool_results: int | None = None,
     ) -> JSONDict:
         """The conversation as provider wire messages (see :meth:`convstore.Store.replay`)."""
         return await self._read(
             self.store.replay,
             conversation,
+            options=options,
             shape=shape,
             vision=vision,
             full=full,
@@ -388,15 +402,17 @@ class AsyncStore:
         conversation: UUID | str,
         max_tokens: int,
         *,
-        shape: Shape | str = "openai",
-        vision: bool = False,
-        full: bool = False,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
     ) -> tuple[int | None, Pressure]:
         """The most tool results replay can keep within ``max_tokens``, and that pressure."""
         return await self._read(
             self.store.fit_tool_results,
             conversation,
             max_tokens,
+            options=options,
             shape=shape,
             vision=vision,
             full=full,
@@ -407,9 +423,10 @@ class AsyncStore:
         conversation: UUID | str,
         live_message: UUID | str,
         *,
-        shape: Shape | str = "openai",
-        vision: bool = False,
-        full: bool = False,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
         keep_tool_results: int | None = None,
     ) -> JSONDict:
         """History as prose, then ``live_message``'s tool round with real call-id linkage."""
@@ -417,6 +434,7 @@ class AsyncStore:
             self.store.live_request,
             conversation,
             live_message,
+            options=options,
             shape=shape,
             vision=vision,
             full=full,
@@ -427,15 +445,17 @@ class AsyncStore:
         self,
         conversation: UUID | str,
         *,
-        shape: Shape | str = "openai",
-        vision: bool = False,
-        full: bool = False,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
         keep_tool_results: int | None = None,
     ) -> Pressure:
         """Tokens of exactly what :meth:`replay` sends with these options."""
         return await self._read(
             self.store.pressure,
             conversation,
+            options=options,
             shape=shape,
             vision=vision,
             full=full,
@@ -482,7 +502,7 @@ class AsyncStore:
         """The position of the newest event in the log (0 when it is empty)."""
         return await self._read(self.store.log_position)
 
-    async def heads(self) -> dict[UUID, Head] | None:
+    async def heads(self) -> dict[UUID, Head]:
         """Every conversation's chained head (see :meth:`convstore.Store.heads`)."""
         return await self._read(self.store.heads)
 

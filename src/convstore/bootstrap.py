@@ -151,7 +151,7 @@ def _open(env: dict[str, str], shown: str, *, secret: str, limits: Limits) -> St
         msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"
         raise StoreError(msg) from None
     store = Store(log, shown, secret=secret, limits=limits)
-    if getattr(log.recorder, "listing_missing", False):
+    if log.store_recorder.listing_missing:
         try:
             store.rebuild_listing()  # a store made before the listing index, or a new one
         except BaseException:

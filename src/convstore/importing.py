@@ -33,7 +33,7 @@ from convstore.domain.parsing import (
     parse_optional_text,
 )
 from convstore.errors import InvalidBlock, InvalidInput
-from convstore.infrastructure.memory import paused_gc
+from convstore.infrastructure.gc_pause import paused_gc
 
 if TYPE_CHECKING:
     from convstore.store import Store
@@ -248,7 +248,7 @@ def import_histories(
     parse_flag(again, "again")
     if not again:
         _refuse_known(store, [s for s in sources if s])
-    with paused_gc():  # thousands of small acyclic objects; see infrastructure.memory
+    with paused_gc():  # thousands of small acyclic objects; see infrastructure.gc_pause
         events, report = _decide_all(store, histories, sources)
         store._record_new(events)  # the import service is part of the store's layer
     return report

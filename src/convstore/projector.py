@@ -30,7 +30,7 @@ from convstore.infrastructure.audit_file import (
     store_file_of,
     swap_in,
 )
-from convstore.infrastructure.memory import paused_gc
+from convstore.infrastructure.gc_pause import paused_gc
 from convstore.store import Store
 
 BATCH_SIZE = 500

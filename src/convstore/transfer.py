@@ -35,8 +35,8 @@ from pydantic import ValidationError
 
 from convstore.domain.events import EVENT_ADAPTER, ConversationStarted, Event
 from convstore.errors import InvalidInput, StoreError
+from convstore.infrastructure.gc_pause import paused_gc
 from convstore.infrastructure.mapper import TOPICS, topic_of
-from convstore.infrastructure.memory import paused_gc
 from convstore.infrastructure.records import Recorded
 from convstore.verify import Verifier
 

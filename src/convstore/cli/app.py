@@ -6,6 +6,7 @@ written; 1 when the store itself fails. Set ``CONVSTORE_DEBUG=1`` to see traceba
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -18,7 +19,7 @@ import click
 from convstore.bootstrap import ENV_VAR, open_store
 from convstore.errors import ConversationNotFound, ConvstoreError, InvalidInput, MessageNotFound
 from convstore.infrastructure.sqlite import default_path
-from convstore.projections.replay import SHAPES
+from convstore.projections.replay import SHAPES, ReplayOptions, Shape
 from convstore.store import Store
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -49,8 +50,8 @@ LAZY_COMMANDS = {
     "project": "convstore.cli.audit",
     "rebuild": "convstore.cli.audit",
     "audit": "convstore.cli.audit",
-    "compact": "convstore.cli.context",
-    "pressure": "convstore.cli.context",
+    "compact": "convstore.cli.compaction",
+    "pressure": "convstore.cli.pressure",
     "verify": "convstore.cli.verify",
     "dump": "convstore.cli.transfer",
     "load": "convstore.cli.transfer",
@@ -225,6 +226,27 @@ def window_options(func: _F) -> _F:
         help="Microcompact: clear the output of all but the newest N tool results.",
     )(func)
     return click.option("--full", is_flag=True, help="Ignore compaction: send every message.")(func)
+
+
+def replay_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--shape``, ``--vision``, ``--full`` and ``--keep-tool-results``, handed to the command
+    as one :class:`~convstore.ReplayOptions` named ``options``."""
+
+    @functools.wraps(func)
+    def command(
+        *args: Any,
+        shape: Shape,
+        vision: bool,
+        full: bool,
+        keep_tool_results: int | None,
+        **kwargs: Any,
+    ) -> Any:
+        options = ReplayOptions(
+            shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+        )
+        return func(*args, options=options, **kwargs)
+
+    return shape_option(vision_option(window_options(command)))
 
 
 def json_option(func: _F) -> _F:

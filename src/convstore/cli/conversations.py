@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -16,11 +17,10 @@ from convstore.cli.app import (
     input_argument,
     json_option,
     message_argument,
+    replay_options,
     resolve_message,
     shape_option,
     store_from,
-    vision_option,
-    window_options,
 )
 from convstore.cli.inputs import json_kind, read_json
 from convstore.cli.metadata import meta_option, parse_assignment, parse_meta_option, parse_when
@@ -30,7 +30,7 @@ from convstore.domain.images import dimensions
 from convstore.errors import InvalidInput, NoStore
 from convstore.projections.messages import collect_messages
 from convstore.projections.prose import Image, Text, block_segments
-from convstore.projections.replay import interruption_marker
+from convstore.projections.replay import ReplayOptions, interruption_marker
 
 
 def describe_image(image: Image) -> str:
@@ -181,9 +181,7 @@ def interrupt(ctx: click.Context, conversation: str, message: str, reason: str |
 
 @cli.command()
 @conversation_argument
-@shape_option
-@vision_option
-@window_options
+@replay_options
 @click.option(
     "--live",
     metavar="MSG",
@@ -203,10 +201,7 @@ def interrupt(ctx: click.Context, conversation: str, message: str, reason: str |
 def replay(
     ctx: click.Context,
     conversation: str,
-    shape: str,
-    vision: bool,
-    full: bool,
-    keep_tool_results: int | None,
+    options: ReplayOptions,
     live: str | None,
     fit_tokens: int | None,
     compact: bool,
@@ -229,12 +224,11 @@ def replay(
     store = store_from(ctx, create=False)
     over_budget = False
     if fit_tokens is not None:
-        if keep_tool_results is not None:
+        if options.keep_tool_results is not None:
             msg = "--fit-tokens chooses --keep-tool-results itself; give one or the other"
             raise click.UsageError(msg)
-        keep_tool_results, fitted = store.fit_tool_results(
-            conversation, fit_tokens, shape=shape, vision=vision, full=full
-        )
+        keep, fitted = store.fit_tool_results(conversation, fit_tokens, options=options)
+        options = replace(options, keep_tool_results=keep)
         over_budget = fitted.total > fit_tokens
         if over_budget:
             click.echo(
@@ -243,18 +237,10 @@ def replay(
                 err=True,
             )
     if live is None:
-        result = store.replay(
-            conversation, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
-        )
+        result = store.replay(conversation, options=options)
     else:
-        result = store.live_request(
-            conversation,
-            resolve_message(ctx, conversation, live),
-            shape=shape,
-            vision=vision,
-            full=full,
-            keep_tool_results=keep_tool_results,
-        )
+        live_message = resolve_message(ctx, conversation, live)
+        result = store.live_request(conversation, live_message, options=options)
     click.echo(json.dumps(result, ensure_ascii=False, indent=None if compact else 2))
     if over_budget:
         ctx.exit(EXIT_OVER_BUDGET)

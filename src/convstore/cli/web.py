@@ -33,6 +33,11 @@ def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]
     full and keep-tool-results, with its context pressure. New messages appear within a
     second. No route writes.
 
+    The list is paged and filtered by title, labels and last activity (the listing
+    index); its search box searches the text of every block through the audit read
+    model (--audit), which serve only reads: keep it current with `convstore project
+    --follow`. A page says when that read model is missing or behind.
+
     Who can read what: anyone who can connect to the address reads every conversation in
     the store, in full. On 127.0.0.1 (the default) that is every user and process on this
     machine; with --host 0.0.0.0, the network. There is no login. Requests whose Host
@@ -50,10 +55,13 @@ def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]
     import uvicorn  # noqa: PLC0415 - the web extra, only for this command
 
     from convstore.cli.serve import HostGuard, allowed_hosts  # noqa: PLC0415
+    from convstore.projector import audit_path  # noqa: PLC0415
     from convstore.web.app import create_app  # noqa: PLC0415
 
     store = store_from(ctx, create=False)
-    app = HostGuard(create_app(store), allowed_hosts(host, allow_hosts), "convstore serve")
+    audit = audit_path(store, ctx.obj["audit"])
+    guard = allowed_hosts(host, allow_hosts)
+    app = HostGuard(create_app(store, audit=audit), guard, "convstore serve")
     shown = f"[{host}]" if ":" in host else host
     click.echo(
         f"serving {store.location} read-only on http://{shown}:{port}/ "

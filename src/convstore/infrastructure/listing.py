@@ -137,6 +137,9 @@ def select_page(d: Dialect, query: ListingQuery, prefix: str = "") -> tuple[str,
             "AND l.key = ? AND l.value = ?)"
         )
         params += [name, value]
+    if query.ids:
+        where.append(f"c.id IN ({', '.join(['?'] * len(query.ids))})")
+        params += [d.to_id(conversation) for conversation in query.ids]
     if query.title is not None:
         escaped = query.title.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         where.append(f"c.title {d.like} ? ESCAPE '\\'")

@@ -75,6 +75,7 @@ from convstore.infrastructure.listing import (
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
+from convstore.infrastructure.recorder import RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 TX_COLUMN = "tx"
@@ -99,7 +100,7 @@ SETTLE_WAIT_SECONDS = 1.0
 """How long a reader waits for a running append before returning what is settled."""
 
 
-class ChainedPostgresRecorder(PostgresApplicationRecorder):
+class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
     """Writes the heads in the same transaction as the events, without a table lock."""
 
     def __init__(
@@ -181,6 +182,19 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             f"SET LOCAL lock_timeout = '{int(datastore.lock_timeout)}s'".encode()
         )
         self._lock_stream = SQL("SELECT pg_advisory_xact_lock(%s)")
+        self._select_states = SQL(
+            "SELECT state FROM {schema}.{events} WHERE originator_id = %s "
+            "AND originator_version > %s ORDER BY originator_version"
+        ).format(**names)
+        self._select_topics_and_states = SQL(
+            "SELECT topic, state FROM {schema}.{events} WHERE originator_id = %s "
+            "AND originator_version > %s ORDER BY originator_version"
+        ).format(**names)
+        # Settled rows only, like select_notifications (the filter is added in the method).
+        self._select_raw_records_from = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{events} WHERE notification_id > %s AND "
+        ).format(**names)
         self._select_written = SQL(
             "SELECT originator_id, originator_version, topic, state, notification_id "
             "FROM {schema}.{events} WHERE (originator_id, originator_version) IN "
@@ -264,6 +278,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self._settled = SQL(
             "({tx} IS NULL OR {tx} < (SELECT pg_snapshot_xmin(pg_current_snapshot())))"
         ).format(**names)
+        self._select_raw_records = (
+            self._select_raw_records_from
+            + self._settled
+            + SQL(" ORDER BY notification_id LIMIT %s")
+        )
         self._select_notifications_from = SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state "
             "FROM {schema}.{events}"
@@ -596,6 +615,44 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             seq = curs.fetchone()
             assert seq is not None
             return int(seq["seq"]), int(row["n"])
+
+    def select_states(self, conversation_id: UUID, after: int = 0) -> list[bytes]:
+        """The ``state`` column of a conversation's events after version ``after``, in order."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self._select_states, (conversation_id, after))
+            return [bytes(row["state"]) for row in curs.fetchall()]
+
+    def select_topics_and_states(
+        self, conversation_id: UUID, after: int = 0
+    ) -> list[tuple[bytes, bytes]]:
+        """Each event's topic (as UTF-8 bytes) beside its state."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self._select_topics_and_states, (conversation_id, after))
+            return [(row["topic"].encode(), bytes(row["state"])) for row in curs.fetchall()]
+
+    def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
+        """Up to ``limit`` settled rows after log position ``after`` (as
+        :meth:`select_notifications`), the id and topic as UTF-8 bytes (the server's column
+        types keep them readable; the state may still not decode)."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._select_raw_records, (after, limit), prepare=False)
+            found = curs.fetchall()
+            if len(found) < limit and self._await_settled(curs):
+                curs.execute(self._select_raw_records, (after, limit), prepare=False)
+                found = curs.fetchall()
+            return [
+                (
+                    row["notification_id"],
+                    str(row["originator_id"]).encode(),
+                    row["originator_version"],
+                    row["topic"].encode(),
+                    bytes(row["state"]),
+                )
+                for row in found
+            ]
+
+    def close_writer(self) -> None:
+        """Nothing to close: every connection is the datastore's pool's."""
 
     def truncate_wal(self) -> bool:
         """Nothing to do on PostgreSQL (the server owns its write-ahead log)."""

@@ -48,6 +48,7 @@ from convstore.infrastructure.listing import (
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
+from convstore.infrastructure.recorder import RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
@@ -145,7 +146,7 @@ def sqlite_env(path: Path, lock_timeout: int | None = None) -> dict[str, str]:
     }
 
 
-class SQLiteWriterRecorder(SQLiteApplicationRecorder):
+class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
     """eventsourcing's SQLite recorder with one dedicated writer connection.
 
     The stock recorder takes a pooled connection and enters three nested context managers for
@@ -395,7 +396,32 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder):
             cursor.execute(_SELECT_HEADS)
             return {UUID(row[0]): Head(*row[1:]) for row in cursor.fetchall()}
 
-    def select_raw_records(self, after: int, limit: int) -> list[tuple[Any, ...]]:
+    def select_states(self, conversation_id: UUID, after: int = 0) -> list[bytes]:
+        """The ``state`` column of a conversation's events after version ``after``, in order
+        (eventsourcing's ``select_events`` would build a ``StoredEvent`` per row, and parse
+        the id back into a ``UUID``, which replay does not need)."""
+        statement = (
+            f"SELECT state FROM {self.events_table_name} "  # noqa: S608 - fixed name
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
+        )
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, (conversation_id.hex, after))
+            return [row[0] for row in cursor.fetchall()]
+
+    def select_topics_and_states(
+        self, conversation_id: UUID, after: int = 0
+    ) -> list[tuple[bytes, bytes]]:
+        """Each event's topic beside its state. SQLite hands the topic over as the bytes
+        stored, so a topic that is not UTF-8 is a mismatch rather than a driver error."""
+        statement = (
+            f"SELECT CAST(topic AS BLOB), state FROM {self.events_table_name} "  # noqa: S608
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
+        )
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, (conversation_id.hex, after))
+            return [(bytes(row[0] or b""), row[1]) for row in cursor.fetchall()]
+
+    def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
         """Up to ``limit`` stored rows after log position ``after``: (position, id, version,
         topic, state), with TEXT columns as the bytes stored, so a row that is not valid UTF-8
         can be reported rather than stop the read."""

@@ -114,6 +114,8 @@ class ListingQuery:
     after: tuple[int, str] | None = None
     """The sort key and id (hex) of the last row of the previous page."""
     limit: int | None = None
+    ids: tuple[UUID, ...] = ()
+    """When given, only these conversations."""
 
 
 @dataclass(frozen=True, slots=True)

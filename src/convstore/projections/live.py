@@ -23,7 +23,7 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.events import Event
 from convstore.errors import InvalidInput
-from convstore.projections.messages import RecordedMessage, collect_messages
+from convstore.projections.messages import RecordedMessage
 from convstore.projections.prose import Text, block_segments, image_marker
 from convstore.projections.replay import (
     CANNOT_SEE,
@@ -31,8 +31,9 @@ from convstore.projections.replay import (
     ReplayOptions,
     Shape,
     anthropic_image_source,
-    plan,
+    fold,
     render,
+    replay_options,
 )
 
 
@@ -196,24 +197,23 @@ def live_request(
     events: Iterable[Event],
     live: UUID,
     *,
-    shape: Shape = "openai",
     options: ReplayOptions | None = None,
+    shape: Shape | None = None,
 ) -> JSONDict:
     """Replay of the history before the live assistant message, then its linked tool round.
 
     Raises :class:`InvalidInput` when a call has no result, a result answers no call, or the
     turn has already moved on.
     """
-    options = options or ReplayOptions()
-    events = list(events)  # read twice: for the round, and for the history before it
-    visible = [m for m in collect_messages(events) if not m.withdrawn]
-    assistant, results = _split_round(visible, live)
-    planned = plan(events, options)
+    options = replay_options(options, shape=shape)
+    folded = fold(events)  # once: the round and the history before it are read from it
+    assistant, results = _split_round(folded.visible, live)
+    planned = folded.plan(options)
     cut = next((i for i, m in enumerate(planned) if m.message_id == live), None)
     if cut is None:
         msg = f"message {live} was compacted away; it cannot be a live round"
         raise InvalidInput(msg)
-    request = render(planned[:cut], shape)
-    build = openai_round if shape == "openai" else anthropic_round
+    request = render(planned[:cut], options.shape)
+    build = openai_round if options.shape == "openai" else anthropic_round
     request["messages"].extend(build(assistant, results, vision=options.vision))
     return request

@@ -68,8 +68,13 @@ def collect_messages(events: Iterable[Event]) -> list[RecordedMessage]:
     return collect_history(events).messages
 
 
-def collect_history(events: Iterable[Event]) -> History:
-    """Fold events (read once, so a stream decoded row by row will do) into a history."""
+def collect_history(events: Iterable[Event], *, tail: bool = False) -> History:
+    """Fold events (read once, so a stream decoded row by row will do) into a history.
+
+    ``tail``: the events are the end of a log from a message's start on (``Store.tail``), so
+    events of messages started before them are skipped, and a rewind to a message before
+    them withdraws every message they hold, as it did in the whole log.
+    """
     messages: dict[UUID, RecordedMessage] = {}
     compactions: list[Compacted] = []
     rewinds: dict[int, list[UUID]] = {}
@@ -82,19 +87,28 @@ def collect_history(events: Iterable[Event]) -> History:
                     event.message_id, event.role, event.timestamp
                 )
             case BlockAppended():
+                if tail and event.message_id not in messages:
+                    continue
                 messages[event.message_id].blocks.append(
                     RecordedBlock(event.block, event.tool_name)
                 )
             case MessageEnded():
+                if tail and event.message_id not in messages:
+                    continue
                 messages[event.message_id].status = "ended"
             case MessageInterrupted():
+                if tail and event.message_id not in messages:
+                    continue
                 message = messages[event.message_id]
                 message.status = "interrupted"
                 message.interrupt_reason = event.reason
             case Compacted():
                 compactions.append(event)  # replay decides what it hides; messages stay here
             case Rewound():
-                rewinds[event.originator_version] = withdrawn_ids(messages, event.to)
+                earlier = tail and event.to is not None and event.to not in messages
+                rewinds[event.originator_version] = (
+                    list(messages) if earlier else withdrawn_ids(messages, event.to)
+                )
                 for message_id in rewinds[event.originator_version]:
                     messages[message_id].withdrawn = True
             case RewindUndone():
@@ -105,6 +119,8 @@ def collect_history(events: Iterable[Event]) -> History:
             case ConversationRenamed() | LabelsSet() | LabelsRemoved():
                 pass
             case MessageMetaRecorded():
+                if tail and event.message_id not in messages:
+                    continue
                 message = messages[event.message_id]
                 message.meta = (
                     event.meta if message.meta is None else message.meta.merged(event.meta)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from convstore.domain.images import dimensions
 from convstore.projections.prose import Image, Text
-from convstore.projections.replay import PlannedMessage, Shape
+from convstore.projections.replay import Clearing, PlannedMessage, Shape
 
 TokenCounter = Callable[[str], int]
 
@@ -86,52 +86,71 @@ def _segment_tokens(segment: Text | Image, shape: Shape, count: TokenCounter) ->
     return image_tokens(segment, shape)
 
 
-def measure(
-    planned: list[PlannedMessage], shape: Shape, count: TokenCounter, tokenizer: str = ""
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """One wire message's tokens: as sent, and by part kind (``framing`` last)."""
+
+    sent: int
+    by_kind: dict[str, int]
+
+
+def _count_message(message: PlannedMessage, shape: Shape, count: TokenCounter) -> _Counted:
+    sent = sum(_segment_tokens(s, shape, count) for s in message.segments())
+    sent += MESSAGE_FRAMING_TOKENS
+    by_kind: dict[str, int] = {}
+    attributed = 0
+    for part in message.parts:
+        tokens = sum(_segment_tokens(s, shape, count) for s in part.segments)
+        by_kind[part.kind] = by_kind.get(part.kind, 0) + tokens
+        attributed += tokens
+    by_kind["framing"] = by_kind.get("framing", 0) + sent - attributed
+    return _Counted(sent, by_kind)
+
+
+def _pressure(
+    planned: list[PlannedMessage], counted: list[_Counted], tokenizer: str = ""
 ) -> Pressure:
-    """Count the tokens of a replay plan as ``shape`` sends it."""
+    """The request's pressure from its messages' counts (in order, so ``by_kind`` lists the
+    kinds in the order they first appear)."""
     by_kind: dict[str, int] = {}
     by_message: list[MessagePressure] = []
-    for index, message in enumerate(planned):
-        sent = sum(_segment_tokens(s, shape, count) for s in message.segments())
-        sent += MESSAGE_FRAMING_TOKENS
-        attributed = 0
-        for part in message.parts:
-            tokens = sum(_segment_tokens(s, shape, count) for s in part.segments)
-            by_kind[part.kind] = by_kind.get(part.kind, 0) + tokens
-            attributed += tokens
-        by_kind["framing"] = by_kind.get("framing", 0) + sent - attributed
-        by_message.append(MessagePressure(index, message.role, sent))
+    for index, (message, counts) in enumerate(zip(planned, counted, strict=True)):
+        for kind, tokens in counts.by_kind.items():
+            by_kind[kind] = by_kind.get(kind, 0) + tokens
+        by_message.append(MessagePressure(index, message.role, counts.sent))
     total = sum(m.tokens for m in by_message) + REQUEST_FRAMING_TOKENS
     by_kind["framing"] = by_kind.get("framing", 0) + REQUEST_FRAMING_TOKENS
     return Pressure(total=total, by_kind=by_kind, by_message=by_message, tokenizer=tokenizer)
 
 
+def measure(
+    planned: list[PlannedMessage], shape: Shape, count: TokenCounter, tokenizer: str = ""
+) -> Pressure:
+    """Count the tokens of a replay plan as ``shape`` sends it."""
+    return _pressure(planned, [_count_message(m, shape, count) for m in planned], tokenizer)
+
+
 def fit_keep(
-    planner: Callable[[int | None], list[PlannedMessage]],
-    shape: Shape,
-    count: TokenCounter,
-    max_tokens: int,
-    results: int,
+    clearing: Clearing, shape: Shape, count: TokenCounter, max_tokens: int
 ) -> tuple[int | None, Pressure]:
     """The most tool results microcompact can keep with the request within ``max_tokens``.
 
-    ``planner(keep)`` plans the replay keeping ``keep`` results (``None``: all of them), and
-    ``results`` is how many there are. Clearing older output never adds tokens, so a binary
-    search finds the largest fitting ``keep``. Returns ``None`` when everything fits as it
-    is, and ``0`` (every output cleared) when even that does not fit; with the pressure of
-    the request at that setting.
+    Returns ``None`` when everything fits as it is, and ``0`` (every output cleared) when
+    nothing does; with the pressure of the request at that setting. Clearing a short output
+    can add tokens (its marker is longer), so the count is not monotone in ``keep``: rather
+    than search, this clears results oldest first, one at a time, recounting only the
+    message that changed, and stops at the first request that fits. So every message is
+    planned and counted about once, not once per candidate ``keep``.
     """
-    whole = measure(planner(None), shape, count)
-    if whole.total <= max_tokens:
-        return None, whole
-    low, high = 0, results  # low: candidate floor; the answer is in [0, results]
-    best = measure(planner(0), shape, count)
-    while low < high:
-        middle = (low + high + 1) // 2
-        pressure = measure(planner(middle), shape, count)
-        if pressure.total <= max_tokens:
-            low, best = middle, pressure
-        else:
-            high = middle - 1
-    return low, best
+    planned = list(clearing.planned)
+    counted = [_count_message(m, shape, count) for m in planned]
+    total = sum(c.sent for c in counted) + REQUEST_FRAMING_TOKENS
+    if total <= max_tokens:
+        return None, _pressure(planned, counted)
+    for cleared, (index, message) in enumerate(clearing.steps, 1):
+        counts = _count_message(message, shape, count)
+        total += counts.sent - counted[index].sent
+        planned[index], counted[index] = message, counts
+        if total <= max_tokens:
+            return clearing.results - cleared, _pressure(planned, counted)
+    return 0, _pressure(planned, counted)

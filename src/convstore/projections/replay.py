@@ -14,13 +14,15 @@ sent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias, assert_never
 from uuid import UUID
 
 from convstore.domain.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.events import Compacted, Event, Role
+from convstore.domain.parsing import describe_value, parse_flag, parse_optional_count
+from convstore.errors import InvalidInput
 from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_history
 from convstore.projections.prose import (
     BLOCK_SEPARATOR,
@@ -81,13 +83,66 @@ class PlannedMessage:
 
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
-    """What the caller says about the request; everything replay varies on."""
+    """What the caller says about the request; everything replay varies on.
 
+    One value for :meth:`Store.replay <convstore.Store.replay>`, ``live_request``,
+    ``pressure`` and ``fit_tool_results`` (and the CLI's ``--shape``, ``--vision``, ``--full``
+    and ``--keep-tool-results``), so a request and its token count are asked for alike.
+    Checked when made: a wrong value is :class:`~convstore.InvalidInput`, naming the field.
+    Vary one with :func:`dataclasses.replace`.
+    """
+
+    shape: Shape = "openai"
+    """The provider wire shape: OpenAI Chat Completions or Anthropic Messages."""
     vision: bool = False
+    """Whether the model can see images (else a marker says one was not shown)."""
     full: bool = False
     """Ignore compaction: replay every stored message."""
     keep_tool_results: int | None = None
     """Microcompact: clear the output of every tool result but the newest N."""
+
+    def __post_init__(self) -> None:
+        parse_shape(self.shape)
+        parse_flag(self.vision, "vision")
+        parse_flag(self.full, "full")
+        parse_optional_count(self.keep_tool_results, "keep_tool_results")
+
+
+def parse_shape(shape: object) -> Shape:
+    """A wire shape named by the caller, or :class:`InvalidInput` listing the shapes."""
+    for known in SHAPES:
+        if shape == known:
+            return known
+    msg = f"unknown shape {describe_value(shape)}; use one of: {', '.join(SHAPES)}"
+    raise InvalidInput(msg)
+
+
+def replay_options(
+    options: ReplayOptions | None = None,
+    *,
+    shape: Shape | str | None = None,
+    vision: bool | None = None,
+    full: bool | None = None,
+    keep_tool_results: int | None = None,
+) -> ReplayOptions:
+    """``options`` (default :class:`ReplayOptions()`) with each keyword that is given (not
+    ``None``) put in place of its field: the keywords are a shorthand kept beside
+    ``options=``."""
+    if options is None:
+        options = ReplayOptions()
+    elif not isinstance(options, ReplayOptions):
+        msg = f"options must be a ReplayOptions, not {describe_value(options)}"
+        raise InvalidInput(msg)
+    if shape is None and vision is None and full is None and keep_tool_results is None:
+        return options
+    return ReplayOptions(
+        shape=options.shape if shape is None else parse_shape(shape),
+        vision=options.vision if vision is None else vision,
+        full=options.full if full is None else full,
+        keep_tool_results=(
+            options.keep_tool_results if keep_tool_results is None else keep_tool_results
+        ),
+    )
 
 
 def _hidden_because(role: Role, vision: bool) -> str | None:
@@ -167,7 +222,7 @@ def _message_plan(
     vision: bool,
     cleared: set[tuple[UUID, int]],
     summary: bool,
-    unanswered: set[str],
+    unanswered: frozenset[str],
 ) -> PlannedMessage:
     hidden = _hidden_because(message.role, vision)
     parts: list[Part] = []
@@ -191,27 +246,95 @@ def _message_plan(
     return PlannedMessage(message.role, tuple(parts), None if summary else message.message_id)
 
 
-def plan(events: Iterable[Event], options: ReplayOptions | None = None) -> list[PlannedMessage]:
-    """What each wire message of the replay holds, part by part."""
-    options = options or ReplayOptions()
+@dataclass(frozen=True, slots=True)
+class Clearing:
+    """Microcompact one tool result at a time: the plan keeping every result, then, clearing
+    the oldest result still kept at each step, the one message that changes. After ``n``
+    steps the plan is the one for ``keep_tool_results=results - n``."""
+
+    planned: list[PlannedMessage]
+    """The plan with every tool result kept (as ``keep_tool_results=None``)."""
+    results: int
+    """How many tool results the replayed window holds (so how many steps there are)."""
+    steps: Iterator[tuple[int, PlannedMessage]]
+    """Each step: the index in ``planned`` of the message that changes, and its new plan."""
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """A conversation's events folded once for replay: every plan, whatever the options, is
+    made from this, so a caller asking for several (a budget search, a live round) reads and
+    folds the events only once."""
+
+    visible: list[RecordedMessage]
+    """The messages no rewind withdrew, in start order."""
+    compactions: list[Compacted]
+    """The compactions through a visible message, in order (the newest wins)."""
+    unanswered: frozenset[str]
+    """Ids of the calls no result answers that the history has moved past."""
+
+    def window(self, full: bool) -> tuple[list[RecordedMessage], int | None]:
+        """The messages replay sends, and where the summary stands (see :func:`replay_window`)."""
+        compaction = None if full or not self.compactions else self.compactions[-1]
+        return replay_window(self.visible, compaction)
+
+    def plan(self, options: ReplayOptions | None = None) -> list[PlannedMessage]:
+        """What each wire message of the replay holds, part by part."""
+        options = options or ReplayOptions()
+        window, summary_at = self.window(options.full)
+        cleared = _cleared_results(window, options.keep_tool_results)
+        return [
+            _message_plan(
+                m,
+                vision=options.vision,
+                cleared=cleared,
+                summary=i == summary_at,
+                unanswered=self.unanswered,
+            )
+            for i, m in enumerate(window)
+        ]
+
+    def clearing(self, options: ReplayOptions) -> Clearing:
+        """Clear tool results oldest first, one per step (``options.keep_tool_results`` is not
+        read: the steps go through every value of it)."""
+        window, summary_at = self.window(options.full)
+        planned = self.plan(replace(options, keep_tool_results=None))
+        results = sum(isinstance(b.block, ToolResultBlock) for m in window for b in m.blocks)
+        return Clearing(planned, results, self._steps(window, summary_at, options.vision))
+
+    def _steps(
+        self, window: list[RecordedMessage], summary_at: int | None, vision: bool
+    ) -> Iterator[tuple[int, PlannedMessage]]:
+        for index, message in enumerate(window):
+            positions = [
+                p for p, b in enumerate(message.blocks) if isinstance(b.block, ToolResultBlock)
+            ]
+            for count in range(1, len(positions) + 1):
+                cleared = {(message.message_id, p) for p in positions[:count]}
+                yield (
+                    index,
+                    _message_plan(
+                        message,
+                        vision=vision,
+                        cleared=cleared,
+                        summary=index == summary_at,
+                        unanswered=self.unanswered,
+                    ),
+                )
+
+
+def fold(events: Iterable[Event]) -> Folded:
+    """Fold a conversation's events (read once) into what replay plans from."""
     history = collect_history(events)
     visible = [m for m in history.messages if not m.withdrawn]
     shown = {m.message_id for m in visible}
     compactions = [c for c in history.compactions if c.through in shown]
-    compaction = None if options.full or not compactions else compactions[-1]
-    window, summary_at = replay_window(visible, compaction)
-    cleared = _cleared_results(window, options.keep_tool_results)
-    unanswered = _unanswered_calls(visible)
-    return [
-        _message_plan(
-            m,
-            vision=options.vision,
-            cleared=cleared,
-            summary=i == summary_at,
-            unanswered=unanswered,
-        )
-        for i, m in enumerate(window)
-    ]
+    return Folded(visible, compactions, frozenset(_unanswered_calls(visible)))
+
+
+def plan(events: Iterable[Event], options: ReplayOptions | None = None) -> list[PlannedMessage]:
+    """What each wire message of the replay holds, part by part."""
+    return fold(events).plan(options)
 
 
 def _plain_text(segments: list[Segment]) -> str:
@@ -281,15 +404,16 @@ def render(planned: list[PlannedMessage], shape: Shape) -> JSONDict:
 def replay(
     events: Iterable[Event],
     *,
-    shape: Shape = "openai",
-    vision: bool = False,
-    full: bool = False,
+    options: ReplayOptions | None = None,
+    shape: Shape | None = None,
+    vision: bool | None = None,
+    full: bool | None = None,
     keep_tool_results: int | None = None,
 ) -> JSONDict:
-    """The conversation recorded in ``events`` as a request body fragment in ``shape``.
-
-    ``vision`` says whether the model can see images. ``full`` ignores compaction;
-    ``keep_tool_results`` clears the output of all but the newest N tool results.
+    """The conversation recorded in ``events`` as a request body fragment in the options'
+    shape (see :class:`ReplayOptions`; each keyword given replaces its field of ``options``).
     """
-    options = ReplayOptions(vision=vision, full=full, keep_tool_results=keep_tool_results)
-    return render(plan(events, options), shape)
+    checked = replay_options(
+        options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+    )
+    return render(plan(events, checked), checked.shape)

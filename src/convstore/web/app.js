@@ -1,6 +1,7 @@
 // convstore serve: the page's only script (served from /static/app.js; the CSP allows no other).
-// It loads the replay pane, and polls the conversation's version so that appended messages
-// show within a second. Every piece of HTML it inserts was escaped by the server.
+// It loads the replay and pressure panes, and polls the conversation's version so that
+// appended messages show within a second. Every piece of HTML it inserts was escaped by the
+// server.
 "use strict";
 (function () {
   const main = document.getElementById("conversation");
@@ -9,13 +10,26 @@
   const query = main.dataset.query;
   let version = main.dataset.version;
 
-  function loadSide() {
-    const side = document.getElementById("side");
-    if (!side || !side.dataset.src) return;
-    fetch(side.dataset.src, { credentials: "same-origin" })
-      .then((r) => r.text())
-      .then((html) => { side.innerHTML = html; side.dataset.loaded = version; })
-      .catch(() => { side.textContent = "The replay could not be loaded."; });
+  // The replay first, then the pressure chart (it tokenizes the whole replay): each pane
+  // shows as soon as its own fetch is done.
+  let loading = false;
+  let again = false;
+  async function loadSide() {
+    if (loading) { again = true; return; }  // one load at a time; the newest wins after
+    loading = true;
+    for (const id of ["replay", "pressure"]) {
+      const pane = document.getElementById(id);
+      if (!pane || !pane.dataset.src) continue;
+      try {
+        const r = await fetch(pane.dataset.src, { credentials: "same-origin", cache: "no-store" });
+        pane.innerHTML = await r.text();
+        pane.dataset.loaded = version;
+      } catch (e) {
+        pane.textContent = "This pane could not be loaded.";
+      }
+    }
+    loading = false;
+    if (again) { again = false; loadSide(); }
   }
 
   async function poll() {

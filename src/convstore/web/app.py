@@ -10,7 +10,11 @@ replay pane and polls /c/ID/version to show appended messages within a second.
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import replace
+from datetime import UTC, datetime
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -20,27 +24,46 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from convstore.domain.blocks import ToolUseBlock
-from convstore.domain.events import ConversationStarted
+from convstore.domain.events import ConversationStarted, MessageStarted
 from convstore.domain.parsing import parse_id
 from convstore.errors import ConversationNotFound, InvalidInput
+from convstore.infrastructure.audit_search import (
+    AuditState,
+    audit_state,
+    conversation_counts,
+    message_position,
+    search,
+)
 from convstore.projections.messages import collect_history
 from convstore.projections.replay import SHAPES
+from convstore.projector import audit_path
 from convstore.store import ConversationInfo, Store
 from convstore.web.render import (
     CSS,
+    PAGE_SIZE,
+    Filters,
     ListedConversation,
+    SearchRow,
     View,
+    Window,
     conversation_body,
     document,
     esc,
     list_body,
-    pages,
+    pressure_html,
+    replay_html,
+    search_body,
     side_html,
+    tool_results,
     transcript_html,
 )
 
 LIST_PAGE_SIZE = 50
-"""Conversations per list page (each listed one is read to count its messages)."""
+"""Conversations per list page, and search results shown."""
+
+READ_FOR_COUNTS = 2_000
+"""A listed conversation the audit read model does not hold whole is read to count its
+messages and tool calls when its log has at most this many events (else shown as unknown)."""
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; "
@@ -100,72 +123,280 @@ def _conversation(request: Request) -> UUID:
         raise ConversationNotFound(msg) from None
 
 
-def _listed(store: Store, info: ConversationInfo) -> ListedConversation:
-    """One list row: the conversation is read once to count its messages and tool calls
-    (a listing index in the read model would make this one row; not there yet)."""
-    messages = store.messages(info.id)
-    calls = sum(1 for m in messages for b in m.blocks if isinstance(b.block, ToolUseBlock))
-    last = store.last_event(info.id)
-    when = last.timestamp if last is not None else info.created_at
-    return ListedConversation(info.id, info.title, when, len(messages), calls)
+def _filters(request: Request) -> Filters:
+    params = request.query_params
+    labels: list[tuple[str, str]] = []
+    for raw in params.getlist("label"):
+        if not raw.strip():
+            continue
+        key, sep, value = raw.partition("=")
+        if not sep or not key.strip():
+            msg = f"a label filter is key=value, not {raw[:80]!r}"
+            raise InvalidInput(msg)
+        labels.append((key.strip(), value.strip()))
+    return Filters(
+        q=params.get("q", "").strip(),
+        title=params.get("title", ""),
+        labels=tuple(labels),
+        active_after=params.get("active_after", "").strip(),
+        active_before=params.get("active_before", "").strip(),
+    )
 
 
-def create_app(store: Store) -> Starlette:
-    """The read-only web app over ``store`` (wrap it in a HostGuard before serving it)."""
+def _moment(text: str, name: str) -> datetime | None:
+    """A date (``YYYY-MM-DD``, its midnight UTC) or an ISO time (UTC unless it says)."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        msg = f"{name} must be a date (YYYY-MM-DD) or an ISO time, not {text[:40]!r}"
+        raise InvalidInput(msg) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _bounds(filters: Filters) -> dict[str, Any]:
+    """The filters as :meth:`Store.list_conversations` takes them."""
+    return {
+        "labels": dict(filters.labels) or None,
+        "title": filters.title or None,
+        "active_after": _moment(filters.active_after, "active_after"),
+        "active_before": _moment(filters.active_before, "active_before"),
+    }
+
+
+def _matches(info: ConversationInfo, bounds: dict[str, Any]) -> bool:
+    """Whether a listed conversation passes the filters, as the listing index decides."""
+    labels: dict[str, str] | None = bounds["labels"]
+    title: str | None = bounds["title"]
+    after: datetime | None = bounds["active_after"]
+    before: datetime | None = bounds["active_before"]
+    last = info.last_active or info.created_at
+    return (
+        all(info.labels.get(key) == value for key, value in (labels or {}).items())
+        and (title is None or title.lower() in (info.title or "").lower())
+        and (after is None or last > after)
+        and (before is None or last < before)
+    )
+
+
+def _counted(
+    store: Store, infos: list[ConversationInfo], counts: dict[UUID, tuple[int, int, int]]
+) -> list[ListedConversation]:
+    """List rows; counts come from the audit read model for each conversation it holds
+    whole (its event count is the listing's), else from reading the conversation, when
+    it is small enough to read for a list."""
+    rows = []
+    for info in infos:
+        last = info.last_active or info.created_at
+        known = counts.get(info.id)
+        messages: int | None
+        calls: int | None
+        if known is not None and known[0] == info.events:
+            messages, calls = known[1], known[2]
+        elif info.events <= READ_FOR_COUNTS:
+            recorded = store.messages(info.id)
+            messages = len(recorded)
+            calls = sum(1 for m in recorded for b in m.blocks if isinstance(b.block, ToolUseBlock))
+        else:
+            messages = calls = None
+        rows.append(ListedConversation(info.id, info.title, last, info.labels, messages, calls))
+    return rows
+
+
+def _window(
+    store: Store, conversation: UUID, before: int | None, audit: Path
+) -> tuple[Window, int]:
+    """The page of messages started before version ``before`` (the newest page when
+    ``None``), and the version of the newest event. Read backwards from the end of the
+    log: no more of it is decoded than the page and what was recorded after it (results,
+    rewinds, compactions)."""
+    events = store.tail(conversation, messages=PAGE_SIZE, before=before)
+    whole = isinstance(events[0], ConversationStarted)
+    history = collect_history(events, tail=not whole)
+    shown = {
+        e.message_id
+        for e in events
+        if isinstance(e, MessageStarted) and (before is None or e.originator_version < before)
+    }
+    page = [m for m in history.messages if m.message_id in shown]
+    first: int | None = 1 if whole else None
+    if first is None and page:
+        first = message_position(audit, page[0].message_id)
+    after_page = len(history.messages) - len(page)
+    total = None if first is None else first - 1 + len(page) + after_page
+    earlier = None
+    if not whole:
+        starts = [e for e in events if isinstance(e, MessageStarted)]
+        earlier = starts[0].originator_version
+    window = Window(
+        page,
+        tool_results(history.messages),
+        history.compactions,
+        first,
+        total,
+        earlier=earlier,
+        newest=after_page == 0,
+    )
+    return window, events[-1].originator_version
+
+
+def _audit_note(store: Store, state: AuditState, *, searching: bool) -> str:
+    """What the page says about the audit read model: missing, behind (by how much), or
+    current, with the command that brings it up to date."""
+    command = shlex.join(
+        ["convstore", "--db", store.location, "--audit", str(state.path), "project"]
+    )
+    if state.position is None:
+        what = "Search needs" if searching else "Search and the counts of large conversations need"
+        return (
+            f"<p class='note' id='audit-note'>{what} the audit read model, and "
+            f"{esc(state.problem)}. Build it with <code>{esc(command)}</code> (add "
+            "<code>--follow</code> to keep it current).</p>"
+        )
+    head = store.log_position()
+    erasures = len(store.erasures(state.erasures))
+    if state.position < head or erasures:
+        missed = (
+            f"it holds the log up to position {state.position:,} of {head:,} "
+            f"({head - state.position:,} positions behind), so search misses what was "
+            "recorded since"
+            if state.position < head
+            else "it holds every event"
+        )
+        if erasures:
+            missed += (
+                f"; {erasures:,} {'erasure is' if erasures == 1 else 'erasures are'} not "
+                "applied to it yet (erased conversations are left out of the results)"
+            )
+        return (
+            f"<p class='note' id='audit-note'>The audit read model is behind the store: "
+            f"{missed}. Catch it up with <code>{esc(command)}</code> (add "
+            "<code>--follow</code> to keep it current).</p>"
+        )
+    return (
+        f"<p class='note ok' id='audit-note'>Search index current (log position "
+        f"{state.position:,}).</p>"
+    )
+
+
+def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
+    store: Store,
+    audit_file: Path,
+    filters: Filters,
+    bounds: dict[str, Any],
+    state: AuditState,
+    note: str,
+) -> str:
+    """Search results: ranked by the read model's full-text index, then each found
+    conversation looked up in the listing index (an erased one is dropped) and filtered."""
+    if state.position is None:
+        return search_body([], filters, note=note)
+    found = search(audit_file, filters.q)
+    results: list[SearchRow] = []
+    for entry in found:
+        try:
+            info = store.conversation_info(entry.conversation_id)
+        except ConversationNotFound:
+            continue  # erased since the read model saw it: never shown
+        if not _matches(info, bounds):
+            continue
+        row = ListedConversation(
+            info.id, info.title, info.last_active or info.created_at, info.labels, None, None
+        )
+        results.append(SearchRow(row, entry.matches, entry.hits))
+        if len(results) == LIST_PAGE_SIZE:
+            break
+    counts = conversation_counts(audit_file, [r.row.id for r in results])
+    rows = []
+    for result in results:
+        known = counts.get(result.row.id)
+        if known is not None:
+            result = replace(  # noqa: PLW2901 - the row with its counts
+                result, row=replace(result.row, messages=known[1], tool_calls=known[2])
+            )
+        rows.append(result)
+    return search_body(rows, filters, note=note)
+
+
+def _replay_options(request: Request) -> tuple[UUID, View, dict[str, Any]]:
+    """The conversation, the view, and the view as Store.replay's keyword arguments."""
+    view = _view(request)
+    options: dict[str, Any] = {
+        "shape": view.shape,
+        "vision": view.vision,
+        "full": view.full,
+        "keep_tool_results": view.keep_tool_results,
+    }
+    return _conversation(request), view, options
+
+
+def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
+    """The read-only web app over ``store`` (wrap it in a HostGuard before serving it).
+
+    ``audit`` is the audit read model searched (default: the store's, as ``project`` finds
+    it); the app only ever reads it, and says on the page when it is missing or behind.
+    """
+    audit_file = audit if audit is not None else audit_path(store)
 
     def listing(request: Request) -> Response:
-        everything = store.conversations()
-        last_page = max(1, -(-len(everything) // LIST_PAGE_SIZE))
-        page = min(_int(request, "page", 1, 1) or 1, last_page)
-        chosen = everything[::-1][(page - 1) * LIST_PAGE_SIZE : page * LIST_PAGE_SIZE]
-        rows = [_listed(store, info) for info in chosen]
-        body = list_body(rows, page, last_page, len(everything))
+        filters = _filters(request)
+        bounds = _bounds(filters)
+        state = audit_state(audit_file)
+        note = _audit_note(store, state, searching=bool(filters.q))
+        if filters.q:
+            return _html(
+                document(
+                    "convstore: search",
+                    _search_page(store, audit_file, filters, bounds, state, note),
+                    exported=False,
+                )
+            )
+        after = request.query_params.get("after") or None
+        page = store.list_conversations(**bounds, limit=LIST_PAGE_SIZE, after=after)
+        ids = [info.id for info in page.conversations]
+        counts = conversation_counts(audit_file, ids) if state.position is not None else {}
+        rows = _counted(store, page.conversations, counts)
+        body = list_body(rows, filters, next_cursor=page.next, first=after is None, note=note)
         return _html(document("convstore: conversations", body, exported=False))
 
     def conversation(request: Request) -> Response:
         conversation_id = _conversation(request)
         view = _view(request)
-        events = store.events(conversation_id)
-        history = collect_history(events)
-        last_page = pages(len(history.messages))
-        page = min(_int(request, "page", 1, 1) or 1, last_page)
-        first = events[0]
-        title = first.title if isinstance(first, ConversationStarted) else None
+        before = _int(request, "before", None, 1)
+        info = store.conversation_info(conversation_id)
+        window, version = _window(store, conversation_id, before, audit_file)
         body = conversation_body(
             conversation_id,
-            title,
-            history.messages,
-            history.compactions,
-            page=page,
+            info.title,
+            window,
+            before=before,
             view=view,
             side=None,
-            version=events[-1].originator_version,
+            version=version,
         )
-        name = title or str(conversation_id)
+        name = info.title or str(conversation_id)
         return _html(document(f"convstore: {name}", body, exported=False))
 
     def transcript(request: Request) -> Response:
         conversation_id = _conversation(request)
-        history = collect_history(store.events(conversation_id))
-        last_page = pages(len(history.messages))
-        page = min(_int(request, "page", 1, 1) or 1, last_page)
-        fragment = transcript_html(
-            conversation_id, history.messages, history.compactions, page=page, view=_view(request)
-        )
-        return _html(fragment)
+        before = _int(request, "before", None, 1)
+        window, _ = _window(store, conversation_id, before, audit_file)
+        return _html(transcript_html(conversation_id, window, view=_view(request), paged=True))
 
     def side(request: Request) -> Response:
-        conversation_id = _conversation(request)
-        view = _view(request)
-        options: dict[str, Any] = {
-            "shape": view.shape,
-            "vision": view.vision,
-            "full": view.full,
-            "keep_tool_results": view.keep_tool_results,
-        }
+        conversation_id, view, options = _replay_options(request)
         replayed = store.replay(conversation_id, **options)
         pressure = store.pressure(conversation_id, **options)
         return _html(side_html(replayed, pressure, view))
+
+    def replay_pane(request: Request) -> Response:
+        conversation_id, view, options = _replay_options(request)
+        return _html(replay_html(store.replay(conversation_id, **options), view))
+
+    def pressure_pane(request: Request) -> Response:
+        conversation_id, _, options = _replay_options(request)
+        return _html(pressure_html(store.pressure(conversation_id, **options)))
 
     def replay_json(request: Request) -> Response:
         conversation_id = _conversation(request)
@@ -207,6 +438,8 @@ def create_app(store: Store) -> Starlette:
         Route("/c/{conversation}", conversation, methods=GET),
         Route("/c/{conversation}/transcript", transcript, methods=GET),
         Route("/c/{conversation}/side", side, methods=GET),
+        Route("/c/{conversation}/replay", replay_pane, methods=GET),
+        Route("/c/{conversation}/pressure", pressure_pane, methods=GET),
         Route("/c/{conversation}/replay.json", replay_json, methods=GET),
         Route("/c/{conversation}/version", version, methods=GET),
         Route("/static/app.js", script, methods=GET),

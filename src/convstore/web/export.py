@@ -8,7 +8,7 @@ from convstore.domain.events import ConversationStarted
 from convstore.domain.parsing import parse_id
 from convstore.projections.messages import collect_history
 from convstore.store import Store
-from convstore.web.render import View, conversation_body, document, side_html
+from convstore.web.render import View, Window, conversation_body, document, side_html
 
 
 def html_page(store: Store, conversation: UUID | str, *, vision: bool) -> str:
@@ -28,9 +28,8 @@ def html_page(store: Store, conversation: UUID | str, *, vision: bool) -> str:
     body = conversation_body(
         conversation_id,
         title,
-        history.messages,
-        history.compactions,
-        page=None,
+        Window.whole(history),
+        before=None,
         view=view,
         side=side,
         version=events[-1].originator_version,

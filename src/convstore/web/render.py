@@ -26,12 +26,14 @@ from convstore.domain.blocks import (
     ToolUseBlock,
 )
 from convstore.domain.events import Compacted
-from convstore.projections.messages import RecordedMessage
+from convstore.infrastructure.audit_search import MARK_END, MARK_START, Hit
+from convstore.projections.messages import History, RecordedMessage
 from convstore.projections.pressure import Pressure
 from convstore.projections.replay import SHAPES, JSONDict, Shape
 
 PAGE_SIZE = 200
-"""Messages per transcript page: a 10,000-message conversation opens one page at a time."""
+"""Messages per transcript page: a 10,000-message conversation opens at its newest 200, read
+backwards from the end of its log (``Store.tail``), with a link to load earlier ones."""
 
 TEXT_LIMIT = 100_000
 """Characters of one block shown on a page; the rest is cut, with a note saying how much."""
@@ -62,7 +64,13 @@ details{margin:.3em 0}summary{cursor:pointer}
 img.shown{max-width:100%;max-height:480px;border:1px solid #ccc}
 .side pre.replay{max-height:70vh;overflow:auto;background:#f1f3f5;padding:.5em}
 .pager a,.pager span{margin-right:.6em}
-form.view label{margin-right:.8em}
+form.view label,form.filters label{margin-right:.8em}
+form.filters{margin:.4em 0 .8em}
+.b-label{background:#e7f5ff;color:#1c4f80;text-decoration:none}
+.note{border:1px solid #f0c36d;background:#fff9db;padding:.4em .7em}
+.note.ok{border-color:#ddd;background:#f8f9fa;color:#666}
+mark{background:#ffe066}
+ul.hits{margin:.2em 0;padding-left:1.2em}
 svg text{font:11px system-ui,sans-serif}
 """
 
@@ -209,7 +217,9 @@ def tool_results(messages: Iterable[RecordedMessage]) -> dict[str, ToolResultBlo
     return found
 
 
-def message_html(message: RecordedMessage, number: int, results: dict[str, ToolResultBlock]) -> str:
+def message_html(
+    message: RecordedMessage, number: int | None, results: dict[str, ToolResultBlock]
+) -> str:
     """One message: role, time, status marks and its blocks."""
     marks = ""
     if message.status == "open":
@@ -223,7 +233,7 @@ def message_html(message: RecordedMessage, number: int, results: dict[str, ToolR
     blocks = "".join(block_html(b.block, b.tool_name, results) for b in message.blocks)
     return (
         f"<section class='{classes}' id='m-{message.message_id}'>"
-        f"<div class='meta'>#{number} <b>{esc(message.role)}</b> · "
+        f"<div class='meta'>{'' if number is None else f'#{number} '}<b>{esc(message.role)}</b> · "
         f"{when(message.started_at)}{marks}</div>{blocks}</section>"
     )
 
@@ -238,57 +248,74 @@ def compaction_html(compaction: Compacted) -> str:
     )
 
 
-def pages(count: int) -> int:
-    """How many transcript pages ``count`` messages fill (at least one)."""
-    return max(1, -(-count // PAGE_SIZE))
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The messages one transcript page shows, and where it sits in the conversation."""
+
+    messages: Sequence[RecordedMessage]
+    results: dict[str, ToolResultBlock]
+    """Every tool result recorded from the page's first message on, by call id."""
+    compactions: Sequence[Compacted]
+    first_number: int | None
+    """The number of the page's first message (1 for the first ever), when known."""
+    total: int | None
+    """How many messages the conversation holds, when known."""
+    earlier: int | None = None
+    """The ``before`` of the page of older messages; ``None`` when this page starts the
+    conversation."""
+    newest: bool = True
+    """Whether the page ends at the newest message (live updates refresh only that page)."""
+
+    @classmethod
+    def whole(cls, history: History) -> Window:
+        """Every message of a conversation folded whole (the export)."""
+        total = len(history.messages)
+        return cls(history.messages, tool_results(history.messages), history.compactions, 1, total)
 
 
-def transcript_html(
-    conversation: UUID,
-    messages: Sequence[RecordedMessage],
-    compactions: Sequence[Compacted],
-    *,
-    page: int | None,
-    view: View,
-) -> str:
-    """The transcript: one page of messages (all of them when ``page`` is ``None``)."""
-    results = tool_results(messages)
+def transcript_html(conversation: UUID, window: Window, *, view: View, paged: bool) -> str:
+    """The transcript: the window's messages, with a compaction boundary after the message
+    each compaction runs through, and (``paged``) links to older and newest messages."""
     after: dict[UUID, list[Compacted]] = {}
-    for compaction in compactions:
+    for compaction in window.compactions:
         after.setdefault(compaction.through, []).append(compaction)
-    last_page = pages(len(messages))
-    start, stop = 0, len(messages)
-    if page is not None:
-        start, stop = (page - 1) * PAGE_SIZE, page * PAGE_SIZE
     parts: list[str] = []
-    for number, message in enumerate(messages[start:stop], start + 1):
-        parts.append(message_html(message, number, results))
+    for offset, message in enumerate(window.messages):
+        number = None if window.first_number is None else window.first_number + offset
+        parts.append(message_html(message, number, window.results))
         parts.extend(compaction_html(c) for c in after.get(message.message_id, []))
-    if not messages:
+    if not window.messages:
         parts.append("<p class='meta'>No messages yet.</p>")
-    pager = "" if page is None else pager_html(f"/c/{conversation}", page, last_page, view)
-    is_last = int(page is None or page == last_page)
-    return (
-        f"<div class='page' data-last='{is_last}' data-page='{page or 1}'>"
-        f"{pager}{''.join(parts)}{pager}</div>"
-    )
+    top = bottom = ""
+    if paged:
+        top = pager_html(f"/c/{conversation}", window, view, top=True)
+        bottom = pager_html(f"/c/{conversation}", window, view, top=False)
+    return f"<div class='page' data-last='{int(window.newest)}'>{top}{''.join(parts)}{bottom}</div>"
 
 
-def pager_html(base: str, page: int, last_page: int, view: View | None = None) -> str:
-    """Links to the neighbouring pages."""
-    if last_page <= 1:
+def span_text(window: Window) -> str:
+    """Which messages a page shows, as far as it is known."""
+    count = len(window.messages)
+    if window.first_number is not None and count:
+        last = window.first_number + count - 1
+        of = "" if window.total is None else f" of {window.total:,}"
+        return f"messages {window.first_number:,} to {last:,}{of}"
+    which = "newest" if window.newest else "earlier"
+    return f"the {count:,} {which} messages shown here"
+
+
+def pager_html(base: str, window: Window, view: View, *, top: bool) -> str:
+    """Links to older messages (at the top) and back to the newest (at the bottom)."""
+    links = [f"<span>{esc(span_text(window))}</span>"]
+    if top and window.earlier is not None:
+        query = esc(view.query(before=window.earlier))
+        links.append(f"<a class='earlier' href='{esc(base)}?{query}'>&lsaquo; load earlier</a>")
+    if not window.newest:
+        links.append(
+            f"<a class='newest' href='{esc(base)}?{esc(view.query())}'>newest &rsaquo;</a>"
+        )
+    if len(links) == 1 and not top:
         return ""
-
-    def link(target: int, label: str) -> str:
-        query = view.query(page=target) if view is not None else urlencode({"page": target})
-        return f"<a href='{esc(base)}?{esc(query)}'>{label}</a>"
-
-    links = []
-    if page > 1:
-        links += [link(1, "« first"), link(page - 1, "&lsaquo; previous")]
-    links.append(f"<span>page {page} of {last_page}</span>")
-    if page < last_page:
-        links += [link(page + 1, "next &rsaquo;"), link(last_page, "last »")]
     return f"<nav class='pager'>{''.join(links)}</nav>"
 
 
@@ -334,8 +361,8 @@ def pressure_html(pressure: Pressure) -> str:
     )
 
 
-def side_html(replayed: JSONDict, pressure: Pressure, view: View) -> str:
-    """What the model is sent with ``view``'s options: the replay as JSON, and its pressure."""
+def replay_html(replayed: JSONDict, view: View) -> str:
+    """What the model is sent with ``view``'s options: the replay as JSON."""
     options = f"shape={view.shape}, vision={'on' if view.vision else 'off'}"
     if view.full:
         options += ", full"
@@ -344,12 +371,18 @@ def side_html(replayed: JSONDict, pressure: Pressure, view: View) -> str:
     body = json.dumps(replayed, ensure_ascii=False, indent=2)
     return (
         f"<h3>Replay <span class='meta'>({esc(options)}): exactly what Store.replay returns"
-        f"</span></h3><pre class='replay'>{clipped(body)}</pre>{pressure_html(pressure)}"
+        f"</span></h3><pre class='replay'>{clipped(body)}</pre>"
     )
 
 
-def view_form(action: str, view: View) -> str:
-    """The replay options as a GET form (reloading the page applies them)."""
+def side_html(replayed: JSONDict, pressure: Pressure, view: View) -> str:
+    """The replay and its context pressure, as the export shows them beside the transcript."""
+    return replay_html(replayed, view) + pressure_html(pressure)
+
+
+def view_form(action: str, view: View, before: int | None = None) -> str:
+    """The replay options as a GET form (reloading the page applies them, on the same
+    messages)."""
     shapes = "".join(
         f"<option value='{esc(s)}'{' selected' if s == view.shape else ''}>{esc(s)}</option>"
         for s in SHAPES
@@ -357,7 +390,8 @@ def view_form(action: str, view: View) -> str:
     keep = "" if view.keep_tool_results is None else str(view.keep_tool_results)
     return (
         f"<form class='view' method='get' action='{esc(action)}'>"
-        f"<label>shape <select name='shape'>{shapes}</select></label>"
+        + ("" if before is None else f"<input type='hidden' name='before' value='{before}'>")
+        + f"<label>shape <select name='shape'>{shapes}</select></label>"
         "<input type='hidden' name='vision' value='0'>"
         f"<label><input type='checkbox' id='vision' name='vision' value='1'"
         f"{' checked' if view.vision else ''}> vision</label>"
@@ -392,10 +426,9 @@ def document(title: str, body: str, *, exported: bool) -> str:
 def conversation_body(
     conversation: UUID,
     title: str | None,
-    messages: Sequence[RecordedMessage],
-    compactions: Sequence[Compacted],
+    window: Window,
     *,
-    page: int | None,
+    before: int | None,
     view: View,
     side: str | None,
     version: int,
@@ -403,51 +436,204 @@ def conversation_body(
     """The conversation page's body: the transcript and, beside it, the replay side.
 
     ``side`` is the replay pane's HTML, or ``None`` to have the page fetch it (served pages
-    load it after the transcript so a long conversation opens fast).
+    load it after the transcript so a long conversation opens fast); served pages are
+    paged, the export shows every message.
     """
     name = title or str(conversation)
-    transcript = transcript_html(conversation, messages, compactions, page=page, view=view)
-    if side is None:
+    served = side is None
+    transcript = transcript_html(conversation, window, view=view, paged=served)
+    count = "" if window.total is None else f" · {window.total:,} messages"
+    if served:
+        query = esc(view.query())
         pane = (
-            f"<aside class='side' id='side' data-src='/c/{conversation}/side?"
-            f"{esc(view.query())}'><p class='meta'>Loading the replay…</p></aside>"
+            f"<aside class='side' id='side'><div id='replay' data-src='/c/{conversation}/replay?"
+            f"{query}'><p class='meta'>Loading the replay…</p></div><div id='pressure' "
+            f"data-src='/c/{conversation}/pressure?{query}'><p class='meta'>Measuring the "
+            "context pressure…</p></div></aside>"
         )
-        form = view_form(f"/c/{conversation}", view)
+        form = view_form(f"/c/{conversation}", view, before)
         home = "<a href='/'>conversations</a> · "
     else:
         pane = f"<aside class='side' id='side'>{side}</aside>"
         form = home = ""
+    # Live updates refresh the newest page; a page reached by its end that is the newest
+    # becomes the plain newest page when messages arrive.
+    query = view.query() if before is None or window.newest else view.query(before=before)
     return (
-        f"<header>{home}<b>{esc(name)}</b> <span class='meta'>{conversation} · "
-        f"{len(messages):,} messages</span></header>"
-        f"<main id='conversation' data-conv='{conversation}' data-version='{version}' "
-        f"data-query='{esc(view.query(page=page or 1))}'>{form}"
+        f"<header>{home}<b>{esc(name)}</b> <span class='meta'>{conversation}{count}</span>"
+        f"</header><main id='conversation' data-conv='{conversation}' data-version='{version}' "
+        f"data-query='{esc(query)}'>{form}"
         f"<div class='cols'><div id='transcript'>{transcript}</div>{pane}</div></main>"
     )
 
 
 @dataclass(frozen=True, slots=True)
 class ListedConversation:
-    """One row of the conversation list."""
+    """One row of the conversation list (counts ``None`` when not known)."""
 
     id: UUID
     title: str | None
     last_activity: datetime
-    messages: int
-    tool_calls: int
+    labels: dict[str, str]
+    messages: int | None
+    tool_calls: int | None
 
 
-def list_body(rows: Sequence[ListedConversation], page: int, last_page: int, total: int) -> str:
-    """The conversation list's body."""
-    lines = "".join(
-        f"<tr><td><a href='/c/{row.id}'>{esc(row.title or '(untitled)')}</a>"
-        f"<div class='meta'>{row.id}</div></td><td>{when(row.last_activity)}</td>"
-        f"<td>{row.messages:,}</td><td>{row.tool_calls:,}</td></tr>"
-        for row in rows
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """The list page's filters, as its query string gives them (checked by the app)."""
+
+    q: str = ""
+    title: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    active_after: str = ""
+    active_before: str = ""
+
+    def query(self, **extra: str) -> str:
+        """The query string that selects these filters (plus ``extra`` such as a cursor)."""
+        params: list[tuple[str, str]] = [
+            (name, value)
+            for name, value in (
+                ("q", self.q),
+                ("title", self.title),
+                ("active_after", self.active_after),
+                ("active_before", self.active_before),
+            )
+            if value
+        ]
+        params += [("label", f"{key}={value}") for key, value in self.labels]
+        params += list(extra.items())
+        return urlencode(params)
+
+    @property
+    def active(self) -> bool:
+        """Whether any filter (other than the search words) is set."""
+        return bool(self.title or self.labels or self.active_after or self.active_before)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRow:
+    """One conversation a search found, with its best matching blocks."""
+
+    row: ListedConversation
+    matches: int
+    hits: Sequence[Hit]
+
+
+def snippet_html(snippet: str) -> str:
+    """A search snippet escaped, then its match marks turned into ``<mark>`` tags."""
+    return esc(snippet).replace(MARK_START, "<mark>").replace(MARK_END, "</mark>")
+
+
+def filter_form(filters: Filters) -> str:
+    """The search words and the listing filters as one GET form."""
+    labels = [*(f"{key}={value}" for key, value in filters.labels), ""]
+    label_inputs = "".join(
+        f"<input name='label' value='{esc(label)}' placeholder='key=value' size='14'>"
+        for label in labels
     )
     return (
-        f"<header><b>convstore</b> · {total:,} conversations (read-only)</header><main>"
-        f"{pager_html('/', page, last_page)}<table><thead><tr><th>title</th>"
-        "<th>last activity</th><th>messages</th><th>tool calls</th></tr></thead>"
-        f"<tbody>{lines}</tbody></table>{pager_html('/', page, last_page)}</main>"
+        "<form class='filters' method='get' action='/'>"
+        f"<label>search <input type='search' id='q' name='q' value='{esc(filters.q)}' "
+        "placeholder='words in any block' size='28'></label>"
+        f"<label>title <input name='title' value='{esc(filters.title)}' size='14'></label>"
+        f"<label>labels {label_inputs}</label>"
+        "<label>active after <input name='active_after' placeholder='YYYY-MM-DD' "
+        f"value='{esc(filters.active_after)}' size='11'></label>"
+        "<label>before <input name='active_before' placeholder='YYYY-MM-DD' "
+        f"value='{esc(filters.active_before)}' size='11'></label>"
+        "<button type='submit' id='go'>go</button> <a href='/'>clear</a></form>"
+    )
+
+
+def labels_html(labels: dict[str, str]) -> str:
+    """A conversation's labels as small badges, each a link that filters by it."""
+    return "".join(
+        f"<a class='badge b-label' href='/?{esc(urlencode({'label': f'{key}={value}'}))}'>"
+        f"{esc(key)}={esc(value)}</a>"
+        for key, value in sorted(labels.items())
+    )
+
+
+def count_html(value: int | None) -> str:
+    """A count, or a mark saying it is not known yet."""
+    if value is None:
+        return "<span class='meta' title='not in the audit read model yet'>?</span>"
+    return f"{value:,}"
+
+
+def row_html(row: ListedConversation, extra: str = "") -> str:
+    """One conversation in the list: title (a link), labels, activity and counts."""
+    return (
+        f"<tr><td><a class='conv' href='/c/{row.id}'>{esc(row.title or '(untitled)')}</a>"
+        f"{labels_html(row.labels)}<div class='meta'>{row.id}</div>{extra}</td>"
+        f"<td>{when(row.last_activity)}</td>"
+        f"<td>{count_html(row.messages)}</td><td>{count_html(row.tool_calls)}</td></tr>"
+    )
+
+
+def hit_html(conversation: UUID, hit: Hit) -> str:
+    """One matching block: where it is, and its snippet, linking to its message."""
+    where = hit.kind if hit.role is None else f"{hit.role} {hit.kind}"
+    number = "" if hit.position is None else f"#{hit.position} "
+    withdrawn = " <span class='badge b-withdrawn'>withdrawn</span>" if hit.withdrawn else ""
+    anchor = "" if hit.message_id is None else f"#m-{hit.message_id}"
+    return (
+        f"<li><a class='hit' href='/c/{conversation}?before={hit.version + 1}{anchor}'>"
+        f"{esc(number + where)}</a>{withdrawn}: <span class='snippet'>"
+        f"{snippet_html(hit.snippet)}</span></li>"
+    )
+
+
+TABLE_HEAD = (
+    "<table><thead><tr><th>title</th><th>last activity</th><th>messages</th>"
+    "<th>tool calls</th></tr></thead><tbody>"
+)
+
+
+def list_body(
+    rows: Sequence[ListedConversation],
+    filters: Filters,
+    *,
+    next_cursor: str | None,
+    first: bool,
+    note: str,
+) -> str:
+    """The conversation list's body: the filter form, a page of conversations (newest
+    activity first) and links to the next page."""
+    links = []
+    if not first:
+        links.append(f"<a href='/?{esc(filters.query())}'>&laquo; first page</a>")
+    if next_cursor is not None:
+        query = esc(filters.query(after=next_cursor))
+        links.append(f"<a class='next' href='/?{query}'>next page &rsaquo;</a>")
+    pager = f"<nav class='pager'>{''.join(links)}</nav>" if links else ""
+    empty = "" if rows else "<p class='meta'>No conversation matches.</p>"
+    filtered = " (filtered)" if filters.active else ""
+    return (
+        f"<header><b>convstore</b> · conversations{filtered}, newest activity first "
+        f"(read-only)</header><main>{filter_form(filters)}{note}{pager}{TABLE_HEAD}"
+        f"{''.join(row_html(row) for row in rows)}</tbody></table>{empty}{pager}</main>"
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+def search_body(results: Sequence[SearchRow], filters: Filters, *, note: str) -> str:
+    """Search results: conversations ranked by their best match, each with snippets."""
+    rows = "".join(
+        row_html(
+            result.row,
+            f"<div class='meta'>{_count(result.matches, 'matching block')}</div>"
+            f"<ul class='hits'>{''.join(hit_html(result.row.id, h) for h in result.hits)}</ul>",
+        )
+        for result in results
+    )
+    empty = "" if results else "<p class='meta'>Nothing found.</p>"
+    return (
+        f"<header><b>convstore</b> · search: {esc(filters.q)} (best match first)</header>"
+        f"<main>{filter_form(filters)}{note}<div id='results'>{TABLE_HEAD}{rows}"
+        f"</tbody></table>{empty}</div></main>"
     )

@@ -1,4 +1,4 @@
-"""Keeping bulk reads cheap on memory management."""
+"""Pausing the cyclic garbage collector while a bulk read builds many acyclic objects."""
 
 from __future__ import annotations
 

@@ -1,0 +1,243 @@
+"""``writers``: N processes appending at once on PostgreSQL, aggregate appends/s.
+
+Each convstore process streams its own conversation through its own ``Store``; each raw one
+inserts into ``raw_events`` under its own stream id, one transaction per row. Both groups are
+spawned and connected first; rounds then alternate between them, each starting on a barrier.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.context import SpawnContext
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+from bench.common import Context, PgContext, log, median, pc, remove_db, store_rows
+from bench.report import Row
+from bench.workload import (
+    BLOCKS_PER_MESSAGE,
+    EVENTS_PER_MESSAGE,
+    block_of,
+    role_of,
+    stream_conversation,
+)
+from convstore import open_store
+
+
+@dataclass(frozen=True)
+class Plan:
+    processes: list[int]
+    rounds: int
+    seconds: float  # per round
+
+
+FULL = Plan([1, 2, 4, 8], 3, 3.0)
+QUICK = Plan([1, 4], 3, 0.5)
+
+Payload = tuple[str, bytes]
+"""(topic, state) of one stored event."""
+
+
+def run(ctx: Context) -> None:
+    log("writers: N processes, each appending to its own conversation, PostgreSQL")
+    pg = ctx.pg_context()
+    if pg is None:
+        ctx.skip("writers", ctx.pg.reason if ctx.pg else "?")
+        return
+    plan = ctx.pick(FULL, QUICK)
+    payloads = sample_payloads(ctx.dir)
+    spawn = mp.get_context("spawn")
+    base: dict[int, tuple[float, float]] = {}
+    for n in plan.processes:
+        # Both groups are started and connected first; their rounds then alternate
+        # (convstore first on even rounds), so each pair runs seconds apart.
+        groups = {
+            kind: WriterGroup(spawn, kind=kind, n=n, plan=plan, pg=pg, payloads=payloads)
+            for kind in ("convstore", "raw")
+        }
+        results: dict[str, list[float]] = {"convstore": [], "raw": []}
+        try:
+            for r in range(plan.rounds):
+                for kind in ("convstore", "raw") if r % 2 == 0 else ("raw", "convstore"):
+                    rate = groups[kind].round(r)
+                    results[kind].append(rate)
+                    log(f"    {kind} x{n} round {r + 1}/{plan.rounds}: {rate:,.0f} appends/s")
+        finally:
+            for group in groups.values():
+                group.stop()
+        c = results["convstore"]
+        b = results["raw"]
+        ratios = [x / y for x, y in zip(c, b, strict=True)]
+        base[n] = (median(c), median(b))
+        first = plan.processes[0]
+        ctx.add(
+            Row(
+                "writers, PostgreSQL, aggregate appends/s",
+                f"{n} process{'es' if n > 1 else ''}",
+                plan.rounds,
+                median(c),
+                median(b),
+                "/s",
+                median(ratios),
+                "higher",
+                note=(
+                    f"{plan.seconds:g} s per round; scaling vs 1 process: convstore "
+                    f"{median(c) / base[first][0]:.2f}x, raw "
+                    f"{median(b) / base[first][1]:.2f}x"
+                )
+                if n != first
+                else f"{plan.seconds:g} s per round; each process streams its own conversation",
+                samples={"convstore": c, "baseline": b, "ratios": ratios},
+            )
+        )
+
+
+def sample_payloads(workdir: Path) -> list[Payload]:
+    """(topic, state) of one streamed message's five events, recorded by convstore itself."""
+    path = workdir / "sample.db"
+    with open_store(path) as store:
+        stream_conversation(store, 2)
+    rows = store_rows(path)
+    remove_db(path)
+    return [(topic, bytes(state)) for _, _, topic, state in rows[1 : 1 + EVENTS_PER_MESSAGE]]
+
+
+def _convstore_appender(store_url: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """One streaming agent: start, 3 blocks, end, one committed event per call."""
+    store = open_store(store_url)
+    conv = store.new_conversation(title="writer")
+    i = 0
+    j = 0
+    msg: uuid.UUID | None = None
+
+    def append() -> None:
+        nonlocal i, j, msg
+        if msg is None:
+            msg = store.start_message(conv, role_of(i))
+            j = 0
+        elif j < BLOCKS_PER_MESSAGE:
+            store.append_block(conv, msg, block_of(i, j))
+            j += 1
+        else:
+            store.end_message(conv, msg)
+            msg = None
+            i += 1
+
+    return append, store.close
+
+
+def _raw_appender(
+    base_url: str, schema: str, payloads: list[Payload]
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Raw inserts of the same payloads into ``raw_events`` under a stream id of its own."""
+    import psycopg  # noqa: PLC0415 - optional: only the PostgreSQL benchmarks need it
+
+    conn = psycopg.connect(base_url, autocommit=True)
+    cur = conn.cursor()
+    oid = uuid.uuid4()
+    insert = (
+        f'INSERT INTO "{schema}".raw_events '  # noqa: S608
+        "(originator_id, originator_version, topic, state) VALUES (%s, %s, %s, %s) "
+        "RETURNING notification_id"
+    )
+    version = 0
+
+    def append() -> None:
+        nonlocal version
+        version += 1
+        topic, payload = payloads[version % len(payloads)]
+        cur.execute(insert, (oid, version, topic, payload))
+        cur.fetchone()
+
+    return append, conn.close
+
+
+def writer_process(
+    *,
+    kind: str,
+    store_url: str,
+    base_url: str,
+    schema: str,
+    payloads: list[Payload],
+    rounds: int,
+    seconds: float,
+    barrier: Barrier,
+    results: Queue[tuple[int, int, float]],
+) -> None:
+    """One writer: set up, then per round wait at the barrier and append for ``seconds``."""
+    if kind == "convstore":
+        append, closer = _convstore_appender(store_url)
+    else:
+        append, closer = _raw_appender(base_url, schema, payloads)
+    for _ in range(5):  # warm
+        append()
+    try:
+        for r in range(rounds):
+            barrier.wait()
+            start = pc()
+            deadline = start + seconds
+            count = 0
+            now = start
+            while now < deadline:
+                append()
+                count += 1
+                now = pc()
+            results.put((r, count, now - start))
+    finally:
+        closer()
+
+
+class WriterGroup:
+    """``n`` spawned writer processes of one kind, run round by round on a barrier."""
+
+    def __init__(
+        self,
+        spawn: SpawnContext,
+        *,
+        kind: str,
+        n: int,
+        plan: Plan,
+        pg: PgContext,
+        payloads: list[Payload],
+    ) -> None:
+        self.kind = kind
+        self.n = n
+        self.seconds = plan.seconds
+        self.barrier = spawn.Barrier(n + 1)
+        self.results: Queue[tuple[int, int, float]] = spawn.Queue()
+        self.workers = [
+            spawn.Process(
+                target=writer_process,
+                kwargs={
+                    "kind": kind,
+                    "store_url": pg.store_url,
+                    "base_url": pg.base_url,
+                    "schema": pg.schema,
+                    "payloads": payloads,
+                    "rounds": plan.rounds,
+                    "seconds": plan.seconds,
+                    "barrier": self.barrier,
+                    "results": self.results,
+                },
+            )
+            for _ in range(n)
+        ]
+        for w in self.workers:
+            w.start()
+
+    def round(self, r: int) -> float:
+        """Release the writers for round ``r``; their aggregate appends/s."""
+        self.barrier.wait(timeout=120)
+        got = [self.results.get(timeout=self.seconds + 120) for _ in range(self.n)]
+        assert all(g[0] == r for g in got)
+        return sum(count / elapsed for _, count, elapsed in got)
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.join(timeout=60)
+            if w.is_alive():
+                w.kill()

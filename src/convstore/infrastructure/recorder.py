@@ -1,0 +1,80 @@
+"""What convstore asks of a backend's recorder beyond eventsourcing's ``ApplicationRecorder``.
+
+Each backend's recorder (:class:`~convstore.infrastructure.sqlite.SQLiteWriterRecorder`,
+:class:`~convstore.infrastructure.postgres_recorder.ChainedPostgresRecorder`) derives from
+:class:`StoreRecorder`, so ``mypy --strict`` checks it keeps every method with these
+signatures, and the store calls them without asking which backend it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+from uuid import UUID
+
+from convstore.domain.events import Event
+from convstore.infrastructure.chain import Head
+from convstore.infrastructure.erasure import Erasure
+from convstore.projections.listing import ListedRow, ListingQuery
+
+RawRecord: TypeAlias = tuple[Any, ...]
+"""One stored row as read, unchecked: (position, id, version, topic, state), the id and topic
+as bytes. A damaged row may hold anything in any column; the scanner reports it."""
+
+ListingPage: TypeAlias = tuple[list[ListedRow], dict[UUID, dict[str, str]]]
+"""One page of the listing index, and the labels of its conversations."""
+
+
+@runtime_checkable
+class StoreRecorder(Protocol):
+    """A recorder convstore can run a store on."""
+
+    listing_missing: bool
+    """Whether opening found no listing index (a store made before it): rebuild it."""
+
+    def select_states(self, conversation_id: UUID, after: int = 0) -> list[bytes]:
+        """The stored state of each of a conversation's events after version ``after``, in
+        version order: only that column (replay needs no ``StoredEvent``)."""
+        ...
+
+    def select_topics_and_states(
+        self, conversation_id: UUID, after: int = 0
+    ) -> list[tuple[bytes, bytes]]:
+        """Like :meth:`select_states`, with each event's stored topic as bytes beside its
+        state, so a reader can refuse a row whose topic disagrees with its event."""
+        ...
+
+    def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
+        """Up to ``limit`` stored rows after log position ``after``, in log order, as stored
+        (see :data:`RawRecord`), so a damaged row can be reported rather than stop a scan."""
+        ...
+
+    def select_heads(self) -> dict[UUID, Head]:
+        """Every conversation's chained head, and the start marker under the nil id."""
+        ...
+
+    def select_listing(self, query: ListingQuery) -> ListingPage:
+        """One page of the listing index, and the labels of its conversations."""
+        ...
+
+    def rebuild_listing(self, decode: Callable[[bytes], Event]) -> int:
+        """Refill the listing index from every event in one transaction; how many it lists."""
+        ...
+
+    def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
+        """Delete a conversation's events and head and leave its tombstone, in one
+        transaction; returns the tombstone's ``seq`` and how many events went."""
+        ...
+
+    def truncate_wal(self) -> bool:
+        """Empty the write-ahead log the store keeps, if any; ``False``: a reader kept part of
+        it in use (try again)."""
+        ...
+
+    def select_erasures(self, after: int) -> list[Erasure]:
+        """The tombstones after ``seq`` ``after``, in order."""
+        ...
+
+    def close_writer(self) -> None:
+        """Close any connection the recorder keeps of its own (the datastore closes its pool)."""
+        ...

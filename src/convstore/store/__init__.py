@@ -1,0 +1,414 @@
+"""The store: record conversations block by block, read them back, replay them.
+
+One :class:`Store` wraps one event log (a SQLite file or a PostgreSQL database). It is made of
+parts, each a module of this package:
+
+- :mod:`~convstore.store.reading`: one conversation's events read back (the base of the rest);
+- :mod:`~convstore.store.writer`: the writer (cached states, the version race, retries);
+- :mod:`~convstore.store.scanning`: the whole log in order (``notifications``, ``scan``);
+- :mod:`~convstore.store.replaying`: replay, live rounds and pressure;
+- :mod:`~convstore.store.listing`: listing conversations from the listing index.
+
+This module holds the commands (each parsed here, decided by the domain, saved by the writer).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeAlias
+from uuid import UUID, uuid4
+
+from eventsourcing.persistence import IntegrityError
+from pydantic import JsonValue, TypeAdapter, ValidationError
+
+from convstore.convert.history import History
+from convstore.domain.blocks import Block, TextBlock
+from convstore.domain.conversation import Conversation, EntryMessage
+from convstore.domain.events import EntriesRecorded, Event, MessageMeta, Role, utcnow
+from convstore.domain.metadata import parse_label_keys, parse_labels, parse_meta
+from convstore.domain.parsing import (
+    describe_value,
+    parse_block,
+    parse_blocks,
+    parse_count,
+    parse_flag,
+    parse_id,
+    parse_optional_text,
+    parse_role,
+    parse_text,
+)
+from convstore.errors import InvalidBlock, InvalidInput, MessageNotFound, StoreError
+from convstore.importing import ImportReport, import_histories
+from convstore.infrastructure.erasure import Erasure
+from convstore.projections.messages import collect_history
+from convstore.store.listing import ConversationInfo, Listing, Page
+from convstore.store.replaying import Replayer
+from convstore.store.scanning import LogScanner
+from convstore.store.writer import Writer
+from convstore.transfer import LoadReport, dump_lines, load_lines
+
+__all__ = ["ConversationInfo", "EntryBatch", "Page", "Store"]
+
+WAL_TRUNCATE_ATTEMPTS = 50
+"""How often (every 0.1 s) an erasure tries to empty SQLite's write-ahead log."""
+
+
+class Store(Writer, LogScanner, Replayer, Listing):
+    """Conversations recorded as an event log. Build one with :func:`convstore.open_store`."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the backend's connections."""
+        self._log.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def new_conversation(
+        self,
+        title: str | None = None,
+        *,
+        conversation_id: UUID | str | None = None,
+        parent_id: UUID | str | None = None,
+        source: str | None = None,
+    ) -> UUID:
+        """Start a conversation; returns its id (a new random one unless given).
+
+        ``parent_id`` names the conversation it branched from; ``source`` where its history
+        comes from (see :class:`~convstore.ConversationStarted`).
+        """
+        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        source = parse_optional_text(source, "source", self.limits.max_note_bytes)
+        conversation_id = (
+            uuid4() if conversation_id is None else parse_id(conversation_id, "conversation")
+        )
+        parent = None if parent_id is None else parse_id(parent_id, "parent conversation")
+        started = Conversation.start(conversation_id, title, parent_id=parent, source=source)
+        try:
+            self._save([started])
+        except IntegrityError:
+            msg = f"conversation {conversation_id} already exists"
+            raise InvalidInput(msg) from None
+        state = Conversation(id=conversation_id)
+        state.apply(started)
+        self._remember(state)
+        return conversation_id
+
+    def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
+        """Open a message for ``role``; returns the message id. Append blocks, then end it."""
+        checked = parse_role(role)
+        events = self._write(conversation, lambda c: [c.start_message(checked)])
+        assert events[0].type == "message_started"
+        return events[0].message_id
+
+    def append_block(
+        self, conversation: UUID | str, message: UUID | str, block: Block | Mapping[str, Any]
+    ) -> int:
+        """Append one block to an open message (streaming); returns its index in the message."""
+        message_id = parse_id(message, "message")
+        parsed = parse_block(block, self.limits)
+        events = self._write(conversation, lambda c: [c.append_block(message_id, parsed)])
+        assert events[0].type == "block_appended"
+        return events[0].index
+
+    def end_message(
+        self,
+        conversation: UUID | str,
+        message: UUID | str,
+        *,
+        meta: MessageMeta | Mapping[str, Any] | None = None,
+    ) -> None:
+        """Mark an open message complete, recording its metadata (``meta``) in the same
+        write when given (see :meth:`append_message`)."""
+        message_id = parse_id(message, "message")
+        checked = None if meta is None else parse_meta(meta, self.limits)
+
+        def decide(c: Conversation) -> list[Event]:
+            ended = c.end_message(message_id)
+            if checked is None:
+                return [ended]
+            recorded = c.record_meta(
+                message_id,
+                checked,
+                version=ended.originator_version + 1,
+                timestamp=ended.timestamp,
+            )
+            return [ended, recorded]
+
+        self._write(conversation, decide)
+
+    def interrupt_message(
+        self, conversation: UUID | str, message: UUID | str, reason: str | None = None
+    ) -> None:
+        """Record that an open message was cut short (and why, if known)."""
+        message_id = parse_id(message, "message")
+        reason = parse_optional_text(reason, "reason", self.limits.max_note_bytes)
+        self._write(conversation, lambda c: [c.interrupt_message(message_id, reason)])
+
+    def append_message(
+        self,
+        conversation: UUID | str,
+        role: Role | str,
+        blocks: Iterable[Block | Mapping[str, Any]],
+        *,
+        leave_open: bool = False,
+        meta: MessageMeta | Mapping[str, Any] | None = None,
+    ) -> UUID:
+        """Record a whole message in one atomic write; returns its id.
+
+        With ``leave_open`` the message is not ended, so more blocks may follow. ``meta``
+        (a :class:`~convstore.MessageMeta` or its JSON object: model, provider message id,
+        stop reason, token usage, latency, extras) is recorded in the same write; replay
+        never shows it, ``messages()``, ``show`` and the audit do.
+        """
+        checked = parse_role(role)
+        leave_open = parse_flag(leave_open, "leave_open")
+        parsed = parse_blocks(blocks, self.limits)
+        meta_checked = None if meta is None else parse_meta(meta, self.limits)
+        events = self._write(
+            conversation,
+            lambda c: c.record_message(checked, parsed, leave_open=leave_open, meta=meta_checked),
+        )
+        assert events[0].type == "message_started"
+        return events[0].message_id
+
+    def record_entries(
+        self,
+        conversation: UUID | str,
+        entries: Sequence[Mapping[str, Any]],
+        carried: Callable[[list[dict[str, JsonValue]]], EntryBatch] | None = None,
+    ) -> int:
+        """Keep an agent runtime's transcript entries verbatim, in one write with the messages
+        they carry; returns how many entries were new.
+
+        An entry whose ``uuid`` was recorded before (since the last :meth:`delete_entries`) is
+        left out. ``carried`` turns the new entries into messages and compactions (as
+        ``(messages, [(summary, through_index), ...])``); the messages are recorded beside
+        the entries, so replay, audit and pressure see them.
+        """
+        if not isinstance(entries, list | tuple):
+            msg = f"entries must be a list of JSON objects, not {describe_value(entries)}"
+            raise InvalidInput(msg)
+        if carried is not None and not callable(carried):
+            msg = f"carried must be a function or None, not {describe_value(carried)}"
+            raise InvalidInput(msg)
+        checked = [_entry(entry, index) for index, entry in enumerate(entries)]
+
+        def decide(state: Conversation) -> list[Event]:
+            fresh = state.new_entries(checked)
+            messages, compactions = carried(fresh) if carried and fresh else ([], [])
+            limited = [
+                (role, [self._within_limits(block) for block in blocks], status, reason)
+                for role, blocks, status, reason in messages
+            ]
+            return state.record_entries(fresh, limited, compactions)
+
+        events = self._write(conversation, decide)
+        return sum(len(e.entries) for e in events if isinstance(e, EntriesRecorded))
+
+    def _within_limits(self, block: Block) -> Block:
+        """A block carried by runtime entries, or a marker where it breaks this store's
+        limits (the entry itself is kept whole either way)."""
+        try:
+            return parse_block(block, self.limits)
+        except InvalidBlock as exc:
+            return TextBlock(text=f"[Block not kept: {exc}]")
+
+    def delete_entries(self, conversation: UUID | str) -> None:
+        """Mark a conversation's runtime entries deleted and withdraw its messages: the
+        entries no longer load and replay leaves the messages out. The log keeps the bytes."""
+        self._write(conversation, lambda c: c.delete_entries())
+
+    def compact(self, conversation: UUID | str, summary: str, *, through: UUID | str) -> None:
+        """Record that replay now starts with ``summary`` instead of every message up to and
+        including ``through``. The log keeps everything; ``replay(full=True)`` ignores it."""
+        message_id = parse_id(through, "message")
+        summary = parse_text(summary, "summary", self.limits.max_block_bytes)
+        self._write(conversation, lambda c: [c.compact(summary, message_id)])
+
+    def rename(self, conversation: UUID | str, title: str | None) -> None:
+        """Give a conversation a new title (``None`` clears it)."""
+        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        self._write(conversation, lambda c: [c.rename(title)])
+
+    def set_labels(self, conversation: UUID | str, labels: Mapping[str, str]) -> None:
+        """Set labels (key → text) on a conversation; a key set again takes the new value.
+
+        Keys are 1 to ``limits.max_label_key_bytes`` characters from ``A-Z a-z 0-9 . _ - :
+        /``; a conversation holds at most ``limits.max_labels``. List by them with
+        :meth:`list_conversations`.
+        """
+        checked = parse_labels(labels, self.limits)
+        self._write(conversation, lambda c: [c.set_labels(checked, self.limits)])
+
+    def remove_labels(self, conversation: UUID | str, keys: Iterable[str]) -> None:
+        """Remove the labels under ``keys`` (a key not set is ignored)."""
+        checked = parse_label_keys(keys, self.limits)
+        self._write(conversation, lambda c: [c.remove_labels(checked)])
+
+    def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> int:
+        """Withdraw every message recorded after ``to`` (every message, when ``to`` is
+        ``None``): replay, pressure and live rounds leave them out; the log keeps them.
+        Returns the rewind's version, which :meth:`undo_rewind` takes."""
+        message_id = None if to is None else parse_id(to, "message")
+        events = self._write(conversation, lambda c: [c.rewind(message_id)])
+        return events[0].originator_version
+
+    def undo_rewind(self, conversation: UUID | str, rewind: int) -> None:
+        """Undo the rewind recorded at version ``rewind``: the messages it withdrew are
+        visible again in replay, pressure and live rounds (unless another rewind in force
+        still withdraws them)."""
+        version = parse_count(rewind, "rewind", 1)
+        self._write(conversation, lambda c: [c.undo_rewind(version)])
+
+    def fork(self, conversation: UUID | str, *, at: UUID | str, title: str | None = None) -> UUID:
+        """Start a new conversation whose history is a copy of this one's up to and including
+        message ``at``; returns its id. It records its parent and the fork point, and appends
+        independently.
+
+        The copy is of what replay would see: messages a rewind withdrew are left out, and the
+        newest compaction through a copied message is copied with it. Every copied message
+        gets a new id. The copy is one transaction, read from one snapshot of the parent.
+        """
+        parent = parse_id(conversation, "conversation")
+        point = parse_id(at, "message")
+        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        history = collect_history(self.events(parent))
+        visible = [m for m in history.messages if not m.withdrawn]
+        ids = [m.message_id for m in visible]
+        if point not in ids:
+            known = any(m.message_id == point for m in history.messages)
+            why = "was withdrawn by a rewind" if known else "is not"
+            msg = f"message {point} {why} in conversation {parent}; it cannot be forked at"
+            raise MessageNotFound(msg)
+        copied = visible[: ids.index(point) + 1]
+        fork_id = uuid4()
+        state = Conversation(id=fork_id)
+        events: list[Event] = []
+
+        def record(event: Event) -> None:
+            state.apply(event)
+            events.append(event)
+
+        record(Conversation.start(fork_id, title, parent_id=parent, forked_at=point))
+        new_ids: dict[UUID, UUID] = {}
+        for message in copied:
+            started = state.start_message(message.role)
+            record(started)
+            new_ids[message.message_id] = started.message_id
+            for recorded in message.blocks:
+                record(state.append_block(started.message_id, recorded.block))
+            if message.status == "ended":
+                record(state.end_message(started.message_id))
+            elif message.status == "interrupted":
+                record(state.interrupt_message(started.message_id, message.interrupt_reason))
+        kept = [c for c in history.compactions if c.through in new_ids]
+        if kept:
+            record(state.compact(kept[-1].summary, new_ids[kept[-1].through]))
+        self._record_new(events)
+        self._remember(state)
+        return fork_id
+
+    def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
+        """Delete every event of a conversation for good, leaving only its tombstone (id, when,
+        ``reason``, how many events); returns the tombstone.
+
+        The one exception to "nothing is deleted". On SQLite the deleted bytes are overwritten
+        and the write-ahead log emptied before this returns; on PostgreSQL the rows are
+        deleted (their bytes stay in dead tuples until the table is vacuumed). Nothing more is
+        recorded under the id afterwards. Read models drop what they derived from it at their
+        next catch-up. Conversations that name it as their parent are not touched.
+        """
+        conversation_id = parse_id(conversation, "conversation")
+        reason = parse_text(reason, "reason", self.limits.max_note_bytes)
+        recorder = self._log.store_recorder
+        at = utcnow()
+        with self._lock(conversation_id):
+            seq, _ = self._guarded(lambda: recorder.erase(conversation_id, reason, at.isoformat()))
+            self._forget(conversation_id)
+        for _ in range(WAL_TRUNCATE_ATTEMPTS):
+            if self._guarded(recorder.truncate_wal):
+                break
+            time.sleep(0.1)
+        else:
+            msg = (
+                f"conversation {conversation_id} was erased, but a reader kept the write-ahead "
+                "log in use for 5 s: its old bytes leave that file at the next checkpoint, "
+                "once readers are idle"
+            )
+            raise StoreError(msg)
+        return self.erasures(seq - 1)[0]
+
+    def erasures(self, after: int = 0) -> list[Erasure]:
+        """The tombstones of erased conversations after ``seq`` ``after``, in order."""
+        after = parse_count(after, "after")
+        return self._guarded(lambda: self._log.store_recorder.select_erasures(after))
+
+    # -- moving whole logs (see convstore.transfer) -----------------------------------------
+
+    def dump(self) -> Iterator[bytes]:
+        """The whole log as dump lines (JSON, each ending in a newline), page by page."""
+        return dump_lines(self)
+
+    def load(self, lines: Iterable[bytes]) -> LoadReport:
+        """Record a dump's events into this store, which must be empty or hold a prefix of it
+        (an interrupted load), keeping ids, versions, timestamps and order."""
+        return load_lines(self, lines, max_line_bytes=self.limits.max_input_bytes)
+
+    def import_history(
+        self, history: History, *, source: str | None = None, again: bool = False
+    ) -> UUID:
+        """Record a history read by a converter (:mod:`convstore.convert`) as one new
+        conversation, all or nothing; returns its id. A ``source`` (default: the history's
+        key) already in the store is refused unless ``again``."""
+        if not isinstance(history, History):
+            msg = f"history must be a History (convstore.convert), not {type(history).__name__}"
+            raise InvalidInput(msg)
+        sources = [history.key if source is None else source]
+        return self.import_histories([history], sources=sources, again=again).ids[0]
+
+    def import_histories(
+        self,
+        histories: Sequence[History],
+        *,
+        sources: Sequence[str | None] | None = None,
+        again: bool = False,
+    ) -> ImportReport:
+        """Record several histories of one input (a session and its subagents) in one
+        transaction; see :func:`convstore.importing.import_histories`."""
+        return import_histories(self, histories, sources=sources, again=again)
+
+
+EntryBatch: TypeAlias = tuple[list[EntryMessage], list[tuple[str, int]]]
+"""What a batch of runtime entries carries: its messages, and its compactions."""
+
+
+def _entry(entry: Mapping[str, Any], index: int) -> dict[str, JsonValue]:
+    """A runtime entry checked as a JSON object (what ``json.dumps`` can write exactly)."""
+    if not isinstance(entry, Mapping):
+        msg = f"entry {index}: expected a JSON object, got {type(entry).__name__}"
+        raise InvalidInput(msg)
+    try:
+        checked = _ENTRY.validate_python(entry)
+    except ValidationError as exc:
+        detail = exc.errors()[0]
+        where = ".".join(map(str, detail["loc"]))
+        msg = f"entry {index}: not JSON data at {where or 'top'} ({detail['msg']})"
+        raise InvalidInput(msg) from None
+    return checked
+
+
+_ENTRY: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])

@@ -1,0 +1,187 @@
+"""Listing conversations from the listing index (never from the log)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from uuid import UUID
+
+from convstore.domain.metadata import parse_labels
+from convstore.domain.parsing import (
+    describe_value,
+    parse_count,
+    parse_id,
+    parse_optional_text,
+)
+from convstore.errors import ConversationNotFound, InvalidInput
+from convstore.projections.listing import ListedRow, ListingQuery, from_micros, micros
+from convstore.store.reading import LogReader
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """A conversation as listed: its id, title and when it started (and, when set, the
+    conversation it branched from and where it was imported from)."""
+
+    id: UUID
+    title: str | None
+    created_at: datetime
+    parent_id: UUID | None = None
+    """The conversation this one branched from (a subagent's parent), if any."""
+    source: str | None = None
+    """Where its history came from (an import's key, a runtime's session key), if recorded."""
+    last_active: datetime | None = None
+    """When its newest event was recorded."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Its labels (see :meth:`Store.set_labels`)."""
+    events: int = 0
+    """How many events its log holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a listing: its conversations, and the cursor of the next page (``None``
+    when this is the last). Pass ``next`` as ``after`` to get the next page."""
+
+    conversations: list[ConversationInfo]
+    next: str | None
+
+
+class Listing(LogReader):
+    """Lists conversations, filtered and paged, with one indexed read."""
+
+    def conversations(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        title: str | None = None,
+        started_after: datetime | None = None,
+        started_before: datetime | None = None,
+        active_after: datetime | None = None,
+        active_before: datetime | None = None,
+    ) -> list[ConversationInfo]:
+        """Every conversation (matching the filters, as in :meth:`list_conversations`) in the
+        order they were started, read from the listing index, never from the log."""
+        query = self._listing_query(
+            labels, title, started_after, started_before, active_after, active_before
+        )
+        found: list[ConversationInfo] = []
+        query = replace(query, order="started", limit=1000)
+        while True:
+            rows, labels_of = self._select_listing(query)
+            found += [_info(row, labels_of.get(row.id, {})) for row in rows]
+            if len(rows) < 1000:
+                return found
+            query = replace(query, after=(rows[-1].created_at, rows[-1].id.hex))
+
+    def list_conversations(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        title: str | None = None,
+        started_after: datetime | None = None,
+        started_before: datetime | None = None,
+        active_after: datetime | None = None,
+        active_before: datetime | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> Page:
+        """One page of conversations, newest activity first, from the listing index.
+
+        ``labels`` keeps those holding every given key with that value; ``title`` those
+        whose title contains the text (case-blind for ASCII); the four bounds compare with
+        when a conversation started and when it was last active (exclusive). ``after`` is
+        the ``next`` cursor of the previous page. Costs one indexed read however many
+        conversations or events the store holds.
+        """
+        query = self._listing_query(
+            labels, title, started_after, started_before, active_after, active_before
+        )
+        limit = parse_count(limit, "limit", 1)
+        cursor = None if after is None else _parse_cursor(after)
+        rows, labels_of = self._select_listing(replace(query, limit=limit + 1, after=cursor))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = f"{rows[-1].last_active}.{rows[-1].id.hex}" if more else None
+        return Page([_info(row, labels_of.get(row.id, {})) for row in rows], next_cursor)
+
+    def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
+        """One conversation as :meth:`list_conversations` lists it (title, labels, last
+        activity, events), from the listing index: one indexed read."""
+        conversation_id = parse_id(conversation, "conversation")
+        rows, labels_of = self._select_listing(ListingQuery(ids=(conversation_id,), limit=1))
+        if not rows:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return _info(rows[0], labels_of.get(rows[0].id, {}))
+
+    def rebuild_listing(self) -> int:
+        """Refill the listing index from the log in one transaction (writers wait meanwhile);
+        returns how many conversations it lists. Opening a store made before the index does
+        this on its own."""
+        decode = self._log.pydantic_mapper.decode_state
+        return self._guarded(lambda: self._log.store_recorder.rebuild_listing(decode))
+
+    def _listing_query(  # noqa: PLR0917 - the public filters, passed on as they came
+        self,
+        labels: Mapping[str, str] | None,
+        title: str | None,
+        started_after: datetime | None,
+        started_before: datetime | None,
+        active_after: datetime | None,
+        active_before: datetime | None,
+    ) -> ListingQuery:
+        wanted = () if labels is None else tuple(parse_labels(labels, self.limits).items())
+        return ListingQuery(
+            labels=wanted,
+            title=parse_optional_text(title, "title", self.limits.max_note_bytes),
+            started_after=_parse_moment(started_after, "started_after"),
+            started_before=_parse_moment(started_before, "started_before"),
+            active_after=_parse_moment(active_after, "active_after"),
+            active_before=_parse_moment(active_before, "active_before"),
+        )
+
+    def _select_listing(
+        self, query: ListingQuery
+    ) -> tuple[list[ListedRow], dict[UUID, dict[str, str]]]:
+        return self._guarded(lambda: self._log.store_recorder.select_listing(query))
+
+
+def _info(row: ListedRow, labels: dict[str, str]) -> ConversationInfo:
+    return ConversationInfo(
+        row.id,
+        row.title,
+        from_micros(row.created_at),
+        row.parent_id,
+        row.source,
+        last_active=from_micros(row.last_active),
+        labels=labels,
+        events=row.events,
+    )
+
+
+def _parse_moment(value: datetime | None, what: str) -> int | None:
+    """A bound on a listing as microseconds since the epoch; a naive time is refused."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        msg = f"{what} must be a datetime, not {describe_value(value)}"
+        raise InvalidInput(msg)
+    if value.tzinfo is None or value.utcoffset() is None:
+        msg = f"{what} must be timezone-aware (e.g. datetime.now(UTC)), not a naive time"
+        raise InvalidInput(msg)
+    return micros(value)
+
+
+def _parse_cursor(value: str) -> tuple[int, str]:
+    """A ``next`` cursor from :meth:`Store.list_conversations`: ``<microseconds>.<id hex>``."""
+    if isinstance(value, str):
+        stamp, _, hex_id = value.partition(".")
+        if stamp.isascii() and stamp.lstrip("-").isdigit() and len(hex_id) == 32:
+            try:
+                return int(stamp), UUID(hex_id).hex
+            except ValueError:
+                pass
+    msg = f"{describe_value(value)} is not a listing cursor (give a page's `next` value)"
+    raise InvalidInput(msg)

@@ -1,0 +1,193 @@
+"""Reading conversations back: the part of the store every other part stands on.
+
+:class:`LogReader` holds the event log and turns backend failures into :class:`StoreError`
+(one line, never the password). It reads one conversation's events, decoded one by one, and
+refuses a row whose stored topic disagrees with its event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+from uuid import UUID
+
+from eventsourcing.persistence import MapperDeserialisationError, PersistenceError
+from pydantic import JsonValue
+
+from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, MessageStarted
+from convstore.domain.limits import Limits
+from convstore.domain.parsing import parse_count, parse_id, parse_optional_count
+from convstore.errors import ConversationNotFound, StoreError
+from convstore.infrastructure.application import EventLog
+from convstore.infrastructure.gc_pause import paused_gc
+from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS
+from convstore.infrastructure.records import failure_detail
+from convstore.projections.messages import RecordedMessage, collect_messages
+
+_T = TypeVar("_T")
+
+
+class LogReader:
+    """One event log, read conversation by conversation."""
+
+    def __init__(
+        self, log: EventLog, location: str, *, secret: str = "", limits: Limits | None = None
+    ) -> None:
+        self._log = log
+        self.limits = limits or Limits()
+        """The block and image size limits this store enforces."""
+        self.location = location
+        """Where the store is, safe to show: a file path, or a URL without its password."""
+        self._secret = secret
+
+    def events(self, conversation: UUID | str) -> list[Event]:
+        """Every recorded event of a conversation, in order."""
+        conversation_id = parse_id(conversation, "conversation")
+        with paused_gc():
+            events = list(self._stream(conversation_id))
+        if not events:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return events
+
+    def tail(
+        self, conversation: UUID | str, *, messages: int, before: int | None = None
+    ) -> list[Event]:
+        """The end of a conversation's log, in order: every event after the start of the
+        message before the ``messages``-th newest one started before version ``before``
+        (before the end when ``None``) through the newest event. Read backwards from the end
+        in growing pages, so the newest messages of a long log cost a few hundred decodes.
+
+        When no message started before those, the whole log is returned: it begins with the
+        conversation's start. Fold a tail that does not with
+        ``collect_history(events, tail=True)``.
+        """
+        conversation_id = parse_id(conversation, "conversation")
+        wanted = parse_count(messages, "messages", 1)
+        limit = parse_optional_count(before, "before", 1)
+        recorder, decode = self._log.recorder, self._log.pydantic_mapper.decode
+        found: list[Event] = []
+        started = 0
+        top: int | None = None
+        chunk = min(4 * wanted + 16, 100_000)  # a message is a few events; never a huge LIMIT
+        with paused_gc():
+            while True:
+                rows = self._guarded(
+                    lambda top=top, chunk=chunk: recorder.select_events(  # type: ignore[misc]
+                        conversation_id, lte=top, desc=True, limit=chunk
+                    )
+                )
+                for row in rows:
+                    event = self._guarded(lambda row=row: decode(row))  # type: ignore[misc]
+                    topic = row.topic.encode("utf-8", "surrogateescape")
+                    if topic != TOPIC_BYTES[event.type]:
+                        raise damaged_topic(conversation_id, event, topic)
+                    if isinstance(event, MessageStarted) and (
+                        limit is None or event.originator_version < limit
+                    ):
+                        if started == wanted:
+                            return found[::-1]
+                        started += 1
+                    found.append(event)
+                if len(rows) < chunk:
+                    break
+                top = rows[-1].originator_version - 1
+                chunk = min(chunk * 2, 100_000)
+        if not found:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return found[::-1]
+
+    def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
+        """Every recorded event of a conversation as the JSON it was stored as."""
+        conversation_id = parse_id(conversation, "conversation")
+        states = self._guarded(lambda: self._log.store_recorder.select_states(conversation_id))
+        if not states:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return map(self._log.pydantic_mapper.plain, states)
+
+    def messages(self, conversation: UUID | str) -> list[RecordedMessage]:
+        """The stored messages of a conversation with their blocks and status."""
+        return collect_messages(self.events(conversation))
+
+    def entries(self, conversation: UUID | str) -> list[dict[str, JsonValue]] | None:
+        """The runtime entries recorded since the last deletion, in order; ``None`` when
+        there are none (never recorded, or deleted) or the conversation does not exist."""
+        conversation_id = parse_id(conversation, "conversation")
+        found: list[dict[str, JsonValue]] | None = None
+        with paused_gc():
+            for event in self._stream(conversation_id):
+                if isinstance(event, EntriesRecorded):
+                    found = [*(found or []), *event.entries]
+                elif isinstance(event, EntriesDeleted):
+                    found = None
+        return found
+
+    def last_event(self, conversation: UUID | str) -> Event | None:
+        """The newest event of a conversation (``None`` when it does not exist); one read."""
+        conversation_id = parse_id(conversation, "conversation")
+        found = self._guarded(
+            lambda: self._log.recorder.select_events(conversation_id, desc=True, limit=1)
+        )
+        if not found:
+            return None
+        return self._guarded(lambda: self._log.pydantic_mapper.decode(found[0]))
+
+    def _failure(self, exc: Exception) -> StoreError:
+        """A backend failure as one line naming the store, never showing its password."""
+        detail = failure_detail(exc, self._secret)
+        if isinstance(exc, MapperDeserialisationError):
+            return StoreError(detail)
+        return StoreError(f"store failed at {self.location}: {detail}")
+
+    def _guarded(self, call: Callable[[], _T]) -> _T:
+        """Run a backend call, turning its failures into :class:`StoreError`."""
+        try:
+            return call()
+        except (MapperDeserialisationError, PersistenceError) as exc:
+            raise self._failure(exc) from exc
+
+    def _stream(self, conversation_id: UUID, after: int = 0) -> Iterator[Event]:
+        """A conversation's events after version ``after``, decoded one by one as they are
+        consumed (replay folds them without holding a list)."""
+        rows = self._guarded(
+            lambda: self._log.store_recorder.select_topics_and_states(conversation_id, after)
+        )
+        decode = self._log.pydantic_mapper.decode_state
+        for topic, state in rows:
+            try:
+                event = decode(state)
+            except ValueError as exc:  # a pydantic ValidationError, or a bad compressed state
+                msg = f"a stored event of conversation {conversation_id} does not decode: {exc}"
+                raise StoreError(" ".join(msg.split())[:500]) from exc
+            if topic != TOPIC_BYTES[event.type]:
+                raise damaged_topic(conversation_id, event, topic)
+            yield event
+
+    def _exists(self, conversation_id: UUID) -> bool:
+        found = self._guarded(lambda: self._log.recorder.select_events(conversation_id, limit=1))
+        return bool(found)
+
+    def _read(self, conversation_id: UUID, after: int = 0) -> list[Event]:
+        return list(self._stream(conversation_id, after))
+
+
+TOPIC_BYTES: dict[str, bytes] = {
+    topic.removeprefix(TOPIC_PREFIX): topic.encode() for topic in TOPICS
+}
+
+
+def damaged_topic(
+    conversation_id: UUID, event: Event, topic: bytes, position: int | None = None
+) -> StoreError:
+    """Replay, ``project`` and ``dump`` refuse a row whose stored topic disagrees with its event:
+    a reader selecting by topic would skip it, and the views must not differ silently.
+    ``position`` (the row's place in the log) is named when the reader knows it."""
+    shown = topic.decode("utf-8", "backslashreplace")[:80]
+    where = "" if position is None else f" (log position {position})"
+    return StoreError(
+        f"stored event {conversation_id} v{event.originator_version}{where} is damaged: its "
+        f"topic {shown!r} disagrees with the event ({TOPIC_PREFIX}{event.type}); "
+        "convstore verify lists every such row"
+    )

@@ -1,0 +1,128 @@
+"""Replay: a conversation as the wire messages a provider takes, and what they cost.
+
+The rules live in :mod:`convstore.projections.replay` (and ``live``, ``pressure``); this part
+of the store reads the events and checks the caller's options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from uuid import UUID
+
+from convstore.domain.parsing import parse_count, parse_id
+from convstore.errors import ConversationNotFound, InvalidInput
+from convstore.infrastructure.gc_pause import paused_gc
+from convstore.projections.live import live_request
+from convstore.projections.pressure import Pressure, fit_keep, measure
+from convstore.projections.replay import (
+    JSONDict,
+    ReplayOptions,
+    Shape,
+    fold,
+    plan,
+    render,
+    replay_options,
+)
+from convstore.store.reading import LogReader
+
+
+class Replayer(LogReader):
+    """Replays conversations as provider requests, and measures them.
+
+    Each method takes one :class:`~convstore.ReplayOptions` as ``options``; the keywords
+    ``shape``, ``vision``, ``full`` and ``keep_tool_results`` are a shorthand that replaces
+    the matching field of ``options`` when given (``None`` leaves it as it is).
+    """
+
+    def replay(
+        self,
+        conversation: UUID | str,
+        *,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
+        keep_tool_results: int | None = None,
+    ) -> JSONDict:
+        """The conversation as provider wire messages (see :mod:`convstore.projections.replay`).
+
+        ``vision`` says whether the model can see images. ``full`` ignores compaction;
+        ``keep_tool_results`` clears the output of all but the newest N tool results.
+        """
+        checked = replay_options(
+            options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+        )
+        conversation_id = parse_id(conversation, "conversation")
+        with paused_gc():
+            planned = plan(self._stream(conversation_id), checked)
+            if not planned and not self._exists(conversation_id):
+                msg = f"conversation {conversation_id} not found"
+                raise ConversationNotFound(msg)
+            return render(planned, checked.shape)
+
+    def live_request(
+        self,
+        conversation: UUID | str,
+        live_message: UUID | str,
+        *,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
+        keep_tool_results: int | None = None,
+    ) -> JSONDict:
+        """Replay of the history before ``live_message``, then its tool round with real
+        call-id linkage (see :mod:`convstore.projections.live`)."""
+        live = parse_id(live_message, "message")
+        checked = replay_options(
+            options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+        )
+        events = self.events(conversation)
+        return live_request(events, live, options=checked)
+
+    def pressure(
+        self,
+        conversation: UUID | str,
+        *,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
+        keep_tool_results: int | None = None,
+    ) -> Pressure:
+        """Tokens of exactly what :meth:`replay` sends with these options, with a breakdown."""
+        from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
+
+        checked = replay_options(
+            options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
+        )
+        planned = plan(self.events(conversation), checked)
+        return measure(planned, checked.shape, count_tokens, tokenizer=ENCODING)
+
+    def fit_tool_results(
+        self,
+        conversation: UUID | str,
+        max_tokens: int,
+        *,
+        options: ReplayOptions | None = None,
+        shape: Shape | str | None = None,
+        vision: bool | None = None,
+        full: bool | None = None,
+    ) -> tuple[int | None, Pressure]:
+        """Microcompact by budget: the most tool results replay can keep within ``max_tokens``
+        (``None`` when everything fits), with the pressure at that setting. Oldest output is
+        cleared first; pass the answer as ``keep_tool_results`` to :meth:`replay`. The
+        options' own ``keep_tool_results`` must be ``None``: this chooses it."""
+        from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
+
+        max_tokens = parse_count(max_tokens, "max_tokens", 1)
+        checked = replay_options(options, shape=shape, vision=vision, full=full)
+        if checked.keep_tool_results is not None:
+            msg = (
+                "fit_tool_results chooses keep_tool_results itself; "
+                "give options whose keep_tool_results is None"
+            )
+            raise InvalidInput(msg)
+        clearing = fold(self.events(conversation)).clearing(checked)
+        keep, pressure = fit_keep(clearing, checked.shape, count_tokens, max_tokens)
+        return keep, replace(pressure, tokenizer=ENCODING)

@@ -1,0 +1,109 @@
+"""Microcompact by budget, from one fold of the events.
+
+``fit_tool_results`` clears tool results oldest first, one at a time, re-planning and
+re-counting only the message that changed. These tests hold it to the definition: the answer
+is what a linear search over every ``keep_tool_results`` value, each planned and counted from
+scratch, finds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from convstore import ReplayOptions, open_store
+from convstore.domain.events import Event
+from convstore.infrastructure.tokenizer import count_tokens
+from convstore.projections.pressure import Pressure, fit_keep, measure
+from convstore.projections.replay import SHAPES, fold, plan
+from tests.strategies import histories
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+OPTIONS = st.builds(
+    ReplayOptions, shape=st.sampled_from(SHAPES), vision=st.booleans(), full=st.booleans()
+)
+
+
+def _linear(
+    events: list[Event], options: ReplayOptions, budget: int
+) -> tuple[int | None, Pressure]:
+    """The definition: ``None`` if keeping everything fits, else the largest keep that fits,
+    else 0; each candidate planned from the events and counted whole."""
+
+    def pressure(keep: int | None) -> Pressure:
+        planned = plan(events, replace(options, keep_tool_results=keep))
+        return measure(planned, options.shape, count_tokens)
+
+    whole = pressure(None)
+    if whole.total <= budget:
+        return None, whole
+    results = fold(events).clearing(options).results
+    for keep in range(results - 1, -1, -1):
+        candidate = pressure(keep)
+        if candidate.total <= budget:
+            return keep, candidate
+    return 0, pressure(0)
+
+
+@SETTINGS
+@given(histories(), OPTIONS)
+def test_each_clearing_step_is_the_plan_of_one_keep_less(
+    events: list[Event], options: ReplayOptions
+) -> None:
+    """After n steps the plan is exactly ``plan(keep_tool_results=results - n)``; there is one
+    step per tool result in the window."""
+    clearing = fold(events).clearing(options)
+    planned = list(clearing.planned)
+    assert planned == plan(events, replace(options, keep_tool_results=None))
+    steps = 0
+    for index, message in clearing.steps:
+        steps += 1
+        planned[index] = message
+        keep = clearing.results - steps
+        assert planned == plan(events, replace(options, keep_tool_results=keep)), keep
+    assert steps == clearing.results
+
+
+@SETTINGS
+@given(histories(), OPTIONS, st.data())
+def test_fit_keep_gives_the_answer_of_a_linear_search(
+    events: list[Event], options: ReplayOptions, data: st.DataObject
+) -> None:
+    """For budgets at, just under and just over every candidate's count, the answer and its
+    pressure (breakdown and order of kinds included) are the linear search's."""
+    results = fold(events).clearing(options).results
+    pressures = [
+        measure(plan(events, replace(options, keep_tool_results=k)), options.shape, count_tokens)
+        for k in [None, *range(results)]
+    ]
+    near = data.draw(st.sampled_from(pressures)).total + data.draw(st.sampled_from((-1, 0, 1)))
+    budget = max(near, 1)
+    found = fit_keep(fold(events).clearing(options), options.shape, count_tokens, budget)
+    expected = _linear(events, options, budget)
+    assert found == expected
+    assert list(found[1].by_kind) == list(expected[1].by_kind)
+
+
+def test_a_short_output_cleared_can_cost_more_and_the_fit_still_finds_the_keep(
+    tmp_path: Path,
+) -> None:
+    """Clearing a short output adds tokens (its marker is longer), so the count is not
+    monotone in keep. With one long old output and three short newer ones, keeping the three
+    short ones fits a budget that keeping fewer does not; the fit finds 3, not 0."""
+    with open_store(tmp_path / "fit.db") as store:
+        conv = store.new_conversation()
+        outputs = ["word " * 400, "ok", "ok", "ok"]
+        for n, output in enumerate(outputs):
+            call = {"type": "tool_use", "id": f"c{n}", "name": "cat", "input": {}}
+            store.append_message(conv, "assistant", [call])
+            result = {"type": "tool_result", "tool_use_id": f"c{n}", "content": output}
+            store.append_message(conv, "user", [result])
+        totals = {k: store.pressure(conv, keep_tool_results=k).total for k in range(5)}
+        assert totals[0] > totals[1] > totals[2] > totals[3] < totals[4]
+        keep, fitted = store.fit_tool_results(conv, totals[3])
+        assert keep == 3
+        assert fitted == store.pressure(conv, keep_tool_results=3)
