@@ -177,23 +177,25 @@ def test_a_store_made_before_the_transaction_column_is_upgraded(
 
 WRITERS = 8
 CONVERSATIONS_PER_WRITER = 5
-MESSAGES_PER_CONVERSATION = 6
+MESSAGES_PER_CONVERSATION = 8
 BLOCKS_PER_MESSAGE = 3
 
 
 def _write(url: str, name: str) -> None:
-    """One writer process: several conversations, their messages appended in turn."""
+    """One writer process: several conversations, their messages streamed block by block in
+    turn (every block its own transaction, so many commits race the follower)."""
     with open_store(url) as store:
         conversations = [
             store.new_conversation(title=f"{name}-{c}") for c in range(CONVERSATIONS_PER_WRITER)
         ]
         for m in range(MESSAGES_PER_CONVERSATION):
             for c, conversation in enumerate(conversations):
-                blocks = [
-                    {"type": "text", "text": f"{name} {c} {m} {b}"}
-                    for b in range(BLOCKS_PER_MESSAGE)
-                ]
-                store.append_message(conversation, "user", blocks)
+                message = store.start_message(conversation, "user")
+                for b in range(BLOCKS_PER_MESSAGE):
+                    store.append_block(
+                        conversation, message, {"type": "text", "text": f"{name} {c} {m} {b}"}
+                    )
+                store.end_message(conversation, message)
 
 
 @pytest.mark.slow
