@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.common import Context, alternate, log, median, pc
+from bench.common import STATE_JSON_CODE, Context, alternate, log, median, pc
 from bench.report import Row, verdict
 from bench.workload import EVENTS_PER_MESSAGE
 
@@ -22,8 +22,10 @@ FULL = (1_000, 9)  # messages, repeats
 QUICK = (1_000, 3)
 
 RAW_CODE = (
-    "import sqlite3, json, sys; c = sqlite3.connect(sys.argv[1]); "
-    "rows = [json.loads(s) for (s,) in c.execute('SELECT state FROM stored_events "
+    "import sqlite3, json, sys, zlib\n"  # noqa: S608 - a fixed query, no input
+    + STATE_JSON_CODE
+    + "c = sqlite3.connect(sys.argv[1]); "
+    "rows = [json.loads(state_json(s)) for (s,) in c.execute('SELECT state FROM stored_events "
     "WHERE originator_id = ? ORDER BY originator_version', (sys.argv[2],))]; "
     "print(len(rows))"
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import inspect
 import json
 import os
 import platform
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,10 +117,26 @@ def raw_sqlite_inserter(path: Path) -> tuple[sqlite3.Connection, Callable[[Store
     return conn, insert
 
 
+def state_json(state: bytes) -> bytes:
+    """A stored state's JSON as a plain reader parses it, without convstore or pydantic: the
+    state itself in the earlier full-JSON form, else a compact state's body after its binary
+    header (inflated when compressed; see ``convstore.infrastructure.mapper``)."""
+    if state[:1] == b"{":
+        return state
+    kind = state[1]
+    at = 18 + (8 if kind & 0x20 else 4) + (8 if kind & 0x40 else 0) + (16 if kind & 0x80 else 0)
+    body = state[at:] if state[0] == 1 else zlib.decompress(state[at:])
+    return b"{" + body[1:] if body[:1] == b"," else b"{}"
+
+
+STATE_JSON_CODE = inspect.getsource(state_json)
+""":func:`state_json`'s source, for the baselines run as ``python -c`` (with ``zlib``)."""
+
+
 def raw_read(conn: sqlite3.Connection, conv_hex: str) -> list[Any]:
     """The baseline of a replay: a conversation's stored states, each parsed."""
     return [
-        json.loads(state)
+        json.loads(state_json(state))
         for (state,) in conn.execute(
             "SELECT state FROM stored_events WHERE originator_id = ? ORDER BY originator_version",
             (conv_hex,),

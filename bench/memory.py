@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.common import Context, log, median, run_python
+from bench.common import STATE_JSON_CODE, Context, log, median, run_python
 from bench.report import Row
 
 FULL = (10_000, 3)  # messages, repeats
@@ -39,15 +39,16 @@ print(json.dumps({'peak': peak, 'rss': after, 'rss_growth': after - before,
 )
 
 RAW_CODE = (
-    "import sys, json, sqlite3, tracemalloc\n"  # noqa: S608 - a fixed query, no input
+    "import sys, json, sqlite3, tracemalloc, zlib\n"  # noqa: S608 - a fixed query, no input
     + _HWM
+    + STATE_JSON_CODE
     + """
 c = sqlite3.connect(sys.argv[1])
 q = 'SELECT state FROM stored_events WHERE originator_id = ? ORDER BY originator_version'
 trace = sys.argv[3] == '1'
 before = hwm()
 if trace: tracemalloc.start()
-rows = [json.loads(s) for (s,) in c.execute(q, (sys.argv[2],))]
+rows = [json.loads(state_json(s)) for (s,) in c.execute(q, (sys.argv[2],))]
 peak = tracemalloc.get_traced_memory()[1] if trace else 0
 after = hwm()
 print(json.dumps({'peak': peak, 'rss': after, 'rss_growth': after - before, 'n': len(rows)}))

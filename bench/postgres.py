@@ -12,7 +12,16 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from bench.common import Context, PgContext, StoredRow, log, median, paired_stream, paired_times
+from bench.common import (
+    Context,
+    PgContext,
+    StoredRow,
+    log,
+    median,
+    paired_stream,
+    paired_times,
+    state_json,
+)
 from bench.report import Row
 from bench.workload import EVENTS_PER_MESSAGE, stream_conversation
 from convstore import Store, open_store
@@ -137,7 +146,7 @@ def _replay(
     select = _select_conversation(pg)
 
     def raw_pg_read() -> int:
-        return len([json.loads(s) for _, _, s in raw.execute(select, (conv,))])
+        return len([json.loads(state_json(bytes(s))) for _, _, s in raw.execute(select, (conv,))])
 
     store.replay(conv)
     raw_pg_read()

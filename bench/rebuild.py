@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from bench.common import Context, alternate, log, median, pc
+from bench.common import Context, alternate, log, median, pc, state_json
 from bench.report import Row, verdict
 from bench.workload import EVENTS_PER_MESSAGE
 from convstore import open_store
@@ -34,7 +34,7 @@ def run(ctx: Context) -> None:
             "SELECT rowid, originator_id, originator_version, topic, state "
             "FROM stored_events ORDER BY rowid"
         ).fetchall()
-        decoded = [json.loads(row[4]) for row in rows]
+        decoded = [json.loads(state_json(row[4])) for row in rows]
         return len(decoded)
 
     c_r: list[float] = []

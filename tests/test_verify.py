@@ -27,6 +27,7 @@ from convstore.cli import cli
 from convstore.demo import record_demo
 from convstore.errors import StoreError
 from convstore.infrastructure.chain import genesis, link
+from convstore.infrastructure.mapper import event_json
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -168,7 +169,7 @@ def _version_column(s: Stored) -> str:
 def _block_for_unknown_message(s: Stored) -> str:
     rows = rows_of(s.db, s.other)
     _, _, topic, state = next(r for r in rows if r[2] == "convstore:block_appended")
-    event = json.loads(state)
+    event = json.loads(event_json(state))
     stranger = str(uuid4())
     event.update(originator_version=len(rows) + 1, message_id=stranger, index=0)
     tamper(
@@ -308,7 +309,7 @@ def test_verify_writes_nothing_to_a_sqlite_file_that_is_not_a_store(tmp_path: Pa
 def _state_of(db: Path, rowid: int) -> dict[str, Any]:
     with closing(sqlite3.connect(db)) as connection:
         [(state,)] = connection.execute("SELECT state FROM stored_events WHERE rowid = ?", [rowid])
-    parsed: dict[str, Any] = json.loads(state)
+    parsed: dict[str, Any] = json.loads(event_json(state))
     return parsed
 
 
@@ -338,7 +339,7 @@ def _block_rows(s: Stored, kind: str) -> list[tuple[int, int, dict[str, Any]]]:
     """(rowid, version, event) of the demo's block events holding a block of ``kind``."""
     found = []
     for rowid, version, topic, state in rows_of(s.db, s.demo):
-        event = json.loads(state)
+        event = json.loads(event_json(state))
         if topic == "convstore:block_appended" and event["block"]["type"] == kind:
             found.append((rowid, version, event))
     return found
@@ -395,9 +396,9 @@ def test_a_tool_use_in_a_user_message_is_reported_where_it_is(
     even when the tamperer recomputed the hash chain."""
     text_rows = _block_rows(stored, "text")
     user_starts = {
-        json.loads(state)["message_id"]
+        json.loads(event_json(state))["message_id"]
         for _, _, topic, state in rows_of(stored.db, stored.demo)
-        if topic == "convstore:message_started" and json.loads(state)["role"] == "user"
+        if topic == "convstore:message_started" and json.loads(event_json(state))["role"] == "user"
     }
     rowid, version, event = next(r for r in text_rows if r[2]["message_id"] in user_starts)
     event["block"] = {"type": "tool_use", "id": "sneaky", "name": "rm", "input": {}}

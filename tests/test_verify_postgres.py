@@ -18,6 +18,7 @@ from convstore import open_store
 from convstore.cli import cli
 from convstore.demo import record_demo
 from convstore.errors import StoreError
+from convstore.infrastructure.mapper import event_json
 
 psycopg = pytest.importorskip("psycopg")
 sql = psycopg.sql
@@ -62,7 +63,7 @@ def test_a_changed_text_is_found_on_postgres(recorded: tuple[str, UUID]) -> None
         "ORDER BY originator_version LIMIT 1",
         [conversation, "%" + b'"type":"text"'.hex() + "%"],
     )
-    event = json.loads(bytes(state))
+    event = json.loads(event_json(bytes(state)))
     event["block"]["text"] += "!"
     run(
         url,

@@ -279,13 +279,18 @@ def test_open_store_refuses_wrongly_typed_arguments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """open_store itself: a location that is neither text nor a path, a create flag that is not
-    a bool, limits that are not Limits, and bytes are InvalidInput; nothing is created."""
+    a bool, limits that are not Limits, a cache budget that is not a whole number of bytes, and
+    bytes are InvalidInput; nothing is created."""
     monkeypatch.chdir(tmp_path)
     for kwargs in (
         {"location": 5},
         {"location": b"x.db"},
         {"location": tmp_path / "a.db", "create": "no"},
         {"location": tmp_path / "a.db", "limits": {"max_block_bytes": 1}},
+        {"location": tmp_path / "a.db", "replay_cache_bytes": "64 MiB"},
+        {"location": tmp_path / "a.db", "replay_cache_bytes": -1},
+        {"location": tmp_path / "a.db", "replay_cache_bytes": True},
+        {"location": tmp_path / "a.db", "replay_model": "no"},
         {"location": str(tmp_path / "a\x00.db")},
         {"location": str(tmp_path / "\ud800.db")},
     ):

@@ -45,6 +45,7 @@ from convstore.infrastructure.chain import Head
 from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.postgres import is_postgres_url
 from convstore.infrastructure.records import Recorded
+from convstore.infrastructure.replay_tables import DEFAULT_CACHE_BYTES
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.pressure import Pressure
 from convstore.projections.replay import JSONDict, ReplayOptions, Shape
@@ -78,6 +79,8 @@ async def open_async_store(
     limits: Limits | None = None,
     readers: int = READER_THREADS,
     writers: int | None = None,
+    replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
+    replay_model: bool = True,
 ) -> AsyncStore:
     """Open the store at ``location`` (as :func:`convstore.open_store` does) for asyncio.
 
@@ -85,7 +88,16 @@ async def open_async_store(
     awaiting task is cancelled meanwhile, the store is closed as soon as it has opened.
     """
     opening = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="convstore-open")
-    future = opening.submit(_open, location, create, limits, readers, writers)
+    future = opening.submit(
+        _open,
+        location,
+        create,
+        limits,
+        readers,
+        writers,
+        replay_cache_bytes=replay_cache_bytes,
+        replay_model=replay_model,
+    )
     opening.shutdown(wait=False)
     try:
         return await asyncio.wrap_future(future)
@@ -100,9 +112,18 @@ def _open(
     limits: Limits | None,
     readers: int,
     writers: int | None,
+    *,
+    replay_cache_bytes: int,
+    replay_model: bool,
 ) -> AsyncStore:
     """Open the store and start its threads, on the opening thread."""
-    store = open_store(location, create=create, limits=limits)
+    store = open_store(
+        location,
+        create=create,
+        limits=limits,
+        replay_cache_bytes=replay_cache_bytes,
+        replay_model=replay_model,
+    )
     try:
         return AsyncStore(store, readers=readers, writers=writers)
     except BaseException:
@@ -369,7 +390,7 @@ class AsyncStore:
         )
 
     async def raw_events(self, conversation: UUID | str) -> list[bytes]:
-        """Every recorded event of a conversation as the JSON it was stored as (a list)."""
+        """Every recorded event of a conversation as its full JSON (a list)."""
         return await self._read(lambda: list(self.store.raw_events(conversation)))
 
     async def messages(self, conversation: UUID | str) -> list[RecordedMessage]:

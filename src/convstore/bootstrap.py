@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 from convstore.domain.limits import Limits
+from convstore.domain.parsing import parse_count
 from convstore.errors import ConvstoreError, InvalidInput, NoStore, StoreError
 from convstore.extras import missing_extra
 from convstore.infrastructure.application import EventLog
@@ -19,6 +21,7 @@ from convstore.infrastructure.postgres import (
     url_scheme,
 )
 from convstore.infrastructure.records import failure_detail
+from convstore.infrastructure.replay_tables import DEFAULT_CACHE_BYTES
 from convstore.infrastructure.sqlite import (
     default_path,
     lock_timeout_seconds,
@@ -33,6 +36,15 @@ from convstore.infrastructure.sqlite_files import (
 from convstore.store import Store
 
 ENV_VAR = "CONVSTORE_DB"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySettings:
+    """How a store keeps replay's read model: the in-process cache's budget, and whether the
+    model is kept beside the log at all."""
+
+    cache_bytes: int
+    model: bool = True
 
 
 def resolve_location(location: str | os.PathLike[str] | None) -> str:
@@ -54,6 +66,8 @@ def open_store(
     *,
     create: bool = True,
     limits: Limits | None = None,
+    replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
+    replay_model: bool = True,
 ) -> Store:
     """Open the store at ``location``: a SQLite file path or a ``postgresql://`` URL.
 
@@ -61,6 +75,12 @@ def open_store(
     if missing). With ``create=False`` a missing SQLite file raises :class:`NoStore` instead of
     being created, so reading never leaves a file behind. Any other ``scheme://`` location,
     and SQLite's own ``file:`` URIs, are refused: a store is one file, named by its path.
+
+    ``replay_cache_bytes`` bounds the memory replay keeps between calls (about that many bytes
+    of per-message plans, least recently replayed dropped first; 0 keeps none). With
+    ``replay_model=False`` this store neither reads nor writes the replay read model beside the
+    log (it costs disk: about one more copy of the text); replay then folds the log, cached in
+    memory all the same.
     """
     resolved = resolve_location(location)
     if not isinstance(create, bool):
@@ -70,10 +90,15 @@ def open_store(
         msg = f"limits must be a convstore.Limits, not {type(limits).__name__}"
         raise InvalidInput(msg)
     limits = limits or Limits.from_env()
+    cache = parse_count(replay_cache_bytes, "replay_cache_bytes")
+    if not isinstance(replay_model, bool):
+        msg = f"replay_model must be True or False, not {replay_model!r}"
+        raise InvalidInput(msg)
+    replay = ReplaySettings(cache, model=replay_model)
     scheme = url_scheme(resolved)
     if scheme is not None:
         if is_postgres_url(resolved):
-            return _open_postgres(resolved, limits)
+            return _open_postgres(resolved, limits, replay)
         msg = (
             f"unknown store URL scheme {scheme!r} in {redact(resolved)}: use a SQLite file path"
             " or a postgresql:// URL"
@@ -81,10 +106,12 @@ def open_store(
         raise InvalidInput(msg)
     refuse_mangled_url(resolved)
     refuse_sqlite_uri(resolved)
-    return _open_sqlite(Path(resolved), limits, create=create, make_directory=not location)
+    return _open_sqlite(Path(resolved), limits, replay, create=create, make_directory=not location)
 
 
-def _open_sqlite(given: Path, limits: Limits, *, create: bool, make_directory: bool) -> Store:
+def _open_sqlite(
+    given: Path, limits: Limits, replay: ReplaySettings, *, create: bool, make_directory: bool
+) -> Store:
     # The file itself: a symbolic link (even a dangling one) is followed to where it points,
     # and that one file is what is checked, created, opened and shown.
     path = Path(os.path.realpath(given))
@@ -114,7 +141,7 @@ def _open_sqlite(given: Path, limits: Limits, *, create: bool, make_directory: b
         except (OSError, sqlite3.Error) as exc:
             msg = f"cannot open the store at {given}: {exc}"
             raise StoreError(" ".join(msg.split())) from None
-    return _open(sqlite_env(path), str(path), secret="", limits=limits)
+    return _open(sqlite_env(path), str(path), secret="", limits=limits, replay=replay)
 
 
 def _build(temporary: Path) -> None:
@@ -127,7 +154,7 @@ def _build(temporary: Path) -> None:
     log.close()
 
 
-def _open_postgres(url: str, limits: Limits) -> Store:
+def _open_postgres(url: str, limits: Limits, replay: ReplaySettings) -> Store:
     settings = PostgresSettings.from_url(url)
     shown = redact(url)
     if importlib.util.find_spec("psycopg") is None:
@@ -135,7 +162,9 @@ def _open_postgres(url: str, limits: Limits) -> Store:
         raise InvalidInput(msg)
     try:
         with settings.setup_lock():
-            return _open(settings.env(), shown, secret=settings.password, limits=limits)
+            return _open(
+                settings.env(), shown, secret=settings.password, limits=limits, replay=replay
+            )
     except ConvstoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - any driver failure is reported as one line
@@ -143,14 +172,23 @@ def _open_postgres(url: str, limits: Limits) -> Store:
         raise StoreError(msg) from None
 
 
-def _open(env: dict[str, str], shown: str, *, secret: str, limits: Limits) -> Store:
+def _open(
+    env: dict[str, str], shown: str, *, secret: str, limits: Limits, replay: ReplaySettings
+) -> Store:
     try:
         log = EventLog(env=env)
         log.recorder.max_notification_id()  # fail here, not at first use, if it is no store
     except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
         msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"
         raise StoreError(msg) from None
-    store = Store(log, shown, secret=secret, limits=limits)
+    store = Store(
+        log,
+        shown,
+        secret=secret,
+        limits=limits,
+        replay_cache_bytes=replay.cache_bytes,
+        replay_model=replay.model,
+    )
     if log.store_recorder.listing_missing:
         try:
             store.rebuild_listing()  # a store made before the listing index, or a new one

@@ -76,6 +76,7 @@ from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
 from convstore.infrastructure.recorder import RawRecord, StoreRecorder
+from convstore.infrastructure.replay_tables import forget_postgres as forget_replays
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 TX_COLUMN = "tx"
@@ -604,6 +605,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             forget_listing(
                 lambda text, params: curs.execute(text.encode(), params, prepare=False),
                 POSTGRES,
+                conversation,
+                self._prefix,
+            )
+            forget_replays(
+                lambda text, params: curs.execute(text.encode(), params, prepare=False),
                 conversation,
                 self._prefix,
             )

@@ -49,6 +49,7 @@ from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
 from convstore.infrastructure.recorder import RawRecord, StoreRecorder
+from convstore.infrastructure.replay_tables import forget_sqlite as forget_replays
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
@@ -594,6 +595,7 @@ def _erase_rows(
     conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
     conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
     forget_listing(conn.execute, SQLITE, conversation)
+    forget_replays(conn.execute, conversation)
     cursor = conn.execute(
         f"INSERT INTO {ERASED_TABLE} (originator_id, erased_at, reason, events, high) "  # noqa: S608
         "VALUES (?, ?, ?, ?, ?)",

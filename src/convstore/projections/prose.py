@@ -20,6 +20,8 @@ from convstore.domain.blocks import (
     ToolUseBlock,
     block_images,
 )
+from convstore.projections.wording import BLOCK_SEPARATOR as BLOCK_SEPARATOR  # noqa: PLC0414
+from convstore.projections.wording import PART_SEPARATOR as PART_SEPARATOR  # noqa: PLC0414
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +42,6 @@ class Image:
 
 Segment: TypeAlias = Text | Image
 
-BLOCK_SEPARATOR = "\n\n"
-"""Joins the prose of adjacent blocks within one wire message."""
-
-PART_SEPARATOR = "\n"
-"""Joins the text parts inside one tool result."""
 
 REDACTED_REASONING = "[encrypted by the provider: its content cannot be shown]"
 """The prose of reasoning the provider returned only in encrypted form (a redacted thinking

@@ -32,6 +32,12 @@ from convstore.projections.prose import (
     block_segments,
     merge_text,
 )
+from convstore.projections.wording import BLANK_MESSAGE as BLANK_MESSAGE  # noqa: PLC0414 - re-exported
+from convstore.projections.wording import CANNOT_SEE as CANNOT_SEE  # noqa: PLC0414 - re-exported
+from convstore.projections.wording import NO_RESULT as NO_RESULT  # noqa: PLC0414 - re-exported
+from convstore.projections.wording import NOTHING_RECORDED as NOTHING_RECORDED  # noqa: PLC0414 - re-exported
+from convstore.projections.wording import SUMMARY_HEAD as SUMMARY_HEAD  # noqa: PLC0414 - re-exported
+from convstore.projections.wording import interruption_marker as interruption_marker  # noqa: PLC0414 - re-exported
 
 Shape: TypeAlias = Literal["openai", "anthropic"]
 SHAPES: tuple[Shape, ...] = ("openai", "anthropic")
@@ -41,21 +47,6 @@ JSONDict: TypeAlias = dict[str, Any]
 PartKind: TypeAlias = Literal[
     "text", "tool_use", "tool_result", "reasoning", "image", "summary", "marker"
 ]
-
-NOTHING_RECORDED = "[Nothing was recorded for this message.]"
-BLANK_MESSAGE = "[This message's recorded text was blank.]"
-SUMMARY_HEAD = "[Summary of the earlier conversation, which it replaces]: "
-NO_RESULT = "[No result was recorded for this call.]"
-"""Follows a tool call whose result never landed, once the history has moved past it: a
-model told so can say it does not know the outcome; one handed silence may assume one."""
-
-CANNOT_SEE = "this model cannot see images"
-"""Why images are not shown to a model that cannot see (completes the marker's sentence)."""
-
-
-def interruption_marker(reason: str | None) -> str:
-    """The line that closes a message that was interrupted."""
-    return f"[Interrupted: {reason}]" if reason else "[Interrupted]"
 
 
 @dataclass(frozen=True, slots=True)

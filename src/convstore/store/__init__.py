@@ -27,6 +27,7 @@ from convstore.convert.history import History
 from convstore.domain.blocks import Block, TextBlock
 from convstore.domain.conversation import Conversation, EntryMessage
 from convstore.domain.events import EntriesRecorded, Event, MessageMeta, Role, utcnow
+from convstore.domain.limits import Limits
 from convstore.domain.metadata import parse_label_keys, parse_labels, parse_meta
 from convstore.domain.parsing import (
     describe_value,
@@ -41,7 +42,13 @@ from convstore.domain.parsing import (
 )
 from convstore.errors import InvalidBlock, InvalidInput, MessageNotFound, StoreError
 from convstore.importing import ImportReport, import_histories
+from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.erasure import Erasure
+from convstore.infrastructure.replay_tables import (
+    DEFAULT_CACHE_BYTES,
+    ReplayReader,
+    replay_tables_for,
+)
 from convstore.projections.messages import collect_history
 from convstore.store.listing import ConversationInfo, Listing, Page
 from convstore.store.replaying import Replayer
@@ -58,10 +65,28 @@ WAL_TRUNCATE_ATTEMPTS = 50
 class Store(Writer, LogScanner, Replayer, Listing):
     """Conversations recorded as an event log. Build one with :func:`convstore.open_store`."""
 
+    def __init__(
+        self,
+        log: EventLog,
+        location: str,
+        *,
+        secret: str = "",
+        limits: Limits | None = None,
+        replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        replay_model: bool = True,
+    ) -> None:
+        super().__init__(log, location, secret=secret, limits=limits)
+        # A store whose events are encrypted keeps no replay model beside them: it would hold
+        # their prose in the clear. Replay then folds the log (and still caches in memory).
+        keep = replay_model and log.mapper.cipher is None
+        tables = replay_tables_for(log.recorder) if keep else None
+        self._replays = ReplayReader(tables, self._stream, cache_bytes=replay_cache_bytes)
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Release the backend's connections."""
+        self._replays.close()
         self._log.close()
 
     def __enter__(self) -> Store:
@@ -339,6 +364,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
         with self._lock(conversation_id):
             seq, _ = self._guarded(lambda: recorder.erase(conversation_id, reason, at.isoformat()))
             self._forget(conversation_id)
+            self._replays.forget(conversation_id)
         for _ in range(WAL_TRUNCATE_ATTEMPTS):
             if self._guarded(recorder.truncate_wal):
                 break

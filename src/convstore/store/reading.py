@@ -99,7 +99,7 @@ class LogReader:
         return found[::-1]
 
     def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
-        """Every recorded event of a conversation as the JSON it was stored as."""
+        """Every recorded event of a conversation as its full JSON, whatever its stored form."""
         conversation_id = parse_id(conversation, "conversation")
         states = self._guarded(lambda: self._log.store_recorder.select_states(conversation_id))
         if not states:

@@ -7,11 +7,14 @@ of the store reads the events and checks the caller's options.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from uuid import UUID
 
+from convstore.domain.blocks import ImageBlock, ToolResultBlock
+from convstore.domain.events import BlockAppended
 from convstore.domain.parsing import parse_count, parse_id
 from convstore.errors import ConversationNotFound, InvalidInput
-from convstore.infrastructure.gc_pause import paused_gc
+from convstore.infrastructure.replay_tables import ReplayReader
 from convstore.projections.live import live_request
 from convstore.projections.pressure import Pressure, fit_keep, measure
 from convstore.projections.replay import (
@@ -20,7 +23,6 @@ from convstore.projections.replay import (
     Shape,
     fold,
     plan,
-    render,
     replay_options,
 )
 from convstore.store.reading import LogReader
@@ -32,7 +34,13 @@ class Replayer(LogReader):
     Each method takes one :class:`~convstore.ReplayOptions` as ``options``; the keywords
     ``shape``, ``vision``, ``full`` and ``keep_tool_results`` are a shorthand that replaces
     the matching field of ``options`` when given (``None`` leaves it as it is).
+
+    :meth:`replay` answers from the replay read model
+    (:mod:`convstore.infrastructure.replay_tables`), caught up with the log on every call.
     """
+
+    _replays: ReplayReader
+    """The replay model's reader (set by the store, which knows its budget)."""
 
     def replay(
         self,
@@ -53,12 +61,28 @@ class Replayer(LogReader):
             options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
         )
         conversation_id = parse_id(conversation, "conversation")
-        with paused_gc():
-            planned = plan(self._stream(conversation_id), checked)
-            if not planned and not self._exists(conversation_id):
-                msg = f"conversation {conversation_id} not found"
-                raise ConversationNotFound(msg)
-            return render(planned, checked.shape)
+        found = self._guarded(
+            lambda: self._replays.replay(
+                conversation_id, checked, checked.shape, partial(self._image, conversation_id)
+            )
+        )
+        if found is None:
+            msg = f"conversation {conversation_id} not found"
+            raise ConversationNotFound(msg)
+        return found
+
+    def _image(self, conversation_id: UUID, version: int, index: int | None) -> ImageBlock:
+        """The image recorded at ``version`` (``index`` into a tool result's content), read
+        back for a vision replay from the model, which keeps no image data."""
+        event = next(self._stream(conversation_id, version - 1))
+        assert isinstance(event, BlockAppended)
+        block = event.block
+        if index is not None:
+            assert isinstance(block, ToolResultBlock)
+            assert not isinstance(block.content, str)
+            block = block.content[index]
+        assert isinstance(block, ImageBlock)
+        return block
 
     def live_request(
         self,

@@ -1,0 +1,164 @@
+"""Replay as a read model: the fold of events into per-message plans.
+
+:func:`convstore.projections.replay.plan` folds the whole log on every call. The read model
+keeps what does not depend on the caller's options (see
+:mod:`convstore.projections.replay_plans` for what is kept and how it renders); this module
+folds events into it, one at a time, so a state at version ``V`` plus the events after ``V``
+equals a state folded from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, assert_never
+
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.events import (
+    BlockAppended,
+    Compacted,
+    ConversationRenamed,
+    ConversationStarted,
+    EntriesDeleted,
+    EntriesRecorded,
+    Event,
+    LabelsRemoved,
+    LabelsSet,
+    MessageEnded,
+    MessageInterrupted,
+    MessageMetaRecorded,
+    MessageStarted,
+    RewindUndone,
+    Rewound,
+    Role,
+)
+from convstore.projections.prose import (
+    cleared_marker,
+    image_marker,
+    reasoning_text,
+    tool_input_json,
+)
+from convstore.projections.replay_plans import ImageLoader as ImageLoader  # noqa: PLC0414
+from convstore.projections.replay_plans import MessagePlan as MessagePlan  # noqa: PLC0414
+from convstore.projections.replay_plans import PartData as PartData  # noqa: PLC0414
+from convstore.projections.replay_plans import ReplayState as ReplayState  # noqa: PLC0414
+from convstore.projections.replay_plans import render as render  # noqa: PLC0414
+from convstore.projections.wording import CANNOT_SEE
+
+
+def _hidden_because(role: Role, vision: bool) -> str | None:
+    """Why images in a message of ``role`` are not sent natively (as replay says it)."""
+    if not vision:
+        return CANNOT_SEE
+    if role == "user":
+        return None
+    return f"{role} messages cannot carry images"
+
+
+def _image_ref(image: ImageBlock, version: int, index: int | None, role: Role) -> list[Any]:
+    seen = _hidden_because(role, vision=True)
+    return [
+        version,
+        index,
+        image.media_type,
+        image.url,
+        image_marker(image, CANNOT_SEE),
+        None if seen is None else image_marker(image, seen),
+    ]
+
+
+def block_part(block: Block, tool_name: str | None, version: int, role: Role) -> PartData:
+    """The part a block recorded at ``version`` in a message of ``role`` becomes."""
+    match block:
+        case TextBlock():
+            return ["x", block.text]
+        case ReasoningBlock():
+            return ["g", f"[Reasoning]: {reasoning_text(block)}"]
+        case ToolUseBlock():
+            return ["u", f"Tool use: {block.name}({tool_input_json(block)})", block.id]
+        case ToolResultBlock():
+            label = "Error" if block.is_error else "Result"
+            head = f"{label} ({tool_name or block.name or 'unknown'}): "
+            content: str | list[Any]
+            if isinstance(block.content, str):
+                content = block.content
+            else:
+                content = [
+                    part.text
+                    if isinstance(part, TextBlock)
+                    else _image_ref(part, version, index, role)
+                    for index, part in enumerate(block.content)
+                ]
+            return ["r", head, cleared_marker(block), content, block.tool_use_id]
+        case ImageBlock():
+            return ["i", _image_ref(block, version, None, role)]
+        case _:
+            assert_never(block)
+
+
+def fold(state: ReplayState, events: Iterable[Event]) -> None:
+    """Fold events into ``state``; they must follow on from its version without a gap."""
+    for event in events:
+        if event.originator_version != state.version + 1:
+            msg = (
+                f"replay model at version {state.version} was given the event at version "
+                f"{event.originator_version}"
+            )
+            raise ValueError(msg)
+        _apply(state, event)
+        state.version = event.originator_version
+
+
+def _message(state: ReplayState, message_id: str) -> MessagePlan:
+    position = state.positions[message_id]
+    state.dirty.add(position)
+    return state.messages[position]
+
+
+def _apply(state: ReplayState, event: Event) -> None:
+    match event:
+        case MessageStarted():
+            key = event.message_id.hex
+            state.positions[key] = len(state.messages)
+            state.dirty.add(len(state.messages))
+            message = MessagePlan(key, event.role)
+            state.messages.append(message)
+            state.size += message.size
+        case BlockAppended():
+            message = _message(state, event.message_id.hex)
+            before = message.size
+            message.add(
+                block_part(event.block, event.tool_name, event.originator_version, message.role)
+            )
+            state.size += message.size - before
+        case MessageEnded():
+            _message(state, event.message_id.hex).close("ended")
+        case MessageInterrupted():
+            _message(state, event.message_id.hex).close("interrupted", event.reason)
+        case Compacted():
+            through = state.positions.get(event.through.hex, -1)
+            state.compactions.append((through, event.summary))
+            state.size += 2 * len(event.summary) + 64
+        case Rewound():
+            count = len(state.messages)
+            to = event.to
+            if to is None:
+                start = 0
+            else:
+                found = state.positions.get(to.hex)
+                start = count if found is None else found + 1
+            state.rewinds[event.originator_version] = (start, count)
+        case RewindUndone():
+            state.rewinds.pop(event.rewind, None)
+        case ConversationStarted() | EntriesRecorded() | EntriesDeleted():
+            pass
+        case ConversationRenamed() | LabelsSet() | LabelsRemoved() | MessageMetaRecorded():
+            pass  # never part of replay
+        case _:
+            assert_never(event)

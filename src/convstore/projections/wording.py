@@ -1,0 +1,26 @@
+"""The fixed words replay adds around recorded prose, with no imports of their own, so a reader
+that renders stored replay plans (the command line's quick path) can use them without loading
+the domain's models."""
+
+from __future__ import annotations
+
+BLOCK_SEPARATOR = "\n\n"
+"""Joins the prose of adjacent blocks within one wire message."""
+
+PART_SEPARATOR = "\n"
+"""Joins the text parts inside one tool result."""
+
+NOTHING_RECORDED = "[Nothing was recorded for this message.]"
+BLANK_MESSAGE = "[This message's recorded text was blank.]"
+SUMMARY_HEAD = "[Summary of the earlier conversation, which it replaces]: "
+NO_RESULT = "[No result was recorded for this call.]"
+"""Follows a tool call whose result never landed, once the history has moved past it: a
+model told so can say it does not know the outcome; one handed silence may assume one."""
+
+CANNOT_SEE = "this model cannot see images"
+"""Why images are not shown to a model that cannot see (completes the marker's sentence)."""
+
+
+def interruption_marker(reason: str | None) -> str:
+    """The line that closes a message that was interrupted."""
+    return f"[Interrupted: {reason}]" if reason else "[Interrupted]"

@@ -1,0 +1,171 @@
+"""``convstore --db PATH replay CONV`` answered from the stored replay model, before the command
+line (click, pydantic, eventsourcing) is imported.
+
+A new process replaying a conversation spends most of its time importing: the domain's pydantic
+models are built before any row is read. When the stored replay model already holds the whole
+conversation, nothing needs them: this reads the model's rows through a read-only connection
+and renders them (:mod:`convstore.projections.replay_plans` imports no model at run time).
+
+It answers only when every condition holds; otherwise it returns ``False`` and the full command
+line runs, with its own checks and messages:
+
+- the arguments are exactly ``--db PATH replay CONV``, with ``--shape openai|anthropic`` and
+  ``--compact`` as the only options (``--vision``, ``--full``, ``--keep-tool-results``,
+  ``--live`` and ``--fit-tokens`` take the full path), and CONV is a whole conversation id;
+- no ``CONVSTORE_`` variable other than ``CONVSTORE_DB`` is set (they can change how a store
+  opens or is read);
+- PATH is a SQLite file holding a convstore store of this version's format;
+- the conversation's stored model is at the newest version its log holds (read in one read
+  transaction), so it is exactly what a fold of the log gives.
+
+It writes nothing, so it never creates a store or a model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import sys
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from convstore.infrastructure.replay_tables import HEADS, MESSAGES
+from convstore.projections.replay_plans import ReplayState, render
+
+if TYPE_CHECKING:
+    from convstore.projections.replay import Shape
+
+MARKER_TABLE = "convstore_store"
+"""The store's marker table (``convstore.infrastructure.application.MARKER_TABLE``)."""
+STORE_FORMAT = "1"
+EVENTS_TABLE = "stored_events"
+"""The SQLite events table eventsourcing makes."""
+
+_WHOLE_ID = re.compile(
+    r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    vision: bool = False
+    full: bool = False
+    keep_tool_results: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A replay the quick path can answer."""
+
+    path: str
+    conversation: UUID
+    shape: str = "openai"
+    compact: bool = False
+
+
+def parse(argv: list[str]) -> Request | None:
+    """The request in ``argv`` (after the program name), or ``None`` when it is not one the
+    quick path answers."""
+    args = list(argv)
+    if len(args) >= 2 and args[0] == "--db":
+        path = args[1]
+        rest = args[2:]
+    elif args and args[0].startswith("--db="):
+        path = args[0].removeprefix("--db=")
+        rest = args[1:]
+    else:
+        return None
+    if len(rest) < 2 or rest[0] != "replay":
+        return None
+    conversation, options = rest[1], rest[2:]
+    if not _WHOLE_ID.fullmatch(conversation):
+        return None
+    shape, compact = "openai", False
+    while options:
+        option = options.pop(0)
+        if option == "--compact":
+            compact = True
+        elif option == "--shape" and options:
+            shape = options.pop(0)
+        elif option.startswith("--shape="):
+            shape = option.removeprefix("--shape=")
+        else:
+            return None
+        if shape not in {"openai", "anthropic"}:
+            return None
+    if not path or "://" in path or path.startswith("file:") or path == ":memory:":
+        return None
+    return Request(path, UUID(conversation), shape, compact)
+
+
+def read_state(path: str, conversation: UUID) -> ReplayState | None:
+    """The conversation's stored model when it is at its log's newest version, else ``None``."""
+    target = Path(os.path.realpath(path))
+    if not target.is_file():
+        return None
+    uri = f"{target.as_uri()}?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            conn.execute("BEGIN")
+            found = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?, ?)",
+                (MARKER_TABLE, HEADS, MESSAGES, EVENTS_TABLE),
+            ).fetchall()
+            if len(found) != 4:
+                return None
+            marker = conn.execute(
+                f"SELECT value FROM {MARKER_TABLE} WHERE key = 'format'"  # noqa: S608
+            ).fetchone()
+            if marker is None or marker[0] != STORE_FORMAT:
+                return None
+            key = conversation.hex
+            head = conn.execute(
+                f"SELECT version, head FROM {HEADS} WHERE originator_id = ?",  # noqa: S608
+                (key,),
+            ).fetchone()
+            newest = conn.execute(
+                f"SELECT max(originator_version) FROM {EVENTS_TABLE} "  # noqa: S608
+                "WHERE originator_id = ?",
+                (key,),
+            ).fetchone()
+            if head is None or newest is None or head[0] != newest[0]:
+                return None
+            rows = conn.execute(
+                f"SELECT message_id, plan FROM {MESSAGES} WHERE originator_id = ? "  # noqa: S608
+                "ORDER BY position",
+                (key,),
+            ).fetchall()
+    except sqlite3.Error:
+        return None
+    try:
+        return ReplayState.decode(head[0], head[1], rows)
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def quick_replay(argv: list[str]) -> bool:
+    """Print the replay ``argv`` asks for and return ``True``, or return ``False`` having
+    printed nothing (the full command line then runs)."""
+    request = parse(argv)
+    if request is None:
+        return False
+    if any(name.startswith("CONVSTORE_") and name != "CONVSTORE_DB" for name in os.environ):
+        return False
+    state = read_state(request.path, request.conversation)
+    if state is None:
+        return False
+    shape: Shape = "anthropic" if request.shape == "anthropic" else "openai"
+    result = render(state, _Options(), shape)
+    text = json.dumps(result, ensure_ascii=False, indent=None if request.compact else 2)
+    try:
+        text.encode(sys.stdout.encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False  # the full path decides how such text is written
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    return True

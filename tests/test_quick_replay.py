@@ -1,0 +1,128 @@
+"""`convstore --db PATH replay CONV` from the stored model, before the command line loads: it
+prints exactly what the full command prints, and steps aside whenever it cannot be sure."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from convstore import open_store
+from convstore.infrastructure.application import MARKER_TABLE, STORE_FORMAT
+from convstore.infrastructure.replay_tables import HEADS, MESSAGES
+from convstore.quick_replay import EVENTS_TABLE, quick_replay
+from convstore.quick_replay import MARKER_TABLE as QUICK_MARKER
+from convstore.quick_replay import STORE_FORMAT as QUICK_FORMAT
+from tests.strategies import IMAGE_BLOCKS
+
+SCRIPT = Path(sys.executable).with_name("convstore")
+
+
+def cli(*args: str, quick: bool = True) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVSTORE_")}
+    if not quick:
+        env["CONVSTORE_DEBUG"] = "0"  # any CONVSTORE_ variable sends it the full way
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, env=env, check=False)
+
+
+def busy_conversation(path: Path) -> UUID:
+    """Every kind of block, an unanswered call, an interruption, a compaction and a rewind."""
+    with open_store(path) as store:
+        conv = store.new_conversation(title="quick")
+        store.append_message(conv, "system", [{"type": "text", "text": "Be terse."}])
+        blank: dict[str, Any] = {"type": "text", "text": "  "}
+        store.append_message(conv, "user", [blank, IMAGE_BLOCKS[0]])
+        calls: list[dict[str, Any]] = [
+            {"type": "reasoning", "text": "look"},
+            {"type": "tool_use", "id": "a", "name": "ls", "input": {"p": "."}},
+            {"type": "tool_use", "id": "b", "name": "cat", "input": {"p": "x"}},
+        ]
+        first = store.append_message(conv, "assistant", calls)
+        store.append_message(
+            conv, "user", [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]
+        )
+        stopped = store.start_message(conv, "assistant")
+        store.append_block(conv, stopped, {"type": "text", "text": "Let me ch"})
+        store.interrupt_message(conv, stopped, reason="user pressed stop")
+        store.compact(conv, "Earlier: a listing.", through=first)
+        extra = store.append_message(conv, "user", [{"type": "text", "text": "again"}])
+        store.rewind(conv, to=extra)
+        store.append_message(conv, "assistant", [{"type": "text", "text": "done\n"}])
+        store.start_message(conv, "assistant")  # left open, empty
+    return conv
+
+
+@pytest.mark.parametrize("options", [[], ["--shape", "anthropic"], ["--compact"]])
+def test_the_quick_path_prints_what_the_full_command_prints(
+    tmp_path: Path, options: list[str]
+) -> None:
+    db = tmp_path / "s.db"
+    conv = busy_conversation(db)
+    full = cli("--db", str(db), "replay", str(conv), *options, quick=False)
+    assert full.returncode == 0, full.stderr
+    argv = ["--db", str(db), "replay", str(conv), *options]
+    assert quick_replay(argv) is True  # the full command stored the model
+    quick = cli(*argv)
+    assert (quick.returncode, quick.stdout, quick.stderr) == (0, full.stdout, b"")
+
+
+def test_it_steps_aside_when_the_model_lags_the_log_or_the_call_is_not_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "s.db"
+    conv = busy_conversation(db)
+    argv = ["--db", str(db), "replay", str(conv)]
+    assert quick_replay(argv) is False  # never replayed: no stored model yet
+    assert cli(*argv).returncode == 0  # the full path runs and stores it
+    assert quick_replay(argv) is True
+    assert capsys.readouterr().out.startswith("{")
+    with open_store(db) as store:
+        store.append_message(conv, "user", [{"type": "text", "text": "one more"}])
+    assert quick_replay(argv) is False  # an event after the model's version
+    for other in (
+        ["--db", str(db), "replay", str(conv), "--vision"],
+        ["--db", str(db), "replay", str(conv), "--full"],
+        ["--db", str(db), "replay", str(conv)[:8]],
+        ["--db", str(db), "show", str(conv)],
+        ["--db", str(tmp_path / "missing.db"), "replay", str(conv)],
+        ["replay", str(conv)],
+    ):
+        assert quick_replay(other) is False
+    assert capsys.readouterr().out == ""
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_an_erased_conversation_is_not_answered_from_what_is_left(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    conv = busy_conversation(db)
+    argv = ["--db", str(db), "replay", str(conv)]
+    assert cli(*argv).returncode == 0
+    with open_store(db) as store:
+        store.erase(conv, reason="test")
+    assert quick_replay(argv) is False
+    gone = cli(*argv)
+    assert gone.returncode == 2
+    assert b"not found" in gone.stderr
+
+
+def test_the_names_it_reads_are_the_stores_own(tmp_path: Path) -> None:
+    assert (MARKER_TABLE, str(STORE_FORMAT)) == (QUICK_MARKER, QUICK_FORMAT)
+    with open_store(tmp_path / "s.db") as s:
+        assert s._log.recorder.events_table_name == EVENTS_TABLE  # type: ignore[attr-defined]
+    assert {HEADS, MESSAGES} == {"convstore_replay_heads", "convstore_replay_messages"}
+
+
+def test_a_process_importing_only_the_quick_path_loads_no_model() -> None:
+    code = (
+        "import sys; import convstore.quick_replay; "
+        "print(sorted(m for m in ('pydantic', 'eventsourcing', 'click') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

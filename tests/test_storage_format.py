@@ -1,0 +1,351 @@
+"""Stored states: the compact form this version writes, and the full-JSON form of earlier
+versions, read side by side.
+
+The earlier form is rebuilt here the way the earlier mapper wrote it: each row's state is the
+event's ``model_dump_json()``, and each conversation's head is the chain over those bytes, as
+the earlier writer computed it in the insert's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from collections.abc import Iterator
+from contextlib import closing
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+from click.testing import CliRunner
+
+import convstore
+from convstore import Store
+from convstore.cli import cli
+from convstore.domain.blocks import TextBlock
+from convstore.domain.events import (
+    EVENT_ADAPTER,
+    EVENT_CLASSES,
+    BlockAppended,
+    ConversationStarted,
+    Event,
+    MessageStarted,
+)
+from convstore.infrastructure.chain import HEADS_TABLE, genesis, link
+from convstore.infrastructure.mapper import (
+    COMPACT,
+    COMPACT_ZLIB,
+    COMPRESS_FROM,
+    KIND_CODES,
+    UnreadableEvent,
+    compact_state,
+    decode_compact,
+    event_json,
+)
+from tests.test_transfer import fill, log_order, problems, replays
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def every_kind(store: Store) -> UUID:
+    """One conversation holding an event of every kind, with metadata, labels and entries."""
+    conv = store.new_conversation(title="kinds", source="test:kinds")
+    first = store.append_message(
+        conv, "user", [{"type": "text", "text": "hello"}], meta={"model": "m", "extra": {"a": None}}
+    )
+    store.append_message(conv, "assistant", [{"type": "text", "text": "hi " * 1200}])
+    store.rename(conv, "renamed")
+    store.rename(conv, None)
+    store.set_labels(conv, {"team": "a", "env": "prod"})
+    store.remove_labels(conv, ["env"])
+    store.compact(conv, "a summary", through=first)
+    rewind = store.rewind(conv, to=first)
+    store.undo_rewind(conv, rewind)
+    open_ = store.start_message(conv, "assistant")
+    store.interrupt_message(conv, open_, reason="stop")
+    store.record_entries(conv, [{"uuid": "e1", "type": "x", "nested": {"k": [1, None]}}])
+    store.delete_entries(conv)
+    return conv
+
+
+def stored_rows(db: Path) -> list[tuple[int, str, int, str, bytes]]:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute(
+            "SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
+            "ORDER BY rowid"
+        ).fetchall()
+
+
+def rewrite_as_before(db: Path) -> None:
+    """Turn a store into one the earlier version wrote: every state the event's full JSON (as
+    its mapper stored it), every head the chain over those bytes."""
+    rows = stored_rows(db)
+    chains: dict[str, bytes] = {}
+    versions: dict[str, int] = {}
+    with closing(sqlite3.connect(db)) as conn:
+        for rowid, originator, version, topic, state in rows:
+            event = decode_compact(state)
+            before = event.model_dump_json().encode()  # the earlier mapper's state
+            conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", [before, rowid])
+            previous = chains.get(originator, genesis(UUID(originator)))
+            chains[originator] = link(previous, version, topic.encode(), before)
+            versions[originator] = version
+        for originator, chain in chains.items():
+            updated = conn.execute(
+                f"UPDATE {HEADS_TABLE} SET chain = ?, version = ? WHERE originator_id = ?",  # noqa: S608
+                [chain, versions[originator], originator],
+            )
+            assert updated.rowcount == 1
+        conn.commit()
+    assert all(state[:1] == b"{" for *_, state in stored_rows(db))
+
+
+def tamper(db: Path, sql: str, params: list[object]) -> None:
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(sql, params)
+        conn.commit()
+
+
+def verify_problems(db: Path) -> list[str]:
+    result = CliRunner().invoke(cli, ["--db", str(db), "verify", "--json"])
+    assert result.exit_code in {0, 1}, result.output
+    return [p["problem"] for p in json.loads(result.stdout)]
+
+
+def dump_events(store: Store) -> list[bytes]:
+    """A dump's event lines (the header, which names the store and the time, left out)."""
+    return list(store.dump())[1:]
+
+
+@pytest.fixture
+def twins(tmp_path: Path) -> Iterator[tuple[Store, Store]]:
+    """The same log twice: as this version writes it, and as the earlier version wrote it."""
+    new_db, old_db = tmp_path / "new.db", tmp_path / "old.db"
+    with convstore.open_store(new_db) as store:
+        fill(store)
+        every_kind(store)
+        store._log.recorder.truncate_wal()  # type: ignore[attr-defined]
+    old_db.write_bytes(new_db.read_bytes())
+    rewrite_as_before(old_db)
+    with convstore.open_store(new_db) as new, convstore.open_store(old_db) as old:
+        yield new, old
+
+
+# -- the earlier form keeps working ----------------------------------------------------------
+
+
+def test_a_store_written_before_reads_replays_verifies_and_dumps_the_same(
+    twins: tuple[Store, Store],
+) -> None:
+    """Every reader gives the same answer for the earlier full-JSON states as for compact ones."""
+    new, old = twins
+    assert {state[0] for *_, state in stored_rows(Path(new.location))} == {COMPACT, COMPACT_ZLIB}
+    assert replays(old) == replays(new)
+    for conv in new.conversations():
+        assert old.events(conv.id) == new.events(conv.id)
+        assert old.messages(conv.id) == new.messages(conv.id)
+        assert list(old.raw_events(conv.id)) == list(new.raw_events(conv.id))
+    assert log_order(old) == log_order(new)
+    assert old.notifications(0, 10_000) == new.notifications(0, 10_000)
+    assert dump_events(old) == dump_events(new)
+    assert problems(old) == problems(new) == []
+    assert verify_problems(Path(old.location)) == []
+    assert verify_problems(Path(new.location)) == []
+
+
+def test_appending_to_a_store_written_before_mixes_both_forms(
+    twins: tuple[Store, Store], tmp_path: Path
+) -> None:
+    """New events go after the earlier ones in the compact form; the chain runs on across the
+    two forms, and a dump of the mixed log loads into a store that replays the same."""
+    _, old = twins
+    conv = next(c.id for c in old.conversations() if c.title == "c1")
+    before = len(old.events(conv))
+    old.append_message(conv, "user", [{"type": "text", "text": "after the upgrade"}])
+    db = Path(old.location)
+    forms = [state[:1] for _, originator, *_, state in stored_rows(db) if originator == conv.hex]
+    assert forms == [b"{"] * before + [bytes([COMPACT])] * 3
+    assert verify_problems(db) == []
+    assert old.replay(conv)["messages"][-1] == {"role": "user", "content": "after the upgrade"}
+    with convstore.open_store(tmp_path / "loaded.db") as loaded:
+        loaded.load(list(old.dump()))
+        assert replays(loaded) == replays(old)
+        assert dump_events(loaded) == dump_events(old)
+
+
+def test_a_changed_text_is_found_in_either_form(twins: tuple[Store, Store]) -> None:
+    """One character of a text changed in place, in an earlier JSON state and in a compact
+    one (no re-encoding: the bytes edited as they lie), breaks the hash chain."""
+    for store in twins:
+        db = Path(store.location)
+        rowid, *_, state = next(
+            row
+            for row in stored_rows(db)
+            if row[3] == "convstore:block_appended" and b'"text":"' in row[4]
+        )
+        at = state.index(b'"text":"') + len(b'"text":"')
+        changed = state[:at] + (b"X" if state[at : at + 1] != b"X" else b"Y") + state[at + 1 :]
+        tamper(db, "UPDATE stored_events SET state = ? WHERE rowid = ?", [changed, rowid])
+        found = verify_problems(db)
+        assert len(found) == 1, found
+        assert "do not match the hash chain in its head" in found[0]
+
+
+def test_a_damaged_compressed_state_is_reported(tmp_path: Path) -> None:
+    """A byte flipped inside a compressed body: verify names the row, replay refuses it."""
+    db = tmp_path / "store.db"
+    with convstore.open_store(db) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "long words " * 400}])
+    [(rowid, state)] = [(r[0], r[4]) for r in stored_rows(db) if r[4][0] == COMPACT_ZLIB]
+    damaged = state[:-10] + bytes([state[-10] ^ 0xFF]) + state[-9:]
+    tamper(db, "UPDATE stored_events SET state = ? WHERE rowid = ?", [damaged, rowid])
+    found = verify_problems(db)
+    assert any(p.startswith("does not decode") for p in found), found
+    assert any("hash chain" in p for p in found), found
+    with convstore.open_store(db) as store, pytest.raises(convstore.StoreError, match="decode"):
+        store.replay(conv)
+
+
+# -- the compact form ----------------------------------------------------------------------
+
+
+def _events(store: Store) -> Iterator[Event]:
+    for conv in store.conversations():
+        yield from store.events(conv.id)
+
+
+def test_every_kind_has_a_code_and_round_trips(twins: tuple[Store, Store]) -> None:
+    """Each event decodes from its compact state equal to itself, and its full JSON is the
+    JSON the earlier form stored."""
+    new, _ = twins
+    assert set(KIND_CODES) == {c.model_fields["type"].default for c in EVENT_CLASSES}
+    seen = set()
+    for event in _events(new):
+        state = compact_state(event)
+        assert decode_compact(state) == event
+        assert event_json(state) == event.model_dump_json().encode()
+        seen.add(event.type)
+    assert seen == set(KIND_CODES)
+
+
+def test_compact_states_are_smaller_and_say_their_form() -> None:
+    """Ids, version, type, timestamp and message id leave the JSON; only big bodies are
+    compressed, and only when that pays."""
+    conv, message = uuid4(), uuid4()
+    now = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
+    small = BlockAppended(
+        originator_id=conv,
+        originator_version=3,
+        timestamp=now,
+        message_id=message,
+        index=0,
+        block=TextBlock(text="x" * 100),
+    )
+    state = compact_state(small)
+    assert state[0] == COMPACT
+    assert len(state) < len(small.model_dump_json()) - 100
+    for text in (str(conv), conv.hex, str(message), message.hex, "block_appended", "null"):
+        assert text.encode() not in state
+    big = small.model_copy(update={"block": small.block.model_copy(update={"text": "ab" * 2000})})
+    packed = compact_state(big)
+    assert packed[0] == COMPACT_ZLIB
+    assert decode_compact(packed) == big
+    assert len(packed) < 200
+    assert compact_state(big, compress=False)[0] == COMPACT
+    assert len(big.model_dump_json()) > COMPRESS_FROM
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone(timedelta(hours=2))),
+        datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1970, 1, 1, tzinfo=UTC),
+        datetime(2999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ],
+    ids=["utc", "offset kept", "before 1970", "epoch", "past 2286"],
+)
+def test_timestamps_come_back_exactly(moment: datetime) -> None:
+    """Any timestamp reads back equal, and its full JSON is byte for byte the earlier form
+    (an offset other than UTC stays in the body, so it is not turned into UTC)."""
+    event = MessageStarted(
+        originator_id=uuid4(),
+        originator_version=2,
+        timestamp=moment,
+        message_id=uuid4(),
+        role="user",
+    )
+    state = compact_state(event)
+    assert decode_compact(state) == event
+    assert event_json(state) == event.model_dump_json().encode()
+
+
+def test_versions_past_four_bytes_round_trip() -> None:
+    event = ConversationStarted(
+        originator_id=uuid4(), originator_version=2**40 + 7, timestamp=datetime.now(UTC)
+    )
+    state = compact_state(event)
+    assert decode_compact(state) == event
+    with pytest.raises(UnreadableEvent):
+        compact_state(event.model_copy(update={"originator_version": 2**63}))
+
+
+@pytest.mark.parametrize(
+    "state",
+    [b"", b"\x01", b"\x01\x03" + bytes(20), b"\x09\x03" + bytes(40), b"\x01\x1f" + bytes(40)],
+    ids=["empty", "tag only", "cut short", "unknown tag", "unknown kind"],
+)
+def test_malformed_compact_states_raise_value_error(state: bytes) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - any ValueError, ValidationError included
+        decode_compact(state)
+
+
+def test_a_compressed_body_that_does_not_inflate_says_so() -> None:
+    good = compact_state(
+        ConversationStarted(
+            originator_id=uuid4(),
+            originator_version=1,
+            timestamp=datetime.now(UTC),
+            title="t" * 3000,
+        )
+    )
+    assert good[0] == COMPACT_ZLIB
+    with pytest.raises(ValueError, match="does not inflate"):
+        decode_compact(good[:-20])
+    assert zlib.decompress(good[30:]).startswith(b',"title":')
+
+
+def test_full_json_reads_through_the_events_adapter() -> None:
+    """What a compact state decodes to is what the events adapter makes of its full JSON."""
+    event = ConversationStarted(
+        originator_id=uuid4(), originator_version=1, timestamp=datetime.now(UTC), title="x"
+    )
+    state = compact_state(event)
+    assert EVENT_ADAPTER.validate_json(event_json(state)) == event
+
+
+def test_eventsourcings_compressor_wraps_compact_states(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``COMPRESSOR_TOPIC`` set, eventsourcing compresses each whole compact state (whose
+    body is then never compressed twice), and every reader gives what a plain store gives."""
+    texts = [{"type": "text", "text": "long words " * 400}, {"type": "text", "text": "short"}]
+    with convstore.open_store(tmp_path / "plain.db") as plain:
+        conv = plain.new_conversation(conversation_id=uuid4())
+        plain.append_message(conv, "user", texts)
+        expected = plain.replay(conv)
+    monkeypatch.setenv("CONVSTORE_COMPRESSOR_TOPIC", "eventsourcing.compressor:ZlibCompressor")
+    db = tmp_path / "compressed.db"
+    with convstore.open_store(db) as store:
+        store.new_conversation(conversation_id=conv)
+        store.append_message(conv, "user", texts)
+        assert store.replay(conv) == expected
+        states = [row[4] for row in stored_rows(db)]
+        assert all(zlib.decompress(s)[0] == COMPACT for s in states)
+        assert [json.loads(raw) for raw in store.raw_events(conv)] == [
+            json.loads(e.model_dump_json()) for e in store.events(conv)
+        ]
+    assert verify_problems(db) == []
