@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 
 MARKER_TABLE = "convstore_store"
 """The store's marker table (``convstore.infrastructure.application.MARKER_TABLE``)."""
-STORE_FORMAT = "1"
+STORE_FORMATS = ("1", "2")
+"""The store formats it reads (``convstore.infrastructure.application.STORE_FORMATS``): the
+model tables are the same in both."""
 EVENTS_TABLE = "stored_events"
 """The SQLite events table eventsourcing makes."""
 
@@ -121,7 +123,7 @@ def read_state(path: str, conversation: UUID) -> ReplayState | None:
             marker = conn.execute(
                 f"SELECT value FROM {MARKER_TABLE} WHERE key = 'format'"  # noqa: S608
             ).fetchone()
-            if marker is None or marker[0] != STORE_FORMAT:
+            if marker is None or marker[0] not in STORE_FORMATS:
                 return None
             key = conversation.hex
             head = conn.execute(
