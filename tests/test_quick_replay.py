@@ -25,10 +25,18 @@ from tests.strategies import IMAGE_BLOCKS
 SCRIPT = Path(sys.executable).with_name("convstore")
 
 
+@pytest.fixture(autouse=True)
+def _no_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process calls see no ``CONVSTORE_`` variable of the test run's (CI sets
+    ``CONVSTORE_REQUIRE_POSTGRES``), as the subprocesses below do not."""
+    for name in [n for n in os.environ if n.startswith("CONVSTORE_")]:
+        monkeypatch.delenv(name)
+
+
 def cli(*args: str, quick: bool = True) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVSTORE_")}
     if not quick:
-        env["CONVSTORE_DEBUG"] = "0"  # any CONVSTORE_ variable sends it the full way
+        env["CONVSTORE_DEBUG"] = "0"  # a setting that can change a read sends it the full way
     return subprocess.run([str(SCRIPT), *args], capture_output=True, env=env, check=False)
 
 
@@ -144,3 +152,21 @@ def test_stores_of_either_format_are_answered_and_no_other(
         conn.execute("UPDATE convstore_store SET value = ? WHERE key = 'format'", (value,))
         conn.commit()
     assert quick_replay(argv) is answered
+
+
+def test_only_settings_that_cannot_change_a_read_keep_the_quick_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "s.db"
+    conv = busy_conversation(db)
+    argv = ["--db", str(db), "replay", str(conv)]
+    assert cli(*argv, quick=False).returncode == 0  # stores the model
+    monkeypatch.setenv("CONVSTORE_AUDIT_DB", str(tmp_path / "a.db"))
+    monkeypatch.setenv("CONVSTORE_MAX_BLOCK_BYTES", "10")
+    assert quick_replay(argv) is True
+    capsys.readouterr()
+    for name in ("CONVSTORE_CIPHER_KEY", "CONVSTORE_COMPRESSOR_TOPIC", "CONVSTORE_DEBUG"):
+        with monkeypatch.context() as m:
+            m.setenv(name, "x")
+            assert quick_replay(argv) is False, name
+    assert capsys.readouterr().out == ""

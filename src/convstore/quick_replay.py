@@ -12,9 +12,11 @@ line runs, with its own checks and messages:
 - the arguments are exactly ``--db PATH replay CONV``, with ``--shape openai|anthropic`` and
   ``--compact`` as the only options (``--vision``, ``--full``, ``--keep-tool-results``,
   ``--live`` and ``--fit-tokens`` take the full path), and CONV is a whole conversation id;
-- no ``CONVSTORE_`` variable other than ``CONVSTORE_DB`` is set (they can change how a store
+- no ``CONVSTORE_`` variable is set but those that cannot change what a read returns
+  (:data:`HARMLESS`: the store and audit paths, the lock timeout, the write limits); the rest
+  (eventsourcing's cipher and compressor settings, ``CONVSTORE_DEBUG``…) can change how a store
   opens or is read);
-- PATH is a SQLite file holding a convstore store of this version's format;
+- PATH is a SQLite file holding a convstore store of a format this version reads (1 or 2);
 - the conversation's stored model is at the newest version its log holds (read in one read
   transaction), so it is exactly what a fold of the log gives.
 
@@ -150,13 +152,27 @@ def read_state(path: str, conversation: UUID) -> ReplayState | None:
         return None
 
 
+HARMLESS = ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_LOCK_TIMEOUT")
+"""Variables that leave a replay's answer and its errors as they are."""
+HARMLESS_PREFIXES = ("CONVSTORE_MAX_",)
+"""The write limits (``CONVSTORE_MAX_BLOCK_BYTES`` …): a read never checks them."""
+
+
+def _steps_aside_for(name: str) -> bool:
+    return (
+        name.startswith("CONVSTORE_")
+        and name not in HARMLESS
+        and not name.startswith(HARMLESS_PREFIXES)
+    )
+
+
 def quick_replay(argv: list[str]) -> bool:
     """Print the replay ``argv`` asks for and return ``True``, or return ``False`` having
     printed nothing (the full command line then runs)."""
     request = parse(argv)
     if request is None:
         return False
-    if any(name.startswith("CONVSTORE_") and name != "CONVSTORE_DB" for name in os.environ):
+    if any(_steps_aside_for(name) for name in os.environ):
         return False
     state = read_state(request.path, request.conversation)
     if state is None:

@@ -1,20 +1,56 @@
-"""eventsourcing's PostgreSQL recorder, also keeping each conversation's chained head.
+"""eventsourcing's PostgreSQL recorder, also keeping each conversation's chained head, and
+writing without eventsourcing's table lock.
 
 Imported only for PostgreSQL stores (the driver is an optional extra); wired in through
 eventsourcing's ``APPLICATION_RECORDER_TOPIC`` setting. See :mod:`convstore.infrastructure.chain`.
+
+eventsourcing takes ``LOCK TABLE … IN EXCLUSIVE MODE`` for every insert, held until the commit
+is durable, so that notification ids are handed out in commit order and a reader tailing the log
+never passes an id a slower transaction fills in later. Here writers run in parallel and the
+guarantee moves to the readers:
+
+- Each append is its transaction's first write. The function :data:`APPEND_FUNCTION` takes a
+  session advisory lock, assigns the transaction its id (``pg_current_xact_id()``), inserts the
+  events (a contiguous run of notification ids) and releases the lock: microseconds, before the
+  heads, the listing and the commit. So among appends, transaction-id order is notification-id
+  order. Each row keeps its transaction's id in the ``tx`` column.
+- A reader returns only *settled* rows: written by a transaction older than the oldest one still
+  running (``tx < pg_snapshot_xmin(pg_current_snapshot())``, taken in the query's snapshot).
+  Every append still running, or yet to commit, has a larger transaction id, hence larger
+  notification ids than every settled row: the settled rows are a prefix of the final log, so a
+  reader never skips an id committed late, and never returns one twice.
+- Appends to one conversation take its transaction advisory lock first (as an erasure does), so
+  a lost version race waits outside the short section and fails there, and heads and listing
+  rows of one conversation are never written by two transactions at once.
+
+The price: a transaction left open anywhere in the cluster holds the horizon, so readers lag
+(never skip) until it ends. Rows from before the column existed (a store made by an older
+convstore) have no ``tx`` and are settled. Every process writing a store must run this version:
+an older reader does not filter, and could pass an id committed late.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+import psycopg
+from eventsourcing.persistence import (
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from psycopg import Cursor
+from eventsourcing.utils import retry
+from psycopg import ClientCursor, Connection, Cursor
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from convstore.domain.events import Event
 from convstore.errors import ConversationErased, ConversationNotFound
@@ -43,9 +79,30 @@ from convstore.infrastructure.recorder import RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_postgres as forget_replays
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
+TX_COLUMN = "tx"
+"""The events table's column holding the id (``xid8``) of the transaction that wrote the row."""
+
+APPEND_FUNCTION = "convstore_append"
+"""The server-side function that numbers and inserts one transaction's events."""
+
+ERASED_CODE = "CV001"
+"""The SQLSTATE the append function raises for an erased conversation."""
+
+HEAD_MOVED_CODE = "CV002"
+"""The SQLSTATE it raises when a head is not the one the writer computed from."""
+
+HEAD_ATTEMPTS = 5
+"""Writes tried with freshly read heads before a moving head is reported."""
+
+KNOWN_HEADS = 10_000
+"""Heads kept per process; past that the memory is cleared (they are read again)."""
+
+SETTLE_WAIT_SECONDS = 1.0
+"""How long a reader waits for a running append before returning what is settled."""
+
 
 class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
-    """Writes the heads in the same transaction as the events, under the same table lock."""
+    """Writes the heads in the same transaction as the events, without a table lock."""
 
     def __init__(
         self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
@@ -60,6 +117,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "heads": Identifier(HEADS_TABLE),
             "events": Identifier(events_table_name),
             "erased": Identifier(ERASED_TABLE),
+            "tx": Identifier(TX_COLUMN),
+            "append": Identifier(APPEND_FUNCTION),
+            "event_type": Identifier(self.stored_event_type_name),
         }
         self.sql_create_statements.append(
             SQL(
@@ -108,7 +168,21 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "SELECT originator_id, version, chain, chained_from, restarted_after "
             "FROM {schema}.{heads}"
         ).format(**names)
-        self._select_head = self._select_heads + SQL(" WHERE originator_id = %s FOR UPDATE")
+        self._select_heads_of = self._select_heads + SQL(" WHERE originator_id = ANY(%s)")
+        # The write path without the table lock (see the module's docstring).
+        salt = f"convstore append {datastore.schema}.{events_table_name}".encode()
+        self._store_salt = hashlib.blake2b(salt, digest_size=32).digest()
+        self._append_lock_key = int.from_bytes(
+            hashlib.blake2b(salt, digest_size=8).digest(), "big", signed=True
+        )
+        self._events_regclass = f'"{datastore.schema}"."{events_table_name}"'
+        self._set_lock_timeout = SQL("SET LOCAL lock_timeout = '{}s'").format(
+            Literal(datastore.lock_timeout)
+        )
+        self._set_lock_timeout_text = (
+            f"SET LOCAL lock_timeout = '{int(datastore.lock_timeout)}s'".encode()
+        )
+        self._lock_stream = SQL("SELECT pg_advisory_xact_lock(%s)")
         self._select_states = SQL(
             "SELECT state FROM {schema}.{events} WHERE originator_id = %s "
             "AND originator_version > %s ORDER BY originator_version"
@@ -117,18 +191,134 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "SELECT topic, state FROM {schema}.{events} WHERE originator_id = %s "
             "AND originator_version > %s ORDER BY originator_version"
         ).format(**names)
-        self._select_raw_records = SQL(
+        # Settled rows only, like select_notifications (the filter is added in the method).
+        self._select_raw_records_from = SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state "
-            "FROM {schema}.{events} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+            "FROM {schema}.{events} WHERE notification_id > %s AND "
         ).format(**names)
-        self._upsert_head = SQL(
-            "INSERT INTO {schema}.{heads} VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (originator_id) DO UPDATE SET version = excluded.version, "
-            "chain = excluded.chain, chained_from = excluded.chained_from, "
-            "restarted_after = excluded.restarted_after"
+        self._select_written = SQL(
+            "SELECT originator_id, originator_version, topic, state, notification_id "
+            "FROM {schema}.{events} WHERE (originator_id, originator_version) IN "
+            "(SELECT * FROM unnest(%s::uuid[], %s::bigint[]))"
         ).format(**names)
+        self._write_prefix = SQL("SELECT * FROM {schema}.{append}").format(**names).as_string()
+        self._write = SQL(
+            "SELECT * FROM {schema}.{append}(%s::uuid[], %s::bigint[], %s::text[], "
+            "%s::bytea[], %s, %s::bigint[], %s::uuid[], %s::bigint[], %s::bytea[], "
+            "%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[]) AS notification_id"
+        ).format(**names)
+        self._add_tx_column = [
+            SQL("ALTER TABLE {schema}.{events} ADD COLUMN IF NOT EXISTS {tx} xid8").format(**names),
+            SQL(
+                "ALTER TABLE {schema}.{events} ALTER COLUMN {tx} SET DEFAULT pg_current_xact_id()"
+            ).format(**names),
+        ]
+        self._create_append = SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{append}("
+            "ids uuid[], versions bigint[], topics text[], states bytea[], lock_key bigint, "
+            "stream_keys bigint[], head_ids uuid[], new_versions bigint[], new_chains bytea[], "
+            "new_from bigint[], new_restarted bigint[], old_versions bigint[], "
+            "old_chains bytea[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $body$ "
+            "DECLARE k bigint; i int; gone uuid; "
+            "BEGIN "
+            "  IF pg_current_xact_id_if_assigned() IS NOT NULL THEN "
+            "    RAISE EXCEPTION 'convstore: the append must be its transaction''s first write'; "
+            "  END IF; "
+            # Each conversation's lock, in one order: appends to one conversation (and its
+            # erasure) take turns here, outside the numbering section.
+            "  FOR k IN SELECT s FROM unnest(stream_keys) AS s ORDER BY s LOOP "
+            "    PERFORM pg_advisory_xact_lock(k); "
+            "  END LOOP; "
+            "  SELECT originator_id INTO gone FROM {schema}.{erased} "
+            "    WHERE originator_id = ANY(head_ids) LIMIT 1; "
+            "  IF FOUND THEN "
+            "    RAISE EXCEPTION 'conversation % was erased', gone "
+            "      USING ERRCODE = '{erased_code}'; "
+            "  END IF; "
+            # The numbering section: the transaction's id, then its notification ids.
+            "  PERFORM pg_advisory_lock(lock_key); "
+            "  BEGIN "
+            "    PERFORM pg_current_xact_id(); "
+            "    RETURN QUERY INSERT INTO {schema}.{events} "
+            "      (originator_id, originator_version, topic, state) "
+            "      SELECT * FROM unnest(ids, versions, topics, states) "
+            "      RETURNING {events}.notification_id; "
+            "  EXCEPTION WHEN OTHERS OR query_canceled THEN "
+            "    PERFORM pg_advisory_unlock(lock_key); "
+            "    RAISE; "
+            "  END; "
+            "  PERFORM pg_advisory_unlock(lock_key); "
+            # Each head moves on only from the one the writer computed from.
+            "  FOR i IN 1 .. coalesce(array_length(head_ids, 1), 0) LOOP "
+            "    IF old_versions[i] IS NULL THEN "
+            "      INSERT INTO {schema}.{heads} VALUES (head_ids[i], new_versions[i], "
+            "        new_chains[i], new_from[i], new_restarted[i]) ON CONFLICT DO NOTHING; "
+            "    ELSE "
+            "      UPDATE {schema}.{heads} SET version = new_versions[i], chain = new_chains[i], "
+            "        chained_from = new_from[i], restarted_after = new_restarted[i] "
+            "        WHERE originator_id = head_ids[i] AND version = old_versions[i] "
+            "        AND chain = old_chains[i]; "
+            "    END IF; "
+            "    IF NOT FOUND THEN "
+            "      RAISE EXCEPTION 'the head of % moved', head_ids[i] "
+            "        USING ERRCODE = '{moved_code}'; "
+            "    END IF; "
+            "  END LOOP; "
+            "END $body$"
+        ).format(erased_code=SQL(ERASED_CODE), moved_code=SQL(HEAD_MOVED_CODE), **names)
+        # A NOTIFY gets a transaction id, hence a commit record: committed asynchronously
+        # it costs no second fsync (it is only a wake-up; a lost one delays a subscriber).
+        self._notify_after = [
+            b"BEGIN",
+            b"SET LOCAL synchronous_commit TO off",
+            f'NOTIFY "{self.channel_name}"'.encode(),
+            b"COMMIT",
+        ]
+        self._known: dict[UUID, Head] = {}
+        """The heads this process last wrote: the next write starts from them unread."""
+        self._settled = SQL(
+            "({tx} IS NULL OR {tx} < (SELECT pg_snapshot_xmin(pg_current_snapshot())))"
+        ).format(**names)
+        self._select_raw_records = (
+            self._select_raw_records_from
+            + self._settled
+            + SQL(" ORDER BY notification_id LIMIT %s")
+        )
+        self._select_notifications_from = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{events}"
+        ).format(**names)
+        self._max_settled = (
+            SQL("SELECT notification_id FROM {schema}.{events} WHERE ").format(**names)
+            + self._settled
+            + SQL(" ORDER BY notification_id DESC LIMIT 1")
+        )
+        self._newest_unsettled = SQL(
+            "SELECT {tx}::text AS tx FROM (SELECT {tx} FROM {schema}.{events} "
+            "ORDER BY notification_id DESC LIMIT 1) AS newest "
+            "WHERE {tx} >= pg_snapshot_xmin(pg_current_snapshot())"
+        ).format(**names)
+        self._has_settled = SQL(
+            "SELECT pg_snapshot_xmin(pg_current_snapshot()) > %s::xid8 AS settled"
+        )
 
     def _create_table(self, curs: Cursor[DictRow]) -> None:
+        self._create_tables(curs)
+        # A store made by an older convstore has no transaction column: add it (nullable, so
+        # no rewrite; its old rows are all settled). Only when missing: ALTER TABLE takes the
+        # table's strongest lock even when it changes nothing.
+        curs.execute(
+            "SELECT 1 AS found FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+            "AND attname = %s AND NOT attisdropped",
+            (self._events_regclass, TX_COLUMN),
+            prepare=False,
+        )
+        if curs.fetchone() is None:
+            for statement in self._add_tx_column:
+                curs.execute(statement, prepare=False)
+        curs.execute(self._create_append, prepare=False)
+
+    def _create_tables(self, curs: Cursor[DictRow]) -> None:
         curs.execute(
             "SELECT to_regclass(%s) AS found", (self._prefix + LISTING_TABLE,), prepare=False
         )
@@ -144,58 +334,251 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             params = (START_MARKER_ID,) if "%s::uuid" in text else None
             curs.execute(statement, params, prepare=False)
 
-    def _insert_stored_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Record the events, their conversations' heads and listing rows in one transaction
+        and one round trip, without eventsourcing's table lock (see the module's docstring);
+        returns their notification ids."""
+        if not stored_events:
+            return None
         grouped: dict[UUID, list[tuple[int, str, bytes]]] = {}
         for s in stored_events:
             originator = s.originator_id
             key = originator if isinstance(originator, UUID) else UUID(str(originator))
             grouped.setdefault(key, []).append((s.originator_version, s.topic, s.state))
-        # Under the table lock an erasure takes too, and before anything is inserted: the
-        # caller commits its transaction even when this raises (eventsourcing re-raises after
-        # the pipeline), so the refusal must leave nothing written.
-        self._lock_table(curs)
-        with curs.connection.cursor() as check:
-            check.execute(self._erased_among, (list(grouped),), prepare=False)
-            erased = check.fetchone()
-        if erased is not None:
-            msg = f"conversation {erased['originator_id']} was erased"
-            raise ConversationErased(msg)
-        # The listing and the heads go first, the events last: a lost version race then
-        # fails the insert as the transaction's last statement, and eventsourcing's own sync
-        # raises it as the unique violation it is (a retry). A statement of ours after a
-        # failed insert would instead surface as "pipeline aborted", a store failure. The
-        # failed transaction rolls back whole, heads and listing included.
+        columns = (
+            [s.originator_id for s in stored_events],
+            [s.originator_version for s in stored_events],
+            [s.topic for s in stored_events],
+            [s.state for s in stored_events],
+        )
         listing: list[ListingChange] | None = kwargs.get("listing")
-        if listing:
-            with curs.connection.cursor() as index:
+        if len(self._known) > KNOWN_HEADS:
+            self._known.clear()
+        # The head each write starts from: the one this process last wrote, none for a new
+        # conversation, else read. A guess that proves wrong is refused by the function
+        # (HEAD_MOVED_CODE, nothing written); the heads are then read and the write retried.
+        found: dict[UUID, Head | None] = {}
+        unknown = []
+        for originator, events in grouped.items():
+            if originator in self._known:
+                found[originator] = self._known[originator]
+            elif events[0][0] == 1:
+                found[originator] = None
+            else:
+                unknown.append(originator)
+        with self.datastore.get_connection() as conn:
+            for attempt in range(HEAD_ATTEMPTS):
+                if unknown:
+                    found.update(self._read_heads(conn, unknown))
+                heads = {
+                    o: advance(o, found[o], events, self._chain_key)
+                    for o, events in grouped.items()
+                }
+                try:
+                    ids = self._write_once(conn, columns, found, heads, listing)
+                except psycopg.Error as exc:
+                    if conn.info.transaction_status != TransactionStatus.IDLE:
+                        with contextlib.suppress(psycopg.Error):  # a broken connection
+                            conn.rollback()
+                    for originator in grouped:
+                        self._known.pop(originator, None)
+                    if exc.sqlstate == ERASED_CODE:
+                        gone = str(exc.diag.message_primary or "").split()[1:2]
+                        msg = f"conversation {gone[0] if gone else '?'} was erased"
+                        raise ConversationErased(msg) from None
+                    if exc.sqlstate != HEAD_MOVED_CODE:
+                        # Landed after all? The error came after the COMMIT (in the NOTIFY's
+                        # own transaction), or the connection broke once it had committed. A
+                        # version taken (IntegrityError) is a conflict, even by the same event.
+                        if not isinstance(exc, psycopg.IntegrityError):
+                            landed = self._landed(columns)
+                            if landed is not None:
+                                self._known.update(heads)
+                                return landed
+                        raise
+                    if attempt == HEAD_ATTEMPTS - 1:
+                        raise
+                    unknown = list(grouped)
+                    continue
+                self._known.update(heads)
+                return ids
+        msg = "unreachable: the last attempt returns or raises"
+        raise AssertionError(msg)
+
+    def _landed(
+        self, columns: tuple[list[Any], list[int], list[str], list[bytes]]
+    ) -> list[int] | None:
+        """The notification ids of these exact events if they are all stored (same ids,
+        versions, topics and states), else ``None`` (also when the check itself fails)."""
+        ids, versions, topics, states = columns
+        try:
+            with self.datastore.get_connection() as conn:
+                rows = conn.execute(self._select_written, (ids, versions), prepare=False).fetchall()
+        except Exception:  # noqa: BLE001 - the caller raises the error it had
+            return None
+        stored = {
+            (r["originator_id"], r["originator_version"]): (
+                r["topic"],
+                bytes(r["state"]),
+                int(r["notification_id"]),
+            )
+            for r in rows
+        }
+        landed = []
+        for key, topic, state in zip(zip(ids, versions, strict=True), topics, states, strict=True):
+            found = stored.get(key)
+            if found is None or found[:2] != (topic, state):
+                return None
+            landed.append(found[2])
+        return landed
+
+    def _read_heads(
+        self, conn: Connection[DictRow], originators: list[UUID]
+    ) -> dict[UUID, Head | None]:
+        rows = conn.execute(self._select_heads_of, (originators,), prepare=False).fetchall()
+        heads: dict[UUID, Head | None] = dict.fromkeys(originators)
+        heads.update({row["originator_id"]: _head(row) for row in rows})
+        return heads
+
+    def _write_once(
+        self,
+        conn: Connection[DictRow],
+        columns: tuple[list[Any], list[int], list[str], list[bytes]],
+        found: dict[UUID, Head | None],
+        heads: dict[UUID, Head],
+        listing: list[ListingChange] | None,
+    ) -> list[int]:
+        """One transaction in one round trip: client-side bound statements sent as one text
+        (a pipeline costs a round trip per sync). The NOTIFY runs after the commit, in a
+        transaction of its own: inside the write it would take PostgreSQL's notify-queue lock
+        until the commit is durable, serialising every writer's commit again."""
+        order = list(heads)
+        old = [found[o] for o in order]
+        new = [heads[o] for o in order]
+        with ClientCursor(conn) as curs:
+            if conn.info.parameter_status("standard_conforming_strings") != "on":
+                msg = "convstore needs standard_conforming_strings = on (PostgreSQL's default)"
+                raise psycopg.NotSupportedError(msg)
+            call = _call(
+                self._write_prefix,
+                columns=columns,
+                lock_key=self._append_lock_key,
+                stream_keys=sorted({self._stream_key(o) for o in order}),
+                order=order,
+                new=new,
+                old=old,
+            )
+            parts = [b"BEGIN", self._set_lock_timeout_text, call]
+            if listing:
                 apply_changes(
-                    lambda text, params: index.execute(text.encode(), params, prepare=False),
+                    lambda text, params: parts.append(curs.mogrify(text, params).encode()),
                     POSTGRES,
                     listing,
                     self._prefix,
                 )
-        # Never prepared: in a pipeline that the insert aborts (a lost version race), psycopg
-        # would remember a statement the server never prepared ("does not exist" next time).
-        with curs.connection.cursor() as heads:
-            for originator, events in grouped.items():
-                heads.execute(self._select_head, (originator,), prepare=False)
-                row = heads.fetchone()
-                found = None if row is None else _head(row)
-                head = advance(originator, found, events, self._chain_key)
-                heads.execute(
-                    self._upsert_head,
-                    (
-                        originator,
-                        head.version,
-                        head.chain,
-                        head.chained_from,
-                        head.restarted_after,
-                    ),
-                    prepare=False,
+            parts += [b"COMMIT", *self._notify_after]
+            curs.execute(b";\n".join(parts))
+            # The results in order: BEGIN, SET, the function's ids, then the rest.
+            curs.nextset()
+            curs.nextset()
+            return [int(row["notification_id"]) for row in curs.fetchall()]
+
+    def _stream_key(self, originator: UUID) -> int:
+        """The transaction-scoped advisory lock key of one conversation in this store."""
+        digest = hashlib.blake2b(originator.bytes, digest_size=8, key=self._store_salt).digest()
+        return int.from_bytes(digest, "big", signed=True)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """The settled notifications from ``start``: those no transaction still running can
+        come before (see the module's docstring). Waits briefly for a running append when
+        the page is short, so a reader right after a commit sees it."""
+        conditions: list[Composable] = [self._settled]
+        params: list[Any] = []
+        if start is not None:
+            conditions.append(
+                SQL("notification_id >= %s" if inclusive_of_start else "notification_id > %s")
+            )
+            params.append(start)
+        if stop is not None:
+            conditions.append(SQL("notification_id <= %s"))
+            params.append(stop)
+        if topics:
+            conditions.append(SQL("topic = ANY(%s)"))
+            params.append(list(topics))
+        params.append(limit)
+        statement = (
+            self._select_notifications_from
+            + SQL(" WHERE ")
+            + SQL(" AND ").join(conditions)
+            + SQL(" ORDER BY notification_id LIMIT %s")
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, params, prepare=True)
+            found = curs.fetchall()
+            short = len(found) < limit
+            if (
+                short
+                and (stop is None or not found or found[-1]["notification_id"] < stop)
+                and self._await_settled(curs)
+            ):
+                curs.execute(statement, params, prepare=True)
+                found = curs.fetchall()
+            return [
+                Notification(
+                    id=row["notification_id"],
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
                 )
-        super()._insert_stored_events(curs, stored_events, **kwargs)
+                for row in found
+            ]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def max_notification_id(self) -> int | None:
+        """The newest settled notification id (``None`` for an empty log), after waiting
+        briefly for a running append."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            self._await_settled(curs)
+            curs.execute(self._max_settled, prepare=True)
+            row = curs.fetchone()
+            return None if row is None else int(row["notification_id"])
+
+    def _await_settled(self, curs: Cursor[DictRow]) -> bool:
+        """If the newest committed event is not settled yet, wait (at most
+        :data:`SETTLE_WAIT_SECONDS`) until it is; whether there was one to wait for.
+
+        Only a wait: what a reader returns is right whether or not it ends in time (a
+        transaction left open elsewhere in the cluster holds the horizon back; the reader
+        then returns the settled part and the rest next time)."""
+        curs.execute(self._newest_unsettled, prepare=True)
+        row = curs.fetchone()
+        if row is None:
+            return False
+        pending = row["tx"]
+        deadline = time.monotonic() + SETTLE_WAIT_SECONDS
+        pause = 0.0005
+        while True:
+            curs.execute(self._has_settled, (pending,), prepare=True)
+            done = curs.fetchone()
+            if done is not None and done["settled"]:
+                return True
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
 
     def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
         """Delete every event and the head of ``conversation`` and leave its tombstone, in one
@@ -203,6 +586,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         many events went. The rows are deleted; their bytes stay in dead tuples until the
         table is vacuumed."""
         with self.datastore.transaction(commit=True) as curs:
+            # The conversation's lock first, as an append takes it: an append either
+            # commits before the erasure counts, or waits and then finds the tombstone.
+            curs.execute(self._lock_stream, (self._stream_key(conversation),), prepare=False)
             self._lock_table(curs)
             curs.execute(self._erased_among, ([conversation],), prepare=False)
             if curs.fetchone() is not None:
@@ -251,10 +637,15 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             return [(row["topic"].encode(), bytes(row["state"])) for row in curs.fetchall()]
 
     def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
-        """Up to ``limit`` rows after log position ``after``, the id and topic as UTF-8 bytes
-        (the server's column types keep them readable; the state may still not decode)."""
-        with self.datastore.transaction(commit=False) as curs:
+        """Up to ``limit`` settled rows after log position ``after`` (as
+        :meth:`select_notifications`), the id and topic as UTF-8 bytes (the server's column
+        types keep them readable; the state may still not decode)."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self._select_raw_records, (after, limit), prepare=False)
+            found = curs.fetchall()
+            if len(found) < limit and self._await_settled(curs):
+                curs.execute(self._select_raw_records, (after, limit), prepare=False)
+                found = curs.fetchall()
             return [
                 (
                     row["notification_id"],
@@ -263,7 +654,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                     row["topic"].encode(),
                     bytes(row["state"]),
                 )
-                for row in curs.fetchall()
+                for row in found
             ]
 
     def close_writer(self) -> None:
@@ -348,6 +739,67 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             found = curs.fetchone()
         self.listing_missing = False
         return 0 if found is None else int(found["n"])
+
+
+def _call(
+    function: str,
+    *,
+    columns: tuple[list[Any], list[int], list[str], list[bytes]],
+    lock_key: int,
+    stream_keys: list[int],
+    order: list[UUID],
+    new: list[Head],
+    old: list[Head | None],
+) -> bytes:
+    """The append function's call as SQL text, its arguments written as literals here.
+
+    psycopg's client-side binding spent more than half an append's CPU quoting these arrays.
+    Every value is a UUID, an int or bytes (written in hex, or NULL), all of which only ever
+    yield hex digits, digits and ``-``; the one text array (topics) doubles its quotes, which
+    is all a string needs with ``standard_conforming_strings`` on (checked by the caller)."""
+    ids, versions, topics, states = columns
+    pieces = [
+        _uuids(UUID(str(i)) if not isinstance(i, UUID) else i for i in ids),
+        _ints(versions),
+        "ARRAY[" + ",".join(_text(t) for t in topics) + "]::text[]",
+        _blobs(states),
+        str(int(lock_key)),
+        _ints(stream_keys),
+        _uuids(order),
+        _ints(h.version for h in new),
+        _blobs(h.chain for h in new),
+        _ints(h.chained_from for h in new),
+        _ints(h.restarted_after for h in new),
+        _ints(None if h is None else h.version for h in old),
+        _blobs(None if h is None else h.chain for h in old),
+    ]
+    return f"{function}({', '.join(pieces)}) AS notification_id".encode()
+
+
+def _uuids(values: Iterable[UUID]) -> str:
+    return "'{" + ",".join(v.hex for v in values) + "}'::uuid[]"
+
+
+def _ints(values: Iterable[int | None]) -> str:
+    return "'{" + ",".join("NULL" if v is None else str(int(v)) for v in values) + "}'::bigint[]"
+
+
+def _blobs(values: Iterable[bytes | None]) -> str:
+    items = ("NULL" if v is None else "'\\x" + bytes(v).hex() + "'" for v in values)
+    return "ARRAY[" + ",".join(items) + "]::bytea[]"
+
+
+def _text(value: str) -> str:
+    if "\x00" in value:
+        msg = "a topic holds a NUL character"
+        raise ValueError(msg)
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _refuse_erased(row: DictRow | None) -> None:
+    if row is not None:
+        msg = f"conversation {row['originator_id']} was erased"
+        raise ConversationErased(msg)
 
 
 def _head(row: DictRow) -> Head:

@@ -18,7 +18,12 @@ from eventsourcing.persistence import (
     PersistenceError,
     StoredEvent,
 )
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteDatastore,
+)
 
 from convstore.domain.events import Event
 from convstore.errors import ConversationErased, ConversationNotFound, InvalidInput
@@ -152,6 +157,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
     """
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
+        _close_only_when_returned(datastore)
         super().__init__(datastore, events_table_name)
         self._writer: sqlite3.Connection | None = None
         self._writer_lock = threading.Lock()
@@ -431,6 +437,63 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                 ).fetchall()
         except sqlite3.Error as exc:
             raise PersistenceError(exc) from exc
+
+
+class _ReturnedThenClosedPool(SQLiteConnectionPool):
+    """eventsourcing's pool, except that closing it never closes a connection in use.
+
+    eventsourcing's ``close()`` closes every connection, those other threads are using too. A
+    thread inside a statement (CPython's sqlite3 releases the GIL around ``sqlite3_step``) then
+    runs on a freed connection: a segfault, seen when a reader thread outlived its store. Here
+    ``close()`` closes the idle connections and refuses new requests; each connection in use is
+    closed by its own thread when it gives it back.
+    """
+
+    def close(self) -> None:
+        with self._put_condition:
+            if self._closed:
+                return
+            self._closed = True
+            while self._pool:
+                self._pool.popleft().close()
+
+    def put_connection(self, conn: SQLiteConnection) -> None:
+        with self._put_condition:  # reentrant: the base method takes it again
+            if not self._closed:
+                super().put_connection(conn)
+                return
+            is_writer, conn.is_writer = conn.is_writer, None
+            self._in_use.pop(id(conn), None)
+            conn.close()
+            conn.in_use.release()
+            if is_writer is True:
+                self._num_writers -= 1
+                self._writer_lock.release()
+            elif is_writer is False:
+                with self._no_readers:
+                    self._num_readers -= 1
+                    if self._num_readers == 0:
+                        self._no_readers.notify()
+            self._put_condition.notify()
+
+
+def _close_only_when_returned(datastore: SQLiteDatastore) -> None:
+    """Give ``datastore`` a pool whose ``close()`` leaves connections in use to their
+    threads (see :class:`_ReturnedThenClosedPool`), with the same settings."""
+    old = datastore.pool
+    if isinstance(old, _ReturnedThenClosedPool):
+        return
+    pool = _ReturnedThenClosedPool(
+        db_name=old.db_name,
+        lock_timeout=old.lock_timeout,
+        pool_size=old.pool_size,
+        max_overflow=old.max_overflow,
+        pool_timeout=old.pool_timeout,
+        max_age=old.max_age,
+        pre_ping=old.pre_ping,
+    )
+    old.close()
+    datastore.pool = pool
 
 
 _TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
