@@ -4,8 +4,10 @@ prints exactly what the full command prints, and steps aside whenever it cannot 
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -13,11 +15,11 @@ from uuid import UUID
 import pytest
 
 from convstore import open_store
-from convstore.infrastructure.application import MARKER_TABLE, STORE_FORMAT
+from convstore.infrastructure.application import MARKER_TABLE, STORE_FORMATS
 from convstore.infrastructure.replay_tables import HEADS, MESSAGES
 from convstore.quick_replay import EVENTS_TABLE, quick_replay
 from convstore.quick_replay import MARKER_TABLE as QUICK_MARKER
-from convstore.quick_replay import STORE_FORMAT as QUICK_FORMAT
+from convstore.quick_replay import STORE_FORMATS as QUICK_FORMATS
 from tests.strategies import IMAGE_BLOCKS
 
 SCRIPT = Path(sys.executable).with_name("convstore")
@@ -119,7 +121,7 @@ def test_an_erased_conversation_is_not_answered_from_what_is_left(tmp_path: Path
 
 
 def test_the_names_it_reads_are_the_stores_own(tmp_path: Path) -> None:
-    assert (MARKER_TABLE, str(STORE_FORMAT)) == (QUICK_MARKER, QUICK_FORMAT)
+    assert (MARKER_TABLE, tuple(map(str, STORE_FORMATS))) == (QUICK_MARKER, QUICK_FORMATS)
     with open_store(tmp_path / "s.db") as s:
         assert s._log.recorder.events_table_name == EVENTS_TABLE  # type: ignore[attr-defined]
     assert {HEADS, MESSAGES} == {"convstore_replay_heads", "convstore_replay_messages"}
@@ -134,6 +136,22 @@ def test_a_process_importing_only_the_quick_path_loads_no_model() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(("value", "answered"), [("1", True), ("2", True), ("3", False)])
+def test_stores_of_either_format_are_answered_and_no_other(
+    tmp_path: Path, value: str, answered: bool
+) -> None:
+    """The model tables are the same in stores of format 1 and 2; a newer format is left to
+    the full command, which refuses it."""
+    db = tmp_path / "s.db"
+    conv = busy_conversation(db)
+    argv = ["--db", str(db), "replay", str(conv)]
+    assert cli(*argv, quick=False).returncode == 0
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("UPDATE convstore_store SET value = ? WHERE key = 'format'", (value,))
+        conn.commit()
+    assert quick_replay(argv) is answered
 
 
 def test_only_settings_that_cannot_change_a_read_keep_the_quick_path(

@@ -1,9 +1,10 @@
-"""Stored states: the compact form this version writes, and the full-JSON form of earlier
-versions, read side by side.
+"""Stored states: the compact form this version writes in a store of format 2, and the
+full-JSON form of earlier versions, which a store of format 1 keeps being written in, read
+side by side.
 
 The earlier form is rebuilt here the way the earlier mapper wrote it: each row's state is the
-event's ``model_dump_json()``, and each conversation's head is the chain over those bytes, as
-the earlier writer computed it in the insert's transaction.
+event's ``model_dump_json()``, each conversation's head is the chain over those bytes, as the
+earlier writer computed it in the insert's transaction, and the store's marker says format 1.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from convstore.infrastructure.mapper import (
     decode_compact,
     event_json,
 )
+from tests.conftest import one_error_line
 from tests.test_transfer import fill, log_order, problems, replays
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -77,14 +79,26 @@ def stored_rows(db: Path) -> list[tuple[int, str, int, str, bytes]]:
         ).fetchall()
 
 
+def marker(db: Path) -> list[tuple[str, str]]:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT key, value FROM convstore_store").fetchall()
+
+
+def mark(db: Path, store_format: str) -> None:
+    tamper(db, "UPDATE convstore_store SET value = ? WHERE key = 'format'", [store_format])
+
+
 def rewrite_as_before(db: Path) -> None:
     """Turn a store into one the earlier version wrote: every state the event's full JSON (as
-    its mapper stored it), every head the chain over those bytes."""
+    its mapper stored it), every head the chain over those bytes, the marker format 1."""
     rows = stored_rows(db)
     chains: dict[str, bytes] = {}
     versions: dict[str, int] = {}
+    mark(db, "1")
     with closing(sqlite3.connect(db)) as conn:
         for rowid, originator, version, topic, state in rows:
+            if state[:1] == b"{":
+                continue  # already the earlier form
             event = decode_compact(state)
             before = event.model_dump_json().encode()  # the earlier mapper's state
             conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", [before, rowid])
@@ -154,24 +168,98 @@ def test_a_store_written_before_reads_replays_verifies_and_dumps_the_same(
     assert verify_problems(Path(new.location)) == []
 
 
-def test_appending_to_a_store_written_before_mixes_both_forms(
+def test_a_new_store_is_of_format_2_and_written_compact(twins: tuple[Store, Store]) -> None:
+    new, _ = twins
+    assert marker(Path(new.location)) == [("format", "2")]
+    assert new._log.pydantic_mapper.compact
+
+
+def appended_states(store: Store, conv: UUID, after: int) -> list[tuple[bytes, Event]]:
+    """The stored states of a conversation's events after version ``after``, with the events."""
+    rows = [r for r in stored_rows(Path(store.location)) if r[1] == conv.hex and r[2] > after]
+    return list(zip([r[4] for r in rows], store.events(conv)[after:], strict=True))
+
+
+def test_appending_to_a_format_1_store_keeps_writing_full_json(
     twins: tuple[Store, Store], tmp_path: Path
 ) -> None:
-    """New events go after the earlier ones in the compact form; the chain runs on across the
-    two forms, and a dump of the mixed log loads into a store that replays the same."""
-    _, old = twins
-    conv = next(c.id for c in old.conversations() if c.title == "c1")
-    before = len(old.events(conv))
-    old.append_message(conv, "user", [{"type": "text", "text": "after the upgrade"}])
+    """New events in a store of format 1 are stored as the earlier mapper stored them (the
+    event's ``model_dump_json()``), so convstore 0.2.0 can go on sharing it; it stays format 1,
+    verifies, and replays as the same writes in a format-2 store do. Its dump loads into a new
+    store of format 2 (the way to move it to compact states), which replays the same."""
+    new, old = twins
+    assert not old._log.pydantic_mapper.compact
+    for store in twins:
+        conv = next(c.id for c in store.conversations() if c.title == "c1")
+        before = len(store.events(conv))
+        store.append_message(conv, "user", [{"type": "text", "text": "after the upgrade"}])
+        turn = store.start_message(conv, "assistant")
+        store.append_block(conv, turn, {"type": "text", "text": "long words " * 400})
+        store.end_message(conv, turn)
+    added = appended_states(old, conv, before)
+    assert len(added) == 6
+    assert all(state == event.model_dump_json().encode() for state, event in added)
+    assert {state[0] for state, _ in appended_states(new, conv, before)} == {COMPACT, COMPACT_ZLIB}
     db = Path(old.location)
-    forms = [state[:1] for _, originator, *_, state in stored_rows(db) if originator == conv.hex]
-    assert forms == [b"{"] * before + [bytes([COMPACT])] * 3
+    assert all(state[:1] == b"{" for *_, state in stored_rows(db))
+    assert marker(db) == [("format", "1")]
     assert verify_problems(db) == []
-    assert old.replay(conv)["messages"][-1] == {"role": "user", "content": "after the upgrade"}
-    with convstore.open_store(tmp_path / "loaded.db") as loaded:
-        loaded.load(list(old.dump()))
-        assert replays(loaded) == replays(old)
-        assert dump_events(loaded) == dump_events(old)
+    assert replays(old) == replays(new)
+    with convstore.open_store(db, replay_model=False) as folded:
+        assert replays(folded) == replays(new)
+    with convstore.open_store(tmp_path / "moved.db") as moved:
+        moved.load(list(old.dump()))
+        assert replays(moved) == replays(old)
+        assert dump_events(moved) == dump_events(old)
+    moved_db = tmp_path / "moved.db"
+    assert marker(moved_db) == [("format", "2")]
+    assert all(state[0] in {COMPACT, COMPACT_ZLIB} for *_, state in stored_rows(moved_db))
+    assert verify_problems(moved_db) == []
+
+
+def test_a_format_1_store_holding_compact_rows_mixes_both_forms(tmp_path: Path) -> None:
+    """A store of format 1 whose rows are compact (written by a development version between
+    0.2.0 and format 2) reads as ever, and new events go after them in full JSON: the chain
+    runs on across the two forms, and its dump loads into a store that replays the same."""
+    db = tmp_path / "between.db"
+    with convstore.open_store(db) as store:
+        ids = fill(store)
+    mark(db, "1")
+    with convstore.open_store(db) as store:
+        conv = ids[-1]
+        before = len(store.events(conv))
+        store.append_message(conv, "user", [{"type": "text", "text": "after the upgrade"}])
+        forms = [r[4][:1] for r in stored_rows(db) if r[1] == conv.hex]
+        assert forms == [bytes([COMPACT])] * before + [b"{"] * 3
+        assert verify_problems(db) == []
+        assert store.replay(conv)["messages"][-1] == {
+            "role": "user",
+            "content": "after the upgrade",
+        }
+        with convstore.open_store(tmp_path / "loaded.db") as loaded:
+            loaded.load(list(store.dump()))
+            assert replays(loaded) == replays(store)
+            assert dump_events(loaded) == dump_events(store)
+
+
+@pytest.mark.parametrize("value", ["3", "0", "2.0", ""])
+def test_a_store_of_an_unknown_format_is_refused_in_one_line(tmp_path: Path, value: str) -> None:
+    """A marker naming any format but 1 or 2 (a newer convstore's store) is refused by the API
+    and the CLI, in one line naming the format, and nothing is written."""
+    db = tmp_path / "future.db"
+    with convstore.open_store(db) as store:
+        store.new_conversation()
+    mark(db, value)
+    before = db.read_bytes()
+    with pytest.raises(convstore.InvalidInput) as caught:
+        convstore.open_store(db)
+    assert str(caught.value) == (
+        f"{db} is a convstore store of format {value!r}; this version reads formats 1 and 2"
+    )
+    for args in (["new"], ["list"], ["verify"]):
+        result = CliRunner().invoke(cli, ["--db", str(db), *args])
+        one_error_line(result.exit_code, result.stdout, result.stderr, f"format {value!r}")
+    assert db.read_bytes() == before
 
 
 def test_a_changed_text_is_found_in_either_form(twins: tuple[Store, Store]) -> None:

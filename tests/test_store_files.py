@@ -248,7 +248,8 @@ def test_another_applications_sqlite_file_is_refused_untouched(
 
 def test_a_store_made_before_the_marker_opens_and_is_marked(tmp_path: Path) -> None:
     """A store of the previous version (stored_events only, convstore topics) opens with its
-    conversations, and gets the marker table on that open."""
+    conversations, and gets the marker table on that open: format 1, as its log is written in
+    the earlier form, which new events keep to."""
     db = tmp_path / "old.db"
     conv = _write_and_read_back(db)
     with closing(sqlite3.connect(db)) as conn:
@@ -261,6 +262,11 @@ def test_a_store_made_before_the_marker_opens_and_is_marked(tmp_path: Path) -> N
         assert conn.execute("SELECT key, value FROM convstore_store").fetchall() == [
             ("format", "1")
         ]
+        newest = conn.execute(
+            "SELECT state FROM stored_events WHERE originator_id = ? ORDER BY originator_version",
+            (conv.hex,),
+        ).fetchall()[-1][0]
+    assert newest.startswith(b'{"originator_id":')
 
 
 @pytest.mark.parametrize("content", ["nothing", "header only"])
@@ -274,6 +280,10 @@ def test_a_file_left_empty_by_an_old_killed_open_is_finished(tmp_path: Path, con
             conn.execute("PRAGMA journal_mode=WAL")
         assert db.stat().st_size > 0
     _write_and_read_back(db)
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT key, value FROM convstore_store").fetchall() == [
+            ("format", "2")
+        ]
 
 
 def test_a_store_of_another_format_is_refused(tmp_path: Path) -> None:
@@ -281,10 +291,10 @@ def test_a_store_of_another_format_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "future.db"
     _write_and_read_back(db)
     with closing(sqlite3.connect(db)) as conn:
-        conn.execute("UPDATE convstore_store SET value = '2' WHERE key = 'format'")
+        conn.execute("UPDATE convstore_store SET value = '3' WHERE key = 'format'")
         conn.commit()
     before = db.read_bytes()
-    with pytest.raises(InvalidInput, match="format '2'"):
+    with pytest.raises(InvalidInput, match="format '3'"):
         open_store(db)
     assert db.read_bytes() == before
 

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
+from uuid import UUID
 
 import pytest
+from click.testing import CliRunner
 
 from convstore import InvalidInput, Store, StoreError, open_store
+from convstore.cli import cli
+from convstore.infrastructure.chain import genesis, link
+from convstore.infrastructure.mapper import COMPACT, COMPACT_ZLIB, decode_compact
 from convstore.infrastructure.postgres import PostgresSettings, redact
+from tests.conftest import one_error_line
 from tests.contract import StoreContract
 
 
@@ -84,3 +92,122 @@ def test_a_store_made_before_the_listing_index_gets_it_on_open(postgres_url: str
     with open_store(postgres_url) as store:
         assert store.conversations() == before
         assert store.list_conversations(labels={"k": "v"}).conversations == before
+
+
+# -- store formats: 2 for a new store, 1 kept for a store 0.2.0 shares --------------------------
+
+
+def _sql(url: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run one statement in the URL's schema on the test server."""
+    import psycopg  # noqa: PLC0415 - the PostgreSQL extra, present wherever this test runs
+    from psycopg import sql  # noqa: PLC0415
+
+    server, _, schema = url.partition("?schema=")
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        cursor = conn.execute(statement.encode(), params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def _states(url: str) -> list[tuple[UUID, int, str, bytes]]:
+    return [
+        (row[0], row[1], row[2], bytes(row[3]))
+        for row in _sql(
+            url,
+            "SELECT originator_id, originator_version, topic, state FROM convstore_events"
+            " ORDER BY notification_id",
+        )
+    ]
+
+
+def _rewrite_as_format_1(url: str) -> None:
+    """What convstore 0.2.0 would have written: every state the event's full JSON, every head
+    the chain over those bytes, the marker format 1."""
+    chains: dict[UUID, bytes] = {}
+    for originator, version, topic, state in _states(url):
+        full = decode_compact(state).model_dump_json().encode()
+        _sql(
+            url,
+            "UPDATE convstore_events SET state = %s"
+            " WHERE originator_id = %s AND originator_version = %s",
+            (full, originator, version),
+        )
+        previous = chains.get(originator, genesis(originator))
+        chains[originator] = link(previous, version, topic.encode(), full)
+    for originator, chain in chains.items():
+        _sql(
+            url,
+            "UPDATE convstore_heads SET chain = %s WHERE originator_id = %s",
+            (chain, originator),
+        )
+    _sql(url, "UPDATE convstore_store SET value = '1' WHERE key = 'format'")
+
+
+def _verify(url: str) -> list[str]:
+    result = CliRunner().invoke(cli, ["--db", url, "verify", "--json"])
+    assert result.exit_code in {0, 1}, result.output
+    return [p["problem"] for p in json.loads(result.stdout)]
+
+
+def _turn(store: Store, conv: UUID) -> None:
+    store.append_message(conv, "user", [{"type": "text", "text": "after the upgrade"}])
+    reply = store.start_message(conv, "assistant")
+    store.append_block(conv, reply, {"type": "text", "text": "long words " * 400})
+    store.end_message(conv, reply)
+
+
+def test_a_new_schema_is_format_2_and_a_format_1_one_stays_full_json(
+    make_postgres_url: Callable[[], str],
+) -> None:
+    """A new store is marked format 2 and holds compact states. The same store made format 1
+    (as 0.2.0 writes it) gets each new event as its full JSON, as 0.2.0 would store it, stays
+    format 1, verifies, and replays what the format-2 store replays after the same writes."""
+    new_url, old_url = make_postgres_url(), make_postgres_url()
+    for url in (new_url, old_url):
+        with open_store(url) as store:
+            conv = store.new_conversation(conversation_id=UUID(int=7), title="shared")
+            store.append_message(conv, "user", [{"type": "text", "text": "before"}])
+            assert store._log.pydantic_mapper.compact
+        assert _sql(url, "SELECT key, value FROM convstore_store") == [("format", "2")]
+        assert {state[0] for *_, state in _states(url)} == {COMPACT}
+    _rewrite_as_format_1(old_url)
+    assert _verify(old_url) == []
+    before = len(_states(old_url))
+    for url in (new_url, old_url):
+        with open_store(url) as store:
+            _turn(store, conv)
+    with open_store(old_url) as old, open_store(new_url) as new:
+        assert not old._log.pydantic_mapper.compact
+        added = _states(old_url)[before:]
+        assert len(added) == 6
+        assert [state for *_, state in added] == [
+            event.model_dump_json().encode() for event in old.events(conv)[before:]
+        ]
+        assert {state[0] for *_, state in _states(new_url)[before:]} == {COMPACT, COMPACT_ZLIB}
+        assert old.replay(conv) == new.replay(conv)
+    with open_store(old_url, replay_model=False) as folded, open_store(new_url) as new:
+        assert folded.replay(conv) == new.replay(conv)
+    assert _sql(old_url, "SELECT value FROM convstore_store") == [("1",)]
+    assert _verify(old_url) == []
+    assert _verify(new_url) == []
+
+
+def test_a_schema_of_an_unknown_format_is_refused_in_one_line(postgres_url: str) -> None:
+    """A marker naming format 3 (a newer convstore's) is refused by the API and the CLI in one
+    line naming it, and nothing in the schema changes."""
+    with open_store(postgres_url) as store:
+        store.append_message(store.new_conversation(), "user", [{"type": "text", "text": "x"}])
+    _sql(postgres_url, "UPDATE convstore_store SET value = '3' WHERE key = 'format'")
+    count = "SELECT count(*) FROM convstore_events"
+    rows = _sql(postgres_url, count)
+    schema = postgres_url.partition("?schema=")[2]
+    with pytest.raises(InvalidInput) as caught:
+        open_store(postgres_url)
+    assert str(caught.value) == (
+        f"schema {schema} holds a convstore store of format '3'; this version reads formats 1 and 2"
+    )
+    for args in (["new"], ["list"], ["verify"]):
+        result = CliRunner().invoke(cli, ["--db", postgres_url, *args])
+        one_error_line(result.exit_code, result.stdout, result.stderr, "format '3'")
+    assert _sql(postgres_url, count) == rows
+    assert _sql(postgres_url, "SELECT value FROM convstore_store") == [("3",)]

@@ -264,14 +264,14 @@ def _execute(server: str, statement: str) -> list[tuple[object, ...]]:
 def test_a_schema_is_marked_and_an_unmarked_store_is_marked_on_open(
     postgres_server: str, schemas: Callable[[str], str]
 ) -> None:
-    """A new schema gets the convstore_store marker; a store without it (made by the previous
-    version) opens with its conversations and is marked."""
+    """A new schema gets the convstore_store marker (format 2); a store without it (made by the
+    previous version) opens with its conversations and is marked format 1, its log's form."""
     schema = f"mark_{uuid4().hex[:12]}"
     url = schemas(schema)
     with open_store(url) as store:
         conv = store.new_conversation()
     assert _execute(postgres_server, f"SELECT key, value FROM {schema}.convstore_store") == [  # noqa: S608
-        ("format", "1")
+        ("format", "2")
     ]
     _execute(postgres_server, f"DROP TABLE {schema}.convstore_store")
     with open_store(url) as store:

@@ -12,7 +12,7 @@ from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count
 from convstore.errors import ConvstoreError, InvalidInput, NoStore, StoreError
 from convstore.extras import missing_extra
-from convstore.infrastructure.application import EventLog
+from convstore.infrastructure.application import STORE_FORMAT, EventLog
 from convstore.infrastructure.postgres import (
     PostgresSettings,
     is_postgres_url,
@@ -116,6 +116,7 @@ def _open_sqlite(
     # and that one file is what is checked, created, opened and shown.
     path = Path(os.path.realpath(given))
     lock_timeout = lock_timeout_seconds()
+    store_format: int | None = None
     if not path.exists():
         if not create:
             msg = f"no store at {given} (nothing has been recorded there yet)"
@@ -127,21 +128,29 @@ def _open_sqlite(
             raise StoreError(msg)
         remove_leftovers(path)
         try:
-            create_store_file(path, _build)
+            if create_store_file(path, _build):
+                store_format = STORE_FORMAT
         except ConvstoreError:
             raise
         except (OSError, sqlite3.Error) as exc:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             msg = f"cannot create a store at {given}: {detail}"
             raise StoreError(" ".join(msg.split())) from None
-    else:
+    if store_format is None:  # an existing store, or one another process made just now
         remove_leftovers(path)
         try:
-            claim_store_file(path, lock_timeout)
+            store_format = claim_store_file(path, lock_timeout)
         except (OSError, sqlite3.Error) as exc:
             msg = f"cannot open the store at {given}: {exc}"
             raise StoreError(" ".join(msg.split())) from None
-    return _open(sqlite_env(path), str(path), secret="", limits=limits, replay=replay)
+    return _open(
+        sqlite_env(path),
+        str(path),
+        secret="",
+        limits=limits,
+        replay=replay,
+        store_format=store_format,
+    )
 
 
 def _build(temporary: Path) -> None:
@@ -161,9 +170,14 @@ def _open_postgres(url: str, limits: Limits, replay: ReplaySettings) -> Store:
         msg = missing_extra("a PostgreSQL store", "postgres", "'psycopg[binary]' psycopg-pool")
         raise InvalidInput(msg)
     try:
-        with settings.setup_lock():
+        with settings.setup_lock() as store_format:
             return _open(
-                settings.env(), shown, secret=settings.password, limits=limits, replay=replay
+                settings.env(),
+                shown,
+                secret=settings.password,
+                limits=limits,
+                replay=replay,
+                store_format=store_format,
             )
     except ConvstoreError:
         raise
@@ -173,10 +187,16 @@ def _open_postgres(url: str, limits: Limits, replay: ReplaySettings) -> Store:
 
 
 def _open(
-    env: dict[str, str], shown: str, *, secret: str, limits: Limits, replay: ReplaySettings
+    env: dict[str, str],
+    shown: str,
+    *,
+    secret: str,
+    limits: Limits,
+    replay: ReplaySettings,
+    store_format: int,
 ) -> Store:
     try:
-        log = EventLog(env=env)
+        log = EventLog(env=env, store_format=store_format)
         log.recorder.max_notification_id()  # fail here, not at first use, if it is no store
     except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
         msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"

@@ -16,7 +16,7 @@ line runs, with its own checks and messages:
   (:data:`HARMLESS`: the store and audit paths, the lock timeout, the write limits); the rest
   (eventsourcing's cipher and compressor settings, ``CONVSTORE_DEBUG``…) can change how a store
   opens or is read);
-- PATH is a SQLite file holding a convstore store of this version's format;
+- PATH is a SQLite file holding a convstore store of a format this version reads (1 or 2);
 - the conversation's stored model is at the newest version its log holds (read in one read
   transaction), so it is exactly what a fold of the log gives.
 
@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 
 MARKER_TABLE = "convstore_store"
 """The store's marker table (``convstore.infrastructure.application.MARKER_TABLE``)."""
-STORE_FORMAT = "1"
+STORE_FORMATS = ("1", "2")
+"""The store formats it reads (``convstore.infrastructure.application.STORE_FORMATS``): the
+model tables are the same in both."""
 EVENTS_TABLE = "stored_events"
 """The SQLite events table eventsourcing makes."""
 
@@ -123,7 +125,7 @@ def read_state(path: str, conversation: UUID) -> ReplayState | None:
             marker = conn.execute(
                 f"SELECT value FROM {MARKER_TABLE} WHERE key = 'format'"  # noqa: S608
             ).fetchone()
-            if marker is None or marker[0] != STORE_FORMAT:
+            if marker is None or marker[0] not in STORE_FORMATS:
                 return None
             key = conversation.hex
             head = conn.execute(

@@ -19,16 +19,43 @@ ENV_PREFIX = APPLICATION_NAME.upper() + "_"
 
 MARKER_TABLE = "convstore_store"
 """The table that marks a SQLite file or a PostgreSQL schema as a convstore store; it holds
-``('format', '1')``."""
+``('format', '2')`` (or ``'1'``)."""
 
-STORE_FORMAT = 1
-"""The store format this version writes and reads."""
+FULL_JSON_FORMAT = 1
+"""Stores whose states are each event's full JSON: what convstore 0.2.0 reads and writes.
+This version keeps writing such a store in that form, so hosts of both versions can share it."""
+
+STORE_FORMAT = 2
+"""The format this version gives a new store: compact states (convstore 0.2.0 refuses it)."""
+
+STORE_FORMATS = (FULL_JSON_FORMAT, STORE_FORMAT)
+"""The store formats this version reads and writes."""
+
+READS = "this version reads formats " + " and ".join(map(str, STORE_FORMATS))
+"""How a refusal of any other format ends."""
+
+
+def known_format(value: object) -> int | None:
+    """The format a store's marker value names, when this version reads it."""
+    for store_format in STORE_FORMATS:
+        if value == str(store_format):
+            return store_format
+    return None
 
 
 class EventLog(Application[UUID]):
     """All conversations' events, one stream per conversation, one notification log."""
 
     name = APPLICATION_NAME
+
+    def __init__(self, env: EnvType | None = None, *, store_format: int = STORE_FORMAT) -> None:
+        """``store_format`` is the format of the store the settings name, as its marker says:
+        it decides the form events are written in."""
+        if store_format not in STORE_FORMATS:
+            msg = f"store format {store_format!r}: {READS}"
+            raise ValueError(msg)
+        self.store_format = store_format
+        super().__init__(env)
 
     def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
         """Settings from the caller, plus only ``CONVSTORE_``-prefixed process variables.
@@ -71,6 +98,7 @@ class EventLog(Application[UUID]):
             transcoder=self.factory.transcoder(),
             compressor=self.factory.compressor(),
             cipher=self.factory.cipher(),
+            compact=self.store_format != FULL_JSON_FORMAT,
         )
 
     @property

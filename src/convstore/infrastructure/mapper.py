@@ -22,8 +22,10 @@ bytes than the event's JSON: ~27% fewer bytes on disk for streamed 1 KB text blo
 
 States written before (the event's full JSON, always starting with ``{``) are read as they
 always were: both forms live side by side in one log, each row saying which it is by its first
-byte. :func:`event_json` (and the mapper's ``plain``) turns either into the event's full JSON,
-the bytes the earlier form stored, which is what ``dump`` and ``export --format jsonl`` write.
+byte. A store of format 1 (which convstore 0.2.0 shares) is still written in that form: its
+mapper is made with ``compact=False`` (see ``convstore.infrastructure.application``).
+:func:`event_json` (and the mapper's ``plain``) turns either into the event's full JSON, the
+bytes the earlier form stored, which is what ``dump`` and ``export --format jsonl`` write.
 eventsourcing's ``COMPRESSOR_TOPIC`` / ``CIPHER_KEY`` settings still apply on top (with a
 compressor set, the body is not compressed twice).
 """
@@ -36,7 +38,14 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
-from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
+from eventsourcing.persistence import (
+    Cipher,
+    Compressor,
+    Mapper,
+    MapperDeserialisationError,
+    StoredEvent,
+    Transcoder,
+)
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
@@ -211,6 +220,29 @@ def compact_state(event: BaseModel, *, compress: bool = True) -> bytes:
     return state
 
 
+def checked_json(event: BaseModel) -> bytes:
+    """The event's full JSON (``model_dump_json()``: a format-1 store's state, as convstore
+    0.2.0 writes it), once it is known to decode back to an equal event.
+
+    Refused as :func:`compact_state` refuses, with :class:`UnreadableEvent` saying why.
+    """
+    try:
+        state = event.model_dump_json().encode()
+    except PydanticSerializationError as exc:
+        msg = f"it cannot be written as JSON ({' '.join(str(exc).split())[:200]})"
+        raise UnreadableEvent(msg) from None
+    try:
+        back = EVENT_ADAPTER.validate_json(state)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        msg = f"its JSON would not read back ({first['msg']})"
+        raise UnreadableEvent(msg) from None
+    if back != event:
+        msg = "its JSON would read back as a different value"
+        raise UnreadableEvent(msg)
+    return state
+
+
 def full_json(state: bytes) -> bytes:
     """The JSON a compact state's event is read from (all its fields but the defaulted ones),
     built from the header and the body without decoding the event.
@@ -269,12 +301,27 @@ def event_json(state: bytes) -> bytes:
 
 
 class PydanticMapper(Mapper[UUID]):
-    """Stores each event as its compact state; reads compact states and the full-JSON states
-    of earlier versions through one discriminated-union adapter."""
+    """Stores each event as its compact state (or, with ``compact=False``, as its full JSON,
+    for a format-1 store); reads both forms through one discriminated-union adapter."""
+
+    def __init__(
+        self,
+        transcoder: Transcoder,
+        compressor: Compressor | None = None,
+        cipher: Cipher | None = None,
+        *,
+        compact: bool = True,
+    ) -> None:
+        super().__init__(transcoder, compressor=compressor, cipher=cipher)
+        self.compact = compact
+        """Whether events are written as compact states, or as their full JSON."""
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         assert isinstance(domain_event, BaseModel)
-        state = compact_state(domain_event, compress=not self.compressor)
+        if self.compact:
+            state = compact_state(domain_event, compress=not self.compressor)
+        else:
+            state = checked_json(domain_event)
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from convstore.errors import InvalidInput
-from convstore.infrastructure.application import APPLICATION_NAME, MARKER_TABLE, STORE_FORMAT
+from convstore.infrastructure.application import (
+    APPLICATION_NAME,
+    FULL_JSON_FORMAT,
+    MARKER_TABLE,
+    READS,
+    STORE_FORMAT,
+    known_format,
+)
 from convstore.infrastructure.mapper import TOPIC_PREFIX
 
 if TYPE_CHECKING:
@@ -238,8 +245,9 @@ class PostgresSettings:
         }
 
     @contextmanager
-    def setup_lock(self) -> Iterator[None]:
-        """Hold the store's setup lock, with its schema created, for the duration.
+    def setup_lock(self) -> Iterator[int]:
+        """Hold the store's setup lock, with its schema created and claimed, for the duration;
+        yield the store's format (see :meth:`_claim`).
 
         eventsourcing creates its tables and functions when a store is opened; two processes
         doing that at once make PostgreSQL fail one of them ("tuple concurrently updated").
@@ -263,16 +271,16 @@ class PostgresSettings:
             conn.execute(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
             )
-            self._claim(conn)
-            yield
+            yield self._claim(conn)
 
-    def _claim(self, conn: psycopg.Connection[Any]) -> None:
-        """Mark the schema as holding a convstore store, or refuse it.
+    def _claim(self, conn: psycopg.Connection[Any]) -> int:
+        """Mark the schema as holding a convstore store, or refuse it; return its format.
 
         A schema is refused only when its ``convstore_events`` table holds an event that is
         not convstore's, or its marker names another format: convstore owns just its two
         tables (``convstore_events``, ``convstore_store``), so other tables may share the
-        schema (``public`` usually has some). A store made before the marker is marked here.
+        schema (``public`` usually has some). A store made before the marker is marked here
+        as format 1 (its events stay in the form earlier versions read); a new one as format 2.
         """
         from psycopg import sql  # noqa: PLC0415
 
@@ -285,16 +293,16 @@ class PostgresSettings:
             row = conn.execute(
                 sql.SQL("SELECT value FROM {} WHERE key = 'format'").format(table(MARKER_TABLE))
             ).fetchone()
-            if row is None or row[0] != str(STORE_FORMAT):
+            store_format = None if row is None else known_format(row[0])
+            if store_format is None:
                 found = "no format" if row is None else f"format {str(row[0])[:20]!r}"
-                msg = (
-                    f"schema {self.schema} holds a convstore store of {found}; this version"
-                    f" reads format {STORE_FORMAT}"
-                )
+                msg = f"schema {self.schema} holds a convstore store of {found}; {READS}"
                 raise InvalidInput(msg)
-            return
+            return store_format
         events = conn.execute(regclass, (self.schema, EVENTS_TABLE)).fetchone()
+        new_format = STORE_FORMAT
         if events is not None and events[0] is not None:
+            new_format = FULL_JSON_FORMAT  # an earlier version's log stays in its form
             foreign = conn.execute(
                 sql.SQL("SELECT topic FROM {} WHERE left(topic, %s) <> %s LIMIT 1").format(
                     table(EVENTS_TABLE)
@@ -317,5 +325,6 @@ class PostgresSettings:
                 sql.SQL(
                     "INSERT INTO {} (key, value) VALUES ('format', %s) ON CONFLICT DO NOTHING"
                 ).format(table(MARKER_TABLE)),
-                (str(STORE_FORMAT),),
+                (str(new_format),),
             )
+        return new_format

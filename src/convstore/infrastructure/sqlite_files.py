@@ -2,8 +2,9 @@
 
 A new store is built in a private temporary file and hard-linked into place, so a process
 killed during its first open leaves no store or a whole one. The table ``convstore_store``
-marks it; an unmarked file is accepted only if it is a store of an earlier version (nothing
-but ``stored_events``, every topic convstore's) or empty, and is then marked. Any other
+marks it and names its format: a new store is of format 2 (compact states); an unmarked file
+is accepted only if it is a store of an earlier version (nothing but ``stored_events``, every
+topic convstore's), then marked format 1, or empty, then marked format 2. Any other
 database (another eventsourcing application's, say) is refused and left untouched.
 """
 
@@ -17,7 +18,13 @@ from pathlib import Path
 from uuid import uuid4
 
 from convstore.errors import InvalidInput
-from convstore.infrastructure.application import MARKER_TABLE, STORE_FORMAT
+from convstore.infrastructure.application import (
+    FULL_JSON_FORMAT,
+    MARKER_TABLE,
+    READS,
+    STORE_FORMAT,
+    known_format,
+)
 from convstore.infrastructure.chain import HEADS_TABLE
 from convstore.infrastructure.erasure import ERASED_TABLE
 from convstore.infrastructure.listing import LABELS_TABLE, LISTING_TABLE
@@ -34,20 +41,24 @@ def _readonly(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, isolation_level=None)
 
 
-def _marker_statements() -> list[str]:
+def _marker_statements(store_format: int) -> list[str]:
     return [
         f"CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         f"INSERT OR IGNORE INTO {MARKER_TABLE} (key, value) "  # noqa: S608 - fixed name and number
-        f"VALUES ('format', '{STORE_FORMAT}')",
+        f"VALUES ('format', '{int(store_format)}')",
     ]
 
 
-def _check_format(conn: sqlite3.Connection, path: Path) -> None:
+def _check_format(conn: sqlite3.Connection, path: Path) -> int:
+    """The store's format, as its marker names it; :class:`InvalidInput` for any format this
+    version does not read."""
     row = conn.execute(f"SELECT value FROM {MARKER_TABLE} WHERE key = 'format'").fetchone()  # noqa: S608 - fixed name
-    if row is None or str(row[0]) != str(STORE_FORMAT):
+    store_format = None if row is None else known_format(row[0])
+    if store_format is None:
         found = "no format" if row is None else f"format {str(row[0])[:20]!r}"
-        msg = f"{path} is a convstore store of {found}; this version reads format {STORE_FORMAT}"
+        msg = f"{path} is a convstore store of {found}; {READS}"
         raise InvalidInput(msg)
+    return store_format
 
 
 def _foreign(conn: sqlite3.Connection) -> str | None:
@@ -77,9 +88,10 @@ def _foreign(conn: sqlite3.Connection) -> str | None:
     return None
 
 
-def claim_store_file(path: Path, lock_timeout: int) -> None:
+def claim_store_file(path: Path, lock_timeout: int) -> int:
     """Check that the existing file at ``path`` is a convstore store, marking it if it was
-    made before stores were marked (or left empty by a killed first open).
+    made before stores were marked (format 1) or left empty by a killed first open (format 2);
+    return its format.
 
     Raises :class:`InvalidInput` for anything else (another application's database), which
     is left untouched; ``sqlite3.DatabaseError`` for a file that is not SQLite at all.
@@ -88,8 +100,7 @@ def claim_store_file(path: Path, lock_timeout: int) -> None:
         with closing(_readonly(path)) as conn:
             conn.execute("BEGIN")  # one snapshot for every check
             if _table_exists(conn, MARKER_TABLE):
-                _check_format(conn, path)
-                return
+                return _check_format(conn, path)
             problem = _foreign(conn)
         if problem:
             msg = f"{path} is a SQLite file but not a convstore store: {problem}"
@@ -103,7 +114,7 @@ def claim_store_file(path: Path, lock_timeout: int) -> None:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if "readonly" in str(exc):
-                return  # checked above; a read-only store opens unmarked
+                return FULL_JSON_FORMAT  # checked above; a read-only store opens unmarked
             raise
         try:
             if not _table_exists(conn, MARKER_TABLE):
@@ -111,9 +122,13 @@ def claim_store_file(path: Path, lock_timeout: int) -> None:
                 if problem:
                     msg = f"{path} is a SQLite file but not a convstore store: {problem}"
                     raise InvalidInput(msg)
-                for statement in _marker_statements():
+                # An earlier version's log stays in its form, which that version reads.
+                written = _table_exists(conn, EVENTS_TABLE)
+                for statement in _marker_statements(FULL_JSON_FORMAT if written else STORE_FORMAT):
                     conn.execute(statement)
+            store_format = _check_format(conn, path)
             conn.execute("COMMIT")
+            return store_format
         finally:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -126,7 +141,7 @@ def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
     return found is not None
 
 
-def create_store_file(path: Path, build: Callable[[Path], None]) -> None:
+def create_store_file(path: Path, build: Callable[[Path], None]) -> bool:
     """Create a new store at ``path`` all at once, or not at all.
 
     The schema is built by ``build`` in a private temporary file beside ``path``, marked as a
@@ -134,13 +149,17 @@ def create_store_file(path: Path, build: Callable[[Path], None]) -> None:
     leaves either no store or a whole one, never a half-made file. The link never replaces
     an existing file; if another process created the store first, its store is kept.
     Temporary files left by killed processes are removed by :func:`remove_leftovers`.
+
+    Returns whether this call made the store (of format :data:`STORE_FORMAT`): when another
+    process made it first, its format is whatever that process gave it (see
+    :func:`claim_store_file`).
     """
     temporary = path.with_name(f"{_temporary_prefix(path)}{os.getpid()}-{uuid4().hex[:8]}")
     create_private_file(temporary)
     try:
         build(temporary)
         with closing(sqlite3.connect(file_uri(temporary), uri=True, isolation_level=None)) as conn:
-            for statement in _marker_statements():
+            for statement in _marker_statements(STORE_FORMAT):
                 conn.execute(statement)
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         if _sidecar(temporary, "-wal").exists() and _sidecar(temporary, "-wal").stat().st_size:
@@ -151,12 +170,16 @@ def create_store_file(path: Path, build: Callable[[Path], None]) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        with suppress(FileExistsError):  # another process made the store first: keep it
+        made = True
+        try:
             os.link(temporary, path)
+        except FileExistsError:  # another process made the store first: keep it
+            made = False
         _sync_directory(path.parent)
     finally:
         for name in (temporary, _sidecar(temporary, "-wal"), _sidecar(temporary, "-shm")):
             name.unlink(missing_ok=True)
+    return made
 
 
 def remove_leftovers(path: Path) -> None:
