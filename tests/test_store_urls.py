@@ -264,8 +264,9 @@ def _execute(server: str, statement: str) -> list[tuple[object, ...]]:
 def test_a_schema_is_marked_and_an_unmarked_store_is_marked_on_open(
     postgres_server: str, schemas: Callable[[str], str]
 ) -> None:
-    """A new schema gets the convstore_store marker (format 2); a store without it (made by the
-    previous version) opens with its conversations and is marked format 1, its log's form."""
+    """A new schema gets the convstore_store marker (format 2); a store without it (made by an
+    earlier version) opens with its conversations and is marked format 2 too: this version's
+    lock-free writers must not share a PostgreSQL store with readers that expect the lock."""
     schema = f"mark_{uuid4().hex[:12]}"
     url = schemas(schema)
     with open_store(url) as store:
@@ -276,7 +277,7 @@ def test_a_schema_is_marked_and_an_unmarked_store_is_marked_on_open(
     _execute(postgres_server, f"DROP TABLE {schema}.convstore_store")
     with open_store(url) as store:
         assert [c.id for c in store.conversations()] == [conv]
-    assert _execute(postgres_server, f"SELECT value FROM {schema}.convstore_store") == [("1",)]  # noqa: S608
+    assert _execute(postgres_server, f"SELECT value FROM {schema}.convstore_store") == [("2",)]  # noqa: S608
 
 
 def test_a_schema_holding_another_applications_events_is_refused_untouched(

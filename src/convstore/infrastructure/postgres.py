@@ -23,7 +23,6 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from convstore.errors import InvalidInput
 from convstore.infrastructure.application import (
     APPLICATION_NAME,
-    FULL_JSON_FORMAT,
     MARKER_TABLE,
     READS,
     STORE_FORMAT,
@@ -279,8 +278,13 @@ class PostgresSettings:
         A schema is refused only when its ``convstore_events`` table holds an event that is
         not convstore's, or its marker names another format: convstore owns just its two
         tables (``convstore_events``, ``convstore_store``), so other tables may share the
-        schema (``public`` usually has some). A store made before the marker is marked here
-        as format 1 (its events stay in the form earlier versions read); a new one as format 2.
+        schema (``public`` usually has some).
+
+        A PostgreSQL store of format 1 (or made before the marker) becomes format 2 here, its
+        events left as they are: this version's writers no longer take the table lock that
+        format-1 readers (convstore 0.2.0) rely on to never pass an event committed late, so
+        such a reader must refuse the store (it does, in one line) rather than share it. A
+        SQLite store keeps its format: its writers still take turns through the file's lock.
         """
         from psycopg import sql  # noqa: PLC0415
 
@@ -298,11 +302,16 @@ class PostgresSettings:
                 found = "no format" if row is None else f"format {str(row[0])[:20]!r}"
                 msg = f"schema {self.schema} holds a convstore store of {found}; {READS}"
                 raise InvalidInput(msg)
-            return store_format
+            if store_format != STORE_FORMAT:
+                conn.execute(
+                    sql.SQL("UPDATE {} SET value = %s WHERE key = 'format'").format(
+                        table(MARKER_TABLE)
+                    ),
+                    (str(STORE_FORMAT),),
+                )
+            return STORE_FORMAT
         events = conn.execute(regclass, (self.schema, EVENTS_TABLE)).fetchone()
-        new_format = STORE_FORMAT
         if events is not None and events[0] is not None:
-            new_format = FULL_JSON_FORMAT  # an earlier version's log stays in its form
             foreign = conn.execute(
                 sql.SQL("SELECT topic FROM {} WHERE left(topic, %s) <> %s LIMIT 1").format(
                     table(EVENTS_TABLE)
@@ -325,6 +334,6 @@ class PostgresSettings:
                 sql.SQL(
                     "INSERT INTO {} (key, value) VALUES ('format', %s) ON CONFLICT DO NOTHING"
                 ).format(table(MARKER_TABLE)),
-                (str(new_format),),
+                (str(STORE_FORMAT),),
             )
-        return new_format
+        return STORE_FORMAT

@@ -25,8 +25,9 @@ guarantee moves to the readers:
 
 The price: a transaction left open anywhere in the cluster holds the horizon, so readers lag
 (never skip) until it ends. Rows from before the column existed (a store made by an older
-convstore) have no ``tx`` and are settled. Every process writing a store must run this version:
-an older reader does not filter, and could pass an id committed late.
+convstore) have no ``tx`` and are settled. Every process using a store must run this version:
+an older reader does not filter, and could pass an id committed late; so opening marks the
+store format 2, which an older convstore refuses (``postgres.PostgresSettings._claim``).
 """
 
 from __future__ import annotations
