@@ -233,6 +233,68 @@ def test_an_erasure_removes_the_model_rows_on_postgres(postgres_url: str) -> Non
                 reader.replay(conv)
 
 
+def test_a_model_stored_while_a_store_reads_it_on_postgres_is_read_as_one_version(
+    postgres_url: str,
+) -> None:
+    """A store reads a conversation's stored head and its rows as of one moment: a newer model
+    committed in between must not give it the old version with the newer rows (it would fold
+    the events after the old version onto rows already holding them, and store the result)."""
+    import threading  # noqa: PLC0415
+
+    import psycopg  # noqa: PLC0415
+
+    from convstore.projections.replay_model import ReplayState  # noqa: PLC0415
+
+    server, schema = postgres_url.split("?schema=")
+    prefix = f'"{schema}".'
+    with stores(postgres_url, [0, 0]) as (writer, reader):
+        writer._replays.write_lag = 1
+        conv = writer.new_conversation()
+        record(writer, conv, 2)
+        writer.replay(conv)  # the model stored at this version
+        tables = reader._replays.tables
+        assert tables is not None
+        assert model_rows(reader, conv)[0] == len(writer.events(conv))
+        record(writer, conv, 2, start=2)
+        events = writer.events(conv)
+        newer = ReplayState()
+        newer.fold(events)
+        rows = [(m.message_id, m.encode()) for m in newer.messages]
+        found: list[Any] = []
+        with psycopg.connect(server) as other:
+            # Hold the rows back so the read is caught between the head and the rows.
+            other.execute(f"LOCK TABLE {prefix}{MESSAGES} IN ACCESS EXCLUSIVE MODE")
+            thread = threading.Thread(target=lambda: found.append(tables.read(conv)))
+            thread.start()
+            with psycopg.connect(server, autocommit=True) as watch:
+                waiting = (
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = %s::regclass"
+                )
+                while watch.execute(waiting, (prefix + MESSAGES,)).fetchone() == (0,):
+                    assert thread.is_alive()
+                    time.sleep(0.01)
+            # Meanwhile another store commits the newer model, as its write does.
+            other.execute(
+                f"UPDATE {prefix}{HEADS} SET version = %s, head = %s WHERE originator_id = %s",  # noqa: S608
+                (newer.version, newer.encode_head(), conv),
+            )
+            other.cursor().executemany(
+                f"INSERT INTO {prefix}{MESSAGES} VALUES (%s, %s, %s, %s) "  # noqa: S608
+                "ON CONFLICT (originator_id, position) DO UPDATE SET "
+                "message_id = excluded.message_id, plan = excluded.plan",
+                [(conv, p, message_id, plan) for p, (message_id, plan) in enumerate(rows)],
+            )
+            other.commit()
+        thread.join()
+        [stored] = found
+        assert (stored.version, stored.head, [tuple(r) for r in stored.rows]) == (
+            len(events),
+            newer.encode_head(),
+            rows,
+        )
+        assert reader.replay(conv) == replay(events)
+
+
 CHILD = """
 import sys
 from convstore import open_store

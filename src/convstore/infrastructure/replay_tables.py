@@ -301,21 +301,23 @@ class PostgresReplayTables:
         with self._datastore.transaction(commit=False) as curs:
             if not self._check_exists(curs):
                 return None
+            # One statement, so one snapshot: at READ COMMITTED each statement sees what was
+            # committed when it began, so a head read apart from its rows could be older than
+            # the rows a store commits in between, and the events after that head would then be
+            # folded onto rows already holding them. The head comes first (position -1).
             curs.execute(
-                f"SELECT version, head FROM {self._prefix}{HEADS} "  # noqa: S608
-                "WHERE originator_id = %s".encode(),
-                (conversation,),
-            )
-            head = curs.fetchone()
-            if head is None:
-                return None
-            curs.execute(
-                f"SELECT message_id, plan FROM {self._prefix}{MESSAGES} "  # noqa: S608
+                f"SELECT -1 AS position, version, head AS a, NULL AS b FROM {self._prefix}{HEADS} "  # noqa: S608
+                "WHERE originator_id = %s UNION ALL "
+                f"SELECT position, NULL, message_id, plan FROM {self._prefix}{MESSAGES} "
                 "WHERE originator_id = %s ORDER BY position".encode(),
-                (conversation,),
+                (conversation, conversation),
             )
-            rows = [(row["message_id"], row["plan"]) for row in curs.fetchall()]
-            return Stored(int(head["version"]), head["head"], rows)
+            found = curs.fetchall()
+            if not found or found[0]["position"] != -1:
+                return None
+            head = found[0]
+            rows = [(row["a"], row["b"]) for row in found[1:]]
+            return Stored(int(head["version"]), head["a"], rows)
 
     def write(self, conversation: UUID, state: ReplayState, since: int) -> bool:
         prefix = self._prefix
