@@ -217,6 +217,24 @@ def test_appending_to_a_format_1_store_keeps_writing_full_json(
     assert verify_problems(moved_db) == []
 
 
+def test_a_format_1_store_keeps_no_replay_model(twins: tuple[Store, Store]) -> None:
+    """convstore 0.2.0 may share a format-1 file, and it neither erases a replay model's rows
+    with their conversation nor knows them: so this version keeps none there (replay folds
+    the log), while a format-2 store does."""
+    new, old = twins
+    for store in twins:
+        for info in store.conversations():
+            store.replay(info.id)
+    tables = "SELECT name FROM sqlite_master WHERE name LIKE 'convstore_replay%'"
+    with closing(sqlite3.connect(Path(old.location))) as conn:
+        found = [name for (name,) in conn.execute(tables)]
+        counts = [conn.execute(f"SELECT count(*) FROM {n}").fetchone()[0] for n in found]  # noqa: S608
+    assert sum(counts) == 0
+    with closing(sqlite3.connect(Path(new.location))) as conn:
+        rows = conn.execute("SELECT count(*) FROM convstore_replay_messages").fetchone()[0]
+    assert rows > 0
+
+
 def test_a_format_1_store_holding_compact_rows_mixes_both_forms(tmp_path: Path) -> None:
     """A store of format 1 whose rows are compact (written by a development version between
     0.2.0 and format 2) reads as ever, and new events go after them in full JSON: the chain

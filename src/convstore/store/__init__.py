@@ -42,7 +42,7 @@ from convstore.domain.parsing import (
 )
 from convstore.errors import InvalidBlock, InvalidInput, MessageNotFound, StoreError
 from convstore.importing import ImportReport, import_histories
-from convstore.infrastructure.application import EventLog
+from convstore.infrastructure.application import FULL_JSON_FORMAT, EventLog
 from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.replay_tables import (
     DEFAULT_CACHE_BYTES,
@@ -77,8 +77,10 @@ class Store(Writer, LogScanner, Replayer, Listing):
     ) -> None:
         super().__init__(log, location, secret=secret, limits=limits)
         # A store whose events are encrypted keeps no replay model beside them: it would hold
-        # their prose in the clear. Replay then folds the log (and still caches in memory).
-        keep = replay_model and log.mapper.cipher is None
+        # their prose in the clear. Nor does a store of format 1, which convstore 0.2.0 may
+        # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
+        # Replay then folds the log (and still caches in memory).
+        keep = replay_model and log.mapper.cipher is None and log.store_format != FULL_JSON_FORMAT
         tables = replay_tables_for(log.recorder) if keep else None
         self._replays = ReplayReader(tables, self._stream, cache_bytes=replay_cache_bytes)
 
