@@ -226,9 +226,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "  END IF; "
             # Each conversation's lock, in one order: appends to one conversation (and its
             # erasure) take turns here, outside the numbering section.
-            "  FOR k IN SELECT s FROM unnest(stream_keys) AS s ORDER BY s LOOP "
-            "    PERFORM pg_advisory_xact_lock(k); "
-            "  END LOOP; "
+            # One conversation (the common case) needs no query to order its keys.
+            "  IF array_length(stream_keys, 1) = 1 THEN "
+            "    PERFORM pg_advisory_xact_lock(stream_keys[1]); "
+            "  ELSE "
+            "    FOR k IN SELECT s FROM unnest(stream_keys) AS s ORDER BY s LOOP "
+            "      PERFORM pg_advisory_xact_lock(k); "
+            "    END LOOP; "
+            "  END IF; "
             "  SELECT originator_id INTO gone FROM {schema}.{erased} "
             "    WHERE originator_id = ANY(head_ids) LIMIT 1; "
             "  IF FOUND THEN "
@@ -474,7 +479,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             parts = [b"BEGIN", self._set_lock_timeout_text, call]
             if listing:
                 apply_changes(
-                    lambda text, params: parts.append(curs.mogrify(text, params).encode()),
+                    lambda text, params: parts.append(
+                        _bound(text, params) or curs.mogrify(text, params).encode()
+                    ),
                     POSTGRES,
                     listing,
                     self._prefix,
@@ -774,6 +781,32 @@ def _call(
         _blobs(None if h is None else h.chain for h in old),
     ]
     return f"{function}({', '.join(pieces)}) AS notification_id".encode()
+
+
+def _bound(text: str, params: Sequence[Any]) -> bytes | None:
+    """``text`` with its ``%s`` placeholders replaced by ``params`` written as literals, when
+    every one is ``None``, a UUID, an int or a string (the listing's statements); else
+    ``None`` (the caller then lets psycopg quote them). psycopg's ``mogrify`` costs several
+    times this per statement; the caller checks ``standard_conforming_strings``."""
+    pieces = text.split("%s")
+    if len(pieces) != len(params) + 1 or "%" in text.replace("%s", ""):
+        return None
+    out = [pieces[0]]
+    for value, piece in zip(params, pieces[1:], strict=True):
+        if value is None:
+            out.append("NULL")
+        elif isinstance(value, UUID):
+            out.append(f"'{value.hex}'::uuid")
+        elif isinstance(value, str):
+            if "\x00" in value:
+                return None
+            out.append("'" + value.replace("'", "''") + "'")
+        elif type(value) is int:
+            out.append(str(value) if value >= 0 else f"({value})")
+        else:
+            return None
+        out.append(piece)
+    return "".join(out).encode()
 
 
 def _uuids(values: Iterable[UUID]) -> str:
