@@ -49,7 +49,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import retry
 from psycopg import ClientCursor, Connection, Cursor
 from psycopg.pq import TransactionStatus
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from convstore.domain.events import Event
@@ -463,7 +463,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         order = list(heads)
         old = [found[o] for o in order]
         new = [heads[o] for o in order]
-        with ClientCursor(conn) as curs:
+        with ClientCursor(conn, row_factory=tuple_row) as curs:
             if conn.info.parameter_status("standard_conforming_strings") != "on":
                 msg = "convstore needs standard_conforming_strings = on (PostgreSQL's default)"
                 raise psycopg.NotSupportedError(msg)
@@ -487,11 +487,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                     self._prefix,
                 )
             parts += [b"COMMIT", *self._notify_after]
-            curs.execute(b";\n".join(parts))
+            # Never prepared: each text is used once.
+            curs.execute(b";\n".join(parts), prepare=False)
             # The results in order: BEGIN, SET, the function's ids, then the rest.
             curs.nextset()
             curs.nextset()
-            return [int(row["notification_id"]) for row in curs.fetchall()]
+            return [int(row[0]) for row in curs.fetchall()]
 
     def _stream_key(self, originator: UUID) -> int:
         """The transaction-scoped advisory lock key of one conversation in this store."""
@@ -810,15 +811,16 @@ def _bound(text: str, params: Sequence[Any]) -> bytes | None:
 
 
 def _uuids(values: Iterable[UUID]) -> str:
-    return "'{" + ",".join(v.hex for v in values) + "}'::uuid[]"
+    return "'{" + ",".join([v.hex for v in values]) + "}'::uuid[]"
 
 
 def _ints(values: Iterable[int | None]) -> str:
-    return "'{" + ",".join("NULL" if v is None else str(int(v)) for v in values) + "}'::bigint[]"
+    items = ["NULL" if v is None else str(int(v)) for v in values]
+    return "'{" + ",".join(items) + "}'::bigint[]"
 
 
 def _blobs(values: Iterable[bytes | None]) -> str:
-    items = ("NULL" if v is None else "'\\x" + bytes(v).hex() + "'" for v in values)
+    items = ["NULL" if v is None else "'\\x" + bytes(v).hex() + "'" for v in values]
     return "ARRAY[" + ",".join(items) + "]::bytea[]"
 
 
