@@ -93,6 +93,7 @@ def test_a_reader_never_passes_an_append_still_running(schema: tuple[str, str]) 
                 [recorder._stream_key(early)],
                 *([early], [head.version], [head.chain], [head.chained_from], [None]),
                 *([None], [None]),
+                *([], [], []),  # no listing rows to move on
             )
             [first] = held.execute(recorder._write, arguments).fetchall()
             assert first["notification_id"] == 1

@@ -120,6 +120,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "tx": Identifier(TX_COLUMN),
             "append": Identifier(APPEND_FUNCTION),
             "event_type": Identifier(self.stored_event_type_name),
+            "listing": Identifier(LISTING_TABLE),
         }
         self.sql_create_statements.append(
             SQL(
@@ -205,7 +206,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         self._write = SQL(
             "SELECT * FROM {schema}.{append}(%s::uuid[], %s::bigint[], %s::text[], "
             "%s::bytea[], %s, %s::bigint[], %s::uuid[], %s::bigint[], %s::bytea[], "
-            "%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[]) AS notification_id"
+            "%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[], %s::uuid[], %s::bigint[], "
+            "%s::bigint[]) AS notification_id"
         ).format(**names)
         self._add_tx_column = [
             SQL("ALTER TABLE {schema}.{events} ADD COLUMN IF NOT EXISTS {tx} xid8").format(**names),
@@ -218,7 +220,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "ids uuid[], versions bigint[], topics text[], states bytea[], lock_key bigint, "
             "stream_keys bigint[], head_ids uuid[], new_versions bigint[], new_chains bytea[], "
             "new_from bigint[], new_restarted bigint[], old_versions bigint[], "
-            "old_chains bytea[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $body$ "
+            "old_chains bytea[], listed_ids uuid[], listed_events bigint[], "
+            "listed_active bigint[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $body$ "
             "DECLARE k bigint; i int; gone uuid; "
             "BEGIN "
             "  IF pg_current_xact_id_if_assigned() IS NOT NULL THEN "
@@ -269,6 +272,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "        USING ERRCODE = '{moved_code}'; "
             "    END IF; "
             "  END LOOP; "
+            # The listing rows of conversations that only grew (the other changes are
+            # statements of their own after the call): one planned statement, no text to parse.
+            "  IF cardinality(listed_ids) > 0 THEN "
+            "    UPDATE {schema}.{listing} AS l SET events = u.e, "
+            "      last_active = greatest(l.last_active, u.a) "
+            "      FROM unnest(listed_ids, listed_events, listed_active) AS u(i, e, a) "
+            "      WHERE l.id = u.i; "
+            "  END IF; "
             "END $body$"
         ).format(erased_code=SQL(ERASED_CODE), moved_code=SQL(HEAD_MOVED_CODE), **names)
         # A NOTIFY gets a transaction id, hence a commit record: committed asynchronously
@@ -467,6 +478,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             if conn.info.parameter_status("standard_conforming_strings") != "on":
                 msg = "convstore needs standard_conforming_strings = on (PostgreSQL's default)"
                 raise psycopg.NotSupportedError(msg)
+            grown = [c for c in listing or () if _only_grown(c)]
+            rest = [c for c in listing or () if not _only_grown(c)]
             call = _call(
                 self._write_prefix,
                 columns=columns,
@@ -475,15 +488,16 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 order=order,
                 new=new,
                 old=old,
+                grown=grown,
             )
             parts = [b"BEGIN", self._set_lock_timeout_text, call]
-            if listing:
+            if rest:
                 apply_changes(
                     lambda text, params: parts.append(
                         _bound(text, params) or curs.mogrify(text, params).encode()
                     ),
                     POSTGRES,
-                    listing,
+                    rest,
                     self._prefix,
                 )
             parts += [b"COMMIT", *self._notify_after]
@@ -758,6 +772,7 @@ def _call(
     order: list[UUID],
     new: list[Head],
     old: list[Head | None],
+    grown: list[ListingChange],
 ) -> bytes:
     """The append function's call as SQL text, its arguments written as literals here.
 
@@ -780,6 +795,9 @@ def _call(
         _ints(h.restarted_after for h in new),
         _ints(None if h is None else h.version for h in old),
         _blobs(None if h is None else h.chain for h in old),
+        _uuids(c.conversation_id for c in grown),
+        _ints(c.version for c in grown),
+        _ints(c.last_active for c in grown),
     ]
     return f"{function}({', '.join(pieces)}) AS notification_id".encode()
 
@@ -829,6 +847,17 @@ def _text(value: str) -> str:
         msg = "a topic holds a NUL character"
         raise ValueError(msg)
     return "'" + value.replace("'", "''") + "'"
+
+
+def _only_grown(change: ListingChange) -> bool:
+    """Whether a change only moves a listed row's event count and last activity on (the
+    append function applies those)."""
+    return (
+        change.started is None
+        and not change.renamed
+        and not change.set_labels
+        and not change.removed_labels
+    )
 
 
 def _refuse_erased(row: DictRow | None) -> None:
