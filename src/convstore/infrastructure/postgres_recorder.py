@@ -274,12 +274,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "  END LOOP; "
             # The listing rows of conversations that only grew (the other changes are
             # statements of their own after the call): one planned statement, no text to parse.
-            "  IF cardinality(listed_ids) > 0 THEN "
-            "    UPDATE {schema}.{listing} AS l SET events = u.e, "
-            "      last_active = greatest(l.last_active, u.a) "
-            "      FROM unnest(listed_ids, listed_events, listed_active) AS u(i, e, a) "
-            "      WHERE l.id = u.i; "
-            "  END IF; "
+            "  FOR i IN 1 .. coalesce(array_length(listed_ids, 1), 0) LOOP "
+            "    UPDATE {schema}.{listing} SET events = listed_events[i], "
+            "      last_active = greatest(last_active, listed_active[i]) "
+            "      WHERE id = listed_ids[i]; "
+            "  END LOOP; "
             "END $body$"
         ).format(erased_code=SQL(ERASED_CODE), moved_code=SQL(HEAD_MOVED_CODE), **names)
         # A NOTIFY gets a transaction id, hence a commit record: committed asynchronously
