@@ -87,12 +87,13 @@ def test_a_reader_never_passes_an_append_still_running(schema: tuple[str, str]) 
         with datastore.get_connection() as held, held.transaction():
             # What insert_events sends, in a transaction this test keeps open.
             head = advance(early, None, [(1, "topic", b"{}")], recorder._chain_key)
-            arguments = (
+            arguments: tuple[object, ...] = (
                 *([early], [1], ["topic"], [b"{}"]),
                 recorder._append_lock_key,
                 [recorder._stream_key(early)],
                 *([early], [head.version], [head.chain], [head.chained_from], [None]),
                 *([None], [None]),
+                *([], [], []),  # no listing rows to move on
             )
             [first] = held.execute(recorder._write, arguments).fetchall()
             assert first["notification_id"] == 1

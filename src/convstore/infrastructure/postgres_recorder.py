@@ -50,7 +50,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import retry
 from psycopg import ClientCursor, Connection, Cursor
 from psycopg.pq import TransactionStatus
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from convstore.domain.events import Event
@@ -121,6 +121,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "tx": Identifier(TX_COLUMN),
             "append": Identifier(APPEND_FUNCTION),
             "event_type": Identifier(self.stored_event_type_name),
+            "listing": Identifier(LISTING_TABLE),
         }
         self.sql_create_statements.append(
             SQL(
@@ -206,7 +207,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         self._write = SQL(
             "SELECT * FROM {schema}.{append}(%s::uuid[], %s::bigint[], %s::text[], "
             "%s::bytea[], %s, %s::bigint[], %s::uuid[], %s::bigint[], %s::bytea[], "
-            "%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[]) AS notification_id"
+            "%s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[], %s::uuid[], %s::bigint[], "
+            "%s::bigint[]) AS notification_id"
         ).format(**names)
         self._add_tx_column = [
             SQL("ALTER TABLE {schema}.{events} ADD COLUMN IF NOT EXISTS {tx} xid8").format(**names),
@@ -219,7 +221,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "ids uuid[], versions bigint[], topics text[], states bytea[], lock_key bigint, "
             "stream_keys bigint[], head_ids uuid[], new_versions bigint[], new_chains bytea[], "
             "new_from bigint[], new_restarted bigint[], old_versions bigint[], "
-            "old_chains bytea[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $body$ "
+            "old_chains bytea[], listed_ids uuid[], listed_events bigint[], "
+            "listed_active bigint[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $body$ "
             "DECLARE k bigint; i int; gone uuid; "
             "BEGIN "
             "  IF pg_current_xact_id_if_assigned() IS NOT NULL THEN "
@@ -227,9 +230,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "  END IF; "
             # Each conversation's lock, in one order: appends to one conversation (and its
             # erasure) take turns here, outside the numbering section.
-            "  FOR k IN SELECT s FROM unnest(stream_keys) AS s ORDER BY s LOOP "
-            "    PERFORM pg_advisory_xact_lock(k); "
-            "  END LOOP; "
+            # One conversation (the common case) needs no query to order its keys.
+            "  IF array_length(stream_keys, 1) = 1 THEN "
+            "    PERFORM pg_advisory_xact_lock(stream_keys[1]); "
+            "  ELSE "
+            "    FOR k IN SELECT s FROM unnest(stream_keys) AS s ORDER BY s LOOP "
+            "      PERFORM pg_advisory_xact_lock(k); "
+            "    END LOOP; "
+            "  END IF; "
             "  SELECT originator_id INTO gone FROM {schema}.{erased} "
             "    WHERE originator_id = ANY(head_ids) LIMIT 1; "
             "  IF FOUND THEN "
@@ -264,6 +272,13 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "      RAISE EXCEPTION 'the head of % moved', head_ids[i] "
             "        USING ERRCODE = '{moved_code}'; "
             "    END IF; "
+            "  END LOOP; "
+            # The listing rows of conversations that only grew (the other changes are
+            # statements of their own after the call): one planned statement, no text to parse.
+            "  FOR i IN 1 .. coalesce(array_length(listed_ids, 1), 0) LOOP "
+            "    UPDATE {schema}.{listing} SET events = listed_events[i], "
+            "      last_active = greatest(last_active, listed_active[i]) "
+            "      WHERE id = listed_ids[i]; "
             "  END LOOP; "
             "END $body$"
         ).format(erased_code=SQL(ERASED_CODE), moved_code=SQL(HEAD_MOVED_CODE), **names)
@@ -459,10 +474,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         order = list(heads)
         old = [found[o] for o in order]
         new = [heads[o] for o in order]
-        with ClientCursor(conn) as curs:
+        with ClientCursor(conn, row_factory=tuple_row) as curs:
             if conn.info.parameter_status("standard_conforming_strings") != "on":
                 msg = "convstore needs standard_conforming_strings = on (PostgreSQL's default)"
                 raise psycopg.NotSupportedError(msg)
+            grown = [c for c in listing or () if _only_grown(c)]
+            rest = [c for c in listing or () if not _only_grown(c)]
             call = _call(
                 self._write_prefix,
                 columns=columns,
@@ -471,21 +488,25 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 order=order,
                 new=new,
                 old=old,
+                grown=grown,
             )
             parts = [b"BEGIN", self._set_lock_timeout_text, call]
-            if listing:
+            if rest:
                 apply_changes(
-                    lambda text, params: parts.append(curs.mogrify(text, params).encode()),
+                    lambda text, params: parts.append(
+                        _bound(text, params) or curs.mogrify(text, params).encode()
+                    ),
                     POSTGRES,
-                    listing,
+                    rest,
                     self._prefix,
                 )
             parts += [b"COMMIT", *self._notify_after]
-            curs.execute(b";\n".join(parts))
+            # Never prepared: each text is used once.
+            curs.execute(b";\n".join(parts), prepare=False)
             # The results in order: BEGIN, SET, the function's ids, then the rest.
             curs.nextset()
             curs.nextset()
-            return [int(row["notification_id"]) for row in curs.fetchall()]
+            return [int(row[0]) for row in curs.fetchall()]
 
     def _stream_key(self, originator: UUID) -> int:
         """The transaction-scoped advisory lock key of one conversation in this store."""
@@ -751,6 +772,7 @@ def _call(
     order: list[UUID],
     new: list[Head],
     old: list[Head | None],
+    grown: list[ListingChange],
 ) -> bytes:
     """The append function's call as SQL text, its arguments written as literals here.
 
@@ -773,20 +795,50 @@ def _call(
         _ints(h.restarted_after for h in new),
         _ints(None if h is None else h.version for h in old),
         _blobs(None if h is None else h.chain for h in old),
+        _uuids(c.conversation_id for c in grown),
+        _ints(c.version for c in grown),
+        _ints(c.last_active for c in grown),
     ]
     return f"{function}({', '.join(pieces)}) AS notification_id".encode()
 
 
+def _bound(text: str, params: Sequence[Any]) -> bytes | None:
+    """``text`` with its ``%s`` placeholders replaced by ``params`` written as literals, when
+    every one is ``None``, a UUID, an int or a string (the listing's statements); else
+    ``None`` (the caller then lets psycopg quote them). psycopg's ``mogrify`` costs several
+    times this per statement; the caller checks ``standard_conforming_strings``."""
+    pieces = text.split("%s")
+    if len(pieces) != len(params) + 1 or "%" in text.replace("%s", ""):
+        return None
+    out = [pieces[0]]
+    for value, piece in zip(params, pieces[1:], strict=True):
+        if value is None:
+            out.append("NULL")
+        elif isinstance(value, UUID):
+            out.append(f"'{value.hex}'::uuid")
+        elif isinstance(value, str):
+            if "\x00" in value:
+                return None
+            out.append("'" + value.replace("'", "''") + "'")
+        elif type(value) is int:
+            out.append(str(value) if value >= 0 else f"({value})")
+        else:
+            return None
+        out.append(piece)
+    return "".join(out).encode()
+
+
 def _uuids(values: Iterable[UUID]) -> str:
-    return "'{" + ",".join(v.hex for v in values) + "}'::uuid[]"
+    return "'{" + ",".join([v.hex for v in values]) + "}'::uuid[]"
 
 
 def _ints(values: Iterable[int | None]) -> str:
-    return "'{" + ",".join("NULL" if v is None else str(int(v)) for v in values) + "}'::bigint[]"
+    items = ["NULL" if v is None else str(int(v)) for v in values]
+    return "'{" + ",".join(items) + "}'::bigint[]"
 
 
 def _blobs(values: Iterable[bytes | None]) -> str:
-    items = ("NULL" if v is None else "'\\x" + bytes(v).hex() + "'" for v in values)
+    items = ["NULL" if v is None else "'\\x" + bytes(v).hex() + "'" for v in values]
     return "ARRAY[" + ",".join(items) + "]::bytea[]"
 
 
@@ -795,6 +847,17 @@ def _text(value: str) -> str:
         msg = "a topic holds a NUL character"
         raise ValueError(msg)
     return "'" + value.replace("'", "''") + "'"
+
+
+def _only_grown(change: ListingChange) -> bool:
+    """Whether a change only moves a listed row's event count and last activity on (the
+    append function applies those)."""
+    return (
+        change.started is None
+        and not change.renamed
+        and not change.set_labels
+        and not change.removed_labels
+    )
 
 
 def _refuse_erased(row: DictRow | None) -> None:
