@@ -180,7 +180,9 @@ def _parse_cursor(value: str) -> tuple[int, str]:
         stamp, _, hex_id = value.partition(".")
         if stamp.isascii() and stamp.lstrip("-").isdigit() and len(hex_id) == 32:
             try:
-                return int(stamp), UUID(hex_id).hex
+                micros_ = int(stamp)
+                if -(2**63) <= micros_ < 2**63:  # the index's 64-bit column
+                    return micros_, UUID(hex_id).hex
             except ValueError:
                 pass
     msg = f"{describe_value(value)} is not a listing cursor (give a page's `next` value)"
