@@ -287,6 +287,16 @@ def test_live_round_refuses_calls_without_results(store: Store) -> None:
         store.live_request(conv, turn)
 
 
+def test_live_round_of_an_unknown_message_is_message_not_found(store: Store) -> None:
+    """A live message the conversation does not hold is MessageNotFound, as every other call
+    naming a missing message raises, so a caller catching NotFound catches it too."""
+    conv, _ = _live_turn(store)
+    other = store.new_conversation()
+    stranger = store.append_message(other, "user", [{"type": "text", "text": "elsewhere"}])
+    with pytest.raises(MessageNotFound, match="not found"):
+        store.live_request(conv, stranger)
+
+
 def test_ended_turn_replays_as_prose(store: Store) -> None:
     """Once the turn has moved on, live_request refuses and replay shows the round as prose."""
     conv, turn = _live_turn(store)

@@ -89,6 +89,10 @@ def test_cli_refuses_bad_labels_meta_and_cursors(tmp_path: Path) -> None:
     refused(db, "append", conv, "--role", "user", "--meta", "[1]", fragment="JSON object")
     refused(db, "append", conv, "--role", "user", "--meta", "{", fragment="not JSON")
     refused(db, "list", "--after", "nope", fragment="cursor")
+    # A stamp past the index's 64-bit column was an OverflowError (exit 1, a 500 in `serve`).
+    refused(db, "list", "--after", f"{2**63}.{UUID(conv).hex}", fragment="cursor")
+    refused(db, "list", "--after", f"-{2**63 + 1}.{UUID(conv).hex}", fragment="cursor")
+    assert ok(db, "list", "--after", f"{2**63 - 1}.{UUID(conv).hex}", "--json")
     refused(db, "list", "--active-after", "yesterday", fragment="ISO 8601")
     assert [json.loads(line)["type"] for line in ok(db, "log", conv).splitlines()] == [
         "conversation_started"

@@ -107,6 +107,25 @@ def test_it_steps_aside_when_the_model_lags_the_log_or_the_call_is_not_its_own(
     assert not (tmp_path / "missing.db").exists()
 
 
+def test_the_store_named_by_convstore_db_is_answered_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`convstore replay CONV` with the store in CONVSTORE_DB (what --db defaults to) takes the
+    quick path as `--db PATH` does, printing the same; an explicit --db still wins."""
+    db = tmp_path / "s.db"
+    conv = busy_conversation(db)
+    full = cli("--db", str(db), "replay", str(conv), quick=False)
+    assert full.returncode == 0, full.stderr
+    monkeypatch.setenv("CONVSTORE_DB", str(db))
+    assert quick_replay(["replay", str(conv)]) is True
+    assert capsys.readouterr().out.encode() == full.stdout
+    monkeypatch.setenv("CONVSTORE_DB", str(tmp_path / "missing.db"))
+    assert quick_replay(["replay", str(conv)]) is False
+    assert quick_replay(["--db", str(db), "replay", str(conv)]) is True
+    monkeypatch.setenv("CONVSTORE_DB", "")
+    assert quick_replay(["replay", str(conv)]) is False
+
+
 def test_an_erased_conversation_is_not_answered_from_what_is_left(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     conv = busy_conversation(db)

@@ -24,6 +24,7 @@ from click.testing import CliRunner, Result
 
 from convstore import open_store
 from convstore.cli import cli
+from convstore.cli.verify import store_verifier
 from convstore.demo import record_demo
 from convstore.errors import StoreError
 from convstore.infrastructure.chain import genesis, link
@@ -564,3 +565,34 @@ def test_a_keyed_chain_resists_a_tamperer_without_the_key(
     rechain(db, keyed)  # without the key
     [problem] = problems_of(verify(db, "--json"))
     assert "do not match the hash chain in its head" in problem["problem"]
+
+
+def test_conversations_started_or_erased_during_the_check_are_no_damage(stored: Stored) -> None:
+    """verify reads the heads, then scans the log. A conversation started in between has events
+    but no head in that first read, and one erased in between has a head but no events: the log
+    read again explains both, so neither is reported (the erased one is noted), while the new
+    one's events are still checked against its head: a text changed in it is caught."""
+    with open_store(stored.db) as store:
+        verifier = store_verifier(store)  # the heads as verify reads them first
+        started = store.new_conversation(title="during the check")
+        store.append_message(started, "user", [{"type": "text", "text": "new"}])
+        store.erase(stored.other, reason="erased during the check")
+        verifier.check_all(store.scan())
+    assert verifier.problems == []
+    assert "1 conversation(s) erased during the check: nothing of them is left to check" in (
+        verifier.notes
+    )
+    assert str(started) in verifier.conversations
+
+    with open_store(stored.db) as store:
+        verifier = store_verifier(store)
+        changed = store.new_conversation(title="changed during the check")
+        store.append_message(changed, "user", [{"type": "text", "text": "as written"}])
+        rowid, _, _, _ = rows_of(stored.db, changed)[-2]
+        event = _state_of(stored.db, rowid)
+        event["block"]["text"] = "as changed"
+        _set_state(stored.db, rowid, event)
+        verifier.check_all(store.scan())
+    [problem] = verifier.problems
+    assert problem.conversation == str(changed)
+    assert "do not match the hash chain" in problem.problem

@@ -477,3 +477,26 @@ def test_list_counts_come_from_the_read_model_when_whole(store: Store) -> None:
     project(store)
     page = client_for(store).get("/").text
     assert f"<td>{web_app.READ_FOR_COUNTS // 3 + 1:,}</td><td>0</td>" in page
+
+
+def test_a_search_past_its_best_matches_says_so(store: Store) -> None:
+    """Search ranks the 500 best-matching blocks; a conversation whose match ranks below them
+    was silently missing, so a filter on it answered "Nothing found" with no hint. The page
+    now says when more blocks match than it looked at, and says nothing when it saw them all."""
+    green = store.new_conversation(title="green")
+    store.set_labels(green, {"team": "green"})
+    store.append_message(green, "user", [{"type": "text", "text": "wombat " + "pad " * 300}])
+    blue = store.new_conversation(title="blue")
+    store.set_labels(blue, {"team": "blue"})
+    many = [{"type": "text", "text": f"wombat {i}"} for i in range(web_app.SEARCH_BLOCKS)]
+    store.append_message(blue, "user", many)
+    project(store)
+    client = client_for(store)
+    page = client.get("/?q=wombat&label=team%3Dgreen").text
+    assert listed_ids(page) == []  # its block ranks 501st
+    assert "id='search-cut'" in page
+    assert "more match" in page
+    assert listed_ids(client.get("/?label=team%3Dgreen").text) == [str(green)]
+    narrow = client.get("/?q=wombat+pad&label=team%3Dgreen").text
+    assert listed_ids(narrow) == [str(green)]
+    assert "search-cut" not in narrow

@@ -187,6 +187,32 @@ def test_every_public_method_refuses_wrong_arguments_with_invalid_input(store: S
         _call(store, name, _arguments(name, _valid(store)))
 
 
+def test_no_whole_number_argument_overflows_the_driver(store: Store) -> None:
+    """A count or position past a 64-bit column (erasures(after=2**64), scan(page_size=…),
+    list_conversations(limit=…), notifications(…)) is InvalidInput naming the argument, not
+    the driver's OverflowError; a count that never reaches a query (tail's messages) may be
+    as large as it likes. Nothing is written either way."""
+    valid = _valid(store)
+    refused = []
+    for name in _public_methods():
+        method = getattr(Store, name)
+        hints = typing.get_type_hints(method)
+        for parameter in inspect.signature(method).parameters.values():
+            if parameter.name == "self" or int not in _accepted(hints[parameter.name]):
+                continue
+            kwargs = _arguments(name, valid) | {parameter.name: 2**64}
+            before = store.log_position()
+            try:
+                _call(store, name, kwargs)
+            except InvalidInput:
+                refused.append(f"{name}({parameter.name})")
+            assert store.log_position() == before, (name, parameter.name)
+    for expected in ("erasures(after)", "list_conversations(limit)", "scan(page_size)"):
+        assert expected in refused
+    assert "notifications(after)" in refused
+    assert "notifications(limit)" in refused
+
+
 @pytest.mark.parametrize(
     ("call", "fragment"),
     [

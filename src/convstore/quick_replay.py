@@ -9,7 +9,8 @@ and renders them (:mod:`convstore.projections.replay_plans` imports no model at 
 It answers only when every condition holds; otherwise it returns ``False`` and the full command
 line runs, with its own checks and messages:
 
-- the arguments are exactly ``--db PATH replay CONV``, with ``--shape openai|anthropic`` and
+- the arguments are exactly ``--db PATH replay CONV`` (or ``replay CONV`` with PATH in
+  ``CONVSTORE_DB``), with ``--shape openai|anthropic`` and
   ``--compact`` as the only options (``--vision``, ``--full``, ``--keep-tool-results``,
   ``--live`` and ``--fit-tokens`` take the full path), and CONV is a whole conversation id;
 - no ``CONVSTORE_`` variable is set but those that cannot change what a read returns
@@ -82,6 +83,9 @@ def parse(argv: list[str]) -> Request | None:
     elif args and args[0].startswith("--db="):
         path = args[0].removeprefix("--db=")
         rest = args[1:]
+    elif args[:1] == ["replay"] and os.environ.get("CONVSTORE_DB"):
+        path = os.environ["CONVSTORE_DB"]  # what --db defaults to (the command line's envvar)
+        rest = args
     else:
         return None
     if len(rest) < 2 or rest[0] != "replay":

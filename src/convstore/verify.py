@@ -51,6 +51,8 @@ class _Conversation:
     broken: bool = False
     """A rule was broken (or the versions jumped): the fold stops, one report is enough."""
     chain: bytes | None = None
+    chain_start: int = 0
+    """The version :attr:`chain` starts at (1 for a conversation with no head when scanned)."""
     chained_upto: int = 0
 
 
@@ -72,12 +74,18 @@ class Verifier:
     conversation ends, which an append made during the check causes too, and on PostgreSQL an
     event committed but not yet settled (a transaction open elsewhere in the cluster holds
     the log's readers back; see :mod:`convstore.infrastructure.postgres_recorder`)."""
+    erased: Callable[[UUID], bool] | None = None
+    """Whether a conversation is erased now (its tombstone read when asked). Asked only for a
+    conversation whose head and scanned events disagree and which the log as it is now does
+    not explain: an erasure during the check removes its events and head between the reads,
+    which is no damage."""
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     events: int = 0
     conversations: dict[str, _Conversation] = field(default_factory=dict)
     _fresh: tuple[dict[UUID, Head], Callable[[UUID], int]] | None = None
     _unseen: int = 0
+    _gone: int = 0
 
     def check_all(self, records: Iterable[Recorded]) -> None:
         for record in records:
@@ -130,10 +138,16 @@ class Verifier:
         """Hash the stored bytes into the conversation's chain, from its head's first version."""
         head = self._head(record.originator_id)
         version = record.originator_version
-        if head is None or not isinstance(version, int) or version < head.chained_from:
+        if not isinstance(version, int) or self.heads is None:
+            return
+        # A conversation without a head in the snapshot is chained from its first version
+        # too: if its head appears in the heads read again (it was started during the
+        # check), the chain is compared with that one.
+        if version < (1 if head is None else head.chained_from):
             return
         if state.chain is None:
             state.chain = genesis(state.writer.id)
+            state.chain_start = version
         raw_topic, stored = record.raw_topic or b"", record.state or b""
         state.chain = link(state.chain, version, raw_topic, stored, self.key)
         state.chained_upto = version
@@ -161,6 +175,8 @@ class Verifier:
             head = self._head(conv_id)
             if head is None:
                 if state.last_position > start:
+                    if self._moved_on(conv_id, state) or self._erased_since(conv_id):
+                        continue
                     text = (
                         "has no head, but events written after hash chains began (log "
                         f"position {start}): its head row was removed"
@@ -169,7 +185,9 @@ class Verifier:
                 else:
                     unchained += 1
                 continue
-            if head.version != state.version and self._moved_on(conv_id, state):
+            if head.version != state.version and (
+                self._moved_on(conv_id, state) or self._erased_since(conv_id)
+            ):
                 continue
             if found := _head_problem(head, state, keyed=bool(self.key)):
                 self._conversation_problem(conv_id, state, found)
@@ -179,7 +197,9 @@ class Verifier:
         for head_id, head in self.heads.items():
             if head_id == START_MARKER_ID or str(head_id) in known:
                 continue
-            if self._moved_on(str(head_id), _Conversation(Conversation(id=head_id))):
+            if self._moved_on(
+                str(head_id), _Conversation(Conversation(id=head_id))
+            ) or self._erased_since(str(head_id)):
                 continue
             text = f"its head records version {head.version}, but it has no events"
             self.problems.append(Problem(None, str(head_id), head.version, text))
@@ -188,6 +208,11 @@ class Verifier:
                 f"{self._unseen} conversation(s) had events the scan did not reach (appended "
                 "during the check, or on PostgreSQL not yet settled): checked up to what the "
                 "scan read"
+            )
+        if self._gone:
+            self.notes.append(
+                f"{self._gone} conversation(s) erased during the check: nothing of them is "
+                "left to check"
             )
         if unchained:
             self.notes.append(
@@ -211,6 +236,11 @@ class Verifier:
         heads, newest = self._fresh
         fresh = heads.get(_as_uuid(conv_id))
         if fresh is not None and fresh.version == state.version and state.version > 0:
+            if state.chain is not None and fresh.chained_from != state.chain_start:
+                # Chained from its first version while it had no head, but its head starts
+                # later (an older conversation appended to during the check): not comparable.
+                self._unseen += 1
+                return True
             if found := _head_problem(fresh, state, keyed=bool(self.key)):
                 self._conversation_problem(conv_id, state, found)
             return True
@@ -218,6 +248,14 @@ class Verifier:
             self._unseen += 1
             return True
         return False
+
+    def _erased_since(self, conv_id: str) -> bool:
+        """Whether the conversation is erased now, so its head and events were deleted
+        between the reads (then counted in a note)."""
+        if self.erased is None or not self.erased(_as_uuid(conv_id)):
+            return False
+        self._gone += 1
+        return True
 
     def _conversation_problem(self, conv_id: str, state: _Conversation, text: str) -> None:
         self.problems.append(Problem(state.last_position, conv_id, state.version, text))

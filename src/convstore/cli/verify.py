@@ -14,7 +14,38 @@ from convstore.errors import ConvstoreError, InvalidInput
 from convstore.infrastructure.chain import chain_key
 from convstore.infrastructure.readonly import read_only_query
 from convstore.projector import audit_path
+from convstore.store import Store
 from convstore.verify import Problem, Verifier
+
+
+def store_verifier(store: Store) -> Verifier:
+    """A verifier of ``store`` holding its heads as they are now, which reads the log again
+    (heads, newest versions, tombstones) where the scan and those heads disagree."""
+
+    def newest(conversation: UUID) -> int:
+        try:
+            last = store.last_event(conversation)
+        except ConvstoreError:  # a damaged newest event: the scan has reported it
+            return 0
+        return 0 if last is None else last.originator_version
+
+    erased: set[UUID] = set()
+    seen = 0
+
+    def is_erased(conversation: UUID) -> bool:
+        nonlocal seen
+        if conversation not in erased:
+            for tombstone in store.erasures(after=seen):
+                erased.add(tombstone.id)
+                seen = tombstone.seq
+        return conversation in erased
+
+    return Verifier(
+        heads=store.heads(),
+        key=chain_key(),
+        now=lambda: (store.heads(), newest),
+        erased=is_erased,
+    )
 
 
 @cli.command()
@@ -36,15 +67,7 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     """
     fmt = chosen_format(as_json, as_csv)
     store = store_from(ctx, create=False)
-
-    def newest(conversation: UUID) -> int:
-        try:
-            last = store.last_event(conversation)
-        except ConvstoreError:  # a damaged newest event: the scan has reported it
-            return 0
-        return 0 if last is None else last.originator_version
-
-    verifier = Verifier(heads=store.heads(), key=chain_key(), now=lambda: (store.heads(), newest))
+    verifier = store_verifier(store)
     verifier.check_all(store.scan())
     # An erasure of the newest events leaves the log ending before positions a read model
     # may already have passed: those positions were handed out, so they count as the end.

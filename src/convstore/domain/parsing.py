@@ -170,13 +170,22 @@ def parse_flag(value: bool, what: str) -> bool:
     return value
 
 
-def parse_count(value: int, what: str, minimum: int = 0) -> int:
-    """A whole number (not a bool, not text) of at least ``minimum``."""
+MAX_COUNT = 2**63 - 1
+"""The largest position or count a store's query takes (a signed 64-bit column in SQLite and
+PostgreSQL): past it a driver raises its own overflow error."""
+
+
+def parse_count(value: int, what: str, minimum: int = 0, maximum: int | None = None) -> int:
+    """A whole number (not a bool, not text) of at least ``minimum`` (and at most ``maximum``,
+    when given: :data:`MAX_COUNT` for one that goes into a query)."""
     if isinstance(value, bool) or not isinstance(value, int):
         msg = f"{what} must be a whole number, not {describe_value(value)}"
         raise InvalidInput(msg)
     if value < minimum:
         msg = f"{what} must be {minimum} or more, not {describe_value(value)}"
+        raise InvalidInput(msg)
+    if maximum is not None and value > maximum:
+        msg = f"{what} must be at most {maximum}, not {describe_value(value)}"
         raise InvalidInput(msg)
     return value
 

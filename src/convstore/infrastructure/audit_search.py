@@ -128,10 +128,20 @@ def search(path: Path, text: str, *, blocks: int = 500, per_conversation: int = 
     """Conversations whose block text holds every word of ``text``, best match first (by
     their best block's bm25 rank over the ``blocks`` best blocks), each with up to
     ``per_conversation`` matching blocks and a snippet of each."""
+    return search_ranked(path, text, blocks=blocks, per_conversation=per_conversation)[0]
+
+
+def search_ranked(
+    path: Path, text: str, *, blocks: int = 500, per_conversation: int = 3
+) -> tuple[list[Found], bool]:
+    """:func:`search`, and whether more than ``blocks`` blocks match (so conversations past
+    those were not looked at)."""
     query = match_expression(text)
-    params = {"start": MARK_START, "end": MARK_END, "query": query, "limit": blocks}
+    params = {"start": MARK_START, "end": MARK_END, "query": query, "limit": blocks + 1}
     with closing(_connect(path)) as conn:
         rows = conn.execute(SEARCH_SQL, params).fetchall()
+    more = len(rows) > blocks
+    rows = rows[:blocks]
     found: dict[str, Found] = {}
     for conv, message, version, kind, role, position, withdrawn, snippet, rank, title in rows:
         entry = found.get(conv)
@@ -150,7 +160,7 @@ def search(path: Path, text: str, *, blocks: int = 500, per_conversation: int = 
                     str(snippet or ""),
                 )
             )
-    return list(found.values())
+    return list(found.values()), more
 
 
 def message_position(path: Path, message: UUID) -> int | None:

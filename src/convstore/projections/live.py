@@ -22,7 +22,7 @@ from convstore.domain.blocks import (
     ToolUseBlock,
 )
 from convstore.domain.events import Event
-from convstore.errors import InvalidInput
+from convstore.errors import InvalidInput, MessageNotFound
 from convstore.projections.messages import RecordedMessage
 from convstore.projections.prose import Text, block_segments, image_marker
 from convstore.projections.replay import (
@@ -44,7 +44,7 @@ def _split_round(
     position = next((i for i, m in enumerate(messages) if m.message_id == live), None)
     if position is None:
         msg = f"message {live} not found in this conversation"
-        raise InvalidInput(msg)
+        raise MessageNotFound(msg)
     assistant = messages[position]
     if assistant.role != "assistant":
         msg = (

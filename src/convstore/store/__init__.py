@@ -30,6 +30,7 @@ from convstore.domain.events import EntriesRecorded, Event, MessageMeta, Role, u
 from convstore.domain.limits import Limits
 from convstore.domain.metadata import parse_label_keys, parse_labels, parse_meta
 from convstore.domain.parsing import (
+    MAX_COUNT,
     describe_value,
     parse_block,
     parse_blocks,
@@ -382,7 +383,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
 
     def erasures(self, after: int = 0) -> list[Erasure]:
         """The tombstones of erased conversations after ``seq`` ``after``, in order."""
-        after = parse_count(after, "after")
+        after = parse_count(after, "after", maximum=MAX_COUNT)
         return self._guarded(lambda: self._log.store_recorder.select_erasures(after))
 
     # -- moving whole logs (see convstore.transfer) -----------------------------------------

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from convstore.domain.metadata import parse_labels
 from convstore.domain.parsing import (
+    MAX_COUNT,
     describe_value,
     parse_count,
     parse_id,
@@ -98,7 +99,7 @@ class Listing(LogReader):
         query = self._listing_query(
             labels, title, started_after, started_before, active_after, active_before
         )
-        limit = parse_count(limit, "limit", 1)
+        limit = parse_count(limit, "limit", 1, MAX_COUNT)
         cursor = None if after is None else _parse_cursor(after)
         rows, labels_of = self._select_listing(replace(query, limit=limit + 1, after=cursor))
         more = len(rows) > limit
@@ -180,7 +181,9 @@ def _parse_cursor(value: str) -> tuple[int, str]:
         stamp, _, hex_id = value.partition(".")
         if stamp.isascii() and stamp.lstrip("-").isdigit() and len(hex_id) == 32:
             try:
-                return int(stamp), UUID(hex_id).hex
+                micros_ = int(stamp)
+                if -(2**63) <= micros_ < 2**63:  # the index's 64-bit column
+                    return micros_, UUID(hex_id).hex
             except ValueError:
                 pass
     msg = f"{describe_value(value)} is not a listing cursor (give a page's `next` value)"

@@ -15,7 +15,7 @@ from uuid import UUID
 from eventsourcing.persistence import MapperDeserialisationError, Notification
 
 from convstore.domain.events import Event
-from convstore.domain.parsing import parse_count
+from convstore.domain.parsing import MAX_COUNT, parse_count
 from convstore.infrastructure.chain import Head
 from convstore.infrastructure.records import Recorded
 from convstore.store.reading import TOPIC_BYTES, LogReader, damaged_topic
@@ -32,7 +32,8 @@ class LogScanner(LogReader):
         event (damage ``verify`` reports and replay refuses) raises :class:`StoreError` naming
         the row instead of being skipped, so a projection never silently differs from replay.
         """
-        after, limit = parse_count(after, "after"), parse_count(limit, "limit", 1)
+        after = parse_count(after, "after", maximum=MAX_COUNT)
+        limit = parse_count(limit, "limit", 1, MAX_COUNT)
         page = self._guarded(
             lambda: self._log.recorder.select_notifications(after, limit, inclusive_of_start=False)
         )
@@ -61,7 +62,7 @@ class LogScanner(LogReader):
         tampered row), is yielded with the reason instead of stopping the scan. On SQLite the
         rows are read with TEXT columns as bytes, so text that is not UTF-8 is one more reason.
         """
-        return self._scan(parse_count(page_size, "page_size", 1))
+        return self._scan(parse_count(page_size, "page_size", 1, MAX_COUNT))
 
     def _scan(self, page_size: int) -> Iterator[Recorded]:
         select = self._log.store_recorder.select_raw_records

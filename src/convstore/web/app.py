@@ -32,7 +32,7 @@ from convstore.infrastructure.audit_search import (
     audit_state,
     conversation_counts,
     message_position,
-    search,
+    search_ranked,
 )
 from convstore.projections.messages import collect_history
 from convstore.projections.replay import SHAPES
@@ -59,6 +59,8 @@ from convstore.web.render import (
 )
 
 LIST_PAGE_SIZE = 50
+SEARCH_BLOCKS = 500
+"""How many of the best-matching blocks a search ranks and groups into conversations."""
 """Conversations per list page, and search results shown."""
 
 READ_FOR_COUNTS = 2_000
@@ -292,9 +294,9 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
     conversation looked up in the listing index (an erased one is dropped) and filtered."""
     if state.position is None:
         return search_body([], filters, note=note)
-    found = search(audit_file, filters.q)
+    found, more = search_ranked(audit_file, filters.q, blocks=SEARCH_BLOCKS)
     results: list[SearchRow] = []
-    for entry in found:
+    for seen, entry in enumerate(found, start=1):
         try:
             info = store.conversation_info(entry.conversation_id)
         except ConversationNotFound:
@@ -306,7 +308,14 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
         )
         results.append(SearchRow(row, entry.matches, entry.hits))
         if len(results) == LIST_PAGE_SIZE:
+            more = more or seen < len(found)
             break
+    if more:  # never a silent cut: a filtered search could otherwise say "Nothing found"
+        note += (
+            f"<p class='note' id='search-cut'>Only the best matches were looked at (the "
+            f"{SEARCH_BLOCKS} best-matching blocks, at most {LIST_PAGE_SIZE} conversations): "
+            "more match. Add words to narrow the search.</p>"
+        )
     counts = conversation_counts(audit_file, [r.row.id for r in results])
     rows = []
     for result in results:
