@@ -247,6 +247,30 @@ def test_an_interrupted_load_leaves_a_prefix_that_a_second_load_completes(
         assert (again.loaded, again.already_present) == (0, len(lines) - 2)
 
 
+def test_a_dump_differing_inside_the_stores_events_is_not_resumed(
+    source: Store, tmp_path: Path
+) -> None:
+    """Resuming holds every event the store has against the dump's, not only the newest: a
+    dump of the same origin changed at an early line is refused, nothing written."""
+    lines = list(source.dump())
+    at = next(
+        n
+        for n, raw in enumerate(lines[1:-1], start=1)
+        if json.loads(raw)["event"]["type"] == "block_appended"
+        and json.loads(raw)["event"]["block"]["type"] == "text"
+    )
+    line = json.loads(lines[at])
+    line["event"]["block"]["text"] = "changed in the dump"
+    changed = [*lines[:at], json.dumps(line).encode() + b"\n", *lines[at + 1 :]]
+    with convstore.open_store(tmp_path / "target.db") as target:
+        target.load(lines)
+        before = log_rows(target)
+        with pytest.raises(DumpError, match=f"line {at + 1}'s place differs") as caught:
+            target.load(changed)
+        assert "load into an empty store" in str(caught.value)
+        assert log_rows(target) == before
+
+
 def test_a_dump_cut_short_writes_nothing_of_its_unfinished_batch(
     source: Store, tmp_path: Path
 ) -> None:

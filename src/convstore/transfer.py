@@ -247,20 +247,32 @@ class DumpReader:
 
 @dataclass(frozen=True, slots=True)
 class _Present:
-    """What the target store already holds: how many events, and the newest."""
+    """What the target store already holds: how many events, and a way to read them again in
+    log order (a page at a time), to hold them against the dump's first lines."""
 
     count: int
-    last: Event | None
+    events: Callable[[], Iterator[Event]]
+
+
+def _none() -> Iterator[Event]:
+    return iter(())
 
 
 def _present(store: Store) -> _Present:
     if store.log_position() == 0:
-        return _Present(0, None)
-    count, last, after = 0, None, 0
+        return _Present(0, _none)
+    count, after = 0, 0
     while page := store.notifications(after, PAGE_SIZE):
         count += len(page)
-        after, last = page[-1]
-    return _Present(count, last)
+        after = page[-1][0]
+
+    def events() -> Iterator[Event]:
+        after = 0
+        while page := store.notifications(after, PAGE_SIZE):
+            yield from (event for _, event in page)
+            after = page[-1][0]
+
+    return _Present(count, events)
 
 
 class Loader:
@@ -294,7 +306,7 @@ class Loader:
         started = time.perf_counter()
         if callable(store):
             self._make, self.store = store, None
-            present = _Present(0, None)
+            present = _Present(0, _none)
         else:
             self._make, self.store = None, store
             present = _present(store)
@@ -338,12 +350,13 @@ class Loader:
     ) -> None:
         batch: list[Event] = []
         seen = 0
+        held = present.events()
         for event in self.reader.events():
             seen += 1
             self._check(verifier, event, seen)
             if seen <= present.count:
+                self._check_prefix(present, next(held, None), event)
                 if seen == present.count:
-                    self._check_prefix(present, event)
                     self._resumed = True
                     if on_resume is not None:
                         on_resume(seen)
@@ -383,12 +396,13 @@ class Loader:
             msg = f"line {self.reader.line_number}: {problem} (conversation {event.originator_id})"
             raise DumpError(msg)
 
-    @staticmethod
-    def _check_prefix(present: _Present, event: Event) -> None:
-        if event != present.last:
+    def _check_prefix(self, present: _Present, held: Event | None, event: Event) -> None:
+        """The store's event at this place must be the dump's: a store holding the start of
+        this very dump is resumed, any other is refused."""
+        if held != event:
             msg = (
                 f"the store is not empty ({present.count} events) and does not hold the start "
-                "of this dump (its newest event differs from the dump's event at that place): "
+                f"of this dump (its event at line {self.reader.line_number}'s place differs): "
                 "load into an empty store"
             )
             raise DumpError(msg)
