@@ -251,6 +251,9 @@ def test_transcript_is_paged(tmp_path: Path) -> None:
         assert f"messages {count - PAGE_SIZE + 1} to {count} of {count}" in numbered
         assert client.get(f"/c/{conv}?before=x").status_code == 400
         assert client.get(f"/c/{conv}?before=0").status_code == 400
+        for bad in ("vision=2", "vision=yes", "full=true", "shape=gemini", "keep=-1"):
+            assert client.get(f"/c/{conv}/replay?{bad}").status_code == 400, bad
+        assert client.get(f"/c/{conv}/replay?vision=0&vision=1&full=0").status_code == 200
 
 
 def test_version_moves_when_messages_are_appended(store: Store) -> None:

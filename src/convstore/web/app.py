@@ -109,10 +109,15 @@ def _view(request: Request) -> View:
         msg = f"shape must be one of {', '.join(SHAPES)}"
         raise InvalidInput(msg)
     vision = request.query_params.getlist("vision")
+    full = request.query_params.getlist("full")
+    for name, values in (("vision", vision), ("full", full)):
+        if any(value not in {"0", "1"} for value in values):
+            msg = f"{name} must be 0 or 1"
+            raise InvalidInput(msg)
     return View(
         shape="openai" if shape == "openai" else "anthropic",
         vision=(vision[-1] == "1") if vision else True,
-        full=request.query_params.get("full") == "1",
+        full=bool(full) and full[-1] == "1",
         keep_tool_results=_int(request, "keep", None, 0),
     )
 
