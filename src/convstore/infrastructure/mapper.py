@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -208,8 +209,14 @@ def compact_state(event: BaseModel, *, compress: bool = True) -> bytes:
         if len(packed) <= len(body) - len(body) // 8:
             tag, body = COMPACT_ZLIB, packed
     state = bytes((tag, kind)) + header + body
+    _reads_back(event, decode_compact, state)
+    return state
+
+
+def _reads_back(event: BaseModel, decode: Callable[[bytes], Event], state: bytes) -> None:
+    """Refuse, with :class:`UnreadableEvent`, a state that does not decode to ``event``."""
     try:
-        back = decode_compact(state)
+        back = decode(state)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         msg = f"its JSON would not read back ({first['msg']})"
@@ -217,7 +224,6 @@ def compact_state(event: BaseModel, *, compress: bool = True) -> bytes:
     if back != event:
         msg = "its JSON would read back as a different value"
         raise UnreadableEvent(msg)
-    return state
 
 
 def checked_json(event: BaseModel) -> bytes:
@@ -231,15 +237,7 @@ def checked_json(event: BaseModel) -> bytes:
     except PydanticSerializationError as exc:
         msg = f"it cannot be written as JSON ({' '.join(str(exc).split())[:200]})"
         raise UnreadableEvent(msg) from None
-    try:
-        back = EVENT_ADAPTER.validate_json(state)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        msg = f"its JSON would not read back ({first['msg']})"
-        raise UnreadableEvent(msg) from None
-    if back != event:
-        msg = "its JSON would read back as a different value"
-        raise UnreadableEvent(msg)
+    _reads_back(event, EVENT_ADAPTER.validate_json, state)
     return state
 
 
