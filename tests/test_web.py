@@ -482,24 +482,32 @@ def test_list_counts_come_from_the_read_model_when_whole(store: Store) -> None:
     assert f"<td>{web_app.READ_FOR_COUNTS // 3 + 1:,}</td><td>0</td>" in page
 
 
-def test_a_search_past_its_best_matches_says_so(store: Store) -> None:
-    """Search ranks the 500 best-matching blocks; a conversation whose match ranks below them
-    was silently missing, so a filter on it answered "Nothing found" with no hint. The page
-    now says when more blocks match than it looked at, and says nothing when it saw them all."""
+def test_a_search_ranks_every_match_and_pages_through_them(store: Store) -> None:
+    """Every matching conversation is ranked, so a filter finds one whose match ranks below
+    hundreds of better blocks (an earlier search ranked only the 500 best blocks, and answered
+    "Nothing found" here); results page by LIST_PAGE_SIZE, each conversation once."""
     green = store.new_conversation(title="green")
     store.set_labels(green, {"team": "green"})
     store.append_message(green, "user", [{"type": "text", "text": "wombat " + "pad " * 300}])
-    blue = store.new_conversation(title="blue")
-    store.set_labels(blue, {"team": "blue"})
-    many = [{"type": "text", "text": f"wombat {i}"} for i in range(web_app.SEARCH_BLOCKS)]
-    store.append_message(blue, "user", many)
+    blue = []
+    for i in range(web_app.LIST_PAGE_SIZE + 10):
+        conv = store.new_conversation(title=f"blue {i}")
+        store.set_labels(conv, {"team": "blue"})
+        store.append_message(conv, "user", [{"type": "text", "text": f"wombat {i}"} for _ in "ab"])
+        blue.append(str(conv))
     project(store)
     client = client_for(store)
     page = client.get("/?q=wombat&label=team%3Dgreen").text
-    assert listed_ids(page) == []  # its block ranks 501st
-    assert "id='search-cut'" in page
-    assert "more match" in page
-    assert listed_ids(client.get("/?label=team%3Dgreen").text) == [str(green)]
-    narrow = client.get("/?q=wombat+pad&label=team%3Dgreen").text
-    assert listed_ids(narrow) == [str(green)]
-    assert "search-cut" not in narrow
+    assert listed_ids(page) == [str(green)]
+    assert "2 matching blocks" not in page
+    assert "1 matching block<" in page
+    first = client.get("/?q=wombat").text
+    shown = listed_ids(first)
+    assert len(shown) == web_app.LIST_PAGE_SIZE
+    assert "more results" in first
+    second = client.get(f"/?q=wombat&skip={web_app.LIST_PAGE_SIZE}").text
+    rest = listed_ids(second)
+    assert "more results" not in second
+    assert sorted(shown + rest) == sorted([*blue, str(green)])
+    assert rest[-1] == str(green)  # its one match, diluted by padding, ranks last
+    assert client.get("/?q=wombat&skip=-1").status_code == 400

@@ -111,45 +111,54 @@ def match_expression(text: str) -> str:
     return " ".join('"' + word.replace('"', '""') + '"' for word in words)
 
 
-SEARCH_SQL = """
-SELECT b.conversation_id, b.message_id, b.version, b.kind, m.role, m.position, m.withdrawn,
-       snippet(blocks_fts, 0, :start, :end, '…', 16), blocks_fts.rank, c.title
+RANK_SQL = """
+SELECT b.conversation_id, min(blocks_fts.rank) AS best, count(*), c.title
+FROM blocks_fts
+JOIN blocks b ON b.rowid = blocks_fts.rowid
+LEFT JOIN conversations c ON c.id = b.conversation_id
+WHERE blocks_fts MATCH :query
+GROUP BY b.conversation_id
+ORDER BY best, b.conversation_id
+"""
+
+HITS_SQL = """
+SELECT b.message_id, b.version, b.kind, m.role, m.position, m.withdrawn,
+       snippet(blocks_fts, 0, :start, :end, '…', 16)
 FROM blocks_fts
 JOIN blocks b ON b.rowid = blocks_fts.rowid
 LEFT JOIN messages m ON m.id = b.message_id
-LEFT JOIN conversations c ON c.id = b.conversation_id
-WHERE blocks_fts MATCH :query
+WHERE blocks_fts MATCH :query AND b.conversation_id = :conversation
 ORDER BY blocks_fts.rank
 LIMIT :limit
 """
 
 
-def search(path: Path, text: str, *, blocks: int = 500, per_conversation: int = 3) -> list[Found]:
-    """Conversations whose block text holds every word of ``text``, best match first (by
-    their best block's bm25 rank over the ``blocks`` best blocks), each with up to
-    ``per_conversation`` matching blocks and a snippet of each."""
-    return search_ranked(path, text, blocks=blocks, per_conversation=per_conversation)[0]
-
-
-def search_ranked(
-    path: Path, text: str, *, blocks: int = 500, per_conversation: int = 3
-) -> tuple[list[Found], bool]:
-    """:func:`search`, and whether more than ``blocks`` blocks match (so conversations past
-    those were not looked at)."""
+def ranked_conversations(path: Path, text: str) -> list[Found]:
+    """Every conversation whose block text holds every word of ``text``, best first (by its
+    best block's bm25 rank), with how many of its blocks match; no hits yet (see
+    :func:`add_hits`). Each match is ranked, none is left out."""
     query = match_expression(text)
-    params = {"start": MARK_START, "end": MARK_END, "query": query, "limit": blocks + 1}
     with closing(_connect(path)) as conn:
-        rows = conn.execute(SEARCH_SQL, params).fetchall()
-    more = len(rows) > blocks
-    rows = rows[:blocks]
-    found: dict[str, Found] = {}
-    for conv, message, version, kind, role, position, withdrawn, snippet, rank, title in rows:
-        entry = found.get(conv)
-        if entry is None:
-            entry = found[conv] = Found(UUID(conv), title, float(rank))
-        entry.matches += 1
-        if len(entry.hits) < per_conversation:
-            entry.hits.append(
+        rows = conn.execute(RANK_SQL, {"query": query}).fetchall()
+    return [
+        Found(UUID(conv), title, float(rank), matches=int(count))
+        for conv, rank, count, title in rows
+    ]
+
+
+def add_hits(path: Path, text: str, found: Sequence[Found], *, per_conversation: int = 3) -> None:
+    """Fill each conversation's best ``per_conversation`` matching blocks, with snippets."""
+    query = match_expression(text)
+    with closing(_connect(path)) as conn:
+        for entry in found:
+            params = {
+                "start": MARK_START,
+                "end": MARK_END,
+                "query": query,
+                "conversation": str(entry.conversation_id),
+                "limit": per_conversation,
+            }
+            entry.hits = [
                 Hit(
                     UUID(message) if message else None,
                     int(version),
@@ -159,8 +168,10 @@ def search_ranked(
                     bool(withdrawn),
                     str(snippet or ""),
                 )
-            )
-    return list(found.values()), more
+                for message, version, kind, role, position, withdrawn, snippet in conn.execute(
+                    HITS_SQL, params
+                )
+            ]
 
 
 def message_position(path: Path, message: UUID) -> int | None:

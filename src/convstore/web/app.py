@@ -11,7 +11,6 @@ replay pane and polls /c/ID/version to show appended messages within a second.
 from __future__ import annotations
 
 import shlex
-from dataclasses import replace
 from datetime import UTC, datetime
 from importlib.resources import files
 from pathlib import Path
@@ -29,10 +28,12 @@ from convstore.domain.parsing import parse_id
 from convstore.errors import ConversationNotFound, InvalidInput
 from convstore.infrastructure.audit_search import (
     AuditState,
+    Found,
+    add_hits,
     audit_state,
     conversation_counts,
     message_position,
-    search_ranked,
+    ranked_conversations,
 )
 from convstore.projections.messages import collect_history
 from convstore.projections.replay import SHAPES
@@ -59,9 +60,7 @@ from convstore.web.render import (
 )
 
 LIST_PAGE_SIZE = 50
-SEARCH_BLOCKS = 500
-"""How many of the best-matching blocks a search ranks and groups into conversations."""
-"""Conversations per list page, and search results shown."""
+"""Conversations per list page, and per page of search results."""
 
 READ_FOR_COUNTS = 2_000
 """A listed conversation the audit read model does not hold whole is read to count its
@@ -294,43 +293,45 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
     bounds: dict[str, Any],
     state: AuditState,
     note: str,
+    skip: int,
 ) -> str:
-    """Search results: ranked by the read model's full-text index, then each found
-    conversation looked up in the listing index (an erased one is dropped) and filtered."""
+    """Search results: every matching conversation ranked by the read model's full-text
+    index, then looked up in the listing index (an erased one is dropped) and filtered; the
+    page shows the ``LIST_PAGE_SIZE`` kept after the first ``skip`` kept ones."""
     if state.position is None:
         return search_body([], filters, note=note)
-    found, more = search_ranked(audit_file, filters.q, blocks=SEARCH_BLOCKS)
-    results: list[SearchRow] = []
-    for seen, entry in enumerate(found, start=1):
+    kept: list[tuple[Found, ConversationInfo]] = []
+    first, more = skip, False
+    for entry in ranked_conversations(audit_file, filters.q):
         try:
             info = store.conversation_info(entry.conversation_id)
         except ConversationNotFound:
             continue  # erased since the read model saw it: never shown
         if not _matches(info, bounds):
             continue
-        row = ListedConversation(
-            info.id, info.title, info.last_active or info.created_at, info.labels, None, None
-        )
-        results.append(SearchRow(row, entry.matches, entry.hits))
-        if len(results) == LIST_PAGE_SIZE:
-            more = more or seen < len(found)
+        if skip:
+            skip -= 1
+            continue
+        if len(kept) == LIST_PAGE_SIZE:
+            more = True
             break
-    if more:  # never a silent cut: a filtered search could otherwise say "Nothing found"
-        note += (
-            f"<p class='note' id='search-cut'>Only the best matches were looked at (the "
-            f"{SEARCH_BLOCKS} best-matching blocks, at most {LIST_PAGE_SIZE} conversations): "
-            "more match. Add words to narrow the search.</p>"
-        )
-    counts = conversation_counts(audit_file, [r.row.id for r in results])
+        kept.append((entry, info))
+    add_hits(audit_file, filters.q, [entry for entry, _ in kept])
+    counts = conversation_counts(audit_file, [info.id for _, info in kept])
     rows = []
-    for result in results:
-        known = counts.get(result.row.id)
-        if known is not None:
-            result = replace(  # noqa: PLW2901 - the row with its counts
-                result, row=replace(result.row, messages=known[1], tool_calls=known[2])
-            )
-        rows.append(result)
-    return search_body(rows, filters, note=note)
+    for entry, info in kept:
+        known = counts.get(info.id)
+        messages, tool_calls = (None, None) if known is None else (known[1], known[2])
+        row = ListedConversation(
+            info.id,
+            info.title,
+            info.last_active or info.created_at,
+            info.labels,
+            messages,
+            tool_calls,
+        )
+        rows.append(SearchRow(row, entry.matches, entry.hits))
+    return search_body(rows, filters, note=note, skip=first, more=more)
 
 
 def _replay_options(request: Request) -> tuple[UUID, View, dict[str, Any]]:
@@ -362,7 +363,15 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
             return _html(
                 document(
                     "convstore: search",
-                    _search_page(store, audit_file, filters, bounds, state, note),
+                    _search_page(
+                        store,
+                        audit_file,
+                        filters,
+                        bounds,
+                        state,
+                        note,
+                        _int(request, "skip", 0, 0) or 0,
+                    ),
                     exported=False,
                 )
             )

@@ -621,8 +621,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
-def search_body(results: Sequence[SearchRow], filters: Filters, *, note: str) -> str:
-    """Search results: conversations ranked by their best match, each with snippets."""
+def search_body(
+    results: Sequence[SearchRow], filters: Filters, *, note: str, skip: int = 0, more: bool = False
+) -> str:
+    """Search results: conversations ranked by their best match, each with snippets, and
+    links to the pages before and after (``skip`` results came before this page)."""
     rows = "".join(
         row_html(
             result.row,
@@ -632,8 +635,15 @@ def search_body(results: Sequence[SearchRow], filters: Filters, *, note: str) ->
         for result in results
     )
     empty = "" if results else "<p class='meta'>Nothing found.</p>"
+    links = []
+    if skip:
+        links.append(f"<a href='/?{esc(filters.query())}'>&laquo; best matches</a>")
+    if more:
+        query = esc(filters.query(skip=str(skip + len(results))))
+        links.append(f"<a class='next' href='/?{query}'>more results &rsaquo;</a>")
+    nav = f"<nav class='pager'>{' '.join(links)}</nav>" if links else ""
     return (
         f"<header><b>convstore</b> · search: {esc(filters.q)} (best match first)</header>"
         f"<main>{filter_form(filters)}{note}<div id='results'>{TABLE_HEAD}{rows}"
-        f"</tbody></table>{empty}</div></main>"
+        f"</tbody></table>{empty}</div>{nav}</main>"
     )
