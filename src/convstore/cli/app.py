@@ -249,6 +249,33 @@ def replay_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return shape_option(vision_option(window_options(command)))
 
 
+def listen_options(default_port: int) -> Callable[[_F], _F]:
+    """``--host``, ``--port`` and ``--allow-host``: where a local server listens, and which
+    other names it answers to (see :class:`convstore.cli.serve.HostGuard`)."""
+
+    def decorate(func: _F) -> _F:
+        func = click.option(
+            "--allow-host",
+            "allow_hosts",
+            multiple=True,
+            metavar="NAME",
+            help="Also answer requests addressed to NAME (a host name this machine is reached by).",
+        )(func)
+        func = click.option(
+            "--port",
+            "-p",
+            type=click.IntRange(0, 65535),
+            default=default_port,
+            show_default=True,
+            help="Port.",
+        )(func)
+        return click.option(
+            "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
+        )(func)
+
+    return decorate
+
+
 def json_option(func: _F) -> _F:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(
         func

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from convstore.cli.app import cli, store_from
+from convstore.cli.app import cli, listen_options, store_from
 from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
 from convstore.errors import InvalidInput, NoStore
 from convstore.extras import missing_extra
@@ -349,17 +349,7 @@ CANNED_QUERIES = {
 
 
 @audit.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port", "-p", type=click.IntRange(0, 65535), default=8001, show_default=True, help="Port."
-)
-@click.option(
-    "--allow-host",
-    "allow_hosts",
-    multiple=True,
-    metavar="NAME",
-    help="Also answer requests addressed to NAME (a host name this machine is reached by).",
-)
+@listen_options(8001)
 @click.option(
     "--allow-sql",
     is_flag=True,

@@ -6,22 +6,12 @@ import importlib.util
 
 import click
 
-from convstore.cli.app import cli, store_from
+from convstore.cli.app import cli, listen_options, store_from
 from convstore.errors import InvalidInput
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port", "-p", type=click.IntRange(0, 65535), default=8002, show_default=True, help="Port."
-)
-@click.option(
-    "--allow-host",
-    "allow_hosts",
-    multiple=True,
-    metavar="NAME",
-    help="Also answer requests addressed to NAME (a host name this machine is reached by).",
-)
+@listen_options(8002)
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]) -> None:
     """Browse the store's conversations in a web browser, read-only, until Ctrl-C.
