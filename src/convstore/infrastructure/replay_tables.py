@@ -30,6 +30,7 @@ from uuid import UUID
 
 from convstore.infrastructure.erasure import ERASED_TABLE
 from convstore.infrastructure.gc_pause import paused_gc
+from convstore.infrastructure.sqlite_transaction import immediate
 from convstore.projections.replay_plans import ImageLoader, ReplayState, render
 
 if TYPE_CHECKING:  # the command line's quick replay imports this module without the models
@@ -213,15 +214,9 @@ class SQLiteReplayTables:
     def clear(self) -> None:
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 for table in (HEADS, MESSAGES):
                     conn.execute(f"DROP TABLE IF EXISTS {table}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
             self._exists = False
 
     def forget_schema(self) -> None:

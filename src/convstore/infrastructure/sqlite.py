@@ -50,6 +50,7 @@ from convstore.infrastructure.listing import (
 )
 from convstore.infrastructure.recorder import RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_sqlite as forget_replays
+from convstore.infrastructure.sqlite_transaction import immediate
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
@@ -186,17 +187,11 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             erased = conn.execute(_TABLE_EXISTS, (ERASED_TABLE,)).fetchone()
             if found and erased:
                 return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 if not found:
                     for statement in heads_table_statements(self.events_table_name):
                         conn.execute(statement)
                 conn.execute(SQLITE_ERASED_TABLE)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
 
     def _create_listing(self) -> None:
         """The listing index's tables, if missing (then :attr:`listing_missing` is set)."""
@@ -204,17 +199,11 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             conn = self._connection()
             if conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
                 return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 if not conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
                     for statement in create_statements(SQLITE):
                         conn.execute(statement)
                     self.listing_missing = True
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
 
     def select_listing(
         self, query: ListingQuery
@@ -238,18 +227,12 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         returns how many conversations it lists."""
         with self._writer_lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 for statement in clear_statements():
                     conn.execute(statement)
                 for changes in _changes_in_batches(conn, self.events_table_name, decode):
                     apply_changes(conn.execute, SQLITE, changes)
                 (count,) = conn.execute(f"SELECT count(*) FROM {LISTING_TABLE}").fetchone()  # noqa: S608
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
             self.listing_missing = False
             return int(count)
 
@@ -271,8 +254,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         with self._writer_lock:
             try:
                 conn = self._connection()
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with immediate(conn):
                     position = self._next_position(conn, stored_events)
                     rowids = []
                     insert = self._insert_at
@@ -288,11 +270,6 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                     listing: list[ListingChange] | None = kwargs.get("listing")
                     if listing:
                         apply_changes(conn.execute, SQLITE, listing)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except sqlite3.IntegrityError as exc:
                 raise IntegrityError(exc) from exc
             except sqlite3.OperationalError as exc:
@@ -338,14 +315,8 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             try:
                 conn = self._connection()
                 conn.execute("PRAGMA secure_delete = ON")
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with immediate(conn):
                     seq, count = _erase_rows(conn, self.events_table_name, key, reason, at)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except sqlite3.OperationalError as exc:
                 raise OperationalError(exc) from exc
             except sqlite3.Error as exc:
