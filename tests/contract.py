@@ -223,6 +223,29 @@ class StoreContract(ABC):
             store.append_message(conv, "user", [TEXT], meta={"nope": 1})
         assert len(store.events(conv)) == before + 3
 
+    def test_names_with_nul_are_refused_alike_and_write_nothing(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """Titles, sources, label values, title filters and erasure reasons are kept in index
+        columns too, and PostgreSQL's text cannot hold NUL: both backends refuse it as bad
+        input (not a store failure), and nothing lands."""
+        before = len(store.events(conv))
+        listed = store.conversations()
+        with pytest.raises(InvalidInput, match="NUL"):
+            store.new_conversation(title="a\x00b")
+        with pytest.raises(InvalidInput, match="NUL"):
+            store.new_conversation(source="x\x00")
+        with pytest.raises(InvalidInput, match="NUL"):
+            store.rename(conv, "\x00")
+        with pytest.raises(InvalidInput, match="NUL"):
+            store.set_labels(conv, {"team": "red\x00"})
+        with pytest.raises(InvalidInput, match="NUL"):
+            store.list_conversations(title="\x00")
+        with pytest.raises(InvalidInput, match="NUL"):
+            store.erase(conv, reason="gone\x00")
+        assert len(store.events(conv)) == before
+        assert store.conversations() == listed
+
     def test_pages_run_newest_activity_first_and_cover_everything_once(self, store: Store) -> None:
         """Cursor paging lists every conversation once, the most recently active first."""
         made = [store.new_conversation(title=f"c{i}") for i in range(7)]

@@ -349,7 +349,8 @@ def histories(
     message recorded so far (open, ended or interrupted, of any role). Some hold rewinds, to
     any visible message or to the start.
     """
-    builder = HistoryBuilder(draw(st.uuids()), draw(st.none() | texts()))
+    title = draw(st.none() | texts().filter(lambda t: "\x00" not in t))  # as the store takes
+    builder = HistoryBuilder(draw(st.uuids()), title)
     used_ids: set[str] = set()
 
     def fresh_tool_id() -> str:

@@ -30,7 +30,7 @@ from convstore.domain.parsing import (
     describe_value,
     parse_block,
     parse_flag,
-    parse_optional_text,
+    parse_optional_name,
 )
 from convstore.errors import InvalidBlock, InvalidInput
 from convstore.infrastructure.gc_pause import paused_gc
@@ -295,7 +295,7 @@ def _checked_arguments(
         msg = f"give one source per history ({len(histories)}), not {len(sources)}"
         raise InvalidInput(msg)
     limit = store.limits.max_block_bytes
-    checked = [parse_optional_text(source, "source", limit) for source in sources]
+    checked = [parse_optional_name(source, "source", limit) for source in sources]
     return list(histories), checked
 
 

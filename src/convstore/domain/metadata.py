@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from convstore.domain.events import MessageMeta
 from convstore.domain.limits import Limits
-from convstore.domain.parsing import describe_value, parse_text
+from convstore.domain.parsing import describe_value, parse_name
 from convstore.errors import InvalidInput
 
 _KEY = re.compile(r"[A-Za-z0-9._:/-]+")
@@ -41,7 +41,7 @@ def parse_labels(labels: object, limits: Limits) -> dict[str, str]:
     checked: dict[str, str] = {}
     for key, value in labels.items():
         name = parse_label_key(key, limits)
-        checked[name] = parse_text(value, f"label {name}", limits.max_note_bytes)
+        checked[name] = parse_name(value, f"label {name}", limits.max_note_bytes)
     return checked
 
 

@@ -162,6 +162,23 @@ def parse_optional_text(value: str | None, what: str, max_bytes: int) -> str | N
     return None if value is None else parse_text(value, what, max_bytes)
 
 
+def parse_name(value: str, what: str, max_bytes: int) -> str:
+    """Text that names or describes (a title, a source, a label's value, an erasure's reason):
+    like :func:`parse_text`, without NUL. Such text is also kept in index columns (the
+    listing, the tombstones), and PostgreSQL's text columns cannot hold NUL; refusing it on
+    both backends keeps them answering alike."""
+    checked = parse_text(value, what, max_bytes)
+    if "\x00" in checked:
+        msg = f"{what} holds a NUL character (\\u0000), which names and labels cannot hold"
+        raise InvalidInput(msg)
+    return checked
+
+
+def parse_optional_name(value: str | None, what: str, max_bytes: int) -> str | None:
+    """Like :func:`parse_name`, and ``None`` passes."""
+    return None if value is None else parse_name(value, what, max_bytes)
+
+
 def parse_flag(value: bool, what: str) -> bool:
     """``True`` or ``False`` itself: ``"no"`` or ``0`` would read as true or false by accident."""
     if not isinstance(value, bool):

@@ -37,6 +37,8 @@ from convstore.domain.parsing import (
     parse_count,
     parse_flag,
     parse_id,
+    parse_name,
+    parse_optional_name,
     parse_optional_text,
     parse_role,
     parse_text,
@@ -118,8 +120,8 @@ class Store(Writer, LogScanner, Replayer, Listing):
         ``parent_id`` names the conversation it branched from; ``source`` where its history
         comes from (see :class:`~convstore.ConversationStarted`).
         """
-        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
-        source = parse_optional_text(source, "source", self.limits.max_note_bytes)
+        title = parse_optional_name(title, "title", self.limits.max_note_bytes)
+        source = parse_optional_name(source, "source", self.limits.max_note_bytes)
         conversation_id = (
             uuid4() if conversation_id is None else parse_id(conversation_id, "conversation")
         )
@@ -269,7 +271,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
 
     def rename(self, conversation: UUID | str, title: str | None) -> None:
         """Give a conversation a new title (``None`` clears it)."""
-        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        title = parse_optional_name(title, "title", self.limits.max_note_bytes)
         self._write(conversation, lambda c: [c.rename(title)])
 
     def set_labels(self, conversation: UUID | str, labels: Mapping[str, str]) -> None:
@@ -313,7 +315,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
         """
         parent = parse_id(conversation, "conversation")
         point = parse_id(at, "message")
-        title = parse_optional_text(title, "title", self.limits.max_note_bytes)
+        title = parse_optional_name(title, "title", self.limits.max_note_bytes)
         history = collect_history(self.events(parent))
         visible = [m for m in history.messages if not m.withdrawn]
         ids = [m.message_id for m in visible]
@@ -361,7 +363,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
         next catch-up. Conversations that name it as their parent are not touched.
         """
         conversation_id = parse_id(conversation, "conversation")
-        reason = parse_text(reason, "reason", self.limits.max_note_bytes)
+        reason = parse_name(reason, "reason", self.limits.max_note_bytes)
         recorder = self._log.store_recorder
         at = utcnow()
         with self._lock(conversation_id):

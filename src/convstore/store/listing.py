@@ -13,7 +13,7 @@ from convstore.domain.parsing import (
     describe_value,
     parse_count,
     parse_id,
-    parse_optional_text,
+    parse_optional_name,
 )
 from convstore.errors import ConversationNotFound, InvalidInput
 from convstore.projections.listing import ListedRow, ListingQuery, from_micros, micros
@@ -136,7 +136,7 @@ class Listing(LogReader):
         wanted = () if labels is None else tuple(parse_labels(labels, self.limits).items())
         return ListingQuery(
             labels=wanted,
-            title=parse_optional_text(title, "title", self.limits.max_note_bytes),
+            title=parse_optional_name(title, "title", self.limits.max_note_bytes),
             started_after=_parse_moment(started_after, "started_after"),
             started_before=_parse_moment(started_before, "started_before"),
             active_after=_parse_moment(active_after, "active_after"),
