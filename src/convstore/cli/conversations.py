@@ -25,10 +25,10 @@ from convstore.cli.app import (
 from convstore.cli.inputs import json_kind, read_json
 from convstore.cli.metadata import meta_option, parse_assignment, parse_meta_option, parse_when
 from convstore.domain.conversation import Conversation
-from convstore.domain.events import MessageMeta
+from convstore.domain.events import Compacted, MessageMeta
 from convstore.domain.images import dimensions
 from convstore.errors import InvalidInput, NoStore
-from convstore.projections.messages import collect_messages
+from convstore.projections.messages import collect_history
 from convstore.projections.prose import Image, Text, block_segments
 from convstore.projections.replay import ReplayOptions, interruption_marker
 
@@ -63,6 +63,21 @@ def describe_meta(meta: MessageMeta) -> str:
     if meta.extra:
         parts.append(json.dumps(meta.extra, ensure_ascii=False, sort_keys=True))
     return " · ".join(part for part in parts if part)
+
+
+def describe_compaction(
+    number: int, compaction: Compacted, in_force: list[Compacted], withdrawn: bool
+) -> str:
+    """A compaction as ``show`` prints it after message ``number``: whether replay starts
+    with it, then its summary, indented."""
+    if compaction in in_force:
+        state = ": replay starts here with this summary"
+    elif withdrawn:
+        state = " (not in force: a rewind withdrew that message)"
+    else:
+        state = " (superseded by a newer compaction)"
+    summary = compaction.summary.replace("\n", "\n    ")
+    return f"--- compacted through [{number}]{state} ---\n    {summary}\n"
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -258,7 +273,9 @@ def replay(
 def show(ctx: click.Context, conversation: str, everything: bool) -> None:
     """Print a readable transcript: each message with its id, role, status and blocks.
 
-    Messages a rewind withdrew are left out (as replay leaves them out) unless --all.
+    The title (and labels) head it. Each compaction follows the message it runs through,
+    marked when a newer one supersedes it. Messages a rewind withdrew are left out (as
+    replay leaves them out) unless --all.
 
     \b
     Example:
@@ -266,11 +283,13 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
     """
     events = store_from(ctx, create=False).events(conversation)
     state = Conversation.from_events(events[0].originator_id, events)
-    if state.labels:
-        shown = ", ".join(f"{key}={value}" for key, value in sorted(state.labels.items()))
-        click.echo(f"{state.title or '(untitled)'} · labels: {shown}\n")
+    shown = ", ".join(f"{key}={value}" for key, value in sorted(state.labels.items()))
+    click.echo(f"{state.title or '(untitled)'}{' · labels: ' + shown if shown else ''}\n")
+    history = collect_history(events)
+    withdrawn_ids = {m.message_id for m in history.messages if m.withdrawn}
+    in_force = [c for c in history.compactions if c.through not in withdrawn_ids][-1:]
     hidden = 0
-    for number, message in enumerate(collect_messages(events), 1):
+    for number, message in enumerate(history.messages, 1):
         if message.withdrawn and not everything:
             hidden += 1
             continue
@@ -292,6 +311,9 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
         if message.status == "interrupted":
             click.echo("    " + interruption_marker(message.interrupt_reason))
         click.echo()
+        for compaction in history.compactions:
+            if compaction.through == message.message_id:
+                click.echo(describe_compaction(number, compaction, in_force, message.withdrawn))
     if hidden:
         click.echo(f"({hidden} message(s) withdrawn by a rewind not shown; --all shows them)")
 
