@@ -361,3 +361,23 @@ def test_list_on_a_missing_store_prints_nothing(db: Path) -> None:
     assert ok(db, "list") == ""
     assert json.loads(ok(db, "list", "--json")) == {"conversations": [], "next": None}
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("stdin", "fragment"),
+    [
+        ("The user wants the login test fixed.", "for plain text pass --text"),
+        ('"a summary"', "expected a JSON array of text blocks, got a string; for plain text"),
+        ("[]", "a summary needs at least one text block"),
+        (blocks_json({"type": "reasoning", "text": "x"}), "block 0 is a reasoning block"),
+        ('[{"type": "text"}]', "block 0: text block: missing field 'text'"),
+    ],
+    ids=["plain-text", "string", "empty", "not-text", "bad-block"],
+)
+def test_compact_refuses_what_is_not_text_blocks(seeded: Seeded, stdin: str, fragment: str) -> None:
+    """`compact` without --text takes only a JSON array of text blocks: anything else is exit 2
+    with one line (plain text pointed at --text) and nothing written."""
+    before = dump(seeded.db)
+    result = invoke(seeded.db, "compact", seeded.conv, "--through", seeded.ended_msg, stdin=stdin)
+    assert_refused(result, fragment)
+    assert dump(seeded.db) == before

@@ -417,3 +417,27 @@ def test_show_heads_with_the_title_and_marks_compactions(db: Path) -> None:
     assert "compacted through [2]" not in ok(db, "show", conv)
     untitled = new_conversation(db)
     assert ok(db, "show", untitled).splitlines()[0] == "(untitled)"
+
+
+def test_compact_reads_text_blocks_like_append_or_plain_text_with_the_flag(db: Path) -> None:
+    """`compact` reads a JSON array of text blocks (joined by a blank line) as `append` reads
+    blocks; `--text` takes plain text. Replay starts with the summary either way."""
+    conv = new_conversation(db)
+    first = append(db, conv, "user", {"type": "text", "text": "CI is red."})
+    second = append(db, conv, "assistant", {"type": "text", "text": "Reading the log."})
+    summary = blocks_json(
+        {"type": "text", "text": "Red CI."}, {"type": "text", "text": "Log read."}
+    )
+    assert ok(db, "compact", conv, "--through", first, stdin=summary) == ""
+    [head, _] = replay(db, conv)["messages"]
+    assert head["content"].endswith("Red CI.\n\nLog read.")
+    assert ok(db, "compact", conv, "--through", second, "--text", stdin='["verbatim"]\n') == ""
+    [head] = replay(db, conv)["messages"]
+    assert head["content"].endswith('["verbatim"]\n')
+    helped = ok(db, "compact", "--help")
+    described = helped.split("Options:")[0].rstrip().splitlines()
+    assert described[-4:-1] == [
+        "  Example:",
+        "      convstore compact $CONV --through $MSG --text < summary.txt",
+        """      echo '[{"type":"text","text":"The user wants the login test fixed."}]' \\""",
+    ]
