@@ -125,13 +125,14 @@ def rewind(
 ) -> None:
     """Withdraw every message after MSG from replay (the log keeps them), or undo a rewind.
 
-    Prints the rewind's version, which --undo takes. Withdrawn messages stay in `log` and
-    in `show --all` (marked), and in the audit read model (messages.withdrawn = 1).
+    Prints the rewind's version alone, which --undo takes (the undo command goes to
+    stderr); --undo prints nothing. Withdrawn messages stay in `log` and in `show --all`
+    (marked), and in the audit read model (messages.withdrawn = 1).
 
     \b
     Example:
-        convstore rewind $CONV --to $MSG
-        convstore rewind $CONV --undo 42
+        V=$(convstore rewind $CONV --to $MSG)
+        convstore rewind $CONV --undo $V
     """
     if sum((to is not None, everything, undo is not None)) != 1:
         msg = "give exactly one of --to MSG, --all or --undo VERSION"
@@ -139,12 +140,12 @@ def rewind(
     store = store_from(ctx, create=False)
     if undo is not None:
         store.undo_rewind(conversation, undo)
-        click.echo(f"undid the rewind at version {undo}")
         return
     version = store.rewind(
         conversation, to=None if to is None else resolve_message(ctx, conversation, to)
     )
-    click.echo(f"rewound at version {version} (undo: convstore rewind CONV --undo {version})")
+    click.echo(version)
+    click.echo(f"undo: convstore rewind {conversation} --undo {version}", err=True)
 
 
 @cli.command()
