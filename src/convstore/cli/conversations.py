@@ -208,8 +208,8 @@ def interrupt(ctx: click.Context, conversation: str, message: str, reason: str |
     type=click.IntRange(min=1),
     metavar="N",
     help="Microcompact by budget: clear the oldest tool output until the request is N tokens "
-    "or fewer (counted as `pressure` counts). If even clearing all of it is over N, the "
-    "request is still printed and the exit status is 3.",
+    "or fewer (counted as `pressure` counts). If no amount of clearing meets N, the smallest "
+    "request found is printed and the exit status is 3.",
 )
 @click.option("--compact", is_flag=True, help="One line of JSON instead of indented.")
 @click.pass_context
@@ -249,9 +249,10 @@ def replay(
         options = replace(options, keep_tool_results=keep)
         over_budget = fitted.total > fit_tokens
         if over_budget:
+            kept = "every" if keep is None else f"the newest {keep:,}"
             click.echo(
-                f"note: {fitted.total:,} tokens with every tool output cleared; "
-                f"still over {fit_tokens:,} (exit status {EXIT_OVER_BUDGET})",
+                f"note: the smallest request found is {fitted.total:,} tokens (keeping {kept} "
+                f"tool output(s)); still over {fit_tokens:,} (exit status {EXIT_OVER_BUDGET})",
                 err=True,
             )
     if live is None:
