@@ -356,9 +356,10 @@ def test_commands_on_a_missing_store_create_nothing(
 
 
 def test_list_on_a_missing_store_prints_nothing(db: Path) -> None:
-    """`list` against a missing store prints nothing (or an empty page with --json) and
-    creates nothing."""
-    assert ok(db, "list") == ""
+    """`list` against a missing store prints nothing on stdout (or an empty page with
+    --json), says so on stderr, and creates nothing."""
+    listed = invoke(db, "list")
+    assert (listed.exit_code, listed.stdout, listed.stderr) == (0, "", "no conversations match\n")
     assert json.loads(ok(db, "list", "--json")) == {"conversations": [], "next": None}
     assert not db.exists()
 

@@ -441,3 +441,24 @@ def test_compact_reads_text_blocks_like_append_or_plain_text_with_the_flag(db: P
         "      convstore compact $CONV --through $MSG --text < summary.txt",
         """      echo '[{"type":"text","text":"The user wants the login test fixed."}]' \\""",
     ]
+
+
+def test_empty_results_say_so_on_stderr(db: Path) -> None:
+    """`list` and `erase --inactive-for --dry-run` that match nothing exit 0 with nothing on
+    stdout and "no conversations match" on stderr; `list --json` stays a bare empty page."""
+    conv = new_conversation(db, "fresh")
+    ok(db, "label", conv, "env=dev")
+    for args in (
+        ["list", "--label", "env=prod"],
+        ["erase", "--inactive-for", "1h", "--dry-run"],
+        ["erase", "--inactive-for", "1h", "--reason", "retention"],
+    ):
+        result = invoke(db, *args)
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            0,
+            "",
+            "no conversations match\n",
+        ), args
+    empty = json.loads(ok(db, "list", "--label", "env=prod", "--json"))
+    assert empty == {"conversations": [], "next": None}
+    assert ok(db, "list").startswith(conv)

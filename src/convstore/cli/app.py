@@ -28,6 +28,8 @@ EXIT_STORE_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_OVER_BUDGET = 3
 """``replay --fit-tokens N`` printed its best request, but even that is over N tokens."""
+NO_MATCH = "no conversations match"
+"""What a listing that found nothing says on stderr (stdout stays empty; exit 0)."""
 
 
 def one_line(text: str) -> str:

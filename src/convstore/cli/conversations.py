@@ -12,6 +12,7 @@ import click
 
 from convstore.cli.app import (
     EXIT_OVER_BUDGET,
+    NO_MATCH,
     cli,
     conversation_argument,
     input_argument,
@@ -360,7 +361,8 @@ def list_(
 
     Served from the store's listing index, so a page costs the same however many
     conversations and events the store holds. With --json: {"conversations": [...],
-    "next": CURSOR or null}; pass CURSOR to --after for the next page.
+    "next": CURSOR or null}; pass CURSOR to --after for the next page. Without --json,
+    an empty result says "no conversations match" on stderr.
 
     \b
     Example:
@@ -403,6 +405,8 @@ def list_(
         }
         click.echo(json.dumps(payload, ensure_ascii=False, indent=2))
         return
+    if not rows:
+        click.echo(NO_MATCH, err=True)
     for c in rows:
         stamp = (c.last_active or c.created_at).strftime("%Y-%m-%d %H:%M:%S")
         shown = " ".join(f"[{key}={value}]" for key, value in sorted(c.labels.items()))

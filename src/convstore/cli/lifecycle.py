@@ -8,6 +8,7 @@ from datetime import timedelta
 import click
 
 from convstore.cli.app import (
+    NO_MATCH,
     cli,
     conversation_argument,
     resolve_conversation,
@@ -62,7 +63,8 @@ def erase(
     Every event goes, and every row the audit read model derived from it goes at its next
     catch-up; the tombstone keeps the id, when, the reason and how many events. On SQLite the
     bytes are overwritten in the file and its write-ahead log. Copies made before (backups,
-    dumps, exports) are not touched. Prints one line per erased conversation.
+    dumps, exports) are not touched. Prints one line per erased conversation (on stderr,
+    "no conversations match" when --inactive-for finds none).
 
     \b
     Example:
@@ -91,10 +93,12 @@ def erase(
     # The listing index answers "idle since, with these labels" a page at a time; the cursor
     # is absolute, so erasing the rows of a page does not shift the next one.
     after: str | None = None
+    matched = 0
     while True:
         page = store.list_conversations(
             labels=wanted or None, active_before=cutoff, limit=500, after=after
         )
+        matched += len(page.conversations)
         for info in page.conversations:
             assert info.last_active is not None
             stamp = info.last_active.strftime("%Y-%m-%d %H:%M:%S")
@@ -105,8 +109,10 @@ def erase(
             erased = store.erase(info.id, reason=reason)
             click.echo(f"erased {erased.id}: {erased.events} event(s) (last active {stamp})")
         if page.next is None:
-            return
+            break
         after = page.next
+    if not matched:
+        click.echo(NO_MATCH, err=True)
 
 
 @cli.command()
