@@ -89,3 +89,15 @@ def test_the_chain_release_is_this_release_or_older_and_the_readme_names_it() ->
     assert parts(CHAIN_SINCE) <= parts(version("convstore"))[: len(parts(CHAIN_SINCE))]
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert f'unchained (written before {CHAIN_SINCE})"' in readme
+
+
+def test_every_install_hint_works_from_a_checkout() -> None:
+    """convstore is on no package index, so no hint in the code, the benchmarks or the README says
+    ``pip install convstore`` or ``pip install 'convstore[…]'``: extras are installed with
+    ``pip install -e '.[extra]'`` in the checkout."""
+    texts = {"README.md": README}
+    for path in sorted([*(ROOT / "src" / "convstore").rglob("*.py"), *ROOT.glob("bench/*.py")]):
+        texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    unservable = re.compile(r"pip install ['\"]?convstore\b")
+    for name, text in texts.items():
+        assert not unservable.search(text), f"{name}: {unservable.search(text)}"

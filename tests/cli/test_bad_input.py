@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from tests.cli.support import (
     blocks_json,
     dump,
     invoke,
+    new_conversation,
     ok,
 )
 
@@ -382,3 +384,17 @@ def test_compact_refuses_what_is_not_text_blocks(seeded: Seeded, stdin: str, fra
     result = invoke(seeded.db, "compact", seeded.conv, "--through", seeded.ended_msg, stdin=stdin)
     assert_refused(result, fragment)
     assert dump(seeded.db) == before
+
+
+def test_serve_without_the_web_extra_names_the_install_that_works(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With Starlette absent, `serve` is exit 2 with one line naming the install that works
+    from a checkout (convstore is on no package index), as the other extras' hints do."""
+    new_conversation(db)
+    monkeypatch.setitem(sys.modules, "starlette", None)
+    line = assert_refused(invoke(db, "serve"))
+    assert line == (
+        "error: convstore serve needs convstore's 'web' extra: pip install -e '.[web]' in the "
+        "convstore checkout, or pip install 'starlette>=0.40' 'uvicorn>=0.30'"
+    )
