@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
@@ -31,15 +32,20 @@ def test_readme_python_examples_run(
     exec(compile(code, f"README.md python block {index}", "exec"), {})  # noqa: S102
 
 
-def test_readme_first_python_example_runs_twice_in_one_folder(
+def test_readme_python_examples_run_in_order_in_one_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's first Python example holds when run again where it already left a store."""
-    monkeypatch.chdir(tmp_path)
-    code = compile(_fenced("python")[0], "README.md python block 0", "exec")
-    for _ in range(2):
-        exec(code, {})  # noqa: S102
-    assert (tmp_path / "agent.db").exists()
+    """A reader pasting the README's Python blocks one after another into one session, in one
+    folder, sees every one pass: each opens a fresh temporary store of its own, so none
+    depends on another, and none leaves a file in the working directory."""
+    work, scratch = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    scratch.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    for index, code in enumerate(_fenced("python")):
+        exec(compile(code, f"README.md python block {index}", "exec"), {})  # noqa: S102
+    assert list(work.iterdir()) == []
 
 
 def test_every_cli_command_is_documented() -> None:
