@@ -204,7 +204,7 @@ def shape_option(func: _F) -> _F:
     return click.option(
         "--shape",
         type=click.Choice(SHAPES),
-        default="openai",
+        default=ReplayOptions().shape,
         show_default=True,
         help="Provider wire shape: OpenAI Chat Completions or Anthropic Messages.",
     )(func)
@@ -213,7 +213,7 @@ def shape_option(func: _F) -> _F:
 def vision_option(func: _F) -> _F:
     return click.option(
         "--vision/--no-vision",
-        default=False,
+        default=ReplayOptions().vision,  # one default for the CLI, the web page and the API
         show_default=True,
         help="Whether the model can see: images go natively, or a marker says one was not shown.",
     )(func)
