@@ -176,6 +176,26 @@ def test_side_pane_is_the_replay_itself(store: Store) -> None:
     assert f"data-src='/c/{conv}/pressure?shape=openai&amp;vision=0'" in page
 
 
+def test_the_page_replays_with_the_defaults_of_convstore_replay(
+    store: Store, tmp_path: Path
+) -> None:
+    """With no query parameters the page, its side pane and replay.json show exactly what
+    `convstore replay CONV` prints (vision off, as everywhere), the vision box unchecked."""
+    conv = record_demo(store)
+    client = client_for(store)
+    db = tmp_path / "cli.db"
+    with convstore.open_store(db) as other:
+        other.load(store.dump())
+    printed = CliRunner().invoke(cli, ["--db", str(db), "replay", str(conv)])
+    assert printed.exit_code == 0, printed.stderr
+    assert client.get(f"/c/{conv}/replay.json").json() == json.loads(printed.stdout)
+    wanted = json.dumps(json.loads(printed.stdout), ensure_ascii=False, indent=2)
+    assert f"<pre class='replay'>{esc(wanted)}</pre>" in client.get(f"/c/{conv}/side").text
+    page = client.get(f"/c/{conv}").text
+    assert f"data-src='/c/{conv}/replay?shape=openai&amp;vision=0'" in page
+    assert "name='vision' value='1'>" in page  # the box, not checked
+
+
 def test_compaction_and_rewind_are_marked(store: Store) -> None:
     """A compaction boundary shows its summary; withdrawn and open messages are marked."""
     conv = store.new_conversation(title="marks")

@@ -8,6 +8,7 @@ from datetime import timedelta
 import click
 
 from convstore.cli.app import (
+    NO_MATCH,
     cli,
     conversation_argument,
     resolve_conversation,
@@ -62,7 +63,8 @@ def erase(
     Every event goes, and every row the audit read model derived from it goes at its next
     catch-up; the tombstone keeps the id, when, the reason and how many events. On SQLite the
     bytes are overwritten in the file and its write-ahead log. Copies made before (backups,
-    dumps, exports) are not touched. Prints one line per erased conversation.
+    dumps, exports) are not touched. Prints one line per erased conversation (on stderr,
+    "no conversations match" when --inactive-for finds none).
 
     \b
     Example:
@@ -91,10 +93,12 @@ def erase(
     # The listing index answers "idle since, with these labels" a page at a time; the cursor
     # is absolute, so erasing the rows of a page does not shift the next one.
     after: str | None = None
+    matched = 0
     while True:
         page = store.list_conversations(
             labels=wanted or None, active_before=cutoff, limit=500, after=after
         )
+        matched += len(page.conversations)
         for info in page.conversations:
             assert info.last_active is not None
             stamp = info.last_active.strftime("%Y-%m-%d %H:%M:%S")
@@ -105,8 +109,10 @@ def erase(
             erased = store.erase(info.id, reason=reason)
             click.echo(f"erased {erased.id}: {erased.events} event(s) (last active {stamp})")
         if page.next is None:
-            return
+            break
         after = page.next
+    if not matched:
+        click.echo(NO_MATCH, err=True)
 
 
 @cli.command()
@@ -125,13 +131,14 @@ def rewind(
 ) -> None:
     """Withdraw every message after MSG from replay (the log keeps them), or undo a rewind.
 
-    Prints the rewind's version, which --undo takes. Withdrawn messages stay in `log` and
-    in `show --all` (marked), and in the audit read model (messages.withdrawn = 1).
+    Prints the rewind's version alone, which --undo takes (the undo command goes to
+    stderr); --undo prints nothing. Withdrawn messages stay in `log` and in `show --all`
+    (marked), and in the audit read model (messages.withdrawn = 1).
 
     \b
     Example:
-        convstore rewind $CONV --to $MSG
-        convstore rewind $CONV --undo 42
+        V=$(convstore rewind $CONV --to $MSG)
+        convstore rewind $CONV --undo $V
     """
     if sum((to is not None, everything, undo is not None)) != 1:
         msg = "give exactly one of --to MSG, --all or --undo VERSION"
@@ -139,12 +146,12 @@ def rewind(
     store = store_from(ctx, create=False)
     if undo is not None:
         store.undo_rewind(conversation, undo)
-        click.echo(f"undid the rewind at version {undo}")
         return
     version = store.rewind(
         conversation, to=None if to is None else resolve_message(ctx, conversation, to)
     )
-    click.echo(f"rewound at version {version} (undo: convstore rewind CONV --undo {version})")
+    click.echo(version)
+    click.echo(f"undo: convstore rewind {conversation} --undo {version}", err=True)
 
 
 @cli.command()

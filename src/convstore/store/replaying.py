@@ -135,7 +135,9 @@ class Replayer(LogReader):
     ) -> tuple[int | None, Pressure]:
         """Microcompact by budget: the most tool results replay can keep within ``max_tokens``
         (``None`` when everything fits), with the pressure at that setting. Oldest output is
-        cleared first; pass the answer as ``keep_tool_results`` to :meth:`replay`. The
+        cleared first; when no setting fits, the answer is the one whose request is smallest
+        (over ``max_tokens``, as its pressure shows). Pass the answer as ``keep_tool_results``
+        to :meth:`replay`. The
         options' own ``keep_tool_results`` must be ``None``: this chooses it."""
         from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
 

@@ -103,7 +103,8 @@ def _int(request: Request, name: str, default: int | None, minimum: int) -> int 
 
 
 def _view(request: Request) -> View:
-    shape = request.query_params.get("shape", "openai")
+    defaults = View()
+    shape = request.query_params.get("shape", defaults.shape)
     if shape not in SHAPES:
         msg = f"shape must be one of {', '.join(SHAPES)}"
         raise InvalidInput(msg)
@@ -115,7 +116,7 @@ def _view(request: Request) -> View:
             raise InvalidInput(msg)
     return View(
         shape="openai" if shape == "openai" else "anthropic",
-        vision=(vision[-1] == "1") if vision else True,
+        vision=(vision[-1] == "1") if vision else defaults.vision,
         full=bool(full) and full[-1] == "1",
         keep_tool_results=_int(request, "keep", None, 0),
     )
