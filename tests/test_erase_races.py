@@ -202,3 +202,48 @@ def test_erase_waits_a_bounded_time_for_a_reader_and_a_rerun_finishes(tmp_path: 
     for path in _files(db):
         assert SECRET.encode() not in path.read_bytes(), path
     assert isinstance(erased.id, UUID)
+
+
+def test_erase_again_finishes_an_erasure_killed_after_its_commit(tmp_path: Path) -> None:
+    """An `erase` process killed after its commit, before its checkpoint, leaves the erased
+    text in the store's files; `erase` of the same conversation then empties them, prints
+    "already erased" and exits 0."""
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        conv = store.new_conversation(title=SECRET)
+        store.append_message(conv, "user", [{"type": "text", "text": SECRET}])
+    # A reader holds the erasure in its checkpoint wait, where the process is killed.
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM stored_events").fetchone()
+    erase = subprocess.Popen(
+        [SCRIPT, "--db", db, "erase", str(conv), "--reason", "asked"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        with open_store(db) as store:
+            deadline = time.monotonic() + 60
+            while not store.erasures():
+                assert erase.poll() is None
+                assert time.monotonic() < deadline, "the erasure never committed"
+                time.sleep(0.02)
+    finally:
+        erase.kill()
+        erase.communicate()
+    reader.execute("COMMIT")  # the reader stays open, so closing nothing checkpoints the log
+    assert any(SECRET.encode() in p.read_bytes() for p in _files(db))
+    again = subprocess.run(
+        [SCRIPT, "--db", db, "erase", str(conv), "--reason", "asked"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    try:
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.startswith(f"already erased {conv}: 4 event(s) at ")
+        for path in _files(db):
+            assert SECRET.encode() not in path.read_bytes(), path
+    finally:
+        reader.close()
