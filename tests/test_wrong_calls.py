@@ -103,6 +103,7 @@ def _valid(store: Store) -> dict[str, Any]:
         "started_before": None,
         "active_after": None,
         "active_before": None,
+        "idle_since": None,
         "list_conversations after": None,  # the store's own dump: load finds nothing more to write
     }
 

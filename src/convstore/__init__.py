@@ -104,6 +104,9 @@ if TYPE_CHECKING:
         ConcurrencyError as ConcurrencyError,
     )
     from convstore.errors import (
+        ConversationActive as ConversationActive,
+    )
+    from convstore.errors import (
         ConversationErased as ConversationErased,
     )
     from convstore.errors import (
@@ -188,6 +191,7 @@ _EXPORTS: dict[str, str] = {
     "BlockAppended": "convstore.domain.events",
     "Compacted": "convstore.domain.events",
     "ConcurrencyError": "convstore.errors",
+    "ConversationActive": "convstore.errors",
     "ConversationErased": "convstore.errors",
     "ConversationInfo": "convstore.store",
     "ConversationNotFound": "convstore.errors",

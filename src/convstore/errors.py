@@ -6,6 +6,8 @@ Two branches keep "you called it wrong" apart from "the store failed": the CLI m
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class ConvstoreError(Exception):
     """Root of every error convstore raises on purpose."""
@@ -29,6 +31,15 @@ class ConversationNotFound(NotFound):
 
 class ConversationErased(ConversationNotFound):
     """The conversation was erased: its events are gone for good and it takes no more."""
+
+
+class ConversationActive(InvalidInput):
+    """An erase given ``idle_since`` found an event at or after it; nothing was erased."""
+
+    def __init__(self, message: str, last_active: datetime | None = None) -> None:
+        super().__init__(message)
+        self.last_active = last_active
+        """When its newest event was recorded, as the erasing transaction found it."""
 
 
 class NoStore(NotFound):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
+from uuid import UUID
 
 import click
 
@@ -17,7 +18,9 @@ from convstore.cli.app import (
 )
 from convstore.cli.metadata import parse_assignment
 from convstore.domain.events import utcnow
-from convstore.errors import InvalidInput
+from convstore.domain.parsing import parse_id
+from convstore.errors import ConversationActive, ConversationErased, InvalidInput
+from convstore.store import Store
 
 _DURATION = re.compile(r"^(\d{1,6})([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -63,8 +66,10 @@ def erase(
     Every event goes, and every row the audit read model derived from it goes at its next
     catch-up; the tombstone keeps the id, when, the reason and how many events. On SQLite the
     bytes are overwritten in the file and its write-ahead log. Copies made before (backups,
-    dumps, exports) are not touched. Prints one line per erased conversation (on stderr,
-    "no conversations match" when --inactive-for finds none).
+    dumps, exports) are not touched. Prints one line per erased conversation; one erased
+    before is "already erased" (exit 0, once its old bytes are out of the files), and with
+    --inactive-for one that had an event since the run began is "skipped"; on stderr,
+    "no conversations match" when --inactive-for finds none.
 
     \b
     Example:
@@ -85,13 +90,19 @@ def erase(
     store = store_from(ctx, create=False)
     if conversation is not None:
         assert reason is not None
-        erased = store.erase(resolve_conversation(ctx, conversation), reason=reason)
+        conversation = resolve_conversation(ctx, conversation)
+        try:
+            erased = store.erase(conversation, reason=reason)
+        except ConversationErased:
+            click.echo(_already_erased(store, parse_id(conversation, "conversation")))
+            return
         click.echo(f"erased {erased.id}: {erased.events} event(s)")
         return
     assert span is not None
     cutoff = utcnow() - span
     # The listing index answers "idle since, with these labels" a page at a time; the cursor
-    # is absolute, so erasing the rows of a page does not shift the next one.
+    # is absolute, so erasing the rows of a page does not shift the next one. Each erasure
+    # checks again, in its own transaction, that the conversation is still idle.
     after: str | None = None
     matched = 0
     while True:
@@ -101,18 +112,39 @@ def erase(
         matched += len(page.conversations)
         for info in page.conversations:
             assert info.last_active is not None
-            stamp = info.last_active.strftime("%Y-%m-%d %H:%M:%S")
+            stamp = _stamp(info.last_active)
             if dry_run:
                 click.echo(f"would erase {info.id} (last active {stamp})")
                 continue
             assert reason is not None
-            erased = store.erase(info.id, reason=reason)
+            try:
+                erased = store.erase(info.id, reason=reason, idle_since=cutoff)
+            except ConversationActive as exc:
+                now = "unknown" if exc.last_active is None else _stamp(exc.last_active)
+                click.echo(f"skipped {info.id}: active after the cutoff (last active {now})")
+                continue
+            except ConversationErased:
+                click.echo(_already_erased(store, info.id))
+                continue
             click.echo(f"erased {erased.id}: {erased.events} event(s) (last active {stamp})")
         if page.next is None:
             break
         after = page.next
     if not matched:
         click.echo(NO_MATCH, err=True)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _already_erased(store: Store, conversation: UUID) -> str:
+    """The line for a conversation erased before (by another run, or one that stopped
+    before emptying the write-ahead log, which this run has now done)."""
+    found = next((e for e in store.erasures() if e.id == conversation), None)
+    if found is None:  # pragma: no cover - a tombstone is never deleted
+        return f"already erased {conversation}"
+    return f"already erased {conversation}: {found.events} event(s) at {_stamp(found.erased_at)}"
 
 
 @cli.command()

@@ -70,6 +70,7 @@ from convstore.infrastructure.listing import (
     clear_statements,
     create_statements,
     listed_row,
+    refuse_if_active,
     select_labels,
     select_page,
 )
@@ -150,7 +151,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         ).format(**names)
         self._count_events = SQL(
             "SELECT count(*) AS n, (SELECT coalesce(max(notification_id), 0) "
-            "FROM {schema}.{events}) AS high FROM {schema}.{events} WHERE originator_id = %s"
+            "FROM {schema}.{events}) AS high, (SELECT last_active FROM {schema}.{listing} "
+            "WHERE id = %s) AS last_active FROM {schema}.{events} WHERE originator_id = %s"
         ).format(**names)
         self._delete_events = SQL("DELETE FROM {schema}.{events} WHERE originator_id = %s").format(
             **names
@@ -602,11 +604,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
 
-    def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
+    def erase(
+        self, conversation: UUID, reason: str, at: str, idle_since: int | None = None
+    ) -> tuple[int, int]:
         """Delete every event and the head of ``conversation`` and leave its tombstone, in one
         transaction under the events table's lock; returns the tombstone's ``seq`` and how
-        many events went. The rows are deleted; their bytes stay in dead tuples until the
-        table is vacuumed."""
+        many events went. With ``idle_since``, refuse first (under the conversation's lock,
+        which every append to it holds until it commits) if it had an event since. The rows
+        are deleted; their bytes stay in dead tuples until the table is vacuumed."""
         with self.datastore.transaction(commit=True) as curs:
             # The conversation's lock first, as an append takes it: an append either
             # commits before the erasure counts, or waits and then finds the tombstone.
@@ -616,12 +621,16 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             if curs.fetchone() is not None:
                 msg = f"conversation {conversation} was erased"
                 raise ConversationErased(msg)
-            curs.execute(self._count_events, (conversation,), prepare=False)
+            curs.execute(self._count_events, (conversation, conversation), prepare=False)
             row = curs.fetchone()
             assert row is not None
             if not row["n"]:
                 msg = f"conversation {conversation} not found"
                 raise ConversationNotFound(msg)
+            last_active = row["last_active"]
+            refuse_if_active(
+                conversation, None if last_active is None else int(last_active), idle_since
+            )
             curs.execute(self._delete_events, (conversation,), prepare=False)
             curs.execute(self._delete_head, (conversation,), prepare=False)
             forget_listing(

@@ -61,14 +61,18 @@ class StoreRecorder(Protocol):
         """Refill the listing index from every event in one transaction; how many it lists."""
         ...
 
-    def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
+    def erase(
+        self, conversation: UUID, reason: str, at: str, idle_since: int | None = None
+    ) -> tuple[int, int]:
         """Delete a conversation's events and head and leave its tombstone, in one
-        transaction; returns the tombstone's ``seq`` and how many events went."""
+        transaction; returns the tombstone's ``seq`` and how many events went. With
+        ``idle_since`` (microseconds), first refuse in that transaction, with
+        ``ConversationActive``, if the conversation has an event at or after it."""
         ...
 
     def truncate_wal(self) -> bool:
-        """Empty the write-ahead log the store keeps, if any; ``False``: a reader kept part of
-        it in use (try again)."""
+        """Empty the write-ahead log the store keeps, if any, blocking other writers only
+        briefly; ``False``: a reader or a writer kept it in use (try again later)."""
         ...
 
     def select_erasures(self, after: int) -> list[Erasure]:

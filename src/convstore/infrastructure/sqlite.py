@@ -34,7 +34,11 @@ from convstore.infrastructure.chain import (
     advance,
     chain_key,
 )
-from convstore.infrastructure.erasure import ERASED_TABLE, SQLITE_ERASED_TABLE, Erasure
+from convstore.infrastructure.erasure import (
+    ERASED_TABLE,
+    SQLITE_ERASED_TABLE,
+    Erasure,
+)
 from convstore.infrastructure.listing import (
     LISTING_TABLE,
     SQLITE,
@@ -42,6 +46,7 @@ from convstore.infrastructure.listing import (
     clear_statements,
     create_statements,
     listed_row,
+    refuse_if_active,
     select_labels,
     select_page,
 )
@@ -58,6 +63,10 @@ DEFAULT_LOCK_TIMEOUT_SECONDS = 10
 ``CONVSTORE_LOCK_TIMEOUT`` (whole seconds) says otherwise."""
 
 LOCK_TIMEOUT_ENV_VAR = "CONVSTORE_LOCK_TIMEOUT"
+
+CHECKPOINT_TRY_MS = 50
+"""How long one try at emptying the write-ahead log (after an erasure) waits for readers and
+writers; other writers wait for it at most that long."""
 
 MAX_LOCK_TIMEOUT_SECONDS = 24 * 60 * 60
 """The longest lock wait accepted (a day). SQLite takes the wait in milliseconds as a C int, so
@@ -244,7 +253,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                 uri=True,
                 isolation_level=None,
                 check_same_thread=False,
-                timeout=pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS,
+                timeout=self._lock_timeout_ms / 1000,
             )
         return self._writer
 
@@ -306,17 +315,23 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             raise ConversationErased(msg)
         return max(row[0] or 0, row[1] or 0) + 1
 
-    def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
+    def erase(
+        self, conversation: UUID, reason: str, at: str, idle_since: int | None = None
+    ) -> tuple[int, int]:
         """Delete every event and the head of ``conversation`` and leave its tombstone, in one
         transaction, with the deleted bytes overwritten (``secure_delete``); returns the
-        tombstone's ``seq`` and how many events went. Call :meth:`truncate_wal` after."""
+        tombstone's ``seq`` and how many events went. With ``idle_since``, refuse first (in
+        that transaction, under the write lock) if it had an event since. Call
+        :meth:`truncate_wal` after."""
         key = conversation.hex
         with self._writer_lock:
             try:
                 conn = self._connection()
                 conn.execute("PRAGMA secure_delete = ON")
                 with immediate(conn):
-                    seq, count = _erase_rows(conn, self.events_table_name, key, reason, at)
+                    seq, count = _erase_rows(
+                        conn, self.events_table_name, key, (reason, at), idle_since
+                    )
             except sqlite3.OperationalError as exc:
                 raise OperationalError(exc) from exc
             except sqlite3.Error as exc:
@@ -326,15 +341,25 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
 
     def truncate_wal(self) -> bool:
         """Copy the write-ahead log into the database and empty it; ``False`` when a reader
-        kept part of it in use (try again)."""
+        kept part of it in use, or another writer held the lock (try again later).
+
+        One try waits at most :data:`CHECKPOINT_TRY_MS` for them, not the lock timeout: while
+        a checkpoint of this kind waits, no other writer may start."""
         with self._writer_lock:
+            conn = self._connection()
             try:
-                busy, _, _ = (
-                    self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                )
+                conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_TRY_MS}")
+                try:
+                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {self._lock_timeout_ms}")
             except sqlite3.Error as exc:
                 raise PersistenceError(exc) from exc
         return not busy
+
+    @property
+    def _lock_timeout_ms(self) -> int:
+        return int((self.datastore.pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS) * 1000)
 
     def select_erasures(self, after: int) -> list[Erasure]:
         """The tombstones after ``seq`` ``after``, in order (none in a store never erased)."""
@@ -543,9 +568,14 @@ def _advance_heads(
 
 
 def _erase_rows(
-    conn: sqlite3.Connection, events_table: str, key: str, reason: str, at: str
+    conn: sqlite3.Connection,
+    events_table: str,
+    key: str,
+    tombstone: tuple[str, str],
+    idle_since: int | None,
 ) -> tuple[int, int]:
-    """Inside an erasure's transaction: delete the rows, leave the tombstone."""
+    """Inside an erasure's transaction: check the conversation may go, delete the rows, leave
+    the tombstone (``reason``, ``at``)."""
     conversation = UUID(key)
     erased = conn.execute(
         f"SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
@@ -554,15 +584,18 @@ def _erase_rows(
     if erased:
         msg = f"conversation {conversation} was erased"
         raise ConversationErased(msg)
-    count, high = conn.execute(
+    count, high, last_active = conn.execute(
         f"SELECT (SELECT count(*) FROM {events_table} WHERE originator_id = ?), "  # noqa: S608
         f"max(coalesce((SELECT max(rowid) FROM {events_table}), 0), "
-        f"coalesce((SELECT high FROM {ERASED_TABLE} ORDER BY seq DESC LIMIT 1), 0))",
-        (key,),
+        f"coalesce((SELECT high FROM {ERASED_TABLE} ORDER BY seq DESC LIMIT 1), 0)), "
+        f"(SELECT last_active FROM {LISTING_TABLE} WHERE id = ?)",
+        (key, key),
     ).fetchone()
     if not count:
         msg = f"conversation {conversation} not found"
         raise ConversationNotFound(msg)
+    refuse_if_active(conversation, last_active, idle_since)
+    reason, at = tombstone
     conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
     conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
     forget_listing(conn.execute, SQLITE, conversation)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeAlias
 from uuid import UUID, uuid4
@@ -43,7 +44,13 @@ from convstore.domain.parsing import (
     parse_role,
     parse_text,
 )
-from convstore.errors import InvalidBlock, InvalidInput, MessageNotFound, StoreError
+from convstore.errors import (
+    ConversationErased,
+    InvalidBlock,
+    InvalidInput,
+    MessageNotFound,
+    StoreError,
+)
 from convstore.importing import ImportReport, import_histories
 from convstore.infrastructure.application import FULL_JSON_FORMAT, EventLog
 from convstore.infrastructure.erasure import Erasure
@@ -53,7 +60,7 @@ from convstore.infrastructure.replay_tables import (
     replay_tables_for,
 )
 from convstore.projections.messages import collect_history
-from convstore.store.listing import ConversationInfo, Listing, Page
+from convstore.store.listing import ConversationInfo, Listing, Page, parse_moment
 from convstore.store.replaying import Replayer
 from convstore.store.scanning import LogScanner
 from convstore.store.writer import Writer
@@ -61,8 +68,11 @@ from convstore.transfer import LoadReport, dump_lines, load_lines
 
 __all__ = ["ConversationInfo", "EntryBatch", "Page", "Store"]
 
-WAL_TRUNCATE_ATTEMPTS = 50
-"""How often (every 0.1 s) an erasure tries to empty SQLite's write-ahead log."""
+WAL_WAIT_SECONDS = 5.0
+"""How long an erasure keeps trying to empty SQLite's write-ahead log before it fails."""
+
+WAL_RETRY_PAUSE_SECONDS = 0.1
+"""The pause between those tries, in which other writers take their turns."""
 
 
 class Store(Writer, LogScanner, Replayer, Listing):
@@ -352,36 +362,64 @@ class Store(Writer, LogScanner, Replayer, Listing):
         self._remember(state)
         return fork_id
 
-    def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
+    def erase(
+        self, conversation: UUID | str, *, reason: str, idle_since: datetime | None = None
+    ) -> Erasure:
         """Delete every event of a conversation for good, leaving only its tombstone (id, when,
         ``reason``, how many events); returns the tombstone.
 
         The one exception to "nothing is deleted". On SQLite the deleted bytes are overwritten
-        and the write-ahead log emptied before this returns; on PostgreSQL the rows are
-        deleted (their bytes stay in dead tuples until the table is vacuumed). Nothing more is
-        recorded under the id afterwards. Read models drop what they derived from it at their
-        next catch-up. Conversations that name it as their parent are not touched.
+        and the write-ahead log emptied before this returns (it tries for
+        :data:`WAL_WAIT_SECONDS`, then raises :class:`~convstore.StoreError`, the erasure
+        committed); on PostgreSQL the rows are deleted (their bytes stay in dead tuples until
+        the table is vacuumed). Nothing more is recorded under the id afterwards. Read models
+        drop what they derived from it at their next catch-up. Conversations that name it as
+        their parent are not touched.
+
+        With ``idle_since`` (retention), the conversation is erased only if its newest event
+        is older, as found inside the erasing transaction; else
+        :class:`~convstore.ConversationActive` is raised and nothing is erased.
+
+        A conversation erased before raises :class:`~convstore.ConversationErased`, once this
+        erasure has emptied the write-ahead log again (a first erasure that stopped before
+        doing so, its process killed or a reader in the way, leaves old bytes in the files).
         """
         conversation_id = parse_id(conversation, "conversation")
         reason = parse_name(reason, "reason", self.limits.max_note_bytes)
+        cutoff = parse_moment(idle_since, "idle_since")
         recorder = self._log.store_recorder
         at = utcnow()
-        with self._lock(conversation_id):
-            seq, _ = self._guarded(lambda: recorder.erase(conversation_id, reason, at.isoformat()))
-            self._forget(conversation_id)
-            self._replays.forget(conversation_id)
-        for _ in range(WAL_TRUNCATE_ATTEMPTS):
-            if self._guarded(recorder.truncate_wal):
-                break
-            time.sleep(0.1)
-        else:
-            msg = (
-                f"conversation {conversation_id} was erased, but a reader kept the write-ahead "
-                "log in use for 5 s: its old bytes leave that file at the next checkpoint, "
-                "once readers are idle"
-            )
-            raise StoreError(msg)
+        try:
+            with self._lock(conversation_id):
+                try:
+                    seq, _ = self._guarded(
+                        lambda: recorder.erase(conversation_id, reason, at.isoformat(), cutoff)
+                    )
+                finally:
+                    self._forget(conversation_id)
+                    self._replays.forget(conversation_id)
+        except ConversationErased:
+            # Erased before, perhaps by an erasure that stopped before emptying the log (its
+            # process killed, or a reader in the way): finish that job, then say so.
+            self._empty_wal(conversation_id)
+            raise
+        self._empty_wal(conversation_id)
         return self.erasures(seq - 1)[0]
+
+    def _empty_wal(self, conversation_id: UUID) -> None:
+        """Empty SQLite's write-ahead log after an erasure of ``conversation_id``, trying for
+        :data:`WAL_WAIT_SECONDS` (each try holds other writers up for at most a moment)."""
+        recorder = self._log.store_recorder
+        deadline = time.monotonic() + WAL_WAIT_SECONDS
+        while not self._guarded(recorder.truncate_wal):
+            if time.monotonic() >= deadline:
+                msg = (
+                    f"conversation {conversation_id} was erased, but a reader kept the "
+                    f"write-ahead log in use for {WAL_WAIT_SECONDS:g} s, so its old bytes may "
+                    "still be in the store's files: run erase again once that reader is done"
+                )
+                raise StoreError(msg)
+            time.sleep(WAL_RETRY_PAUSE_SECONDS)
 
     def erasures(self, after: int = 0) -> list[Erasure]:
         """The tombstones of erased conversations after ``seq`` ``after``, in order."""
