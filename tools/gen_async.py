@@ -124,12 +124,10 @@ def _parse(module: str) -> ast.Module:
 
 
 def public_methods(cls: type) -> list[Method]:
-    """Every public method of ``cls`` defined in convstore, the nearest definition of each,
+    """Every public method of ``cls`` and its bases, the nearest definition of each,
     ``cls``'s own first, then each base's in method-resolution order."""
     found: dict[str, Method] = {}
-    for klass in cls.__mro__:
-        if not klass.__module__.startswith("convstore."):
-            continue
+    for klass in cls.__mro__[:-1]:  # every class but object
         tree = _parse(klass.__module__)
         [classdef] = [
             n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == klass.__name__
