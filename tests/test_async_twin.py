@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from convstore import AsyncStore, InvalidInput, Store, open_async_store, open_store
+from convstore import AsyncStore, InvalidInput, Store, as_async, open_async_store, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "gen_async.py"
@@ -164,3 +164,23 @@ def test_iterables_that_are_not_iterators_cross_as_they_are(location: str) -> No
             assert [m.message_id for m in await store.messages(conv)] == [generated]
 
     asyncio.run(main())
+
+
+def test_as_async_gives_one_twin_per_store(tmp_path: Path) -> None:
+    """``as_async`` returns an AsyncStore as it is, and for a Store the one AsyncStore made for
+    it, whose writes the Store reads back; anything else is refused."""
+
+    async def main(store: Store) -> None:
+        twin = as_async(store)
+        assert isinstance(twin, AsyncStore)
+        assert twin.store is store
+        assert as_async(store) is twin
+        assert as_async(twin) is twin
+        conv = await twin.new_conversation(title="through the twin")
+        await twin.append_message(conv, "user", [TEXT])
+        assert [m.role for m in store.messages(conv)] == ["user"]
+        with pytest.raises(InvalidInput, match="expected a Store or an AsyncStore, not str"):
+            as_async("store.db")  # type: ignore[arg-type]
+
+    with open_store(tmp_path / "store.db") as store:
+        asyncio.run(main(store))

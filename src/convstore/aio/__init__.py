@@ -32,6 +32,7 @@ import asyncio
 import concurrent.futures
 import os
 import threading
+import weakref
 
 from convstore.aio._base import (
     DUMP_PAGE,
@@ -122,18 +123,22 @@ def _close_opened(future: concurrent.futures.Future[AsyncStore]) -> None:
 
 
 _TWIN = "_convstore_async_twin"
-"""The attribute under which a :class:`Store` keeps the :class:`AsyncStore` made for it."""
+"""The attribute under which a :class:`Store` keeps (weakly) the :class:`AsyncStore` made
+for it."""
 
 _twinning = threading.Lock()
 
 
 def as_async(store: Store | AsyncStore) -> AsyncStore:
     """The :class:`AsyncStore` for ``store``: itself when it is one; for a
-    :class:`~convstore.Store`, the one ``AsyncStore`` made for it on first use (default pool
-    sizes), so every integration handed the same ``Store`` shares one pair of pools.
+    :class:`~convstore.Store`, an ``AsyncStore`` over it with the default pools, the same one
+    for as long as anything holds it (so integrations handed one ``Store`` at once share one
+    writer pool).
 
-    Every integration that takes a store for asyncio takes either kind through this. The
-    caller keeps owning a ``Store`` it passed: nothing here closes it.
+    Every integration that runs on asyncio takes either kind of store through this. Nothing
+    here closes a ``Store`` you passed: you keep owning it. A twin made here starts its
+    threads when made and ends them once nothing holds it; for many calls, hold the twin (or
+    open the store with :func:`open_async_store`) rather than pass the ``Store`` each time.
     """
     if isinstance(store, AsyncStore):
         return store
@@ -141,10 +146,11 @@ def as_async(store: Store | AsyncStore) -> AsyncStore:
         msg = f"expected a Store or an AsyncStore, not {type(store).__name__}"
         raise InvalidInput(msg)
     with _twinning:
-        twin = vars(store).get(_TWIN)
+        held = vars(store).get(_TWIN)
+        twin = held() if isinstance(held, weakref.ref) else None
         if not isinstance(twin, AsyncStore):
-            # Kept on the store itself (not in a table here), so the store and its twin are
-            # collected together, and the twin's idle threads end with them.
+            # Held weakly: a strong reference would tie the store and its twin in a cycle, and
+            # the twin's idle threads would outlive both until the collector found it.
             twin = AsyncStore(store)
-            setattr(store, _TWIN, twin)
+            setattr(store, _TWIN, weakref.ref(twin))
         return twin
