@@ -14,6 +14,9 @@ if TYPE_CHECKING:
         AsyncStore as AsyncStore,
     )
     from convstore.aio import (
+        as_async as as_async,
+    )
+    from convstore.aio import (
         open_async_store as open_async_store,
     )
     from convstore.bootstrap import (
@@ -240,6 +243,7 @@ _EXPORTS: dict[str, str] = {
     "TokenUsage": "convstore.domain.events",
     "ToolResultBlock": "convstore.domain.blocks",
     "ToolUseBlock": "convstore.domain.blocks",
+    "as_async": "convstore.aio",
     "open_async_store": "convstore.aio",
     "open_store": "convstore.bootstrap",
     "replay": "convstore.projections.replay",

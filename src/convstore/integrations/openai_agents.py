@@ -33,7 +33,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     )
     raise ImportError(msg) from exc
 
-from convstore.aio import AsyncStore
+from convstore.aio import AsyncStore, as_async
 from convstore.convert.openai_record import arecord_responses_items
 from convstore.errors import InvalidInput
 from convstore.store import Store
@@ -66,8 +66,9 @@ class ConvstoreSession:
     """An Agents SDK ``Session`` whose history lives in a convstore store.
 
     ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`; a ``Store``
-    is wrapped in an ``AsyncStore`` so no store call runs on the event loop. ``vision`` says
-    whether the agent's model can see images (replay shows them natively, else as markers).
+    is taken through :func:`convstore.aio.as_async`, so no store call runs on the event loop.
+    ``vision`` says whether the agent's model can see images (replay shows them natively,
+    else as markers).
     """
 
     def __init__(
@@ -80,7 +81,7 @@ class ConvstoreSession:
     ) -> None:
         self.session_id = session_id
         self.session_settings = session_settings
-        self.store = store if isinstance(store, AsyncStore) else AsyncStore(store)
+        self.store = as_async(store)
         self.vision = vision
         self.conversation_id = conversation_for(session_id)
         """The convstore conversation that holds this session."""
