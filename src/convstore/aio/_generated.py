@@ -204,17 +204,31 @@ class AsyncStore(AsyncStoreBase):
         """
         return await self._write(self.store.fork, conversation, at=at, title=title)
 
-    async def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
+    async def erase(
+        self, conversation: UUID | str, *, reason: str, idle_since: datetime | None = None
+    ) -> Erasure:
         """Delete every event of a conversation for good, leaving only its tombstone (id, when,
         ``reason``, how many events); returns the tombstone.
 
         The one exception to "nothing is deleted". On SQLite the deleted bytes are overwritten
-        and the write-ahead log emptied before this returns; on PostgreSQL the rows are
-        deleted (their bytes stay in dead tuples until the table is vacuumed). Nothing more is
-        recorded under the id afterwards. Read models drop what they derived from it at their
-        next catch-up. Conversations that name it as their parent are not touched.
+        and the write-ahead log emptied before this returns (it tries for
+        :data:`WAL_WAIT_SECONDS`, then raises :class:`~convstore.StoreError`, the erasure
+        committed); on PostgreSQL the rows are deleted (their bytes stay in dead tuples until
+        the table is vacuumed). Nothing more is recorded under the id afterwards. Read models
+        drop what they derived from it at their next catch-up. Conversations that name it as
+        their parent are not touched.
+
+        With ``idle_since`` (retention), the conversation is erased only if its newest event
+        is older, as found inside the erasing transaction; else
+        :class:`~convstore.ConversationActive` is raised and nothing is erased.
+
+        A conversation erased before raises :class:`~convstore.ConversationErased`, once this
+        erasure has emptied the write-ahead log again (a first erasure that stopped before
+        doing so, its process killed or a reader in the way, leaves old bytes in the files).
         """
-        return await self._write(self.store.erase, conversation, reason=reason)
+        return await self._write(
+            self.store.erase, conversation, reason=reason, idle_since=idle_since
+        )
 
     async def erasures(self, after: int = 0) -> list[Erasure]:
         """The tombstones of erased conversations after ``seq`` ``after``, in order."""
@@ -349,7 +363,9 @@ class AsyncStore(AsyncStoreBase):
     ) -> tuple[int | None, Pressure]:
         """Microcompact by budget: the most tool results replay can keep within ``max_tokens``
         (``None`` when everything fits), with the pressure at that setting. Oldest output is
-        cleared first; pass the answer as ``keep_tool_results`` to :meth:`replay`. The
+        cleared first; when no setting fits, the answer is the one whose request is smallest
+        (over ``max_tokens``, as its pressure shows). Pass the answer as ``keep_tool_results``
+        to :meth:`replay`. The
         options' own ``keep_tool_results`` must be ``None``: this chooses it."""
         return await self._read(
             self.store.fit_tool_results,
