@@ -38,6 +38,7 @@ from convstore.domain.events import (
 from convstore.errors import InvalidInput, StoreError
 from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.sqlite import create_private_file
+from convstore.infrastructure.sqlite_transaction import delete_securely
 from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
 
@@ -135,7 +136,9 @@ class AuditDatabase:
             raise StoreError(msg)
         try:
             create_private_file(path)
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+            conn = delete_securely(
+                sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+            )
             self.db = sqlite_utils.Database(conn)
             if bulk:
                 self.db.execute("PRAGMA journal_mode = OFF")
@@ -387,7 +390,6 @@ class AuditDatabase:
         if not erasures:
             return after
         seq = erasures[-1].seq
-        self.db.execute("PRAGMA secure_delete = ON")
         with self._write_transaction():
             moved = self.db.execute(
                 "INSERT INTO _tracking (projection, position) VALUES (?, ?) "
