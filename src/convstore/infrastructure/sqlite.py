@@ -449,7 +449,7 @@ class _ReturnedThenClosedPool(SQLiteConnectionPool):
     def _create_connection(self) -> SQLiteConnection:
         """eventsourcing's connection, deleting securely (see :func:`delete_securely`)."""
         conn = super()._create_connection()
-        delete_securely(conn._sqlite_conn)  # noqa: SLF001 - the wrapper exposes no other way
+        delete_securely(conn._sqlite_conn)  # the wrapper exposes it no other way
         return conn
 
     def close(self) -> None:

@@ -84,11 +84,15 @@ class Store(Writer, LogScanner, Replayer, Listing):
         location: str,
         *,
         secret: str = "",
+        identity: str = "",
         limits: Limits | None = None,
         replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
         replay_model: bool = True,
     ) -> None:
         super().__init__(log, location, secret=secret, limits=limits)
+        self.identity = identity
+        """The store's random identity (written once in its ``convstore_store`` table): what
+        a read model built from it records, so no other store's is ever taken for its own."""
         # A store whose events are encrypted keeps no replay model beside them: it would hold
         # their prose in the clear. Nor does a store of format 1, which convstore 0.2.0 may
         # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
