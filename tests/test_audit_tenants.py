@@ -3,7 +3,6 @@ checks the read model's store identity (random, written once in ``convstore_stor
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -105,7 +104,7 @@ def test_serve_never_searches_another_stores_read_model_swapped_in(
         assert "aardvark" in client.get("/?q=aardvark").text
         other = tmp_path / "b.audit.db"
         rebuild(b, other)
-        os.replace(other, path)  # what B's rebuild does when both find the same file
+        other.replace(path)  # what B's rebuild does when both find the same file
         found = client.get("/?q=bandicoot").text
         assert str(SHARED) not in found
         assert "<mark>bandicoot</mark>" not in found
