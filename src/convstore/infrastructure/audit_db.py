@@ -121,7 +121,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 class AuditDatabase:
     """One audit read-model file."""
 
-    def __init__(self, path: Path, source: str, *, store_id: str = "", bulk: bool = False) -> None:
+    def __init__(self, path: Path, source: str, *, store_id: str, bulk: bool = False) -> None:
         """Open (or create) the read model at ``path``, built from the log at ``source``,
         the store whose identity is ``store_id``.
 

@@ -362,6 +362,20 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
     def _lock_timeout_ms(self) -> int:
         return int((self.datastore.pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS) * 1000)
 
+    def vacuum(self, progress: Callable[[str], None]) -> bool:
+        """``VACUUM`` the file (rebuilt without free pages, in one write transaction: writers
+        wait, readers carry on), then copy the write-ahead log in and empty it."""
+        with self._writer_lock:
+            try:
+                conn = self._connection()
+                progress(Path(self.datastore.pool.db_name.split("?", 1)[0]).name)
+                conn.execute("VACUUM")
+            except sqlite3.OperationalError as exc:
+                raise OperationalError(exc) from exc
+            except sqlite3.Error as exc:
+                raise PersistenceError(exc) from exc
+        return self.truncate_wal()
+
     def select_erasures(self, after: int) -> list[Erasure]:
         """The tombstones after ``seq`` ``after``, in order (none in a store never erased)."""
         try:
