@@ -67,8 +67,9 @@ def erase(
 
     Every event goes, and every row the audit read model derived from it goes at its next
     catch-up; the tombstone keeps the id, when, the reason and how many events. On SQLite the
-    bytes are overwritten in the file and its write-ahead log. Copies made before (backups,
-    dumps, exports) are not touched. Prints one line per erased conversation; one erased
+    bytes are overwritten in the file and its write-ahead log; on PostgreSQL they stay in the
+    tables' pages until `convstore vacuum`. Copies made before (backups, dumps, exports) are
+    not touched. Prints one line per erased conversation; one erased
     before is "already erased" (exit 0, once its old bytes are out of the files), and with
     --inactive-for one that had an event since the run began is "skipped"; on stderr,
     "no conversations match" when --inactive-for finds none.

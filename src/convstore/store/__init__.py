@@ -375,8 +375,8 @@ class Store(Writer, LogScanner, Replayer, Listing):
         The one exception to "nothing is deleted". On SQLite the deleted bytes are overwritten
         and the write-ahead log emptied before this returns (it tries for
         :data:`WAL_WAIT_SECONDS`, then raises :class:`~convstore.StoreError`, the erasure
-        committed); on PostgreSQL the rows are deleted (their bytes stay in dead tuples until
-        the table is vacuumed). Nothing more is recorded under the id afterwards. Read models
+        committed); on PostgreSQL the rows are deleted (their bytes stay in the tables' pages
+        until :meth:`vacuum`). Nothing more is recorded under the id afterwards. Read models
         drop what they derived from it at their next catch-up. Conversations that name it as
         their parent are not touched.
 
