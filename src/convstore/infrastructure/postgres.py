@@ -277,19 +277,21 @@ class PostgresSettings:
             yield StoreMarker(store_format, self._identity(conn))
 
     def _identity(self, conn: psycopg.Connection[Any]) -> str:
-        """The store's identity, given to it now if it has none (under the setup lock)."""
+        """The store's identity, given to it now if it has none (under the setup lock; read
+        first, so opening a store that has one writes nothing)."""
         from psycopg import sql  # noqa: PLC0415
 
         table = sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(MARKER_TABLE))
-        conn.execute(
-            sql.SQL("INSERT INTO {} (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING").format(
-                table
-            ),
-            (IDENTITY_KEY, new_identity()),
-        )
-        row = conn.execute(
-            sql.SQL("SELECT value FROM {} WHERE key = %s").format(table), (IDENTITY_KEY,)
-        ).fetchone()
+        select = sql.SQL("SELECT value FROM {} WHERE key = %s").format(table)
+        row = conn.execute(select, (IDENTITY_KEY,)).fetchone()
+        if row is None:
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+                ).format(table),
+                (IDENTITY_KEY, new_identity()),
+            )
+            row = conn.execute(select, (IDENTITY_KEY,)).fetchone()
         assert row is not None
         return str(row[0])
 
