@@ -21,7 +21,7 @@ from tests.conftest import one_error_line
 pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
 from starlette.testclient import TestClient
 
-from convstore.cli.serve import HostGuard, allowed_hosts
+from convstore.cli.serve import HostGuard, allowed_hosts, snapshot
 from convstore.web.app import create_app
 
 SHARED = uuid5(UUID(int=0), "user-42")
@@ -158,3 +158,17 @@ def _remove_store(location: str) -> None:
     schema = location.rsplit("schema=", 1)[1]
     with psycopg.connect(location.split("?", 1)[0], autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_audit_serve_refuses_a_snapshot_of_another_stores_read_model(tmp_path: Path) -> None:
+    """`audit serve` serves a snapshot: it is checked once made (it never changes after)."""
+    with convstore.open_store(tmp_path / "a.db") as a, convstore.open_store(tmp_path / "b.db") as b:
+        _record(a, "aardvark")
+        rebuild(a, tmp_path / "a.audit.db")
+        with snapshot(tmp_path / "a.audit.db", a.identity) as copy:
+            assert copy.exists()
+        with (
+            pytest.raises(InvalidInput, match="another store's audit read model"),
+            snapshot(tmp_path / "a.audit.db", b.identity),
+        ):
+            pass

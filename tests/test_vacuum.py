@@ -23,6 +23,7 @@ import pytest
 import convstore
 from convstore import Store
 from tests.cli.support import CONVSTORE
+from tests.conftest import one_error_line
 
 ERASED = 30
 KEPT = 5
@@ -166,7 +167,25 @@ def test_vacuum_on_sqlite_leaves_no_free_pages_and_an_empty_wal(tmp_path: Path) 
 def test_vacuum_of_a_missing_store_is_one_line(tmp_path: Path) -> None:
     """Nothing to vacuum: one error line, and no store file left behind."""
     done = _cli(str(tmp_path / "none.db"), "vacuum")
-    assert done.returncode == 2
-    assert done.stderr.count("\n") == 1
-    assert done.stderr.startswith("error: no store at")
+    one_error_line(done.returncode, done.stdout, done.stderr, "no store at")
     assert not (tmp_path / "none.db").exists()
+
+
+def test_vacuum_waits_for_a_lock_at_most_the_lock_timeout(postgres_url: str) -> None:
+    """A session holding a table past the URL's lock_timeout makes vacuum fail in one line
+    naming the table; once it is gone, vacuum goes through."""
+    psycopg = pytest.importorskip("psycopg")
+    location = f"{postgres_url}&lock_timeout=1"
+    schema = postgres_url.rsplit("schema=", 1)[1]
+    with convstore.open_store(location) as store:
+        _record(store, 0, "kept-000")
+    with psycopg.connect(postgres_url.split("?", 1)[0]) as holder:
+        holder.execute(f'LOCK TABLE "{schema}".convstore_listing IN ACCESS SHARE MODE')
+        done = _cli(location, "vacuum")
+        holder.rollback()
+    assert (done.returncode, done.stdout) == (1, "")
+    *progress, last = done.stderr.splitlines()
+    assert all(line.startswith("vacuum: rewriting ") for line in progress)  # the tables done
+    assert last.startswith("error: ")
+    assert "convstore_listing stayed locked" in last
+    assert _cli(location, "vacuum").returncode == 0

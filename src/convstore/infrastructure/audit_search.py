@@ -108,9 +108,9 @@ def audit_state(path: Path, store_id: str) -> AuditState:
                 found = meta.get(STORE_ID)
                 problem = (
                     f"{path} was built from another store (identity {found}) than this one "
-                    f"({store_id or 'none'})"
+                    f"({store_id or 'none'}): delete it or give another --audit path"
                     if found is not None
-                    else f"{path} records no store identity (made by an older convstore)"
+                    else f"{path} records no store identity yet (made by an older convstore)"
                 )
                 return AuditState(path, None, problem)
             if meta.get("schema_version") != str(SCHEMA_VERSION):

@@ -713,11 +713,19 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             try:
                 for name in names:
                     progress(name)
-                    conn.execute(
-                        SQL("VACUUM (FULL, ANALYZE) {}.{}").format(
-                            Identifier(schema), Identifier(name)
+                    try:
+                        conn.execute(
+                            SQL("VACUUM (FULL, ANALYZE) {}.{}").format(
+                                Identifier(schema), Identifier(name)
+                            )
                         )
-                    )
+                    except psycopg.errors.LockNotAvailable:
+                        msg = (
+                            f"vacuum: {name} stayed locked by another session past the lock "
+                            f"timeout ({timeout} s); the tables before it were rewritten, run "
+                            "vacuum again"
+                        )
+                        raise OperationalError(msg) from None
             finally:
                 conn.execute("RESET lock_timeout")
         return True
