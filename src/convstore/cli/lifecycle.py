@@ -159,7 +159,7 @@ def vacuum(ctx: click.Context) -> None:
     VACUUM only marks the space free): each of convstore's tables in the store's schema is
     rewritten with VACUUM (FULL, ANALYZE), one at a time, into new files (TOAST and indexes
     too), holding that table's ACCESS EXCLUSIVE lock while it runs, so readers and writers
-    of the store wait for it (about 0.1 s for a 1,000-message store). The old files are
+    of the store wait for it (under a second in all for a 1,000-message store). The old files are
     unlinked, not overwritten; the server's write-ahead log, archives, replicas and backups
     keep their copies. On SQLite, where erase already overwrites what it deletes, this
     rebuilds the file without free pages and empties the write-ahead log (writers wait).
