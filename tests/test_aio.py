@@ -72,13 +72,14 @@ def test_every_store_method_has_an_async_twin_with_the_same_signature() -> None:
 
 
 def test_the_store_attributes_are_there_too(tmp_path: Path) -> None:
-    """location and limits read through to the wrapped store, which is AsyncStore.store."""
+    """location, limits and identity read through to the wrapped store (AsyncStore.store)."""
 
     async def main() -> None:
         async with await open_async_store(tmp_path / "a.db") as store:
             assert isinstance(store.store, Store)
             assert store.location == store.store.location == str((tmp_path / "a.db").resolve())
             assert store.limits is store.store.limits
+            assert store.identity == store.store.identity != ""
 
     asyncio.run(main())
 

@@ -65,6 +65,7 @@ KINDS: dict[str, Kind] = {
     "undo_rewind": "write",
     "fork": "write",
     "erase": "write",
+    "vacuum": "write",
     "rebuild_listing": "write",
     "load": "write",
     "import_history": "write",

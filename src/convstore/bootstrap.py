@@ -12,7 +12,7 @@ from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count
 from convstore.errors import ConvstoreError, InvalidInput, NoStore, StoreError
 from convstore.extras import missing_extra
-from convstore.infrastructure.application import STORE_FORMAT, EventLog
+from convstore.infrastructure.application import EventLog, StoreMarker
 from convstore.infrastructure.postgres import (
     PostgresSettings,
     is_postgres_url,
@@ -116,7 +116,6 @@ def _open_sqlite(
     # and that one file is what is checked, created, opened and shown.
     path = Path(os.path.realpath(given))
     lock_timeout = lock_timeout_seconds()
-    store_format: int | None = None
     if not path.exists():
         if not create:
             msg = f"no store at {given} (nothing has been recorded there yet)"
@@ -128,28 +127,21 @@ def _open_sqlite(
             raise StoreError(msg)
         remove_leftovers(path)
         try:
-            if create_store_file(path, _build):
-                store_format = STORE_FORMAT
+            create_store_file(path, _build)
         except ConvstoreError:
             raise
         except (OSError, sqlite3.Error) as exc:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             msg = f"cannot create a store at {given}: {detail}"
             raise StoreError(" ".join(msg.split())) from None
-    if store_format is None:  # an existing store, or one another process made just now
-        remove_leftovers(path)
-        try:
-            store_format = claim_store_file(path, lock_timeout)
-        except (OSError, sqlite3.Error) as exc:
-            msg = f"cannot open the store at {given}: {exc}"
-            raise StoreError(" ".join(msg.split())) from None
+    remove_leftovers(path)
+    try:  # made just now (by this process or another), or an existing store
+        marker = claim_store_file(path, lock_timeout)
+    except (OSError, sqlite3.Error) as exc:
+        msg = f"cannot open the store at {given}: {exc}"
+        raise StoreError(" ".join(msg.split())) from None
     return _open(
-        sqlite_env(path),
-        str(path),
-        secret="",
-        limits=limits,
-        replay=replay,
-        store_format=store_format,
+        sqlite_env(path), str(path), secret="", limits=limits, replay=replay, marker=marker
     )
 
 
@@ -170,14 +162,14 @@ def _open_postgres(url: str, limits: Limits, replay: ReplaySettings) -> Store:
         msg = missing_extra("a PostgreSQL store", "postgres", "'psycopg[binary]' psycopg-pool")
         raise InvalidInput(msg)
     try:
-        with settings.setup_lock() as store_format:
+        with settings.setup_lock() as marker:
             return _open(
                 settings.env(),
                 shown,
                 secret=settings.password,
                 limits=limits,
                 replay=replay,
-                store_format=store_format,
+                marker=marker,
             )
     except ConvstoreError:
         raise
@@ -193,10 +185,10 @@ def _open(
     secret: str,
     limits: Limits,
     replay: ReplaySettings,
-    store_format: int,
+    marker: StoreMarker,
 ) -> Store:
     try:
-        log = EventLog(env=env, store_format=store_format)
+        log = EventLog(env=env, store_format=marker.format)
         log.recorder.max_notification_id()  # fail here, not at first use, if it is no store
     except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
         msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"
@@ -205,6 +197,7 @@ def _open(
         log,
         shown,
         secret=secret,
+        identity=marker.identity,
         limits=limits,
         replay_cache_bytes=replay.cache_bytes,
         replay_model=replay.model,

@@ -83,6 +83,11 @@ class AsyncStoreBase:
         """The block and image size limits this store enforces."""
         return self.store.limits
 
+    @property
+    def identity(self) -> str:
+        """The store's random identity (see :attr:`convstore.Store.identity`)."""
+        return self.store.identity
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def drain(self) -> None:

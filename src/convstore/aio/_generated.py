@@ -47,7 +47,7 @@ class AsyncStore(AsyncStoreBase):
     ``erase``, ``fork``, ``import_histories``, ``import_history``, ``interrupt_message``,
     ``load``, ``new_conversation``, ``rebuild_listing``, ``record_entries``,
     ``remove_labels``, ``rename``, ``rewind``, ``set_labels``, ``start_message``,
-    ``undo_rewind``.
+    ``undo_rewind``, ``vacuum``.
 
     Reads, on the reader pool:
 
@@ -213,8 +213,8 @@ class AsyncStore(AsyncStoreBase):
         The one exception to "nothing is deleted". On SQLite the deleted bytes are overwritten
         and the write-ahead log emptied before this returns (it tries for
         :data:`WAL_WAIT_SECONDS`, then raises :class:`~convstore.StoreError`, the erasure
-        committed); on PostgreSQL the rows are deleted (their bytes stay in dead tuples until
-        the table is vacuumed). Nothing more is recorded under the id afterwards. Read models
+        committed); on PostgreSQL the rows are deleted (their bytes stay in the tables' pages
+        until :meth:`vacuum`). Nothing more is recorded under the id afterwards. Read models
         drop what they derived from it at their next catch-up. Conversations that name it as
         their parent are not touched.
 
@@ -229,6 +229,20 @@ class AsyncStore(AsyncStoreBase):
         return await self._write(
             self.store.erase, conversation, reason=reason, idle_since=idle_since
         )
+
+    async def vacuum(self, progress: Callable[[str], None] | None = None) -> None:
+        """Rewrite the store's files so no erased (or otherwise deleted) row's bytes stay in
+        them; ``progress`` is called with the name of each file or table before it is
+        rewritten.
+
+        SQLite: ``VACUUM`` (the file rebuilt without free pages; writers wait), then the
+        write-ahead log copied in and emptied. PostgreSQL: ``VACUUM (FULL, ANALYZE)`` of each
+        of convstore's tables in the store's schema, one after another, each holding that
+        table's ACCESS EXCLUSIVE lock while it is rewritten (its TOAST and indexes too): its
+        readers and writers wait. The old files are unlinked, not overwritten; the server's
+        write-ahead log, archives, replicas and backups keep what they hold.
+        """
+        await self._write(self.store.vacuum, progress)
 
     async def erasures(self, after: int = 0) -> list[Erasure]:
         """The tombstones of erased conversations after ``seq`` ``after``, in order."""

@@ -61,6 +61,7 @@ LAZY_COMMANDS = {
     "import": "convstore.cli.importing",
     "serve": "convstore.cli.web",
     "erase": "convstore.cli.lifecycle",
+    "vacuum": "convstore.cli.lifecycle",
     "rewind": "convstore.cli.lifecycle",
     "fork": "convstore.cli.lifecycle",
     "start": "convstore.cli.lifecycle",

@@ -695,6 +695,41 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         """Nothing to do on PostgreSQL (the server owns its write-ahead log)."""
         return True
 
+    def vacuum(self, progress: Callable[[str], None]) -> bool:
+        """``VACUUM (FULL, ANALYZE)`` each of convstore's tables in the store's schema, one
+        at a time: each is rewritten into new files (its TOAST table and indexes too) and the
+        old files are unlinked. Each takes the table's ACCESS EXCLUSIVE lock while it runs
+        (no reads or writes of that table meanwhile), waiting for it at most the store's
+        ``lock_timeout``. The old files are emptied as each rewrite commits (and unlinked at
+        the server's next checkpoint)."""
+        schema = self.datastore.schema
+        with self.datastore.get_connection() as conn:
+            names = [
+                str(row["relname"])
+                for row in conn.execute(_STORE_TABLES, (schema, f"{TABLE_PREFIX}%")).fetchall()
+            ]
+            timeout = int(self.datastore.lock_timeout or 0)
+            conn.execute(SQL("SET lock_timeout = {}").format(Literal(f"{timeout}s")))
+            try:
+                for name in names:
+                    progress(name)
+                    try:
+                        conn.execute(
+                            SQL("VACUUM (FULL, ANALYZE) {}.{}").format(
+                                Identifier(schema), Identifier(name)
+                            )
+                        )
+                    except psycopg.errors.LockNotAvailable:
+                        msg = (
+                            f"vacuum: {name} stayed locked by another session past the lock "
+                            f"timeout ({timeout} s); the tables before it were rewritten, run "
+                            "vacuum again"
+                        )
+                        raise OperationalError(msg) from None
+            finally:
+                conn.execute("RESET lock_timeout")
+        return True
+
     def select_erasures(self, after: int) -> list[Erasure]:
         """The tombstones after ``seq`` ``after``, in order."""
         with self.datastore.transaction(commit=False) as curs:
@@ -770,6 +805,15 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             found = curs.fetchone()
         self.listing_missing = False
         return 0 if found is None else int(found["n"])
+
+
+TABLE_PREFIX = "convstore\\_"
+"""How the names of the tables convstore makes in a schema start (a LIKE pattern)."""
+
+_STORE_TABLES = (
+    "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname LIKE %s ORDER BY c.relname"
+)
 
 
 def _call(

@@ -79,6 +79,12 @@ class StoreRecorder(Protocol):
         """The tombstones after ``seq`` ``after``, in order."""
         ...
 
+    def vacuum(self, progress: Callable[[str], None]) -> bool:
+        """Rewrite the store's files so no deleted row's bytes stay in them, calling
+        ``progress`` with what is rewritten next; ``False``: a reader kept a write-ahead log
+        in use (its old frames go at the next checkpoint)."""
+        ...
+
     def close_writer(self) -> None:
         """Close any connection the recorder keeps of its own (the datastore closes its pool)."""
         ...

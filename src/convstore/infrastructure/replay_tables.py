@@ -30,7 +30,7 @@ from uuid import UUID
 
 from convstore.infrastructure.erasure import ERASED_TABLE
 from convstore.infrastructure.gc_pause import paused_gc
-from convstore.infrastructure.sqlite_transaction import immediate
+from convstore.infrastructure.sqlite_transaction import delete_securely, immediate
 from convstore.projections.replay_plans import ImageLoader, ReplayState, render
 
 if TYPE_CHECKING:  # the command line's quick replay imports this module without the models
@@ -151,12 +151,14 @@ class SQLiteReplayTables:
 
     def _connection(self) -> sqlite3.Connection:
         if self._writer is None:
-            conn = sqlite3.connect(
-                self._uri,
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=SQLITE_WRITE_TIMEOUT,
+            conn = delete_securely(
+                sqlite3.connect(
+                    self._uri,
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=SQLITE_WRITE_TIMEOUT,
+                )
             )
             # Derived data: a commit need not wait for the disk. The write-ahead log keeps
             # commits in order, so a later event's fsync makes these durable too, and losing

@@ -55,7 +55,7 @@ from convstore.infrastructure.listing import (
 )
 from convstore.infrastructure.recorder import RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_sqlite as forget_replays
-from convstore.infrastructure.sqlite_transaction import immediate
+from convstore.infrastructure.sqlite_transaction import delete_securely, immediate
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
@@ -248,12 +248,14 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
     def _connection(self) -> sqlite3.Connection:
         if self._writer is None:
             pool = self.datastore.pool
-            self._writer = sqlite3.connect(
-                pool.db_name,
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=self._lock_timeout_ms / 1000,
+            self._writer = delete_securely(
+                sqlite3.connect(
+                    pool.db_name,
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=self._lock_timeout_ms / 1000,
+                )
             )
         return self._writer
 
@@ -327,7 +329,6 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         with self._writer_lock:
             try:
                 conn = self._connection()
-                conn.execute("PRAGMA secure_delete = ON")
                 with immediate(conn):
                     seq, count = _erase_rows(
                         conn, self.events_table_name, key, (reason, at), idle_since
@@ -360,6 +361,20 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
     @property
     def _lock_timeout_ms(self) -> int:
         return int((self.datastore.pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS) * 1000)
+
+    def vacuum(self, progress: Callable[[str], None]) -> bool:
+        """``VACUUM`` the file (rebuilt without free pages, in one write transaction: writers
+        wait, readers carry on), then copy the write-ahead log in and empty it."""
+        with self._writer_lock:
+            try:
+                conn = self._connection()
+                progress(Path(self.datastore.pool.db_name.split("?", 1)[0]).name)
+                conn.execute("VACUUM")
+            except sqlite3.OperationalError as exc:
+                raise OperationalError(exc) from exc
+            except sqlite3.Error as exc:
+                raise PersistenceError(exc) from exc
+        return self.truncate_wal()
 
     def select_erasures(self, after: int) -> list[Erasure]:
         """The tombstones after ``seq`` ``after``, in order (none in a store never erased)."""
@@ -444,6 +459,12 @@ class _ReturnedThenClosedPool(SQLiteConnectionPool):
     ``close()`` closes the idle connections and refuses new requests; each connection in use is
     closed by its own thread when it gives it back.
     """
+
+    def _create_connection(self) -> SQLiteConnection:
+        """eventsourcing's connection, deleting securely (see :func:`delete_securely`)."""
+        conn = super()._create_connection()
+        delete_securely(conn._sqlite_conn)  # the wrapper exposes it no other way
+        return conn
 
     def close(self) -> None:
         with self._put_condition:

@@ -20,10 +20,13 @@ from uuid import uuid4
 from convstore.errors import InvalidInput
 from convstore.infrastructure.application import (
     FULL_JSON_FORMAT,
+    IDENTITY_KEY,
     MARKER_TABLE,
     READS,
     STORE_FORMAT,
+    StoreMarker,
     known_format,
+    new_identity,
 )
 from convstore.infrastructure.chain import HEADS_TABLE
 from convstore.infrastructure.erasure import ERASED_TABLE
@@ -46,7 +49,24 @@ def _marker_statements(store_format: int) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         f"INSERT OR IGNORE INTO {MARKER_TABLE} (key, value) "  # noqa: S608 - fixed name and number
         f"VALUES ('format', '{int(store_format)}')",
+        _identity_statement(),
     ]
+
+
+def _identity_statement() -> str:
+    """Give the store an identity unless it has one (hex digits only: safe to inline)."""
+    return (
+        f"INSERT OR IGNORE INTO {MARKER_TABLE} (key, value) "  # noqa: S608 - fixed name, hex
+        f"VALUES ('{IDENTITY_KEY}', '{new_identity()}')"
+    )
+
+
+def _identity(conn: sqlite3.Connection) -> str:
+    row = conn.execute(
+        f"SELECT value FROM {MARKER_TABLE} WHERE key = ?",  # noqa: S608 - fixed name
+        (IDENTITY_KEY,),
+    ).fetchone()
+    return "" if row is None else str(row[0])
 
 
 def _check_format(conn: sqlite3.Connection, path: Path) -> int:
@@ -88,25 +108,31 @@ def _foreign(conn: sqlite3.Connection) -> str | None:
     return None
 
 
-def claim_store_file(path: Path, lock_timeout: int) -> int:
+def claim_store_file(path: Path, lock_timeout: int) -> StoreMarker:
     """Check that the existing file at ``path`` is a convstore store, marking it if it was
-    made before stores were marked (format 1) or left empty by a killed first open (format 2);
-    return its format.
+    made before stores were marked (format 1) or left empty by a killed first open (format 2),
+    and giving it an identity if it has none; return its marker.
 
     Raises :class:`InvalidInput` for anything else (another application's database), which
     is left untouched; ``sqlite3.DatabaseError`` for a file that is not SQLite at all.
     """
+    found: int | None = None
     if path.stat().st_size > 0:
         with closing(_readonly(path)) as conn:
             conn.execute("BEGIN")  # one snapshot for every check
             if _table_exists(conn, MARKER_TABLE):
-                return _check_format(conn, path)
-            problem = _foreign(conn)
+                found = _check_format(conn, path)
+                identity = _identity(conn)
+                if identity:
+                    return StoreMarker(found, identity)
+                problem = None
+            else:
+                problem = _foreign(conn)
         if problem:
             msg = f"{path} is a SQLite file but not a convstore store: {problem}"
             raise InvalidInput(msg)
-    # An unmarked store of an earlier version, or an empty one: mark it, re-checking under
-    # the write lock in case another process changed it since.
+    # An unmarked store of an earlier version, an empty one, or one with no identity yet:
+    # mark it, re-checking under the write lock in case another process changed it since.
     with closing(
         sqlite3.connect(file_uri(path), uri=True, isolation_level=None, timeout=lock_timeout)
     ) as conn:
@@ -114,7 +140,8 @@ def claim_store_file(path: Path, lock_timeout: int) -> int:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if "readonly" in str(exc):
-                return FULL_JSON_FORMAT  # checked above; a read-only store opens unmarked
+                # Checked above; a read-only store opens as it is, unmarked or anonymous.
+                return StoreMarker(found or FULL_JSON_FORMAT, "")
             raise
         try:
             if not _table_exists(conn, MARKER_TABLE):
@@ -127,8 +154,10 @@ def claim_store_file(path: Path, lock_timeout: int) -> int:
                 for statement in _marker_statements(FULL_JSON_FORMAT if written else STORE_FORMAT):
                     conn.execute(statement)
             store_format = _check_format(conn, path)
+            conn.execute(_identity_statement())
+            marker = StoreMarker(store_format, _identity(conn))
             conn.execute("COMMIT")
-            return store_format
+            return marker
         finally:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

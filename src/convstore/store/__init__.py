@@ -84,11 +84,15 @@ class Store(Writer, LogScanner, Replayer, Listing):
         location: str,
         *,
         secret: str = "",
+        identity: str = "",
         limits: Limits | None = None,
         replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
         replay_model: bool = True,
     ) -> None:
         super().__init__(log, location, secret=secret, limits=limits)
+        self.identity = identity
+        """The store's random identity (written once in its ``convstore_store`` table): what
+        a read model built from it records, so no other store's is ever taken for its own."""
         # A store whose events are encrypted keeps no replay model beside them: it would hold
         # their prose in the clear. Nor does a store of format 1, which convstore 0.2.0 may
         # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
@@ -371,8 +375,8 @@ class Store(Writer, LogScanner, Replayer, Listing):
         The one exception to "nothing is deleted". On SQLite the deleted bytes are overwritten
         and the write-ahead log emptied before this returns (it tries for
         :data:`WAL_WAIT_SECONDS`, then raises :class:`~convstore.StoreError`, the erasure
-        committed); on PostgreSQL the rows are deleted (their bytes stay in dead tuples until
-        the table is vacuumed). Nothing more is recorded under the id afterwards. Read models
+        committed); on PostgreSQL the rows are deleted (their bytes stay in the tables' pages
+        until :meth:`vacuum`). Nothing more is recorded under the id afterwards. Read models
         drop what they derived from it at their next catch-up. Conversations that name it as
         their parent are not touched.
 
@@ -406,20 +410,43 @@ class Store(Writer, LogScanner, Replayer, Listing):
         self._empty_wal(conversation_id)
         return self.erasures(seq - 1)[0]
 
-    def _empty_wal(self, conversation_id: UUID) -> None:
-        """Empty SQLite's write-ahead log after an erasure of ``conversation_id``, trying for
-        :data:`WAL_WAIT_SECONDS` (each try holds other writers up for at most a moment)."""
+    def _empty_wal(self, conversation_id: UUID | None) -> None:
+        """Empty SQLite's write-ahead log after an erasure of ``conversation_id`` (or a
+        vacuum: None), trying for :data:`WAL_WAIT_SECONDS` (each try holds other writers up
+        for at most a moment)."""
         recorder = self._log.store_recorder
         deadline = time.monotonic() + WAL_WAIT_SECONDS
         while not self._guarded(recorder.truncate_wal):
             if time.monotonic() >= deadline:
+                done, again = (
+                    ("the store was vacuumed", "vacuum")
+                    if conversation_id is None
+                    else (f"conversation {conversation_id} was erased", "erase")
+                )
                 msg = (
-                    f"conversation {conversation_id} was erased, but a reader kept the "
+                    f"{done}, but a reader kept the "
                     f"write-ahead log in use for {WAL_WAIT_SECONDS:g} s, so its old bytes may "
-                    "still be in the store's files: run erase again once that reader is done"
+                    f"still be in the store's files: run {again} again once that reader is done"
                 )
                 raise StoreError(msg)
             time.sleep(WAL_RETRY_PAUSE_SECONDS)
+
+    def vacuum(self, progress: Callable[[str], None] | None = None) -> None:
+        """Rewrite the store's files so no erased (or otherwise deleted) row's bytes stay in
+        them; ``progress`` is called with the name of each file or table before it is
+        rewritten.
+
+        SQLite: ``VACUUM`` (the file rebuilt without free pages; writers wait), then the
+        write-ahead log copied in and emptied. PostgreSQL: ``VACUUM (FULL, ANALYZE)`` of each
+        of convstore's tables in the store's schema, one after another, each holding that
+        table's ACCESS EXCLUSIVE lock while it is rewritten (its TOAST and indexes too): its
+        readers and writers wait. The old files are unlinked, not overwritten; the server's
+        write-ahead log, archives, replicas and backups keep what they hold.
+        """
+        recorder = self._log.store_recorder
+        report = progress or (lambda _: None)
+        if not self._guarded(lambda: recorder.vacuum(report)):
+            self._empty_wal(None)
 
     def erasures(self, after: int = 0) -> list[Erasure]:
         """The tombstones of erased conversations after ``seq`` ``after``, in order."""

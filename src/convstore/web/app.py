@@ -229,7 +229,7 @@ def _window(
     page = [m for m in history.messages if m.message_id in shown]
     first: int | None = 1 if whole else None
     if first is None and page:
-        first = message_position(audit, page[0].message_id)
+        first = message_position(audit, page[0].message_id, store.identity)
     after_page = len(history.messages) - len(page)
     total = None if first is None else first - 1 + len(page) + after_page
     earlier = None
@@ -303,7 +303,7 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
         return search_body([], filters, note=note)
     kept: list[tuple[Found, ConversationInfo]] = []
     first, more = skip, False
-    for entry in ranked_conversations(audit_file, filters.q):
+    for entry in ranked_conversations(audit_file, filters.q, store.identity):
         try:
             info = store.conversation_info(entry.conversation_id)
         except ConversationNotFound:
@@ -317,8 +317,8 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
             more = True
             break
         kept.append((entry, info))
-    add_hits(audit_file, filters.q, [entry for entry, _ in kept])
-    counts = conversation_counts(audit_file, [info.id for _, info in kept])
+    add_hits(audit_file, filters.q, [entry for entry, _ in kept], store.identity)
+    counts = conversation_counts(audit_file, [info.id for _, info in kept], store.identity)
     rows = []
     for entry, info in kept:
         known = counts.get(info.id)
@@ -351,14 +351,16 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
     """The read-only web app over ``store`` (wrap it in a HostGuard before serving it).
 
     ``audit`` is the audit read model searched (default: the store's, as ``project`` finds
-    it); the app only ever reads it, and says on the page when it is missing or behind.
+    it); the app only ever reads it, and says on the page when it is missing or behind. Every
+    request that reads it checks first that the file is still this store's read model (by
+    the store's identity): another store's swapped in at that path is never searched.
     """
     audit_file = audit if audit is not None else audit_path(store)
 
     def listing(request: Request) -> Response:
         filters = _filters(request)
         bounds = _bounds(filters)
-        state = audit_state(audit_file)
+        state = audit_state(audit_file, store.identity)
         note = _audit_note(store, state, searching=bool(filters.q))
         if filters.q:
             return _html(
@@ -379,7 +381,11 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
         after = request.query_params.get("after") or None
         page = store.list_conversations(**bounds, limit=LIST_PAGE_SIZE, after=after)
         ids = [info.id for info in page.conversations]
-        counts = conversation_counts(audit_file, ids) if state.position is not None else {}
+        counts = (
+            conversation_counts(audit_file, ids, store.identity)
+            if state.position is not None
+            else {}
+        )
         rows = _counted(store, page.conversations, counts)
         body = list_body(rows, filters, next_cursor=page.next, first=after is None, note=note)
         return _html(document("convstore: conversations", body, exported=False))
