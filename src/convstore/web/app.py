@@ -91,7 +91,9 @@ def _html(body: str, status: int = 200) -> HTMLResponse:
 
 
 def _bad_request(message: str) -> HTMLResponse:
-    return _html(document("bad request", f"<main><p>{esc(message)}</p></main>", exported=False), 400)
+    return _html(
+        document("bad request", f"<main><p>{esc(message)}</p></main>", exported=False), 400
+    )
 
 
 class RefuseNul:
