@@ -184,7 +184,9 @@ def test_a_line_nested_too_deeply_to_read_is_skipped_and_reported(tmp_path: Path
         (TextBlock(text="before"),),
         (TextBlock(text="after"),),
     ]
-    assert [(s.line, s.reason) for s in history.skipped] == [(2, "not read: JSON nested too deeply")]
+    assert [(s.line, s.reason) for s in history.skipped] == [
+        (2, "not read: JSON nested too deeply")
+    ]
     session = tmp_path / "session.jsonl"
     session.write_text(text)
     db = tmp_path / "s.db"

@@ -105,6 +105,16 @@ def test_a_dangling_symlink_gets_its_target_made(db: Path, tmp_path: Path) -> No
     assert real.read_bytes().startswith(b'{"format": "convstore-dump"')
 
 
+def release(fifo: Path) -> None:
+    """Open and close ``fifo`` for writing, so a reader still waiting in open() reads
+    nothing and ends; with no reader left (it read to the end) there is nothing to release."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no reader has the FIFO open
+            raise
+
+
 def _read_fifo(fifo: Path, into: list[bytes]) -> None:
     with fifo.open("rb") as reader:
         into.append(reader.read())
@@ -125,10 +135,7 @@ def test_a_fifo_is_written_to_not_replaced(db: Path, tmp_path: Path) -> None:
         reader = threading.Thread(target=_read_fifo, args=(fifo, got))
         reader.start()
         proc = run("--db", str(db), *command, "--output", str(fifo))
-        try:
-            os.close(os.open(spare, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError as exc:  # ENXIO: the reader already read to the end and left
-            assert exc.errno == errno.ENXIO
+        release(spare)
         reader.join()
         assert proc.returncode == 0, proc.stderr
         assert stat.S_ISFIFO(fifo.lstat().st_mode)
@@ -144,7 +151,7 @@ def _full_devices(tmp_path: Path) -> list[Path]:
     found = [link]
     node = tmp_path / "full-node"
     try:
-        os.mknod(node, stat.S_IFCHR | 0o666, os.stat("/dev/full").st_rdev)
+        os.mknod(node, stat.S_IFCHR | 0o666, Path("/dev/full").stat().st_rdev)
     except OSError:
         pass
     else:

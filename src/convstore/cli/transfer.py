@@ -16,6 +16,7 @@ from uuid import uuid4
 
 import click
 
+from convstore.bootstrap import fill_new_store
 from convstore.cli.app import cli, conversation_argument, store_from, vision_option
 from convstore.cli.output import counted
 from convstore.domain.limits import Limits
@@ -25,6 +26,7 @@ from convstore.transfer import (
     EXPORT_FORMATS,
     ExportFormat,
     Loader,
+    LoadReport,
     dump_lines,
     export_conversation,
 )
@@ -68,7 +70,7 @@ class Sink:
         """Give the file ``mode`` (when given) and sync it to disk."""
         fd = self._handle.fileno()
         if mode is not None:
-            self._guard(lambda: os.chmod(fd, mode))
+            self._guard(lambda: os.chmod(fd, mode))  # noqa: PTH101 - of the open file, by descriptor
         self._guard(lambda: os.fsync(fd))
 
     def _guard(self, call: Callable[[], object]) -> None:
@@ -254,29 +256,37 @@ def load(ctx: click.Context, source: str) -> None:
         convstore --db postgresql://app@db/agents load agent.dump.jsonl
         convstore --db agent.db dump | convstore --db postgresql://app@db/agents load -
     """
-    limit = Limits.from_env().max_input_bytes
+    limits = Limits.from_env()
+    limit = limits.max_input_bytes
     with _input(source) as stream:
         lines = iter(lambda: stream.readline(limit + 1), b"")
-        loader = Loader(lines, max_line_bytes=limit)  # refuses a non-dump before any store opens
-        try:
-            target: Store | Callable[[], Store] = store_from(ctx, create=False)
-        except NoStore:  # created only once a first batch has passed every check
-            target = lambda: store_from(ctx, create=True)  # noqa: E731
+        # The header is checked before any store is opened or made.
+        loader = Loader(lines, max_line_bytes=limit, limits=limits)
         through = loader.header.get("through")
         total = through if isinstance(through, int) else 0
 
         def resumed(count: int) -> None:
             click.echo(f"resuming: the store holds the dump's first {count} events", err=True)
 
-        with progress_bar(total, "loading", shown=sys.stderr.isatty()) as update:
-            report = loader.run(target, progress=update, on_resume=resumed)
-        store = loader.store
-        assert store is not None  # run() makes it, at the latest once the dump checked out
+        def run(store: Store, *, kept: bool) -> LoadReport:
+            with progress_bar(total, "loading", shown=sys.stderr.isatty()) as update:
+                return loader.run(store, progress=update, on_resume=resumed, kept_on_failure=kept)
+
+        try:
+            existing = store_from(ctx, create=False)
+        except NoStore:
+            # A new SQLite file is made whole: loaded under a temporary name and linked into
+            # place only once the whole dump has loaded, so a refused dump leaves no file.
+            report, location = fill_new_store(
+                ctx.obj["db"], lambda store: run(store, kept=False), limits=limits
+            )
+        else:
+            report, location = run(existing, kept=True), existing.location
     rate = report.loaded / report.seconds if report.seconds > 0 else 0.0
     click.echo(
         f"loaded {counted(report.loaded, 'event')} ({report.events:,} in all, "
         f"{counted(report.conversations, 'conversation')}) in {report.seconds:.2f} s "
-        f"({rate:,.0f} events/s) into {store.location}",
+        f"({rate:,.0f} events/s) into {location}",
         err=True,
     )
 
