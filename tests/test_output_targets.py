@@ -179,13 +179,14 @@ def test_a_full_device_is_written_to_and_its_error_is_one_line(db: Path, tmp_pat
     assert leftovers(tmp_path) == []
 
 
-def test_a_full_stdout_is_one_error_line(db: Path, tmp_path: Path) -> None:
-    """`dump` to a stdout that takes no byte: exit 1, one line naming stdout."""
-    with Path("/dev/full").open("wb") as full:
-        proc = run("--db", str(db), "dump", stdout=full.fileno())
-    one_error_line(
-        proc.returncode, b"", proc.stderr, "cannot write stdout: No space left on device", code=1
-    )
+def test_a_full_stdout_is_one_error_line(db: Path) -> None:
+    """`dump` and `export` to a stdout that takes no byte: exit 1, one line naming stdout."""
+    for command in commands(db):
+        with Path("/dev/full").open("wb") as full:
+            proc = run("--db", str(db), *command, stdout=full.fileno())
+        one_error_line(
+            proc.returncode, b"", proc.stderr, "cannot write stdout: No space left on device", code=1
+        )
 
 
 def test_a_socket_is_refused_before_anything_is_written(db: Path, tmp_path: Path) -> None:

@@ -351,7 +351,8 @@ def export(
     image_dir = f"{target.stem}-images" if beside and target is not None else None
     exported = export_conversation(store, conversation, fmt, vision=vision, image_dir=image_dir)
     if output is None or target is None:
-        click.echo(exported.text, nl=False)
+        with binary_output(None, store) as sink:
+            sink.write(exported.text.encode())
         return
     for image in exported.images:
         path = target.parent / image.path
