@@ -184,9 +184,8 @@ def test_a_full_stdout_is_one_error_line(db: Path) -> None:
     for command in commands(db):
         with Path("/dev/full").open("wb") as full:
             proc = run("--db", str(db), *command, stdout=full.fileno())
-        one_error_line(
-            proc.returncode, b"", proc.stderr, "cannot write stdout: No space left on device", code=1
-        )
+        failure = "cannot write stdout: No space left on device"
+        one_error_line(proc.returncode, b"", proc.stderr, failure, code=1)
 
 
 def test_a_socket_is_refused_before_anything_is_written(db: Path, tmp_path: Path) -> None:
