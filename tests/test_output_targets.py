@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from uuid import UUID
 
@@ -25,6 +26,7 @@ import pytest
 
 import convstore
 from tests.conftest import one_error_line
+from tests.test_storage_faults import tmpfs  # noqa: F401 - the fixture, defined once there
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
 
@@ -196,3 +198,24 @@ def test_a_socket_is_refused_before_anything_is_written(db: Path, tmp_path: Path
         proc = run("--db", str(db), "dump", "--output", str(path))
     one_error_line(proc.returncode, proc.stdout, proc.stderr, "neither a file")
     assert stat.S_ISSOCK(path.lstat().st_mode)
+
+
+def test_a_full_disk_leaves_the_file_as_it_was(
+    db: Path,
+    tmpfs: Callable[[str], Path],  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    """A regular file on a disk that fills up: exit 1, one line naming ENOSPC; the file
+    keeps its old content and the temporary file beside it is removed."""
+    with convstore.open_store(db) as store:
+        [info] = store.conversations()
+        store.append_message(info.id, "user", [{"type": "text", "text": "x" * 300_000}])
+    disk = tmpfs("128k")
+    out = disk / "out.jsonl"
+    out.write_text("old\n")
+    for command in commands(db):
+        proc = run("--db", str(db), *command, "--output", str(out))
+        failure = f"cannot write {out}: No space left on device"
+        one_error_line(proc.returncode, proc.stdout, proc.stderr, failure, code=1)
+        assert out.read_text() == "old\n"
+        assert sorted(p.name for p in disk.iterdir()) == ["out.jsonl"]
