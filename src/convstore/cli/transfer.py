@@ -149,7 +149,8 @@ def _streamed(output: str, target: Path) -> Iterator[Sink]:
 @contextmanager
 def _replaced(output: str, target: Path, mode: int | None) -> Iterator[Sink]:
     """A hidden file beside ``target``, renamed over it once whole (removed otherwise)."""
-    partial = target.with_name(f".{target.name}.{uuid4().hex[:12]}.partial")
+    # Cut short so a long name still leaves room within the filesystem's name limit.
+    partial = target.with_name(f".{target.name[:200]}.{uuid4().hex[:12]}.partial")
     handle = _opened(output, partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
     sink = Sink(handle, output)
     try:
