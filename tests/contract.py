@@ -246,6 +246,21 @@ class StoreContract(ABC):
         assert len(store.events(conv)) == before
         assert store.conversations() == listed
 
+    def test_the_nil_uuid_is_refused_as_a_conversation_id(self, store: Store, conv: UUID) -> None:
+        """The all-zeros id is the hash chains' start marker's: given as a new conversation's
+        id (a UUID or its text, either spelling) it is bad input, nothing lands, and verify
+        still finds an untouched store whole."""
+        listed = store.conversations()
+        nil = UUID(int=0)
+        for given in (nil, str(nil), nil.hex):
+            with pytest.raises(InvalidInput, match="nil UUID"):
+                store.new_conversation(title="zero", conversation_id=given)
+        assert store.conversations() == listed
+        verifier = Verifier()
+        verifier.check_all(store.scan())
+        assert verifier.problems == []
+        assert not [note for note in verifier.notes if "unchained" in note]
+
     def test_pages_run_newest_activity_first_and_cover_everything_once(self, store: Store) -> None:
         """Cursor paging lists every conversation once, the most recently active first."""
         made = [store.new_conversation(title=f"c{i}") for i in range(7)]

@@ -137,6 +137,9 @@ if TYPE_CHECKING:
         NotFound as NotFound,
     )
     from convstore.errors import (
+        OutputError as OutputError,
+    )
+    from convstore.errors import (
         StoreError as StoreError,
     )
     from convstore.importing import (
@@ -226,6 +229,7 @@ _EXPORTS: dict[str, str] = {
     "MessageStarted": "convstore.domain.events",
     "NoStore": "convstore.errors",
     "NotFound": "convstore.errors",
+    "OutputError": "convstore.errors",
     "Page": "convstore.store",
     "Pressure": "convstore.projections.pressure",
     "ReasoningBlock": "convstore.domain.blocks",

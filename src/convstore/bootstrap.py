@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count
@@ -36,6 +38,8 @@ from convstore.infrastructure.sqlite_files import (
 from convstore.store import Store
 
 ENV_VAR = "CONVSTORE_DB"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,71 @@ def _open_sqlite(
     return _open(
         sqlite_env(path), str(path), secret="", limits=limits, replay=replay, marker=marker
     )
+
+
+def fill_new_store(
+    location: str | os.PathLike[str] | None,
+    fill: Callable[[Store], T],
+    *,
+    limits: Limits | None = None,
+) -> tuple[T, str]:
+    """Make a new SQLite store at ``location`` holding what ``fill`` writes into it, all at
+    once; returns what ``fill`` returned and the store's location, as :func:`open_store`
+    names it.
+
+    The store is made and filled in a private temporary file beside its name, then linked
+    into place once ``fill`` has returned: a fill that raises (or a process killed meanwhile)
+    leaves no store behind. An existing store there, or one another process makes during the
+    fill, is refused (:class:`InvalidInput`; the other's store is kept). Only SQLite files are
+    made this way: a PostgreSQL schema is opened as usual with :func:`open_store`.
+    """
+    resolved = resolve_location(location)
+    if url_scheme(resolved) is not None:
+        msg = f"only a SQLite file is made whole from the start, not {redact(resolved)}"
+        raise InvalidInput(msg)
+    refuse_mangled_url(resolved)
+    refuse_sqlite_uri(resolved)
+    limits = limits or Limits.from_env()
+    given = Path(resolved)
+    path = Path(os.path.realpath(given))
+    if not location:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        msg = f"cannot create a store at {given}: directory {path.parent} does not exist"
+        raise StoreError(msg)
+    if path.exists():
+        msg = f"a store already exists at {given}"
+        raise InvalidInput(msg)
+    filled: list[T] = []
+
+    def build(temporary: Path) -> None:
+        _build(temporary)
+        store = _open(
+            sqlite_env(temporary),
+            str(temporary),
+            secret="",
+            limits=limits,
+            replay=ReplaySettings(DEFAULT_CACHE_BYTES),
+            store_format=STORE_FORMAT,
+        )
+        try:
+            filled.append(fill(store))
+        finally:
+            store.close()
+
+    remove_leftovers(path)
+    try:
+        made = create_store_file(path, build)
+    except ConvstoreError:
+        raise
+    except (OSError, sqlite3.Error) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        msg = f"cannot create a store at {given}: {detail}"
+        raise StoreError(" ".join(msg.split())) from None
+    if not made:
+        msg = f"another process made a store at {given} meanwhile: it is kept, nothing was added"
+        raise InvalidInput(msg)
+    return filled[0], str(path)
 
 
 def _build(temporary: Path) -> None:

@@ -2,6 +2,13 @@
 
 Two branches keep "you called it wrong" apart from "the store failed": the CLI maps
 :class:`InvalidInput` (and its subclasses) to exit status 2 and :class:`StoreError` to 1.
+:class:`OutputError` (exit 1 too) is the output failing, not the store::
+
+    ConvstoreError
+        InvalidInput: InvalidBlock, MessageClosed, NotFound
+            NotFound: ConversationNotFound (ConversationErased), NoStore, MessageNotFound
+        StoreError: ConcurrencyError
+        OutputError
 """
 
 from __future__ import annotations
@@ -60,3 +67,7 @@ class StoreError(ConvstoreError):
 
 class ConcurrencyError(StoreError):
     """Other writers kept winning the race for a conversation until retries ran out."""
+
+
+class OutputError(ConvstoreError):
+    """Writing the output (a file, a pipe, a device) failed part-way; it is not whole."""

@@ -29,12 +29,19 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``, ``2w`` or ``45s`` as a time span."""
+    """``30d``, ``12h``, ``90m``, ``2w`` or ``45s`` as a time span, short enough that the
+    moment that long ago is a date (not before the year 1)."""
     found = _DURATION.match(text.strip())
     if found is None:
         msg = f"--inactive-for takes a number and a unit (s, m, h, d or w), e.g. 30d; not {text!r}"
         raise InvalidInput(msg)
-    return timedelta(seconds=int(found[1]) * _UNIT_SECONDS[found[2]])
+    span = timedelta(seconds=int(found[1]) * _UNIT_SECONDS[found[2]])
+    try:
+        utcnow() - span
+    except OverflowError:
+        msg = f"--inactive-for {text.strip()} reaches back before the year 1: give a shorter span"
+        raise InvalidInput(msg) from None
+    return span
 
 
 @cli.command()

@@ -462,7 +462,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
     def load(self, lines: Iterable[bytes]) -> LoadReport:
         """Record a dump's events into this store, which must be empty or hold a prefix of it
         (an interrupted load), keeping ids, versions, timestamps and order."""
-        return load_lines(self, lines, max_line_bytes=self.limits.max_input_bytes)
+        return load_lines(self, lines)
 
     def import_history(
         self, history: History, *, source: str | None = None, again: bool = False

@@ -18,9 +18,12 @@ from typing import Any
 from uuid import UUID
 
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from convstore.domain.blocks import ToolUseBlock
 from convstore.domain.events import ConversationStarted, MessageStarted
@@ -85,6 +88,30 @@ GET = ["GET"]
 
 def _html(body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
+
+
+def _bad_request(message: str) -> HTMLResponse:
+    return _html(
+        document("bad request", f"<main><p>{esc(message)}</p></main>", exported=False), 400
+    )
+
+
+class RefuseNul:
+    """Answers 400 to a request whose query string holds NUL (``%00``) in any parameter's
+    name or value, before any route reads it: no filter, cursor or search takes NUL (the
+    audit read model's full-text search fails on it), so every parameter is refused alike."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            params = QueryParams(scope.get("query_string", b""))
+            if any("\x00" in key or "\x00" in value for key, value in params.multi_items()):
+                refused = _bad_request("a query parameter holds a NUL character (%00)")
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _int(request: Request, name: str, default: int | None, minimum: int) -> int | None:
@@ -459,9 +486,7 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
         return _html(document("not found", f"<main><p>{esc(exc)}</p></main>", exported=False), 404)
 
     def bad_input(_: Request, exc: Exception) -> Response:
-        return _html(
-            document("bad request", f"<main><p>{esc(exc)}</p></main>", exported=False), 400
-        )
+        return _bad_request(str(exc))
 
     routes = [
         Route("/", listing, methods=GET),
@@ -478,4 +503,5 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
     return Starlette(
         routes=routes,
         exception_handlers={ConversationNotFound: not_found, InvalidInput: bad_input},
+        middleware=[Middleware(RefuseNul)],
     )
