@@ -133,6 +133,9 @@ if TYPE_CHECKING:
     from convstore.errors import (
         StoreError as StoreError,
     )
+    from convstore.errors import (
+        VersionConflict as VersionConflict,
+    )
     from convstore.importing import (
         ImportReport as ImportReport,
     )
@@ -236,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "TokenUsage": "convstore.domain.events",
     "ToolResultBlock": "convstore.domain.blocks",
     "ToolUseBlock": "convstore.domain.blocks",
+    "VersionConflict": "convstore.errors",
     "open_async_store": "convstore.aio",
     "open_store": "convstore.bootstrap",
     "replay": "convstore.projections.replay",

@@ -49,3 +49,8 @@ class StoreError(ConvstoreError):
 
 class ConcurrencyError(StoreError):
     """Other writers kept winning the race for a conversation until retries ran out."""
+
+
+class VersionConflict(ConcurrencyError):
+    """The conversation moved past the version a conditional write expected; nothing was
+    written (read it again and decide again)."""

@@ -29,6 +29,7 @@ from convstore.errors import (
     InvalidBlock,
     InvalidInput,
     StoreError,
+    VersionConflict,
 )
 from convstore.infrastructure.application import EventLog
 from convstore.infrastructure.mapper import UnreadableEvent
@@ -124,12 +125,18 @@ class Writer(LogReader):
         return bool(missed)
 
     def _write(
-        self, conversation: UUID | str, decide: Callable[[Conversation], list[Event]]
+        self,
+        conversation: UUID | str,
+        decide: Callable[[Conversation], list[Event]],
+        *,
+        expected_version: int | None = None,
     ) -> list[Event]:
         """Decide events against the newest state, save them, and fold them in.
 
         A lost version race means another writer got there first: read what it wrote, decide
-        again (the command may now be refused), and retry.
+        again (the command may now be refused), and retry. With ``expected_version`` the write
+        is conditional: once the conversation is past that version it is refused
+        (:class:`VersionConflict`) instead of decided again.
         """
         conversation_id = parse_id(conversation, "conversation")
         with self._lock(conversation_id):
@@ -138,6 +145,8 @@ class Writer(LogReader):
             while attempt < MIN_WRITE_ATTEMPTS or time.monotonic() < deadline:
                 attempt += 1
                 state = self._state(conversation_id)
+                if expected_version is not None:
+                    _expect(conversation_id, state, expected_version, self._catch_up)
                 try:
                     events = decide(state)
                 except InvalidInput:
@@ -164,6 +173,24 @@ class Writer(LogReader):
             f"over {WRITE_RETRY_SECONDS:g} s or more: other writers kept taking the next version"
         )
         raise ConcurrencyError(msg)
+
+
+def _expect(
+    conversation_id: UUID,
+    state: Conversation,
+    expected: int,
+    catch_up: Callable[[UUID, Conversation], bool],
+) -> None:
+    """Refuse a conditional write once the conversation is past ``expected`` (reading what
+    this writer missed first, in case only its cached state is behind)."""
+    if state.version < expected:
+        catch_up(conversation_id, state)
+    if state.version != expected:
+        msg = (
+            f"conversation {conversation_id} is at version {state.version}, not the expected "
+            f"{expected}: it changed since it was read"
+        )
+        raise VersionConflict(msg)
 
 
 def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:
