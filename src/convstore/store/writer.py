@@ -26,6 +26,7 @@ from convstore.domain.parsing import parse_id
 from convstore.errors import (
     ConcurrencyError,
     ConversationNotFound,
+    ConvstoreError,
     InvalidBlock,
     InvalidInput,
     StoreError,
@@ -71,11 +72,16 @@ class Writer(LogReader):
         with self._guard:
             self._states.pop(conversation_id, None)
 
-    def _record_new(self, events: list[Event]) -> None:
-        """Save the events of conversations that do not exist yet, in one transaction."""
+    def _record_new(
+        self, events: list[Event], taken: Callable[[], ConvstoreError] | None = None
+    ) -> None:
+        """Save the events of conversations that do not exist yet, in one transaction;
+        ``taken`` makes the error for one that exists after all (another writer made it)."""
         try:
             self._save(events)
         except IntegrityError:
+            if taken is not None:
+                raise taken() from None
             msg = "a conversation being created already exists (the import was not recorded)"
             raise StoreError(msg) from None
 
