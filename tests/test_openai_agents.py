@@ -260,7 +260,8 @@ async def _pop_against_adds(location: str, count: int) -> None:
 
         _, popped = await asyncio.gather(add(), pop())
         returned = [i["content"] for i in popped if i is not None]
-        left = [i["content"] for i in await adder.get_items()]  # type: ignore[index]
+        visible: list[Any] = await adder.get_items()
+        left = [i["content"] for i in visible]
         # Every acknowledged item is still visible or was handed back by a pop, exactly once.
         assert sorted(returned + left) == sorted(acknowledged)
     finally:
