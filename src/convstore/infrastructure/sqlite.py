@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from datetime import datetime
@@ -50,7 +52,7 @@ from convstore.infrastructure.listing import (
 )
 from convstore.infrastructure.recorder import Decision, RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_sqlite as forget_replays
-from convstore.infrastructure.sqlite_transaction import immediate
+from convstore.infrastructure.sqlite_transaction import POLL_SECONDS, immediate
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
@@ -244,9 +246,14 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                 uri=True,
                 isolation_level=None,
                 check_same_thread=False,
-                timeout=pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS,
+                timeout=self._lock_wait,
             )
         return self._writer
+
+    @property
+    def _lock_wait(self) -> float:
+        """How long a write waits for another's write lock (seconds)."""
+        return float(self.datastore.pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS)
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -254,7 +261,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         listing: list[ListingChange] | None = kwargs.get("listing")
         with self._writer_lock, _translated():
             conn = self._connection()
-            with immediate(conn):
+            with immediate(conn, self._lock_wait):
                 return self._insert(conn, stored_events, listing)
 
     def insert_decided(
@@ -263,14 +270,20 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         """Take SQLite's write lock, read the rows after ``after``, decide and insert, in one
         transaction: a writer waiting for the lock never decides against a stale state, so
         it never loses the version race once it has the lock (``contended`` changes nothing:
-        the read is local and cheap)."""
+        the read is local and cheap).
+
+        SQLite's lock has no queue: waiters poll for it (see :func:`immediate`). So a writer
+        that finds others wrote since its last write (they are waiting their turn) pauses a
+        poll's length after it commits, leaving the lock to one of them."""
         with self._writer_lock, _translated():
             conn = self._connection()
-            with immediate(conn):
+            with immediate(conn, self._lock_wait):
                 rows = conn.execute(self._select_missed, (conversation_id.hex, after)).fetchall()
                 stored, listing = decide([(bytes(row[0] or b""), row[1]) for row in rows])
                 if stored:
                     self._insert(conn, stored, listing)
+        if rows:
+            time.sleep(random.uniform(POLL_SECONDS, 2 * POLL_SECONDS))  # noqa: S311 - jitter
 
     def _insert(
         self,

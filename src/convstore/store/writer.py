@@ -65,12 +65,21 @@ class Writer(LogReader):
         self._guard = threading.Lock()
         self._most_attempts = 0
         """The most attempts one write of this store has taken (1: it never lost a race)."""
+        self._contended: set[UUID] = set()
+        """Conversations other writers were writing to at this store's last write: the next
+        write takes its turn at once rather than first try and lose."""
 
     def _lock(self, conversation_id: UUID) -> threading.Lock:
         """The lock that serialises this process's writes to one conversation."""
         return self._locks.get(conversation_id) or self._locks.setdefault(
             conversation_id, threading.Lock()
         )
+
+    def _contend(self, conversation_id: UUID) -> None:
+        """Remember that other writers are writing to this conversation (a bounded set)."""
+        if len(self._contended) >= STATE_CACHE_SIZE:
+            self._contended.clear()
+        self._contended.add(conversation_id)
 
     def _forget(self, conversation_id: UUID) -> None:
         """Drop a conversation's cached writer state (it was erased)."""
@@ -150,7 +159,7 @@ class Writer(LogReader):
         with self._lock(conversation_id):
             deadline = time.monotonic() + WRITE_RETRY_SECONDS
             attempt = 0
-            contended = False
+            contended = conversation_id in self._contended
             while attempt < MIN_WRITE_ATTEMPTS or time.monotonic() < deadline:
                 attempt += 1
                 state = self._state(conversation_id)
@@ -167,6 +176,7 @@ class Writer(LogReader):
                     contended = True
                     continue
                 except IntegrityError:
+                    self._contend(conversation_id)
                     if contended:
                         # A write that does not take turns (a load, say) took the version
                         # while this one held the lock: back off at random, growing to 50 ms.
@@ -178,6 +188,10 @@ class Writer(LogReader):
                     raise self._failure(exc) from exc
                 for event in turn.events:
                     state.apply(event)
+                if turn.missed:
+                    self._contend(conversation_id)
+                elif turn.fresh:
+                    self._contended.discard(conversation_id)
                 self._most_attempts = max(self._most_attempts, attempt)
                 return turn.events
         msg = (
@@ -209,6 +223,8 @@ class _Turn:
         self._expected = expected
         self.fresh = False
         """Whether the decision was made against the newest state (read under the lock)."""
+        self.missed = 0
+        """How many events other writers had recorded since this writer's cached state."""
         self.events: list[Event] = []
 
     def __call__(
@@ -217,6 +233,7 @@ class _Turn:
         state = self._state
         if missed is not None:
             self.fresh = True
+            self.missed = len(missed)
             for event in self._writer._decoded(state.id, missed):
                 if event.originator_version > state.version:  # a retried read repeats rows
                     state.apply(event)
