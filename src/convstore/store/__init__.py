@@ -38,7 +38,6 @@ from convstore.domain.parsing import (
     parse_flag,
     parse_id,
     parse_name,
-    parse_optional_count,
     parse_optional_name,
     parse_optional_text,
     parse_role,
@@ -305,7 +304,11 @@ class Store(Writer, LogScanner, Replayer, Listing):
         rewind is conditional: recorded only if nothing was recorded since, else
         :class:`~convstore.VersionConflict` and nothing written; read again and retry."""
         message_id = None if to is None else parse_id(to, "message")
-        expected = parse_optional_count(expected_version, "expected_version", 1)
+        expected = (
+            None
+            if expected_version is None
+            else parse_count(expected_version, "expected_version", 1, MAX_COUNT)
+        )
         events = self._write(
             conversation, lambda c: [c.rewind(message_id)], expected_version=expected
         )
