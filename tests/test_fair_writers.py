@@ -46,7 +46,8 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_three_writers_on_one_conversation_each_complete_their_appends(location: str) -> None:
     """Three processes append to one conversation at once: each completes all its appends in
-    order, and no append took more than a lost first try and one turn."""
+    order, no append took more than a lost first try and one turn, and each writer's first
+    append landed while the others were still writing."""
     with convstore.open_store(location) as store:
         conversation = str(store.new_conversation("fair"))
     spawn = multiprocessing.get_context("spawn")
@@ -71,3 +72,9 @@ def test_three_writers_on_one_conversation_each_complete_their_appends(location:
         assert [t for t in texts if t.startswith(f"{name}/")] == [
             f"{name}/{i}" for i in range(APPENDS)
         ]
+    # Each writer got in while the others were still writing: its first append landed
+    # before every other writer's last.
+    writer_of = [t.split("/")[0] for t in texts]
+    firsts = {name: writer_of.index(name) for name in names}
+    lasts = {name: len(writer_of) - 1 - writer_of[::-1].index(name) for name in names}
+    assert max(firsts.values()) < min(lasts.values()), (firsts, lasts)
