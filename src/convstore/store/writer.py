@@ -150,7 +150,9 @@ class Writer(LogReader):
         writer got there first), every later try takes its turn: the recorder takes the
         conversation's write lock, hands over what this writer missed, and the command is
         decided again (it may now be refused) inside that transaction, so it cannot lose again
-        to a writer taking turns, and no writer starves. With ``expected_version`` the write is
+        to a writer taking turns, and no writer starves. While other writers are known to be
+        writing to the conversation, the first try takes its turn too (rather than lose once
+        more). With ``expected_version`` the write is
         conditional: once the conversation is past that version it is refused
         (:class:`VersionConflict`) instead of decided again.
         """
