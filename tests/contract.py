@@ -26,6 +26,7 @@ from convstore import (
     MessageNotFound,
     ReplayOptions,
     Store,
+    VersionConflict,
     replay,
 )
 from convstore.domain.events import BlockAppended, Event
@@ -606,6 +607,29 @@ class StoreContract(ABC):
         finally:
             other.close()
         assert all(not m.withdrawn for m in store.messages(conv))
+
+    def test_a_conditional_rewind_is_refused_once_the_conversation_moved(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """rewind(expected_version=V) lands only while V is the newest version, also when
+        another store (a cache that is behind, or ahead) recorded the newer event."""
+        first = store.append_message(conv, "user", [{"type": "text", "text": "one"}])
+        read = store.last_event(conv)
+        assert read is not None
+        other = self.open_store()
+        try:
+            other.append_message(conv, "assistant", [{"type": "text", "text": "two"}])
+            for writer in (store, other):
+                with pytest.raises(VersionConflict, match="changed since it was read"):
+                    writer.rewind(conv, to=first, expected_version=read.originator_version)
+            assert [m.withdrawn for m in store.messages(conv)] == [False, False]
+            head = other.last_event(conv)
+            assert head is not None
+            version = store.rewind(conv, to=first, expected_version=head.originator_version)
+            assert version == head.originator_version + 1
+            assert [m.withdrawn for m in other.messages(conv)] == [False, True]
+        finally:
+            other.close()
 
     # -- fork ----------------------------------------------------------------------------------
 

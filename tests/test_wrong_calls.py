@@ -84,6 +84,7 @@ def _valid(store: Store) -> dict[str, Any]:
         "entries": [{"type": "x"}],
         "carried": None,
         "to": None,
+        "expected_version": None,
         # Rewinding and deleting entries withdraw messages: on conversations of their own.
         "rewind conversation": store.new_conversation(),
         "delete_entries conversation": store.new_conversation(),

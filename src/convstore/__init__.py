@@ -142,6 +142,9 @@ if TYPE_CHECKING:
     from convstore.errors import (
         StoreError as StoreError,
     )
+    from convstore.errors import (
+        VersionConflict as VersionConflict,
+    )
     from convstore.importing import (
         ImportReport as ImportReport,
     )
@@ -248,6 +251,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResultBlock": "convstore.domain.blocks",
     "ToolUseBlock": "convstore.domain.blocks",
     "as_async": "convstore.aio",
+    "VersionConflict": "convstore.errors",
     "open_async_store": "convstore.aio",
     "open_store": "convstore.bootstrap",
     "replay": "convstore.projections.replay",

@@ -192,7 +192,7 @@ def fill_new_store(
             secret="",
             limits=limits,
             replay=ReplaySettings(DEFAULT_CACHE_BYTES),
-            store_format=STORE_FORMAT,
+            marker=claim_store_file(temporary, lock_timeout_seconds()),
         )
         try:
             filled.append(fill(store))

@@ -7,7 +7,7 @@ Two branches keep "you called it wrong" apart from "the store failed": the CLI m
     ConvstoreError
         InvalidInput: InvalidBlock, MessageClosed, NotFound
             NotFound: ConversationNotFound (ConversationErased), NoStore, MessageNotFound
-        StoreError: ConcurrencyError
+        StoreError: ConcurrencyError (VersionConflict)
         OutputError
 """
 
@@ -71,3 +71,8 @@ class ConcurrencyError(StoreError):
 
 class OutputError(ConvstoreError):
     """Writing the output (a file, a pipe, a device) failed part-way; it is not whole."""
+
+
+class VersionConflict(ConcurrencyError):
+    """The conversation moved past the version a conditional write expected; nothing was
+    written (read it again and decide again)."""

@@ -179,11 +179,23 @@ class AsyncStore(AsyncStoreBase):
         """Remove the labels under ``keys`` (a key not set is ignored)."""
         await self._write(self.store.remove_labels, conversation, materialised(keys))
 
-    async def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> int:
+    async def rewind(
+        self,
+        conversation: UUID | str,
+        *,
+        to: UUID | str | None,
+        expected_version: int | None = None,
+    ) -> int:
         """Withdraw every message recorded after ``to`` (every message, when ``to`` is
         ``None``): replay, pressure and live rounds leave them out; the log keeps them.
-        Returns the rewind's version, which :meth:`undo_rewind` takes."""
-        return await self._write(self.store.rewind, conversation, to=to)
+        Returns the rewind's version, which :meth:`undo_rewind` takes.
+
+        With ``expected_version`` (the version of the newest event the caller read) the
+        rewind is conditional: recorded only if nothing was recorded since, else
+        :class:`~convstore.VersionConflict` and nothing written; read again and retry."""
+        return await self._write(
+            self.store.rewind, conversation, to=to, expected_version=expected_version
+        )
 
     async def undo_rewind(self, conversation: UUID | str, rewind: int) -> None:
         """Undo the rewind recorded at version ``rewind``: the messages it withdrew are

@@ -77,7 +77,7 @@ from convstore.infrastructure.listing import (
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
-from convstore.infrastructure.recorder import RawRecord, StoreRecorder
+from convstore.infrastructure.recorder import Decision, RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_postgres as forget_replays
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
@@ -426,6 +426,59 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         msg = "unreachable: the last attempt returns or raises"
         raise AssertionError(msg)
 
+    def insert_decided(
+        self, conversation_id: UUID, after: int, decide: Decision, *, contended: bool
+    ) -> None:
+        """Uncontended, one round trip as :meth:`insert_events` (``decide`` is given
+        ``None``; a lost race is an ``IntegrityError``). Contended, the writer takes its turn:
+        it waits for the conversation's advisory lock (PostgreSQL queues its waiters in order),
+        reads what it missed and the head, decides, and records, in one transaction, so a
+        writer that lost once cannot lose again to another taking turns."""
+        if not contended:
+            stored, listing = decide(None)
+            if stored:
+                self.insert_events(stored, listing=listing)
+            return
+        self._insert_in_turn(conversation_id, after, decide)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _insert_in_turn(self, conversation_id: UUID, after: int, decide: Decision) -> None:
+        with self.datastore.get_connection() as conn:
+            try:
+                conn.execute(b"BEGIN", prepare=False)
+                conn.execute(self._set_lock_timeout_text, prepare=False)
+                conn.execute(self._lock_stream, (self._stream_key(conversation_id),))
+                missed = conn.execute(self._select_topics_and_states, (conversation_id, after))
+                rows = [(row["topic"].encode(), bytes(row["state"])) for row in missed]
+                found = self._read_heads(conn, [conversation_id])
+                stored, listing = decide(rows)
+                if not stored:
+                    conn.rollback()
+                    return
+                columns = (
+                    [s.originator_id for s in stored],
+                    [s.originator_version for s in stored],
+                    [s.topic for s in stored],
+                    [s.state for s in stored],
+                )
+                events = [(s.originator_version, s.topic, s.state) for s in stored]
+                heads = {
+                    conversation_id: advance(
+                        conversation_id, found[conversation_id], events, self._chain_key
+                    )
+                }
+                self._write_once(conn, columns, found, heads, listing, begun=True)
+            except BaseException as exc:
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    with contextlib.suppress(psycopg.Error):  # a broken connection
+                        conn.rollback()
+                self._known.pop(conversation_id, None)
+                if isinstance(exc, psycopg.Error) and exc.sqlstate == ERASED_CODE:
+                    msg = f"conversation {conversation_id} was erased"
+                    raise ConversationErased(msg) from None
+                raise
+            self._known.update(heads)
+
     def _landed(
         self, columns: tuple[list[Any], list[int], list[str], list[bytes]]
     ) -> list[int] | None:
@@ -468,11 +521,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         found: dict[UUID, Head | None],
         heads: dict[UUID, Head],
         listing: list[ListingChange] | None,
+        *,
+        begun: bool = False,
     ) -> list[int]:
         """One transaction in one round trip: client-side bound statements sent as one text
         (a pipeline costs a round trip per sync). The NOTIFY runs after the commit, in a
         transaction of its own: inside the write it would take PostgreSQL's notify-queue lock
-        until the commit is durable, serialising every writer's commit again."""
+        until the commit is durable, serialising every writer's commit again. ``begun``: the
+        caller's transaction is open already (and has set its lock timeout)."""
         order = list(heads)
         old = [found[o] for o in order]
         new = [heads[o] for o in order]
@@ -492,7 +548,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 old=old,
                 grown=grown,
             )
-            parts = [b"BEGIN", self._set_lock_timeout_text, call]
+            parts = [call] if begun else [b"BEGIN", self._set_lock_timeout_text, call]
             if rest:
                 apply_changes(
                     lambda text, params: parts.append(
@@ -506,8 +562,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             # Never prepared: each text is used once.
             curs.execute(b";\n".join(parts), prepare=False)
             # The results in order: BEGIN, SET, the function's ids, then the rest.
-            curs.nextset()
-            curs.nextset()
+            if not begun:
+                curs.nextset()
+                curs.nextset()
             return [int(row[0]) for row in curs.fetchall()]
 
     def _stream_key(self, originator: UUID) -> int:

@@ -8,18 +8,26 @@ signatures, and the store calls them without asking which backend it has.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
 
 from convstore.domain.events import Event
 from convstore.infrastructure.chain import Head
 from convstore.infrastructure.erasure import Erasure
-from convstore.projections.listing import ListedRow, ListingQuery
+from convstore.projections.listing import ListedRow, ListingChange, ListingQuery
 
 RawRecord: TypeAlias = tuple[Any, ...]
 """One stored row as read, unchecked: (position, id, version, topic, state), the id and topic
 as bytes. A damaged row may hold anything in any column; the scanner reports it."""
+
+Decision: TypeAlias = Callable[
+    [list[tuple[bytes, bytes]] | None], tuple[Sequence[StoredEvent], list[ListingChange]]
+]
+"""What a writer decides, given the (topic, state) rows it had missed (``None``: not read),
+as the events to record and the listing changes they make."""
 
 ListingPage: TypeAlias = tuple[list[ListedRow], dict[UUID, dict[str, str]]]
 """One page of the listing index, and the labels of its conversations."""
@@ -31,6 +39,21 @@ class StoreRecorder(Protocol):
 
     listing_missing: bool
     """Whether opening found no listing index (a store made before it): rebuild it."""
+
+    def insert_decided(
+        self, conversation_id: UUID, after: int, decide: Decision, *, contended: bool
+    ) -> None:
+        """Record what ``decide`` returns, in one transaction.
+
+        Taking turns: the transaction first takes the conversation's write lock (waiting in
+        line behind the writers before it), then reads the conversation's rows after version
+        ``after`` and gives them to ``decide``, so the decision is made against the newest
+        state and cannot lose the version race to another writer taking turns. A backend whose
+        lock costs a round trip may skip it when not ``contended``: ``decide`` is then given
+        ``None`` (the caller's state is taken as the newest) and a lost race is an
+        ``IntegrityError``, after which the caller retries ``contended``.
+        """
+        ...
 
     def select_states(self, conversation_id: UUID, after: int = 0) -> list[bytes]:
         """The stored state of each of a conversation's events after version ``after``, in

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -53,9 +55,9 @@ from convstore.infrastructure.listing import (
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
-from convstore.infrastructure.recorder import RawRecord, StoreRecorder
+from convstore.infrastructure.recorder import Decision, RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_sqlite as forget_replays
-from convstore.infrastructure.sqlite_transaction import delete_securely, immediate
+from convstore.infrastructure.sqlite_transaction import POLL_SECONDS, delete_securely, immediate
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
@@ -254,40 +256,74 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                     uri=True,
                     isolation_level=None,
                     check_same_thread=False,
-                    timeout=self._lock_timeout_ms / 1000,
+                    timeout=self._lock_wait,
                 )
             )
         return self._writer
 
+    @property
+    def _lock_wait(self) -> float:
+        """How long a write waits for another's write lock (seconds)."""
+        return float(self.datastore.pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS)
+
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        with self._writer_lock:
-            try:
-                conn = self._connection()
-                with immediate(conn):
-                    position = self._next_position(conn, stored_events)
-                    rowids = []
-                    insert = self._insert_at
-                    for s in stored_events:
-                        originator = s.originator_id
-                        key = originator.hex if isinstance(originator, UUID) else originator
-                        conn.execute(
-                            insert, (position, key, s.originator_version, s.topic, s.state)
-                        )
-                        rowids.append(position)
-                        position += 1
-                    _advance_heads(conn, stored_events, self._heads, self._chain_key)
-                    listing: list[ListingChange] | None = kwargs.get("listing")
-                    if listing:
-                        apply_changes(conn.execute, SQLITE, listing)
-            except sqlite3.IntegrityError as exc:
-                raise IntegrityError(exc) from exc
-            except sqlite3.OperationalError as exc:
-                raise OperationalError(exc) from exc
-            except sqlite3.Error as exc:
-                raise PersistenceError(exc) from exc
-            return rowids
+        listing: list[ListingChange] | None = kwargs.get("listing")
+        with self._writer_lock, _translated():
+            conn = self._connection()
+            with immediate(conn, self._lock_wait):
+                return self._insert(conn, stored_events, listing)
+
+    def insert_decided(
+        self, conversation_id: UUID, after: int, decide: Decision, *, contended: bool
+    ) -> None:
+        """Take SQLite's write lock, read the rows after ``after``, decide and insert, in one
+        transaction: a writer waiting for the lock never decides against a stale state, so
+        it never loses the version race once it has the lock (``contended`` changes nothing:
+        the read is local and cheap).
+
+        SQLite's lock has no queue: waiters poll for it (see :func:`immediate`). So a writer
+        that finds others wrote since its last write (they are waiting their turn) pauses a
+        poll's length after it commits, leaving the lock to one of them."""
+        with self._writer_lock, _translated():
+            conn = self._connection()
+            with immediate(conn, self._lock_wait):
+                rows = conn.execute(self._select_missed, (conversation_id.hex, after)).fetchall()
+                stored, listing = decide([(bytes(row[0] or b""), row[1]) for row in rows])
+                if stored:
+                    self._insert(conn, stored, listing)
+        if rows:
+            time.sleep(random.uniform(POLL_SECONDS, 2 * POLL_SECONDS))  # noqa: S311 - jitter
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        stored_events: Sequence[StoredEvent],
+        listing: list[ListingChange] | None,
+    ) -> list[int]:
+        """Insert events, advance their heads and apply the listing changes, inside the
+        caller's write transaction; returns their log positions."""
+        position = self._next_position(conn, stored_events)
+        rowids = []
+        insert = self._insert_at
+        for s in stored_events:
+            originator = s.originator_id
+            key = originator.hex if isinstance(originator, UUID) else originator
+            conn.execute(insert, (position, key, s.originator_version, s.topic, s.state))
+            rowids.append(position)
+            position += 1
+        _advance_heads(conn, stored_events, self._heads, self._chain_key)
+        if listing:
+            apply_changes(conn.execute, SQLITE, listing)
+        return rowids
+
+    @property
+    def _select_missed(self) -> str:
+        return (
+            f"SELECT CAST(topic AS BLOB), state FROM {self.events_table_name} "  # noqa: S608
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
+        )
 
     @property
     def _insert_at(self) -> str:
@@ -492,6 +528,19 @@ class _ReturnedThenClosedPool(SQLiteConnectionPool):
                     if self._num_readers == 0:
                         self._no_readers.notify()
             self._put_condition.notify()
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """sqlite3's errors as eventsourcing's (a taken version is its ``IntegrityError``)."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        raise IntegrityError(exc) from exc
+    except sqlite3.OperationalError as exc:
+        raise OperationalError(exc) from exc
+    except sqlite3.Error as exc:
+        raise PersistenceError(exc) from exc
 
 
 def _close_only_when_returned(datastore: SQLiteDatastore) -> None:

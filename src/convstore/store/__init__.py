@@ -303,12 +303,29 @@ class Store(Writer, LogScanner, Replayer, Listing):
         checked = parse_label_keys(keys, self.limits)
         self._write(conversation, lambda c: [c.remove_labels(checked)])
 
-    def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> int:
+    def rewind(
+        self,
+        conversation: UUID | str,
+        *,
+        to: UUID | str | None,
+        expected_version: int | None = None,
+    ) -> int:
         """Withdraw every message recorded after ``to`` (every message, when ``to`` is
         ``None``): replay, pressure and live rounds leave them out; the log keeps them.
-        Returns the rewind's version, which :meth:`undo_rewind` takes."""
+        Returns the rewind's version, which :meth:`undo_rewind` takes.
+
+        With ``expected_version`` (the version of the newest event the caller read) the
+        rewind is conditional: recorded only if nothing was recorded since, else
+        :class:`~convstore.VersionConflict` and nothing written; read again and retry."""
         message_id = None if to is None else parse_id(to, "message")
-        events = self._write(conversation, lambda c: [c.rewind(message_id)])
+        expected = (
+            None
+            if expected_version is None
+            else parse_count(expected_version, "expected_version", 1, MAX_COUNT)
+        )
+        events = self._write(
+            conversation, lambda c: [c.rewind(message_id)], expected_version=expected
+        )
         return events[0].originator_version
 
     def undo_rewind(self, conversation: UUID | str, rewind: int) -> None:
