@@ -29,6 +29,16 @@ from convstore.domain.parsing import NIL_ID
 HEADS_TABLE = "convstore_heads"
 """The table of heads, beside the events (in the same schema on PostgreSQL)."""
 
+CHANGES_TABLE = "convstore_log_changes"
+"""Per conversation, a count of its stored event rows changed or deleted in place. The log is
+only ever appended to, so nothing of convstore's moves it but an erasure (which deletes the
+row with the rest); triggers on the events table (:data:`CHANGE_TRIGGERS`) count every other
+``UPDATE`` and ``DELETE``, whoever runs it. A reader that folded a conversation keeps the count
+it saw, so it learns from one small row that its fold no longer matches the log."""
+
+CHANGE_TRIGGERS = ("convstore_log_updated", "convstore_log_deleted")
+"""The triggers that keep :data:`CHANGES_TABLE`: one on ``UPDATE``, one on ``DELETE``."""
+
 START_MARKER_ID: UUID = NIL_ID
 """The id of the row whose ``version`` is the log position where chaining began: the nil
 UUID, which no conversation can have (``Conversation.start`` refuses it), so the marker never

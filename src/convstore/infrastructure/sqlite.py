@@ -30,6 +30,8 @@ from eventsourcing.sqlite import (
 from convstore.domain.events import Event
 from convstore.errors import ConversationErased, ConversationNotFound, InvalidInput
 from convstore.infrastructure.chain import (
+    CHANGE_TRIGGERS,
+    CHANGES_TABLE,
     HEADS_TABLE,
     START_MARKER_ID,
     Head,
@@ -196,13 +198,16 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             except sqlite3.OperationalError:  # no such table: an older store, or a new one
                 found = None
             erased = conn.execute(_TABLE_EXISTS, (ERASED_TABLE,)).fetchone()
-            if found and erased:
+            counted = _counts_changes(conn)
+            if found and erased and counted:
                 return
             with immediate(conn):
                 if not found:
                     for statement in heads_table_statements(self.events_table_name):
                         conn.execute(statement)
                 conn.execute(SQLITE_ERASED_TABLE)
+                for statement in change_count_statements(self.events_table_name):
+                    conn.execute(statement)
 
     def _create_listing(self) -> None:
         """The listing index's tables, if missing (then :attr:`listing_missing` is set)."""
@@ -469,6 +474,23 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             cursor.execute(statement, (conversation_id.hex, after))
             return [(bytes(row[0] or b""), row[1]) for row in cursor.fetchall()]
 
+    def select_log_tail(
+        self, conversation_id: UUID, after: int = 0
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """The conversation's change count (see :data:`CHANGES_TABLE`) and what
+        :meth:`select_topics_and_states` gives, read in one transaction."""
+        statement = (
+            f"SELECT CAST(topic AS BLOB), state FROM {self.events_table_name} "  # noqa: S608 - fixed name
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
+        )
+        key = conversation_id.hex
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(_SELECT_CHANGES, (key,))
+            counted = cursor.fetchone()
+            cursor.execute(statement, (key, after))
+            rows = [(bytes(row[0] or b""), row[1]) for row in cursor.fetchall()]
+        return (int(counted[0]) if counted else 0), rows
+
     def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
         """Up to ``limit`` stored rows after log position ``after``: (position, id, version,
         topic, state), with TEXT columns as the bytes stored, so a row that is not valid UTF-8
@@ -583,6 +605,37 @@ def _changes_in_batches(
 
 _MARKER_EXISTS = f"SELECT 1 FROM {HEADS_TABLE} WHERE originator_id = ?"  # noqa: S608
 
+_SELECT_CHANGES = f"SELECT changes FROM {CHANGES_TABLE} WHERE originator_id = ?"  # noqa: S608
+
+
+def change_count_statements(events_table: str) -> list[str]:
+    """The change-count table and the triggers that keep it (see :data:`CHANGES_TABLE`). A
+    row-level trigger counts each row changed, under its old id and, if that was changed
+    too, its new one."""
+    count = (
+        f"INSERT INTO {CHANGES_TABLE} VALUES ({{}}, 1) "  # noqa: S608 - fixed names
+        "ON CONFLICT (originator_id) DO UPDATE SET changes = changes + 1;"
+    )
+    updated, deleted = CHANGE_TRIGGERS
+    return [
+        f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} (originator_id TEXT PRIMARY KEY, "
+        "changes INTEGER NOT NULL) WITHOUT ROWID",
+        f"CREATE TRIGGER IF NOT EXISTS {updated} AFTER UPDATE ON {events_table} BEGIN "
+        f"{count.format('OLD.originator_id')} {count.format('NEW.originator_id')} END",
+        f"CREATE TRIGGER IF NOT EXISTS {deleted} AFTER DELETE ON {events_table} BEGIN "
+        f"{count.format('OLD.originator_id')} END",
+    ]
+
+
+def _counts_changes(conn: sqlite3.Connection) -> bool:
+    """Whether the file has the change-count table and both its triggers."""
+    names = (CHANGES_TABLE, *CHANGE_TRIGGERS)
+    found = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?)", names
+    ).fetchone()
+    return bool(found and found[0] == len(names))
+
+
 _SELECT_HEADS = (
     f"SELECT originator_id, version, chain, chained_from, restarted_after FROM {HEADS_TABLE}"  # noqa: S608
 )
@@ -668,6 +721,7 @@ def _erase_rows(
     reason, at = tombstone
     conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
     conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
     forget_listing(conn.execute, SQLITE, conversation)
     forget_replays(conn.execute, conversation)
     cursor = conn.execute(

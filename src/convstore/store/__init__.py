@@ -106,7 +106,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
         # Replay then folds the log (and still caches in memory).
         keep = replay_model and log.mapper.cipher is None and log.store_format != FULL_JSON_FORMAT
         tables = replay_tables_for(log.recorder) if keep else None
-        self._replays = ReplayReader(tables, self._stream, cache_bytes=replay_cache_bytes)
+        self._replays = ReplayReader(tables, self._counted_stream, cache_bytes=replay_cache_bytes)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -350,7 +350,8 @@ class Store(Writer, LogScanner, Replayer, Listing):
         The copy is of what replay would see: messages a rewind withdrew are left out, and the
         newest compaction through a copied message is copied with it, and a tool result keeps
         the tool name the parent resolved (written on the block when its call is not copied).
-        Every copied message gets a new id. The copy is one transaction, read from one snapshot of the parent.
+        Every copied message gets a new id. The copy is one transaction, read from one
+        snapshot of the parent.
         """
         parent = parse_id(conversation, "conversation")
         point = parse_id(at, "message")
