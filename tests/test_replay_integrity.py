@@ -26,6 +26,7 @@ from convstore.infrastructure.chain import CHANGES_TABLE
 from convstore.infrastructure.postgres import PostgresSettings
 from convstore.infrastructure.replay_tables import HEADS, MESSAGES
 from convstore.projections.replay import replay
+from convstore.quick_replay import quick_replay
 from tests.conftest import POSTGRES_URL, one_error_line
 
 SCRIPT = Path(sys.executable).with_name("convstore")
@@ -249,26 +250,45 @@ def sqlite_store(tmp_path: Path) -> tuple[Backend, UUID]:
     return backend, conv
 
 
+@pytest.fixture
+def no_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process quick path sees no ``CONVSTORE_`` variable (CI sets one)."""
+    for name in [n for n in os.environ if n.startswith("CONVSTORE_")]:
+        monkeypatch.delenv(name)
+
+
+@pytest.mark.usefixtures("no_settings")
 @pytest.mark.parametrize("quick", [True, False], ids=["quick", "full"])
 def test_the_command_line_never_prints_an_edited_model_row(
     sqlite_store: tuple[Backend, UUID], quick: bool
 ) -> None:
+    """The quick path steps aside from a model whose rows fail its digest (the full path
+    then folds the log and stores the model again), and neither prints the edit."""
     backend, conv = sqlite_store
-    before = _cli("--db", backend.location, "replay", str(conv), quick=quick)
+    argv = ["--db", backend.location, "replay", str(conv)]
+    before = _cli(*argv, quick=quick)
     assert before.returncode == 0, before.stderr
     assert b"Result (ls): a3.txt" in before.stdout
     edit_model(backend, conv, "a3.txt", "EDITED.txt")
-    after = _cli("--db", backend.location, "replay", str(conv), quick=quick)
+    assert quick_replay(argv) is False
+    after = _cli(*argv, quick=quick)
     assert after.returncode == 0, after.stderr
     assert after.stdout == before.stdout
+    assert quick_replay(argv) is True  # stored again, and trusted again
 
 
+@pytest.mark.usefixtures("no_settings")
 @pytest.mark.parametrize("quick", [True, False], ids=["quick", "full"])
 def test_the_command_line_refuses_a_damaged_early_row_as_show_does(
     sqlite_store: tuple[Backend, UUID], quick: bool
 ) -> None:
+    """After an early row is damaged in place, the quick path steps aside from the model
+    folded before, and ``replay`` prints exactly the error line ``show`` prints."""
     backend, conv = sqlite_store
+    argv = ["--db", backend.location, "replay", str(conv)]
+    assert quick_replay(argv) is True
     damage_event(backend, conv, 3)
+    assert quick_replay(argv) is False
     show = _cli("--db", backend.location, "show", str(conv), quick=False)
     refused = one_error_line(show.returncode, show.stdout, show.stderr, "does not decode", code=1)
     replayed = _cli("--db", backend.location, "replay", str(conv), quick=quick)

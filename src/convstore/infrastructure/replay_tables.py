@@ -2,9 +2,13 @@
 
 Two tables beside the events (in the same SQLite file, or the same PostgreSQL schema, so every
 host of a store shares them): ``convstore_replay_heads`` holds, per conversation, the version
-the model has folded and its head (compactions, rewinds in force); ``convstore_replay_messages``
-one row per stored message: its id and its plan's JSON text (see
-:mod:`convstore.projections.replay_model`). Nothing else writes them: readers do, after they
+the model has folded and its head (compactions, rewinds in force, the log's change count when
+it was folded, and a digest binding all of it to every message row);
+``convstore_replay_messages`` one row per stored message: its id and its plan's JSON text (see
+:mod:`convstore.projections.replay_model`). A stored model is used only when its digest holds
+and its change count is the log's count now (``chain.CHANGES_TABLE``, read with the events in
+one snapshot); otherwise the log is folded alone, as a replay without a model does, and the
+model stored again. Nothing else writes them: readers do, after they
 fold events the model had not seen, in one transaction that moves the head's version forward
 only (a compare on the version stored), so each event is folded into the stored copy once. A
 writer that finds the conversation erased writes nothing, and an erasure deletes the rows in

@@ -611,7 +611,8 @@ _SELECT_CHANGES = f"SELECT changes FROM {CHANGES_TABLE} WHERE originator_id = ?"
 def change_count_statements(events_table: str) -> list[str]:
     """The change-count table and the triggers that keep it (see :data:`CHANGES_TABLE`). A
     row-level trigger counts each row changed, under its old id and, if that was changed
-    too, its new one."""
+    too, its new one; the rows an erasure deletes (its tombstone is written first) are not
+    counted."""
     count = (
         f"INSERT INTO {CHANGES_TABLE} VALUES ({{}}, 1) "  # noqa: S608 - fixed names
         "ON CONFLICT (originator_id) DO UPDATE SET changes = changes + 1;"
@@ -622,8 +623,9 @@ def change_count_statements(events_table: str) -> list[str]:
         "changes INTEGER NOT NULL) WITHOUT ROWID",
         f"CREATE TRIGGER IF NOT EXISTS {updated} AFTER UPDATE ON {events_table} BEGIN "
         f"{count.format('OLD.originator_id')} {count.format('NEW.originator_id')} END",
-        f"CREATE TRIGGER IF NOT EXISTS {deleted} AFTER DELETE ON {events_table} BEGIN "
-        f"{count.format('OLD.originator_id')} END",
+        f"CREATE TRIGGER IF NOT EXISTS {deleted} AFTER DELETE ON {events_table} "  # noqa: S608 - fixed names
+        f"WHEN NOT EXISTS (SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = OLD.originator_id) "
+        f"BEGIN {count.format('OLD.originator_id')} END",
     ]
 
 
@@ -719,16 +721,18 @@ def _erase_rows(
         raise ConversationNotFound(msg)
     refuse_if_active(conversation, last_active, idle_since)
     reason, at = tombstone
-    conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
-    conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
-    conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
-    forget_listing(conn.execute, SQLITE, conversation)
-    forget_replays(conn.execute, conversation)
+    # The tombstone first: the change-count trigger skips the rows of an erased
+    # conversation, so the deletes below cost it one lookup a row.
     cursor = conn.execute(
         f"INSERT INTO {ERASED_TABLE} (originator_id, erased_at, reason, events, high) "  # noqa: S608
         "VALUES (?, ?, ?, ?, ?)",
         (key, at, reason, count, high),
     )
+    conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    forget_listing(conn.execute, SQLITE, conversation)
+    forget_replays(conn.execute, conversation)
     return cursor.lastrowid or 0, count
 
 
