@@ -293,3 +293,26 @@ def test_the_command_line_refuses_a_damaged_early_row_as_show_does(
     refused = one_error_line(show.returncode, show.stdout, show.stderr, "does not decode", code=1)
     replayed = _cli("--db", backend.location, "replay", str(conv), quick=quick)
     assert one_error_line(replayed.returncode, replayed.stdout, replayed.stderr, code=1) == refused
+
+
+def test_a_log_truncated_and_reloaded_is_folded_again_on_postgres(postgres_url: str) -> None:
+    """A ``TRUNCATE`` fires no row trigger: its own trigger counts it for every conversation,
+    so a log reloaded with an early row damaged is refused by the store that had it cached
+    and by one reading the stored model, as reading the log refuses it."""
+    backend = _postgres(postgres_url)
+    events = backend.prefix + backend.events
+    with open_store(postgres_url) as warm:
+        conv = recorded(warm)
+        warm.replay(conv)
+        with psycopg.connect(POSTGRES_URL) as conn:
+            conn.execute(f"CREATE TEMPORARY TABLE saved AS SELECT * FROM {events}".encode())  # noqa: S608
+            conn.execute(
+                b"UPDATE saved SET state = %s WHERE originator_id = %s AND originator_version = 3",
+                (b"\xff\x00 not an event", conv),
+            )
+            conn.execute(f"TRUNCATE {events}".encode())
+            conn.execute(f"INSERT INTO {events} SELECT * FROM saved".encode())  # noqa: S608
+        expected = store_error(lambda: warm.events(conv))
+        assert store_error(lambda: warm.replay(conv)) == expected
+        with open_store(postgres_url, replay_cache_bytes=0) as cold:
+            assert store_error(lambda: cold.replay(conv)) == expected

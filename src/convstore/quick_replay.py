@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from convstore.infrastructure.chain import CHANGE_TRIGGERS, CHANGES_TABLE
+from convstore.infrastructure.chain import CHANGE_TRIGGERS, CHANGES_TABLE, SELECT_CHANGE_COUNT
 from convstore.infrastructure.replay_tables import HEADS, MESSAGES
 from convstore.projections.replay_plans import ReplayState, render
 
@@ -151,10 +151,7 @@ def read_state(path: str, conversation: UUID) -> ReplayState | None:
             ).fetchone()
             if head is None or newest is None or head[0] != newest[0]:
                 return None
-            counted = conn.execute(
-                f"SELECT changes FROM {CHANGES_TABLE} WHERE originator_id = ?",  # noqa: S608
-                (key,),
-            ).fetchone()
+            counted = conn.execute(SELECT_CHANGE_COUNT, (key,)).fetchone()
             rows = conn.execute(
                 f"SELECT message_id, plan FROM {MESSAGES} WHERE originator_id = ? "  # noqa: S608
                 "ORDER BY position",

@@ -60,6 +60,7 @@ from convstore.infrastructure.chain import (
     CHANGES_TABLE,
     HEADS_TABLE,
     START_MARKER_ID,
+    TRUNCATE_TRIGGER,
     Head,
     advance,
     chain_key,
@@ -130,6 +131,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "deleted": Identifier(CHANGE_TRIGGERS[1]),
             "count_updated": Identifier(CHANGE_TRIGGERS[0] + "_count"),
             "count_deleted": Identifier(CHANGE_TRIGGERS[1] + "_count"),
+            "truncated": Identifier(TRUNCATE_TRIGGER),
+            "count_truncated": Identifier(TRUNCATE_TRIGGER + "_count"),
         }
         self.sql_create_statements.append(
             SQL(
@@ -179,6 +182,15 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                     + "; RETURN NULL; END $body$"
                 ).format(function=names[function], **names)
             )
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE OR REPLACE FUNCTION {schema}.{count_truncated}() RETURNS trigger "
+                "LANGUAGE plpgsql AS $body$ BEGIN "
+                "INSERT INTO {schema}.{changes} AS c VALUES ({nil}, 1) "
+                "ON CONFLICT (originator_id) DO UPDATE SET changes = c.changes + 1; "
+                "RETURN NULL; END $body$"
+            ).format(nil=Literal(str(START_MARKER_ID)), **names)
+        )
         self._create_change_triggers = [
             SQL(
                 "CREATE TRIGGER {updated} AFTER UPDATE ON {schema}.{events} "
@@ -189,6 +201,10 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 "CREATE TRIGGER {deleted} AFTER DELETE ON {schema}.{events} "
                 "REFERENCING OLD TABLE AS old_rows "
                 "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{count_deleted}()"
+            ).format(**names),
+            SQL(
+                "CREATE TRIGGER {truncated} AFTER TRUNCATE ON {schema}.{events} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{count_truncated}()"
             ).format(**names),
         ]
         self._select_changes = SQL(
@@ -243,12 +259,13 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "AND originator_version > %s ORDER BY originator_version"
         ).format(**names)
         self._select_log_tail = SQL(
-            "SELECT c.changes, e.topic, e.state FROM (SELECT (SELECT changes FROM "
-            "{schema}.{changes} WHERE originator_id = %s) AS changes) AS c LEFT JOIN LATERAL "
+            "SELECT c.changes, e.topic, e.state FROM (SELECT (SELECT sum(changes) FROM "
+            "{schema}.{changes} WHERE originator_id IN (%s, {nil})) AS changes) AS c "
+            "LEFT JOIN LATERAL "
             "(SELECT topic, state, originator_version FROM {schema}.{events} "
             "WHERE originator_id = %s AND originator_version > %s) AS e ON true "
             "ORDER BY e.originator_version"
-        ).format(**names)
+        ).format(nil=Literal(str(START_MARKER_ID)), **names)
         self._select_topics_and_states = SQL(
             "SELECT topic, state FROM {schema}.{events} WHERE originator_id = %s "
             "AND originator_version > %s ORDER BY originator_version"
@@ -398,16 +415,17 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         curs.execute(
             "SELECT count(*) AS found FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
             "AND tgname = ANY(%s)",
-            (self._events_regclass, list(CHANGE_TRIGGERS)),
+            (self._events_regclass, [*CHANGE_TRIGGERS, TRUNCATE_TRIGGER]),
             prepare=False,
         )
         row = curs.fetchone()
-        if row is None or row["found"] != len(CHANGE_TRIGGERS):
+        if row is None or row["found"] != len(CHANGE_TRIGGERS) + 1:
             curs.execute(
                 SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(SQL(self._events_regclass)),
                 prepare=False,
             )
-            for name, statement in zip(CHANGE_TRIGGERS, self._create_change_triggers, strict=True):
+            triggers = [*CHANGE_TRIGGERS, TRUNCATE_TRIGGER]
+            for name, statement in zip(triggers, self._create_change_triggers, strict=True):
                 curs.execute(
                     "SELECT 1 AS found FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
                     "AND tgname = %s",

@@ -33,6 +33,7 @@ from convstore.infrastructure.chain import (
     CHANGE_TRIGGERS,
     CHANGES_TABLE,
     HEADS_TABLE,
+    SELECT_CHANGE_COUNT,
     START_MARKER_ID,
     Head,
     advance,
@@ -485,7 +486,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         )
         key = conversation_id.hex
         with self.datastore.transaction(commit=False) as cursor:
-            cursor.execute(_SELECT_CHANGES, (key,))
+            cursor.execute(SELECT_CHANGE_COUNT, (key,))
             counted = cursor.fetchone()
             cursor.execute(statement, (key, after))
             rows = [(bytes(row[0] or b""), row[1]) for row in cursor.fetchall()]
@@ -604,8 +605,6 @@ def _changes_in_batches(
 
 
 _MARKER_EXISTS = f"SELECT 1 FROM {HEADS_TABLE} WHERE originator_id = ?"  # noqa: S608
-
-_SELECT_CHANGES = f"SELECT changes FROM {CHANGES_TABLE} WHERE originator_id = ?"  # noqa: S608
 
 
 def change_count_statements(events_table: str) -> list[str]:
