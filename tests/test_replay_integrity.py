@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from convstore import Store, StoreError, open_store
 from convstore.cli import cli
-from convstore.infrastructure.chain import CHANGES_TABLE
+from convstore.infrastructure.log_changes import CHANGES_TABLE
 from convstore.infrastructure.postgres import PostgresSettings
 from convstore.infrastructure.replay_tables import HEADS, MESSAGES
 from convstore.projections.replay import replay

@@ -21,7 +21,7 @@ line runs, with its own checks and messages:
 - the conversation's stored model is at the newest version its log holds (read in one read
   transaction), its rows match the digest in its head (so none was edited, added, dropped or
   moved), and it was folded when the log's change count (the triggers' count of rows changed
-  or deleted in place, :data:`convstore.infrastructure.chain.CHANGES_TABLE`) was what it is
+  or deleted in place, :data:`convstore.infrastructure.log_changes.CHANGES_TABLE`) was what it is
   now, so it is exactly what a fold of the log gives. A model that fails a check is never
   rendered: the full path then folds the log, and refuses a damaged row as it always does.
 
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from convstore.infrastructure.chain import CHANGE_TRIGGERS, CHANGES_TABLE, SELECT_CHANGE_COUNT
+from convstore.infrastructure.log_changes import CHANGE_TRIGGERS, CHANGES_TABLE, SELECT_CHANGE_COUNT
 from convstore.infrastructure.replay_tables import HEADS, MESSAGES
 from convstore.projections.replay_plans import ReplayState, render
 

@@ -29,29 +29,6 @@ from convstore.domain.parsing import NIL_ID
 HEADS_TABLE = "convstore_heads"
 """The table of heads, beside the events (in the same schema on PostgreSQL)."""
 
-CHANGES_TABLE = "convstore_log_changes"
-"""Per conversation, a count of its stored event rows changed or deleted in place. The log is
-only ever appended to, so nothing of convstore's moves it but an erasure (which deletes the
-row with the rest); triggers on the events table (:data:`CHANGE_TRIGGERS`) count every other
-``UPDATE`` and ``DELETE``, whoever runs it. A reader that folded a conversation keeps the count
-it saw, so it learns from one small row that its fold no longer matches the log."""
-
-CHANGE_TRIGGERS = ("convstore_log_updated", "convstore_log_deleted")
-"""The triggers that keep :data:`CHANGES_TABLE`: one on ``UPDATE``, one on ``DELETE``."""
-
-TRUNCATE_TRIGGER = "convstore_log_truncated"
-"""PostgreSQL's third trigger: a ``TRUNCATE`` of the events table concerns every conversation,
-so it counts under the nil id, which every reader adds to its own conversation's count
-(:data:`SELECT_CHANGE_COUNT`). SQLite has no ``TRUNCATE``; its ``DELETE`` triggers fire for
-every row, with or without a ``WHERE``."""
-
-SELECT_CHANGE_COUNT = (
-    f"SELECT coalesce(sum(changes), 0) FROM {CHANGES_TABLE} "  # noqa: S608 - a fixed name
-    f"WHERE originator_id IN (?, '{NIL_ID.hex}')"
-)
-"""A conversation's change count on SQLite, its id (32 hex digits) as the one parameter: its
-own rows' count plus the whole table's."""
-
 START_MARKER_ID: UUID = NIL_ID
 """The id of the row whose ``version`` is the log position where chaining began: the nil
 UUID, which no conversation can have (``Conversation.start`` refuses it), so the marker never

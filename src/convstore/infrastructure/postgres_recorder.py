@@ -56,11 +56,8 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 from convstore.domain.events import Event
 from convstore.errors import ConversationErased, ConversationNotFound
 from convstore.infrastructure.chain import (
-    CHANGE_TRIGGERS,
-    CHANGES_TABLE,
     HEADS_TABLE,
     START_MARKER_ID,
-    TRUNCATE_TRIGGER,
     Head,
     advance,
     chain_key,
@@ -80,6 +77,7 @@ from convstore.infrastructure.listing import (
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
+from convstore.infrastructure.log_changes import CHANGE_TRIGGERS, CHANGES_TABLE, TRUNCATE_TRIGGER
 from convstore.infrastructure.recorder import Decision, RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_postgres as forget_replays
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
@@ -156,7 +154,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 "reason text NOT NULL, events bigint NOT NULL, high bigint NOT NULL)"
             ).format(**names)
         )
-        # The change count (see chain.CHANGES_TABLE): statement-level triggers, each adding
+        # The change count (see log_changes.CHANGES_TABLE): statement-level triggers, each adding
         # up the rows of one statement per conversation.
         self.sql_create_statements.append(
             SQL(

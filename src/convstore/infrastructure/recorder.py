@@ -71,7 +71,7 @@ class StoreRecorder(Protocol):
         self, conversation_id: UUID, after: int = 0
     ) -> tuple[int, list[tuple[bytes, bytes]]]:
         """The conversation's change count (how many of its stored rows were changed or
-        deleted in place, see :data:`convstore.infrastructure.chain.CHANGES_TABLE`) and its
+        deleted in place, see :data:`convstore.infrastructure.log_changes.CHANGES_TABLE`) and its
         topics and states after version ``after``, as of one moment."""
         ...
 

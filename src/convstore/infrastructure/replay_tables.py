@@ -6,7 +6,7 @@ the model has folded and its head (compactions, rewinds in force, the log's chan
 it was folded, and a digest binding all of it to every message row);
 ``convstore_replay_messages`` one row per stored message: its id and its plan's JSON text (see
 :mod:`convstore.projections.replay_model`). A stored model is used only when its digest holds
-and its change count is the log's count now (``chain.CHANGES_TABLE``, read with the events in
+and its change count is the log's count now (``log_changes.CHANGES_TABLE``, read with the events in
 one snapshot); otherwise the log is folded alone, as a replay without a model does, and the
 model stored again. Nothing else writes them: readers do, after they
 fold events the model had not seen, in one transaction that moves the head's version forward
@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
-from convstore.infrastructure.chain import chain_key
 from convstore.infrastructure.erasure import ERASED_TABLE
 from convstore.infrastructure.gc_pause import paused_gc
 from convstore.infrastructure.sqlite_transaction import delete_securely, immediate
@@ -404,7 +403,7 @@ class PostgresReplayTables:
 
 
 EventsAfter = Callable[[UUID, int], "tuple[int, Iterator[Event]]"]
-"""A conversation's change count (:data:`convstore.infrastructure.chain.CHANGES_TABLE`) and
+"""A conversation's change count (:data:`convstore.infrastructure.log_changes.CHANGES_TABLE`) and
 its events after a version, decoded as consumed, read as of one moment (the store's reader)."""
 
 
@@ -570,17 +569,18 @@ class ReplayReader:
             self.tables.close()
 
 
-def replay_tables_for(recorder: object) -> ReplayTables | None:
+def replay_tables_for(recorder: object, key: bytes = b"") -> ReplayTables | None:
     """The replay model's tables beside the events ``recorder`` keeps (``None`` for a
-    recorder with nowhere to keep them, such as eventsourcing's in-memory one)."""
+    recorder with nowhere to keep them, such as eventsourcing's in-memory one); ``key`` is the
+    chain key (``CONVSTORE_CHAIN_KEY``) the stored heads' digests are made with."""
     from eventsourcing.sqlite import SQLiteApplicationRecorder  # noqa: PLC0415
 
     if isinstance(recorder, SQLiteApplicationRecorder):
         datastore = recorder.datastore
         return SQLiteReplayTables(
-            datastore.pool.db_name, lambda: datastore.transaction(commit=False), chain_key()
+            datastore.pool.db_name, lambda: datastore.transaction(commit=False), key
         )
     if any(cls.__module__ == "eventsourcing.postgres" for cls in type(recorder).__mro__):
         datastore = getattr(recorder, "datastore")  # noqa: B009 - typed loosely on purpose
-        return PostgresReplayTables(datastore, datastore.schema, chain_key())
+        return PostgresReplayTables(datastore, datastore.schema, key)
     return None

@@ -30,10 +30,7 @@ from eventsourcing.sqlite import (
 from convstore.domain.events import Event
 from convstore.errors import ConversationErased, ConversationNotFound, InvalidInput
 from convstore.infrastructure.chain import (
-    CHANGE_TRIGGERS,
-    CHANGES_TABLE,
     HEADS_TABLE,
-    SELECT_CHANGE_COUNT,
     START_MARKER_ID,
     Head,
     advance,
@@ -57,6 +54,11 @@ from convstore.infrastructure.listing import (
 )
 from convstore.infrastructure.listing import (
     forget as forget_listing,
+)
+from convstore.infrastructure.log_changes import (
+    CHANGE_TRIGGERS,
+    CHANGES_TABLE,
+    SELECT_CHANGE_COUNT,
 )
 from convstore.infrastructure.recorder import Decision, RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_sqlite as forget_replays

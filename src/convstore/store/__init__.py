@@ -60,6 +60,7 @@ from convstore.errors import (
 )
 from convstore.importing import ImportReport, import_histories
 from convstore.infrastructure.application import FULL_JSON_FORMAT, EventLog
+from convstore.infrastructure.chain import chain_key
 from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.replay_tables import (
     DEFAULT_CACHE_BYTES,
@@ -105,7 +106,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
         # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
         # Replay then folds the log (and still caches in memory).
         keep = replay_model and log.mapper.cipher is None and log.store_format != FULL_JSON_FORMAT
-        tables = replay_tables_for(log.recorder) if keep else None
+        tables = replay_tables_for(log.recorder, chain_key()) if keep else None
         self._replays = ReplayReader(tables, self._counted_stream, cache_bytes=replay_cache_bytes)
 
     # -- lifecycle -------------------------------------------------------------------------
