@@ -664,6 +664,28 @@ class StoreContract(ABC):
         store.erase(conv, reason="parent goes")
         assert store.replay(fork)["messages"][: len(fork_replay)] == fork_replay
 
+    def test_a_fork_keeps_the_tool_name_of_a_call_a_rewind_withdrew(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """A result whose call's message a rewind withdrew still replays under the call's tool
+        name in the parent, and the fork, which copies no withdrawn message, replays it the
+        same; a result whose call no one recorded stays ``unknown`` in both."""
+        first = store.append_message(conv, "user", [{"type": "text", "text": "list it"}])
+        call = {"type": "tool_use", "id": "c1", "name": "ls", "input": {}}
+        store.append_message(conv, "assistant", [call])
+        store.rewind(conv, to=first)
+        results = [
+            {"type": "tool_result", "tool_use_id": "c1", "content": "a.txt"},
+            {"type": "tool_result", "tool_use_id": "c9", "content": "b.txt"},
+        ]
+        point = store.append_message(conv, "user", results)
+        parent_replay = store.replay(conv)["messages"]
+        assert "Result (ls): a.txt" in parent_replay[-1]["content"]
+        assert "Result (unknown): b.txt" in parent_replay[-1]["content"]
+        fork = store.fork(conv, at=point)
+        assert store.replay(fork)["messages"] == parent_replay
+        assert store.replay(fork, shape="anthropic") == store.replay(conv, shape="anthropic")
+
     # -- what the model is sent, and reading the whole log -------------------------------------
 
     def _tool_round(self, store: Store, conv: UUID, outputs: list[str]) -> list[UUID]:

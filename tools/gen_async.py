@@ -81,6 +81,7 @@ KINDS: dict[str, Kind] = {
     "log_position": "read",
     "heads": "read",
     "replay": "read",
+    "replay_model_differences": "read",
     "live_request": "read",
     "pressure": "read",
     "fit_tool_results": "read",

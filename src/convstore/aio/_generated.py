@@ -54,7 +54,7 @@ class AsyncStore(AsyncStoreBase):
     ``conversation_info``, ``conversations``, ``entries``, ``erasures``, ``events``,
     ``fit_tool_results``, ``heads``, ``last_event``, ``list_conversations``,
     ``live_request``, ``log_position``, ``messages``, ``notifications``, ``pressure``,
-    ``replay``, ``tail``.
+    ``replay``, ``replay_model_differences``, ``tail``.
 
     Written by hand (:mod:`convstore.aio._base`): :meth:`close` finishes the calls in
     flight first, :meth:`raw_events` returns a list, and :meth:`scan` and :meth:`dump`
@@ -211,8 +211,10 @@ class AsyncStore(AsyncStoreBase):
         independently.
 
         The copy is of what replay would see: messages a rewind withdrew are left out, and the
-        newest compaction through a copied message is copied with it. Every copied message
-        gets a new id. The copy is one transaction, read from one snapshot of the parent.
+        newest compaction through a copied message is copied with it, and a tool result keeps
+        the tool name the parent resolved (written on the block when its call is not copied).
+        Every copied message gets a new id. The copy is one transaction, read from one
+        snapshot of the parent.
         """
         return await self._write(self.store.fork, conversation, at=at, title=title)
 
@@ -331,6 +333,13 @@ class AsyncStore(AsyncStoreBase):
             full=full,
             keep_tool_results=keep_tool_results,
         )
+
+    async def replay_model_differences(self, conversation: UUID | str) -> list[str]:
+        """How the stored replay model of a conversation differs from a fold of its log, one
+        line per difference naming the message (what ``verify`` reports); empty when it
+        matches, or when none is stored. Replay itself never sends a model that fails its
+        digest or was folded before a row of the log changed in place."""
+        return await self._read(self.store.replay_model_differences, conversation)
 
     async def live_request(
         self,

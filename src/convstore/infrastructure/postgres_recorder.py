@@ -77,6 +77,7 @@ from convstore.infrastructure.listing import (
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
+from convstore.infrastructure.log_changes import CHANGE_TRIGGERS, CHANGES_TABLE, TRUNCATE_TRIGGER
 from convstore.infrastructure.recorder import Decision, RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_postgres as forget_replays
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
@@ -123,6 +124,13 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "append": Identifier(APPEND_FUNCTION),
             "event_type": Identifier(self.stored_event_type_name),
             "listing": Identifier(LISTING_TABLE),
+            "changes": Identifier(CHANGES_TABLE),
+            "updated": Identifier(CHANGE_TRIGGERS[0]),
+            "deleted": Identifier(CHANGE_TRIGGERS[1]),
+            "count_updated": Identifier(CHANGE_TRIGGERS[0] + "_count"),
+            "count_deleted": Identifier(CHANGE_TRIGGERS[1] + "_count"),
+            "truncated": Identifier(TRUNCATE_TRIGGER),
+            "count_truncated": Identifier(TRUNCATE_TRIGGER + "_count"),
         }
         self.sql_create_statements.append(
             SQL(
@@ -146,6 +154,63 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 "reason text NOT NULL, events bigint NOT NULL, high bigint NOT NULL)"
             ).format(**names)
         )
+        # The change count (see log_changes.CHANGES_TABLE): statement-level triggers, each adding
+        # up the rows of one statement per conversation.
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {schema}.{changes} (originator_id uuid PRIMARY KEY, "
+                "changes bigint NOT NULL)"
+            ).format(**names)
+        )
+        upsert = (
+            "INSERT INTO {schema}.{changes} AS c SELECT originator_id, count(*) FROM ({rows}) "
+            "AS r GROUP BY originator_id ON CONFLICT (originator_id) DO UPDATE "
+            "SET changes = c.changes + excluded.changes"
+        )
+        both = "SELECT originator_id FROM old_rows UNION ALL SELECT originator_id FROM new_rows"
+        for function, rows in (
+            ("count_updated", both),
+            ("count_deleted", "SELECT originator_id FROM old_rows"),
+        ):
+            self.sql_create_statements.append(
+                SQL(
+                    "CREATE OR REPLACE FUNCTION {schema}.{function}() RETURNS trigger "
+                    "LANGUAGE plpgsql AS $body$ BEGIN "
+                    + upsert.replace("{rows}", rows)
+                    + "; RETURN NULL; END $body$"
+                ).format(function=names[function], **names)
+            )
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE OR REPLACE FUNCTION {schema}.{count_truncated}() RETURNS trigger "
+                "LANGUAGE plpgsql AS $body$ BEGIN "
+                "INSERT INTO {schema}.{changes} AS c VALUES ({nil}, 1) "
+                "ON CONFLICT (originator_id) DO UPDATE SET changes = c.changes + 1; "
+                "RETURN NULL; END $body$"
+            ).format(nil=Literal(str(START_MARKER_ID)), **names)
+        )
+        self._create_change_triggers = [
+            SQL(
+                "CREATE TRIGGER {updated} AFTER UPDATE ON {schema}.{events} "
+                "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows "
+                "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{count_updated}()"
+            ).format(**names),
+            SQL(
+                "CREATE TRIGGER {deleted} AFTER DELETE ON {schema}.{events} "
+                "REFERENCING OLD TABLE AS old_rows "
+                "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{count_deleted}()"
+            ).format(**names),
+            SQL(
+                "CREATE TRIGGER {truncated} AFTER TRUNCATE ON {schema}.{events} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{count_truncated}()"
+            ).format(**names),
+        ]
+        self._select_changes = SQL(
+            "SELECT changes FROM {schema}.{changes} WHERE originator_id = %s"
+        ).format(**names)
+        self._delete_changes = SQL(
+            "DELETE FROM {schema}.{changes} WHERE originator_id = %s"
+        ).format(**names)
         self._erased_among = SQL(
             "SELECT originator_id FROM {schema}.{erased} WHERE originator_id = ANY(%s) LIMIT 1"
         ).format(**names)
@@ -191,6 +256,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "SELECT state FROM {schema}.{events} WHERE originator_id = %s "
             "AND originator_version > %s ORDER BY originator_version"
         ).format(**names)
+        self._select_log_tail = SQL(
+            "SELECT c.changes, e.topic, e.state FROM (SELECT (SELECT sum(changes) FROM "
+            "{schema}.{changes} WHERE originator_id IN (%s, {nil})) AS changes) AS c "
+            "LEFT JOIN LATERAL "
+            "(SELECT topic, state, originator_version FROM {schema}.{events} "
+            "WHERE originator_id = %s AND originator_version > %s) AS e ON true "
+            "ORDER BY e.originator_version"
+        ).format(nil=Literal(str(START_MARKER_ID)), **names)
         self._select_topics_and_states = SQL(
             "SELECT topic, state FROM {schema}.{events} WHERE originator_id = %s "
             "AND originator_version > %s ORDER BY originator_version"
@@ -335,6 +408,30 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             for statement in self._add_tx_column:
                 curs.execute(statement, prepare=False)
         curs.execute(self._create_append, prepare=False)
+        # The change-count triggers, only when missing: CREATE TRIGGER locks the table against
+        # writers even when it changes nothing.
+        curs.execute(
+            "SELECT count(*) AS found FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
+            "AND tgname = ANY(%s)",
+            (self._events_regclass, [*CHANGE_TRIGGERS, TRUNCATE_TRIGGER]),
+            prepare=False,
+        )
+        row = curs.fetchone()
+        if row is None or row["found"] != len(CHANGE_TRIGGERS) + 1:
+            curs.execute(
+                SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(SQL(self._events_regclass)),
+                prepare=False,
+            )
+            triggers = [*CHANGE_TRIGGERS, TRUNCATE_TRIGGER]
+            for name, statement in zip(triggers, self._create_change_triggers, strict=True):
+                curs.execute(
+                    "SELECT 1 AS found FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
+                    "AND tgname = %s",
+                    (self._events_regclass, name),
+                    prepare=False,
+                )
+                if curs.fetchone() is None:
+                    curs.execute(statement, prepare=False)
 
     def _create_tables(self, curs: Cursor[DictRow]) -> None:
         curs.execute(
@@ -690,6 +787,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             )
             curs.execute(self._delete_events, (conversation,), prepare=False)
             curs.execute(self._delete_head, (conversation,), prepare=False)
+            curs.execute(self._delete_changes, (conversation,), prepare=False)
             forget_listing(
                 lambda text, params: curs.execute(text.encode(), params, prepare=False),
                 POSTGRES,
@@ -723,6 +821,23 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(self._select_topics_and_states, (conversation_id, after))
             return [(row["topic"].encode(), bytes(row["state"])) for row in curs.fetchall()]
+
+    def select_log_tail(
+        self, conversation_id: UUID, after: int = 0
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """The conversation's change count (see :data:`CHANGES_TABLE`) and what
+        :meth:`select_topics_and_states` gives, in one statement (one snapshot, one round
+        trip): the count on every row, and on one row of nulls when no event follows."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self._select_log_tail, (conversation_id, conversation_id, after))
+            found = curs.fetchall()
+        changes = int(found[0]["changes"] or 0) if found else 0
+        rows = [
+            (row["topic"].encode(), bytes(row["state"]))
+            for row in found
+            if row["topic"] is not None
+        ]
+        return changes, rows
 
     def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
         """Up to ``limit`` settled rows after log position ``after`` (as

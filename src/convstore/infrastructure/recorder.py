@@ -67,6 +67,14 @@ class StoreRecorder(Protocol):
         state, so a reader can refuse a row whose topic disagrees with its event."""
         ...
 
+    def select_log_tail(
+        self, conversation_id: UUID, after: int = 0
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """The conversation's change count (how many of its stored rows were changed or
+        deleted in place, see :data:`convstore.infrastructure.log_changes.CHANGES_TABLE`) and its
+        topics and states after version ``after``, as of one moment."""
+        ...
+
     def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
         """Up to ``limit`` stored rows after log position ``after``, in log order, as stored
         (see :data:`RawRecord`), so a damaged row can be reported rather than stop a scan."""

@@ -55,6 +55,11 @@ from convstore.infrastructure.listing import (
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
+from convstore.infrastructure.log_changes import (
+    CHANGE_TRIGGERS,
+    CHANGES_TABLE,
+    SELECT_CHANGE_COUNT,
+)
 from convstore.infrastructure.recorder import Decision, RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_sqlite as forget_replays
 from convstore.infrastructure.sqlite_transaction import POLL_SECONDS, delete_securely, immediate
@@ -196,13 +201,16 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             except sqlite3.OperationalError:  # no such table: an older store, or a new one
                 found = None
             erased = conn.execute(_TABLE_EXISTS, (ERASED_TABLE,)).fetchone()
-            if found and erased:
+            counted = _counts_changes(conn)
+            if found and erased and counted:
                 return
             with immediate(conn):
                 if not found:
                     for statement in heads_table_statements(self.events_table_name):
                         conn.execute(statement)
                 conn.execute(SQLITE_ERASED_TABLE)
+                for statement in change_count_statements(self.events_table_name):
+                    conn.execute(statement)
 
     def _create_listing(self) -> None:
         """The listing index's tables, if missing (then :attr:`listing_missing` is set)."""
@@ -469,6 +477,23 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             cursor.execute(statement, (conversation_id.hex, after))
             return [(bytes(row[0] or b""), row[1]) for row in cursor.fetchall()]
 
+    def select_log_tail(
+        self, conversation_id: UUID, after: int = 0
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """The conversation's change count (see :data:`CHANGES_TABLE`) and what
+        :meth:`select_topics_and_states` gives, read in one transaction."""
+        statement = (
+            f"SELECT CAST(topic AS BLOB), state FROM {self.events_table_name} "  # noqa: S608 - fixed name
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
+        )
+        key = conversation_id.hex
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(SELECT_CHANGE_COUNT, (key,))
+            counted = cursor.fetchone()
+            cursor.execute(statement, (key, after))
+            rows = [(bytes(row[0] or b""), row[1]) for row in cursor.fetchall()]
+        return (int(counted[0]) if counted else 0), rows
+
     def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
         """Up to ``limit`` stored rows after log position ``after``: (position, id, version,
         topic, state), with TEXT columns as the bytes stored, so a row that is not valid UTF-8
@@ -583,6 +608,37 @@ def _changes_in_batches(
 
 _MARKER_EXISTS = f"SELECT 1 FROM {HEADS_TABLE} WHERE originator_id = ?"  # noqa: S608
 
+
+def change_count_statements(events_table: str) -> list[str]:
+    """The change-count table and the triggers that keep it (see :data:`CHANGES_TABLE`). A
+    row-level trigger counts each row changed, under its old id and, if that was changed
+    too, its new one; the rows an erasure deletes (its tombstone is written first) are not
+    counted."""
+    count = (
+        f"INSERT INTO {CHANGES_TABLE} VALUES ({{}}, 1) "  # noqa: S608 - fixed names
+        "ON CONFLICT (originator_id) DO UPDATE SET changes = changes + 1;"
+    )
+    updated, deleted = CHANGE_TRIGGERS
+    return [
+        f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} (originator_id TEXT PRIMARY KEY, "
+        "changes INTEGER NOT NULL) WITHOUT ROWID",
+        f"CREATE TRIGGER IF NOT EXISTS {updated} AFTER UPDATE ON {events_table} BEGIN "
+        f"{count.format('OLD.originator_id')} {count.format('NEW.originator_id')} END",
+        f"CREATE TRIGGER IF NOT EXISTS {deleted} AFTER DELETE ON {events_table} "  # noqa: S608 - fixed names
+        f"WHEN NOT EXISTS (SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = OLD.originator_id) "
+        f"BEGIN {count.format('OLD.originator_id')} END",
+    ]
+
+
+def _counts_changes(conn: sqlite3.Connection) -> bool:
+    """Whether the file has the change-count table and both its triggers."""
+    names = (CHANGES_TABLE, *CHANGE_TRIGGERS)
+    found = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?)", names
+    ).fetchone()
+    return bool(found and found[0] == len(names))
+
+
 _SELECT_HEADS = (
     f"SELECT originator_id, version, chain, chained_from, restarted_after FROM {HEADS_TABLE}"  # noqa: S608
 )
@@ -666,15 +722,18 @@ def _erase_rows(
         raise ConversationNotFound(msg)
     refuse_if_active(conversation, last_active, idle_since)
     reason, at = tombstone
-    conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
-    conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
-    forget_listing(conn.execute, SQLITE, conversation)
-    forget_replays(conn.execute, conversation)
+    # The tombstone first: the change-count trigger skips the rows of an erased
+    # conversation, so the deletes below cost it one lookup a row.
     cursor = conn.execute(
         f"INSERT INTO {ERASED_TABLE} (originator_id, erased_at, reason, events, high) "  # noqa: S608
         "VALUES (?, ?, ?, ?, ?)",
         (key, at, reason, count, high),
     )
+    conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    forget_listing(conn.execute, SQLITE, conversation)
+    forget_replays(conn.execute, conversation)
     return cursor.lastrowid or 0, count
 
 

@@ -31,6 +31,7 @@ from convstore.infrastructure.application import (
 from convstore.infrastructure.chain import HEADS_TABLE
 from convstore.infrastructure.erasure import ERASED_TABLE
 from convstore.infrastructure.listing import LABELS_TABLE, LISTING_TABLE
+from convstore.infrastructure.log_changes import CHANGES_TABLE
 from convstore.infrastructure.mapper import TOPIC_PREFIX
 from convstore.infrastructure.sqlite import create_private_file, file_uri
 
@@ -85,16 +86,17 @@ def _foreign(conn: sqlite3.Connection) -> str | None:
     """Why an unmarked SQLite file is not a convstore store made before the marker, or None.
 
     Such a store holds ``stored_events`` (with the hash chains' ``convstore_heads`` and the
-    listing index's tables and the erasures' ``convstore_erased`` when it was opened by a
-    version that keeps them) or nothing (a first open killed half-way), and every recorded
-    topic is one of convstore's.
+    listing index's tables, the erasures' ``convstore_erased`` and the change count's
+    ``convstore_log_changes`` when it was opened by a version that keeps them) or nothing (a
+    first open killed half-way), and every recorded topic is one of convstore's.
     """
     tables = {
         name
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         if not name.startswith("sqlite_")
     }
-    others = sorted(tables - {EVENTS_TABLE, HEADS_TABLE, LISTING_TABLE, LABELS_TABLE, ERASED_TABLE})
+    made = {EVENTS_TABLE, HEADS_TABLE, LISTING_TABLE, LABELS_TABLE, ERASED_TABLE, CHANGES_TABLE}
+    others = sorted(tables - made)
     if others:
         return f"it has tables convstore does not make ({', '.join(others[:5])})"
     if EVENTS_TABLE in tables:

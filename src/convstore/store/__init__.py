@@ -25,9 +25,16 @@ from eventsourcing.persistence import IntegrityError
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from convstore.convert.history import History
-from convstore.domain.blocks import Block, TextBlock
+from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
 from convstore.domain.conversation import Conversation, EntryMessage
-from convstore.domain.events import EntriesRecorded, Event, MessageMeta, Role, utcnow
+from convstore.domain.events import (
+    UNKNOWN_TOOL,
+    EntriesRecorded,
+    Event,
+    MessageMeta,
+    Role,
+    utcnow,
+)
 from convstore.domain.limits import Limits
 from convstore.domain.metadata import parse_label_keys, parse_labels, parse_meta
 from convstore.domain.parsing import (
@@ -53,13 +60,14 @@ from convstore.errors import (
 )
 from convstore.importing import ImportReport, import_histories
 from convstore.infrastructure.application import FULL_JSON_FORMAT, EventLog
+from convstore.infrastructure.chain import chain_key
 from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.replay_tables import (
     DEFAULT_CACHE_BYTES,
     ReplayReader,
     replay_tables_for,
 )
-from convstore.projections.messages import collect_history
+from convstore.projections.messages import RecordedBlock, collect_history
 from convstore.store.listing import ConversationInfo, Listing, Page, parse_moment
 from convstore.store.replaying import Replayer
 from convstore.store.scanning import LogScanner
@@ -98,8 +106,8 @@ class Store(Writer, LogScanner, Replayer, Listing):
         # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
         # Replay then folds the log (and still caches in memory).
         keep = replay_model and log.mapper.cipher is None and log.store_format != FULL_JSON_FORMAT
-        tables = replay_tables_for(log.recorder) if keep else None
-        self._replays = ReplayReader(tables, self._stream, cache_bytes=replay_cache_bytes)
+        tables = replay_tables_for(log.recorder, chain_key()) if keep else None
+        self._replays = ReplayReader(tables, self._counted_stream, cache_bytes=replay_cache_bytes)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -341,8 +349,10 @@ class Store(Writer, LogScanner, Replayer, Listing):
         independently.
 
         The copy is of what replay would see: messages a rewind withdrew are left out, and the
-        newest compaction through a copied message is copied with it. Every copied message
-        gets a new id. The copy is one transaction, read from one snapshot of the parent.
+        newest compaction through a copied message is copied with it, and a tool result keeps
+        the tool name the parent resolved (written on the block when its call is not copied).
+        Every copied message gets a new id. The copy is one transaction, read from one
+        snapshot of the parent.
         """
         parent = parse_id(conversation, "conversation")
         point = parse_id(at, "message")
@@ -371,7 +381,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
             record(started)
             new_ids[message.message_id] = started.message_id
             for recorded in message.blocks:
-                record(state.append_block(started.message_id, recorded.block))
+                record(state.append_block(started.message_id, _named(recorded, state)))
             if message.status == "ended":
                 record(state.end_message(started.message_id))
             elif message.status == "interrupted":
@@ -503,6 +513,19 @@ class Store(Writer, LogScanner, Replayer, Listing):
         """Record several histories of one input (a session and its subagents) in one
         transaction; see :func:`convstore.importing.import_histories`."""
         return import_histories(self, histories, sources=sources, again=again)
+
+
+def _named(recorded: RecordedBlock, fork: Conversation) -> Block:
+    """A parent's block as the fork records it: a tool result whose name the fork would not
+    resolve as the parent did (its call is in a message a rewind withdrew, so not copied)
+    carries the parent's resolved name on the block, so the fork replays it the same."""
+    block = recorded.block
+    if not isinstance(block, ToolResultBlock) or block.name is not None:
+        return block
+    name = recorded.tool_name or UNKNOWN_TOOL
+    if fork.tool_names.get(block.tool_use_id, UNKNOWN_TOOL) == name:
+        return block
+    return block.model_copy(update={"name": name})
 
 
 EntryBatch: TypeAlias = tuple[list[EntryMessage], list[tuple[str, int]]]

@@ -156,6 +156,14 @@ class LogReader:
         )
         yield from self._decoded(conversation_id, rows)
 
+    def _counted_stream(self, conversation_id: UUID, after: int = 0) -> tuple[int, Iterator[Event]]:
+        """:meth:`_stream`, with the conversation's change count read in the same snapshot
+        (see :data:`convstore.infrastructure.log_changes.CHANGES_TABLE`)."""
+        changes, rows = self._guarded(
+            lambda: self._log.store_recorder.select_log_tail(conversation_id, after)
+        )
+        return changes, self._decoded(conversation_id, rows)
+
     def _decoded(
         self, conversation_id: UUID, rows: Iterable[tuple[bytes, bytes]]
     ) -> Iterator[Event]:
