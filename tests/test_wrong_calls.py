@@ -105,6 +105,7 @@ def _valid(store: Store) -> dict[str, Any]:
         "active_after": None,
         "active_before": None,
         "idle_since": None,
+        "progress": None,
         "list_conversations after": None,  # the store's own dump: load finds nothing more to write
     }
 

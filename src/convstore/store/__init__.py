@@ -470,6 +470,9 @@ class Store(Writer, LogScanner, Replayer, Listing):
         readers and writers wait. The old files are unlinked, not overwritten; the server's
         write-ahead log, archives, replicas and backups keep what they hold.
         """
+        if progress is not None and not callable(progress):
+            msg = f"progress must be a function or None, not {describe_value(progress)}"
+            raise InvalidInput(msg)
         recorder = self._log.store_recorder
         report = progress or (lambda _: None)
         if not self._guarded(lambda: recorder.vacuum(report)):
