@@ -130,7 +130,7 @@ def build(n: int, tmp: Path) -> tuple[Path, UUID]:
 
 def scenario_replay(args: argparse.Namespace, tmp: Path) -> None:
     from convstore import open_store  # noqa: PLC0415
-    from convstore.projections.replay import replay  # noqa: PLC0415
+    from convstore.engine.plan import replay  # noqa: PLC0415
 
     path, conv = build(args.messages, tmp)
     store = open_store(path, create=False)
@@ -177,7 +177,7 @@ def scenario_replay(args: argparse.Namespace, tmp: Path) -> None:
 
 def scenario_rebuild(args: argparse.Namespace, tmp: Path) -> None:
     from convstore import open_store  # noqa: PLC0415
-    from convstore.projector import rebuild  # noqa: PLC0415
+    from convstore.app.projector import rebuild  # noqa: PLC0415
 
     path, _ = build(args.messages, tmp)
     n = args.messages * workload.EVENTS_PER_MESSAGE + 1

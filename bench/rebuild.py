@@ -13,7 +13,7 @@ from bench.common import Context, alternate, log, median, pc, state_json
 from bench.report import Row, verdict
 from bench.workload import EVENTS_PER_MESSAGE
 from convstore import open_store
-from convstore.projector import rebuild
+from convstore.app.projector import rebuild
 
 TARGET_REBUILD_RATE = 25_000  # events/s
 

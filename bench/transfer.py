@@ -39,7 +39,7 @@ from typing import Any
 import convstore
 from convstore.convert.history import History, HistoryMessage
 from convstore.domain.blocks import Block, TextBlock, ToolResultBlock, ToolUseBlock
-from convstore.transfer import BATCH_SIZE
+from convstore.store.transfer import BATCH_SIZE
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -136,7 +136,7 @@ def bench_import(work: Path, rounds: int, repeats: int) -> list[tuple[str, str, 
     if importlib.util.find_spec("convstore.convert.openai_chat") is None:
         log("import: the openai-chat converter is not in this build; full path skipped")
         return rows
-    from convstore.importing import read_histories, sources_for  # noqa: PLC0415
+    from convstore.store.importing import read_histories, sources_for  # noqa: PLC0415
 
     def full(rep: int) -> float:
         with convstore.open_store(work / f"full{rep}.db") as store:

@@ -23,8 +23,8 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 import convstore
+from convstore.app.projector import catch_up, open_audit
 from convstore.cli.serve import HostGuard, allowed_hosts
-from convstore.projector import catch_up, open_audit
 from convstore.web.app import create_app
 
 

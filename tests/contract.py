@@ -29,13 +29,13 @@ from convstore import (
     VersionConflict,
     replay,
 )
+from convstore.app.projector import catch_up, open_audit, rebuild
 from convstore.domain.events import BlockAppended, Event
-from convstore.infrastructure.chain import chain_key
-from convstore.infrastructure.tokenizer import ENCODING, count_tokens
-from convstore.projections.pressure import measure
-from convstore.projections.replay import plan
-from convstore.projector import catch_up, open_audit, rebuild
-from convstore.verify import Verifier
+from convstore.engine.plan import plan
+from convstore.engine.pressure import measure
+from convstore.engine.tokenizer import ENCODING, count_tokens
+from convstore.ports.chain import chain_key
+from convstore.store.verify import Verifier
 
 TEXT = {"type": "text", "text": "hello"}
 

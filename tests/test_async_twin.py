@@ -85,9 +85,9 @@ def test_every_public_store_method_is_in_the_table_and_has_its_twin() -> None:
     for name, kind in kinds.items():
         twin = getattr(AsyncStore, name)
         if kind == "by hand":
-            assert twin.__module__ == "convstore.aio._base", name
+            assert twin.__module__ == "convstore.store.aio._base", name
             continue
-        assert twin.__module__ == "convstore.aio._generated", name
+        assert twin.__module__ == "convstore.store.aio._generated", name
         assert inspect.iscoroutinefunction(twin), name
         assert inspect.getdoc(twin) == inspect.getdoc(getattr(Store, name)), name
 

@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convstore import Store, open_store
-from convstore.demo import record_demo, tiny_png
+from convstore.app.demo import record_demo, tiny_png
+from convstore.app.projector import audit_path, catch_up, default_audit_path, follow, rebuild
+from convstore.audit.db import TABLES, AuditDatabase, ProjectionConflict
 from convstore.domain.events import Event
-from convstore.infrastructure.audit_db import TABLES, AuditDatabase, ProjectionConflict
-from convstore.projector import audit_path, catch_up, default_audit_path, follow, rebuild
 from tests.strategies import histories
 
 Row = tuple[Any, ...]
@@ -290,7 +290,7 @@ import sys
 from pathlib import Path
 
 from convstore import open_store
-from convstore.projector import catch_up, open_audit
+from convstore.app.projector import catch_up, open_audit
 
 store = open_store(sys.argv[1], create=False)
 audit = open_audit(store, Path(sys.argv[2]))

@@ -22,9 +22,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from convstore import InvalidInput, StoreError, open_store
+from convstore.app.demo import record_demo
+from convstore.app.projector import open_audit, rebuild
 from convstore.cli import cli
-from convstore.demo import record_demo
-from convstore.projector import open_audit, rebuild
 from tests.conftest import one_error_line
 from tests.test_audit import assert_same_read_model
 

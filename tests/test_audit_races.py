@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from convstore import open_store
-from convstore.projector import rebuild
+from convstore.app.projector import rebuild
 from tests.test_audit import assert_same_read_model, fts_integrity_check
 
 SCRIPT = Path(sys.executable).parent / "convstore"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from convstore import open_store
-from convstore.demo import record_demo
+from convstore.app.demo import record_demo
 
 pytest.importorskip("datasette", reason="audit serve needs the web extra (convstore[web])")
 

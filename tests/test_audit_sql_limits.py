@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from convstore import open_store
+from convstore.app.demo import record_demo
+from convstore.backends.common.readonly import read_only_query
 from convstore.cli import cli
-from convstore.demo import record_demo
-from convstore.errors import InvalidInput
-from convstore.infrastructure.readonly import read_only_query
+from convstore.domain.errors import InvalidInput
 from tests.conftest import one_error_line
 
 SCRIPT = Path(sys.executable).parent / "convstore"

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 import convstore
 from convstore import InvalidInput, Store
+from convstore.app.projector import catch_up, open_audit, rebuild
+from convstore.audit.file import default_audit_file
 from convstore.cli import cli
-from convstore.infrastructure.audit_file import default_audit_file
-from convstore.projector import catch_up, open_audit, rebuild
 from tests.conftest import one_error_line
 
 pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")

@@ -17,13 +17,13 @@ from openai.types.chat import ChatCompletionChunk
 import convstore
 from convstore.convert.chat_stream import ChunkAssembler
 from convstore.convert.openai_chat import assistant_blocks
-from convstore.convert.openai_record import (
+from convstore.domain.blocks import Block, ReasoningBlock, TextBlock, ToolUseBlock
+from convstore.recording.openai import (
     AsyncChatStreamRecorder,
     ChatStreamRecorder,
     arecord_chat_messages,
     arecord_responses_items,
 )
-from convstore.domain.blocks import Block, ReasoningBlock, TextBlock, ToolUseBlock
 
 
 def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> ChatCompletionChunk:

@@ -16,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convstore import InvalidInput, MessageNotFound, Store, open_store
-from convstore.demo import tiny_png
+from convstore.app.demo import tiny_png
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import Event
-from convstore.projections.live import live_request
+from convstore.engine.live import live_request
+from convstore.engine.plan import SHAPES, ReplayOptions, Shape, plan, render
+from convstore.engine.pressure import anthropic_image_tokens, openai_image_tokens
 from convstore.projections.messages import collect_messages
-from convstore.projections.pressure import anthropic_image_tokens, openai_image_tokens
-from convstore.projections.replay import SHAPES, ReplayOptions, Shape, plan, render
 from tests.sdk import rejections, request_body
 from tests.strategies import histories
 

@@ -16,17 +16,17 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 import convstore
-from convstore.convert.anthropic_record import MessageStreamRecorder
 from convstore.convert.history import History
 from convstore.convert.openai_chat import assistant_blocks, history_from_chat
-from convstore.convert.openai_record import (
+from convstore.convert.responses import history_from_responses
+from convstore.domain.blocks import ImageBlock, ReasoningBlock, TextBlock, ToolUseBlock
+from convstore.recording.anthropic import MessageStreamRecorder
+from convstore.recording.openai import (
     record_chat_message,
     record_chat_messages,
     record_responses_items,
     record_tool_messages,
 )
-from convstore.convert.responses import history_from_responses
-from convstore.domain.blocks import ImageBlock, ReasoningBlock, TextBlock, ToolUseBlock
 from tests.sdk import rejections, request_body
 from tests.strategies import TINY_IMAGES
 

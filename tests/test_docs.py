@@ -12,7 +12,7 @@ import click
 import pytest
 
 from convstore.cli import cli, command_names
-from convstore.infrastructure.chain import CHAIN_SINCE
+from convstore.ports.chain import CHAIN_SINCE
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -9,13 +9,13 @@ from uuid import uuid4
 
 import pytest
 
-from convstore.demo import tiny_png
+from convstore.app.demo import tiny_png
 from convstore.domain.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.conversation import Conversation
+from convstore.domain.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
 from convstore.domain.events import BlockAppended, MessageEnded, MessageStarted
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_block
-from convstore.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
 
 TEXT = TextBlock(text="hello")
 

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 
 from convstore import ConversationErased, ConversationNotFound, open_store
 from convstore.cli import cli
-from convstore.infrastructure.chain import chain_key
-from convstore.verify import Verifier
+from convstore.ports.chain import chain_key
+from convstore.store.verify import Verifier
 from tests.conftest import one_error_line
 
 SECRET = "hunter2-credit-card-4111111111111111"  # noqa: S105 - the bytes grep looks for
@@ -186,7 +186,7 @@ def test_sqlite_tombstones_table_is_made_on_open_of_an_older_store(tmp_path: Pat
 def test_bad_spans_are_refused(span: str) -> None:
     """A span without a number or with an unknown unit is invalid input."""
     from convstore.cli.lifecycle import parse_duration  # noqa: PLC0415
-    from convstore.errors import InvalidInput  # noqa: PLC0415
+    from convstore.domain.errors import InvalidInput  # noqa: PLC0415
 
     with pytest.raises(InvalidInput):
         parse_duration(span)

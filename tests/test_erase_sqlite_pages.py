@@ -35,7 +35,7 @@ SCENARIO = textwrap.dedent(
     import sys
     from pathlib import Path
     from convstore import open_store
-    from convstore.projector import catch_up, open_audit
+    from convstore.app.projector import catch_up, open_audit
 
     db, audit_path, secret = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     with open_store(db) as store:

@@ -15,13 +15,13 @@ from hypothesis import given, settings
 
 import convstore
 from convstore import Store
+from convstore.app.demo import record_demo, tiny_png
 from convstore.cli import cli
-from convstore.demo import record_demo, tiny_png
 from convstore.domain.blocks import BLOCK_CLASSES
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import Event
-from convstore.projections.markdown import fenced, markdown_transcript
 from convstore.projections.prose import REDACTED_REASONING
+from convstore.views.markdown import fenced, markdown_transcript
 from tests.sdk import rejections, request_body
 from tests.strategies import histories
 

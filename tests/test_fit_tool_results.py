@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from convstore import ReplayOptions, open_store
 from convstore.domain.events import Event
-from convstore.infrastructure.tokenizer import count_tokens
-from convstore.projections.pressure import Pressure, fit_keep, measure
-from convstore.projections.replay import SHAPES, fold, plan
+from convstore.engine.plan import SHAPES, fold, plan
+from convstore.engine.pressure import Pressure, fit_keep, measure
+from convstore.engine.tokenizer import count_tokens
 from tests.strategies import histories
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convstore import Store, open_store
+from convstore.app.demo import tiny_png
 from convstore.cli import cli
-from convstore.demo import tiny_png
 from convstore.domain.blocks import BLOCK_CLASSES
 
 FUZZ = settings(

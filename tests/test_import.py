@@ -24,9 +24,9 @@ from click.testing import CliRunner, Result
 
 import convstore
 from convstore import Store
+from convstore.app.demo import record_demo, tiny_png
 from convstore.cli import cli
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
-from convstore.demo import record_demo, tiny_png
 from convstore.domain.blocks import (
     ImageBlock,
     ReasoningBlock,
@@ -34,17 +34,17 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from convstore.errors import InvalidBlock, InvalidInput
-from convstore.importing import (
+from convstore.domain.errors import InvalidBlock, InvalidInput
+from convstore.engine.plan import Shape
+from convstore.store.importing import (
     BLOCK_KINDS,
     AlreadyImported,
     ImportFormat,
     read_histories,
     sources_for,
 )
-from convstore.projections.replay import Shape
-from convstore.transfer import export_conversation
-from convstore.verify import Verifier
+from convstore.store.transfer import export_conversation
+from convstore.store.verify import Verifier
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
 PNG = base64.b64encode(tiny_png()).decode()

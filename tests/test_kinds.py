@@ -10,10 +10,10 @@ import ast
 from pathlib import Path
 from typing import get_args
 
+from convstore.audit.db import BLOCK_COUNTERS
+from convstore.backends.common.mapper import TOPICS, topic_of
 from convstore.domain.blocks import BLOCK_CLASSES, BLOCK_TYPES, Block
 from convstore.domain.events import EVENT_CLASSES, Event
-from convstore.infrastructure.audit_db import BLOCK_COUNTERS
-from convstore.infrastructure.mapper import TOPICS, topic_of
 
 SOURCE = Path(__file__).parents[1] / "src" / "convstore"
 KIND_NAMES = {cls.__name__ for cls in (*BLOCK_CLASSES, *EVENT_CLASSES)}

@@ -16,8 +16,8 @@ from uuid import UUID
 import pytest
 
 from convstore import Store, open_store
-from convstore.infrastructure.chain import chain_key
-from convstore.verify import Verifier
+from convstore.ports.chain import chain_key
+from convstore.store.verify import Verifier
 
 WRITERS = 3
 MESSAGES = 30

@@ -20,7 +20,7 @@ from uuid import UUID
 import pytest
 
 import convstore
-from convstore.transfer import BATCH_SIZE
+from convstore.store.transfer import BATCH_SIZE
 from tests.conftest import one_error_line
 
 CONVSTORE = Path(sys.executable).parent / "convstore"

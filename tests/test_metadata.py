@@ -12,8 +12,8 @@ from uuid import UUID
 from click.testing import CliRunner, Result
 
 from convstore import open_store
+from convstore.app.projector import audit_path, catch_up, open_audit
 from convstore.cli import cli
-from convstore.projector import audit_path, catch_up, open_audit
 
 TEXT = {"type": "text", "text": "hello"}
 

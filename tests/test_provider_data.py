@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from convstore import InvalidBlock, InvalidInput, MessageClosed, Store, open_store
-from convstore.projections.replay import Shape
+from convstore.engine.plan import Shape
 from tests.sdk import rejections, request_body
 
 URL = "https://example.com/chart.png"

@@ -15,11 +15,11 @@ from uuid import UUID
 import pytest
 
 from convstore import open_store
-from convstore.infrastructure.application import MARKER_TABLE, STORE_FORMATS
-from convstore.infrastructure.replay_tables import HEADS, MESSAGES
-from convstore.quick_replay import EVENTS_TABLE, quick_replay
-from convstore.quick_replay import MARKER_TABLE as QUICK_MARKER
-from convstore.quick_replay import STORE_FORMATS as QUICK_FORMATS
+from convstore.app.quick_replay import EVENTS_TABLE, quick_replay
+from convstore.app.quick_replay import MARKER_TABLE as QUICK_MARKER
+from convstore.app.quick_replay import STORE_FORMATS as QUICK_FORMATS
+from convstore.backends.common.application import MARKER_TABLE, STORE_FORMATS
+from convstore.backends.common.replay_tables import HEADS, MESSAGES
 from tests.strategies import IMAGE_BLOCKS
 
 SCRIPT = Path(sys.executable).with_name("convstore")
@@ -148,7 +148,7 @@ def test_the_names_it_reads_are_the_stores_own(tmp_path: Path) -> None:
 
 def test_a_process_importing_only_the_quick_path_loads_no_model() -> None:
     code = (
-        "import sys; import convstore.quick_replay; "
+        "import sys; import convstore.app.quick_replay; "
         "print(sorted(m for m in ('pydantic', 'eventsourcing', 'click') if m in sys.modules))"
     )
     out = subprocess.run(

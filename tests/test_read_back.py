@@ -24,8 +24,8 @@ from pydantic import JsonValue, TypeAdapter, ValidationError
 from convstore import Store, open_store
 from convstore.cli import cli
 from convstore.domain.blocks import ToolUseBlock
+from convstore.domain.errors import InvalidBlock
 from convstore.domain.json_values import MAX_INT_DIGITS
-from convstore.errors import InvalidBlock
 from tests.strategies import blocks, texts
 
 HUGE = 10**MAX_INT_DIGITS  # 4,301 digits: the smallest integer the JSON reader refuses

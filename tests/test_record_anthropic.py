@@ -12,14 +12,14 @@ from anthropic.types import RawMessageStreamEvent
 from pydantic import TypeAdapter
 
 import convstore
-from convstore.convert.anthropic_record import (
+from convstore.domain.blocks import ReasoningBlock, TextBlock, ToolUseBlock
+from convstore.recording.anthropic import (
     AsyncMessageStreamRecorder,
     MessageStreamRecorder,
     arecord_messages,
     record_message,
     record_messages,
 )
-from convstore.domain.blocks import ReasoningBlock, TextBlock, ToolUseBlock
 
 EVENTS: TypeAdapter[RawMessageStreamEvent] = TypeAdapter(RawMessageStreamEvent)
 

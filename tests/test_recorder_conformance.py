@@ -27,7 +27,7 @@ from eventsourcing.tests.persistence import (
     NonInterleavingNotificationIDsBaseCase,
 )
 
-from convstore.infrastructure.sqlite import SQLiteWriterRecorder, file_uri
+from convstore.backends.sqlite.recorder import SQLiteWriterRecorder, file_uri
 from tests.conftest import POSTGRES_URL, postgres_unreachable
 
 TIMINGS = "a timing, not a pass/fail property: convstore's timings live in bench/"
@@ -116,8 +116,8 @@ class _Postgres:
         from eventsourcing.postgres import PostgresDatastore  # noqa: PLC0415
         from psycopg import sql  # noqa: PLC0415
 
-        from convstore.infrastructure.postgres import PostgresSettings  # noqa: PLC0415
-        from convstore.infrastructure.postgres_recorder import (  # noqa: PLC0415
+        from convstore.backends.postgres.factory import PostgresSettings  # noqa: PLC0415
+        from convstore.backends.postgres.recorder import (  # noqa: PLC0415
             ChainedPostgresRecorder,
         )
 

@@ -37,8 +37,10 @@ import pytest
 from click.testing import CliRunner
 
 from convstore import Store, open_store
+from convstore.app.demo import tiny_png
+from convstore.app.projector import catch_up, open_audit, rebuild
+from convstore.audit.db import TABLES
 from convstore.cli import cli
-from convstore.demo import tiny_png
 from convstore.domain.events import (
     BlockAppended,
     Event,
@@ -47,11 +49,9 @@ from convstore.domain.events import (
     MessageStarted,
 )
 from convstore.domain.parsing import parse_block
-from convstore.infrastructure.audit_db import TABLES
+from convstore.engine.plan import NOTHING_RECORDED
 from convstore.projections.messages import RecordedMessage
-from convstore.projections.replay import NOTHING_RECORDED
-from convstore.projector import catch_up, open_audit, rebuild
-from convstore.verify import Verifier
+from convstore.store.verify import Verifier
 
 SPAWN = multiprocessing.get_context("spawn")
 PNG = tiny_png()

@@ -21,12 +21,12 @@ import pytest
 from click.testing import CliRunner
 
 from convstore import Store, StoreError, open_store
+from convstore.app.quick_replay import quick_replay
+from convstore.backends.common.log_changes import CHANGES_TABLE
+from convstore.backends.common.replay_tables import HEADS, MESSAGES
+from convstore.backends.postgres.factory import PostgresSettings
 from convstore.cli import cli
-from convstore.infrastructure.log_changes import CHANGES_TABLE
-from convstore.infrastructure.postgres import PostgresSettings
-from convstore.infrastructure.replay_tables import HEADS, MESSAGES
-from convstore.projections.replay import replay
-from convstore.quick_replay import quick_replay
+from convstore.engine.plan import replay
 from tests.conftest import POSTGRES_URL, one_error_line
 
 SCRIPT = Path(sys.executable).with_name("convstore")

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from convstore.domain.blocks import ImageBlock, TextBlock, ToolResultBlock
 from convstore.domain.events import BlockAppended, Event
-from convstore.projections.replay import SHAPES, ReplayOptions, replay
-from convstore.projections.replay_model import ReplayState, render
+from convstore.engine.model import ReplayState, render
+from convstore.engine.plan import SHAPES, ReplayOptions, replay
 from tests.strategies import HistoryBuilder, histories
 
 SETTINGS = settings(

@@ -20,10 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from convstore import InvalidInput, ReplayOptions, Store, open_async_store, open_store
+from convstore.app.demo import tiny_png
 from convstore.cli import cli
-from convstore.demo import tiny_png
-from convstore.projections.replay import SHAPES
-from convstore.projections.replay import replay as replay_events
+from convstore.engine.plan import SHAPES
+from convstore.engine.plan import replay as replay_events
 
 PNG = base64.b64encode(tiny_png(64, 48)).decode()
 

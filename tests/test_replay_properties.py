@@ -54,8 +54,8 @@ from convstore.domain.events import (
     Role,
     TokenUsage,
 )
+from convstore.engine.plan import SHAPES, SUMMARY_HEAD, Shape, replay
 from convstore.projections.prose import Image, Text, block_segments
-from convstore.projections.replay import SHAPES, SUMMARY_HEAD, Shape, replay
 from tests.strategies import BLOCK_STRATEGIES, TINY_IMAGES, histories
 
 SETTINGS = settings(

@@ -25,7 +25,7 @@ from convstore.domain.blocks import (
     ToolUseBlock,
 )
 from convstore.domain.events import Event
-from convstore.projections.replay import NOTHING_RECORDED, SHAPES, SUMMARY_HEAD, Shape, replay
+from convstore.engine.plan import NOTHING_RECORDED, SHAPES, SUMMARY_HEAD, Shape, replay
 from tests.sdk import (
     REQUEST_TYPES,
     Provider,

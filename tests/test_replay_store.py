@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convstore import ConversationNotFound, Store, open_store
+from convstore.backends.common.replay_tables import HEADS, MESSAGES
 from convstore.domain.events import Event
-from convstore.infrastructure.replay_tables import HEADS, MESSAGES
-from convstore.projections.replay import SHAPES, replay
+from convstore.engine.plan import SHAPES, replay
 from tests.strategies import histories
 
 SETTINGS = settings(
@@ -243,7 +243,7 @@ def test_a_model_stored_while_a_store_reads_it_on_postgres_is_read_as_one_versio
 
     import psycopg  # noqa: PLC0415
 
-    from convstore.projections.replay_model import ReplayState  # noqa: PLC0415
+    from convstore.engine.model import ReplayState  # noqa: PLC0415
 
     server, schema = postgres_url.split("?schema=")
     prefix = f'"{schema}".'
@@ -335,7 +335,7 @@ def test_a_process_killed_mid_catch_up_leaves_a_model_the_next_replay_trusts(
             if stored != (None,):
                 # What the killed process left is a whole, earlier model: rebuilt at its
                 # version from the log alone, it is the same text.
-                from convstore.projections.replay_model import ReplayState  # noqa: PLC0415
+                from convstore.engine.model import ReplayState  # noqa: PLC0415
 
                 version = stored[0]
                 state = ReplayState()
@@ -440,7 +440,7 @@ def test_readers_racing_to_store_the_model_leave_the_rows_of_one_fold(
         assert failures == []
         readers[0].replay(conv)  # catch up and store the last events
         events = writer.events(conv)
-        from convstore.projections.replay_model import ReplayState  # noqa: PLC0415
+        from convstore.engine.model import ReplayState  # noqa: PLC0415
 
         state = ReplayState()
         state.fold(events)

@@ -25,10 +25,10 @@ from uuid import UUID
 import pytest
 from click.testing import CliRunner, Result
 
-import convstore.infrastructure.sqlite as sqlite_backend
+import convstore.backends.sqlite.recorder as sqlite_backend
 from convstore import InvalidInput, StoreError, bootstrap, open_store
 from convstore.cli import cli
-from convstore.verify import Verifier
+from convstore.store.verify import Verifier
 
 TEXT = {"type": "text", "text": "hello"}
 LOCK_TIMEOUT_SECONDS = 1

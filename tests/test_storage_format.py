@@ -23,6 +23,16 @@ from click.testing import CliRunner
 
 import convstore
 from convstore import Store
+from convstore.backends.common.mapper import (
+    COMPACT,
+    COMPACT_ZLIB,
+    COMPRESS_FROM,
+    KIND_CODES,
+    UnreadableEvent,
+    compact_state,
+    decode_compact,
+    event_json,
+)
 from convstore.cli import cli
 from convstore.domain.blocks import TextBlock
 from convstore.domain.events import (
@@ -33,17 +43,7 @@ from convstore.domain.events import (
     Event,
     MessageStarted,
 )
-from convstore.infrastructure.chain import HEADS_TABLE, genesis, link
-from convstore.infrastructure.mapper import (
-    COMPACT,
-    COMPACT_ZLIB,
-    COMPRESS_FROM,
-    KIND_CODES,
-    UnreadableEvent,
-    compact_state,
-    decode_compact,
-    event_json,
-)
+from convstore.ports.chain import HEADS_TABLE, genesis, link
 from tests.conftest import one_error_line
 from tests.test_transfer import fill, log_order, problems, replays
 

@@ -26,8 +26,8 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 
 from convstore import InvalidInput, open_store
+from convstore.backends.sqlite.recorder import create_private_file
 from convstore.cli import cli
-from convstore.infrastructure.sqlite import create_private_file
 
 TEXT = {"type": "text", "text": "hello"}
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from convstore.infrastructure.application import EventLog
-from convstore.infrastructure.postgres_recorder import ChainedPostgresRecorder
-from convstore.infrastructure.recorder import StoreRecorder
-from convstore.infrastructure.sqlite import SQLiteWriterRecorder, sqlite_env
+from convstore.backends.common.application import EventLog
+from convstore.backends.postgres.recorder import ChainedPostgresRecorder
+from convstore.backends.sqlite.recorder import SQLiteWriterRecorder, sqlite_env
+from convstore.ports.recorder import StoreRecorder
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "convstore"
 

@@ -12,8 +12,8 @@ import pytest
 
 import convstore
 from convstore import InvalidInput, Store
+from convstore.domain.errors import ConversationNotFound
 from convstore.domain.events import ConversationStarted, MessageStarted
-from convstore.errors import ConversationNotFound
 from convstore.projections.messages import collect_history
 
 

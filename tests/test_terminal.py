@@ -23,8 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from convstore import open_store
+from convstore.app.demo import record_demo
 from convstore.cli import cli
-from convstore.demo import record_demo
 
 SCRIPT = Path(sys.executable).parent / "convstore"
 

@@ -24,12 +24,12 @@ import pytest
 
 import convstore
 from convstore import Store, aio, transfer
+from convstore.app.demo import record_demo
 from convstore.convert.history import History, HistoryMessage
-from convstore.demo import record_demo
 from convstore.domain.blocks import TextBlock
-from convstore.errors import InvalidInput
-from convstore.transfer import BATCH_SIZE, DumpError, Loader
-from convstore.verify import Verifier
+from convstore.domain.errors import InvalidInput
+from convstore.store.transfer import BATCH_SIZE, DumpError, Loader
+from convstore.store.verify import Verifier
 from tests.conftest import one_error_line as error_line
 
 CONVSTORE = Path(sys.executable).parent / "convstore"

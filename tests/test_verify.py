@@ -23,12 +23,12 @@ import pytest
 from click.testing import CliRunner, Result
 
 from convstore import open_store
+from convstore.app.demo import record_demo
+from convstore.backends.common.mapper import event_json
 from convstore.cli import cli
 from convstore.cli.verify import store_verifier
-from convstore.demo import record_demo
-from convstore.errors import StoreError
-from convstore.infrastructure.chain import genesis, link
-from convstore.infrastructure.mapper import event_json
+from convstore.domain.errors import StoreError
+from convstore.ports.chain import genesis, link
 
 # -- helpers -----------------------------------------------------------------------------------
 

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from convstore import open_store
+from convstore.app.demo import record_demo
+from convstore.backends.common.mapper import event_json
 from convstore.cli import cli
-from convstore.demo import record_demo
-from convstore.errors import StoreError
-from convstore.infrastructure.mapper import event_json
+from convstore.domain.errors import StoreError
 
 psycopg = pytest.importorskip("psycopg")
 sql = psycopg.sql

@@ -15,17 +15,17 @@ from click.testing import CliRunner
 
 import convstore
 from convstore import Store
+from convstore.app.demo import record_demo, tiny_png
+from convstore.app.projector import audit_path, catch_up, open_audit, rebuild
 from convstore.cli import cli
-from convstore.demo import record_demo, tiny_png
-from convstore.projector import audit_path, catch_up, open_audit, rebuild
 
 pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
 from starlette.testclient import TestClient
 
 from convstore.cli.serve import HostGuard, allowed_hosts
+from convstore.views.html import PAGE_SIZE, TEXT_LIMIT, esc
 from convstore.web import app as web_app
 from convstore.web.app import create_app
-from convstore.web.render import PAGE_SIZE, TEXT_LIMIT, esc
 
 PNG = base64.b64encode(tiny_png()).decode()
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"

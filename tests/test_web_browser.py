@@ -13,7 +13,7 @@ import pytest
 
 import convstore
 from convstore import Store
-from convstore.demo import record_demo
+from convstore.app.demo import record_demo
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
@@ -128,7 +128,7 @@ def test_browse_fold_vision_and_live(store: Store, browser: Any) -> None:
 def test_search_and_open_a_result(store: Store, browser: Any) -> None:
     """Type words in the list's search box, see the ranked result with its highlighted
     snippet, click it, and land on the page of that message, scrolled to it."""
-    from convstore.projector import audit_path, catch_up, open_audit  # noqa: PLC0415
+    from convstore.app.projector import audit_path, catch_up, open_audit  # noqa: PLC0415
 
     record_demo(store)
     conv = store.new_conversation(title="needle haystack")

@@ -336,8 +336,8 @@ def generate(cls: type) -> str:
     twinned = [m for m in methods if KINDS[m.name] != "by hand"]
     runtime, typing_only = _imports(twinned)
     if any("materialised(" in render(m, "read") for m in twinned):
-        runtime.add("from convstore.aio._base import materialised")
-    runtime.add(f"from convstore.aio._base import {BASE_CLASS}")
+        runtime.add("from convstore.store.aio._base import materialised")
+    runtime.add(f"from convstore.store.aio._base import {BASE_CLASS}")
     if typing_only:
         runtime.add("from typing import TYPE_CHECKING")
     by_kind = {
@@ -347,7 +347,7 @@ def generate(cls: type) -> str:
     parts = [
         HEADER,
         '"""The coroutines of :class:`~convstore.AsyncStore`, generated from '
-        ":class:`~convstore.Store`.\n\nSee :mod:`convstore.aio` for the pools and "
+        ":class:`~convstore.Store`.\n\nSee :mod:`convstore.store.aio` for the pools and "
         'cancellation, and ``tools/gen_async.py``\nfor how this file is written.\n"""\n\n',
         "from __future__ import annotations\n\n",
         *(f"{line}\n" for line in sorted(runtime)),
@@ -364,7 +364,7 @@ def generate(cls: type) -> str:
         f"{_listed(by_kind['write'])}\n\n"
         "    Reads, on the reader pool:\n\n"
         f"{_listed(by_kind['read'])}\n\n"
-        "    Written by hand (:mod:`convstore.aio._base`): :meth:`close` finishes the calls in\n"
+        "    Written by hand (:mod:`convstore.store.aio._base`): :meth:`close` finishes the calls in\n"
         "    flight first, :meth:`raw_events` returns a list, and :meth:`scan` and :meth:`dump`\n"
         '    are async iterators.\n    """\n',
     ]

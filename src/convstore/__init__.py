@@ -10,17 +10,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from convstore.aio import (
-        AsyncStore as AsyncStore,
-    )
-    from convstore.aio import (
-        as_async as as_async,
-    )
-    from convstore.aio import (
-        open_async_store as open_async_store,
-    )
-    from convstore.bootstrap import (
+    from convstore.app.bootstrap import (
         open_store as open_store,
+    )
+    from convstore.app.routing import (
+        ShardedStores as ShardedStores,
+    )
+    from convstore.app.routing import (
+        shard_for as shard_for,
     )
     from convstore.convert.history import (
         History as History,
@@ -48,6 +45,48 @@ if TYPE_CHECKING:
     )
     from convstore.domain.blocks import (
         ToolUseBlock as ToolUseBlock,
+    )
+    from convstore.domain.errors import (
+        ConcurrencyError as ConcurrencyError,
+    )
+    from convstore.domain.errors import (
+        ConversationActive as ConversationActive,
+    )
+    from convstore.domain.errors import (
+        ConversationErased as ConversationErased,
+    )
+    from convstore.domain.errors import (
+        ConversationNotFound as ConversationNotFound,
+    )
+    from convstore.domain.errors import (
+        ConvstoreError as ConvstoreError,
+    )
+    from convstore.domain.errors import (
+        InvalidBlock as InvalidBlock,
+    )
+    from convstore.domain.errors import (
+        InvalidInput as InvalidInput,
+    )
+    from convstore.domain.errors import (
+        MessageClosed as MessageClosed,
+    )
+    from convstore.domain.errors import (
+        MessageNotFound as MessageNotFound,
+    )
+    from convstore.domain.errors import (
+        NoStore as NoStore,
+    )
+    from convstore.domain.errors import (
+        NotFound as NotFound,
+    )
+    from convstore.domain.errors import (
+        OutputError as OutputError,
+    )
+    from convstore.domain.errors import (
+        StoreError as StoreError,
+    )
+    from convstore.domain.errors import (
+        VersionConflict as VersionConflict,
     )
     from convstore.domain.events import (
         BlockAppended as BlockAppended,
@@ -103,58 +142,25 @@ if TYPE_CHECKING:
     from convstore.domain.limits import (
         Limits as Limits,
     )
-    from convstore.errors import (
-        ConcurrencyError as ConcurrencyError,
+    from convstore.engine.plan import (
+        ReplayOptions as ReplayOptions,
     )
-    from convstore.errors import (
-        ConversationActive as ConversationActive,
+    from convstore.engine.plan import (
+        Shape as Shape,
     )
-    from convstore.errors import (
-        ConversationErased as ConversationErased,
+    from convstore.engine.plan import (
+        replay as replay,
     )
-    from convstore.errors import (
-        ConversationNotFound as ConversationNotFound,
+    from convstore.engine.pressure import (
+        Pressure as Pressure,
     )
-    from convstore.errors import (
-        ConvstoreError as ConvstoreError,
-    )
-    from convstore.errors import (
-        InvalidBlock as InvalidBlock,
-    )
-    from convstore.errors import (
-        InvalidInput as InvalidInput,
-    )
-    from convstore.errors import (
-        MessageClosed as MessageClosed,
-    )
-    from convstore.errors import (
-        MessageNotFound as MessageNotFound,
-    )
-    from convstore.errors import (
-        NoStore as NoStore,
-    )
-    from convstore.errors import (
-        NotFound as NotFound,
-    )
-    from convstore.errors import (
-        OutputError as OutputError,
-    )
-    from convstore.errors import (
-        StoreError as StoreError,
-    )
-    from convstore.errors import (
-        VersionConflict as VersionConflict,
-    )
-    from convstore.importing import (
-        ImportReport as ImportReport,
-    )
-    from convstore.infrastructure.chain import (
+    from convstore.ports.chain import (
         Head as Head,
     )
-    from convstore.infrastructure.erasure import (
+    from convstore.ports.erasure import (
         Erasure as Erasure,
     )
-    from convstore.infrastructure.records import (
+    from convstore.ports.records import (
         Recorded as Recorded,
     )
     from convstore.projections.messages import (
@@ -162,24 +168,6 @@ if TYPE_CHECKING:
     )
     from convstore.projections.messages import (
         RecordedMessage as RecordedMessage,
-    )
-    from convstore.projections.pressure import (
-        Pressure as Pressure,
-    )
-    from convstore.projections.replay import (
-        ReplayOptions as ReplayOptions,
-    )
-    from convstore.projections.replay import (
-        Shape as Shape,
-    )
-    from convstore.projections.replay import (
-        replay as replay,
-    )
-    from convstore.routing import (
-        ShardedStores as ShardedStores,
-    )
-    from convstore.routing import (
-        shard_for as shard_for,
     )
     from convstore.store import (
         ConversationInfo as ConversationInfo,
@@ -190,72 +178,84 @@ if TYPE_CHECKING:
     from convstore.store import (
         Store as Store,
     )
-    from convstore.transfer import (
+    from convstore.store.aio import (
+        AsyncStore as AsyncStore,
+    )
+    from convstore.store.aio import (
+        as_async as as_async,
+    )
+    from convstore.store.aio import (
+        open_async_store as open_async_store,
+    )
+    from convstore.store.importing import (
+        ImportReport as ImportReport,
+    )
+    from convstore.store.transfer import (
         LoadReport as LoadReport,
     )
 
 _EXPORTS: dict[str, str] = {
-    "AsyncStore": "convstore.aio",
+    "AsyncStore": "convstore.store.aio",
     "Block": "convstore.domain.blocks",
     "BlockAppended": "convstore.domain.events",
     "Compacted": "convstore.domain.events",
-    "ConcurrencyError": "convstore.errors",
-    "ConversationActive": "convstore.errors",
-    "ConversationErased": "convstore.errors",
+    "ConcurrencyError": "convstore.domain.errors",
+    "ConversationActive": "convstore.domain.errors",
+    "ConversationErased": "convstore.domain.errors",
     "ConversationInfo": "convstore.store",
-    "ConversationNotFound": "convstore.errors",
+    "ConversationNotFound": "convstore.domain.errors",
     "ConversationRenamed": "convstore.domain.events",
     "ConversationStarted": "convstore.domain.events",
-    "ConvstoreError": "convstore.errors",
+    "ConvstoreError": "convstore.domain.errors",
     "EntriesDeleted": "convstore.domain.events",
     "EntriesRecorded": "convstore.domain.events",
-    "Erasure": "convstore.infrastructure.erasure",
+    "Erasure": "convstore.ports.erasure",
     "Event": "convstore.domain.events",
-    "Head": "convstore.infrastructure.chain",
+    "Head": "convstore.ports.chain",
     "History": "convstore.convert.history",
     "HistoryCompaction": "convstore.convert.history",
     "HistoryMessage": "convstore.convert.history",
     "ImageBlock": "convstore.domain.blocks",
-    "ImportReport": "convstore.importing",
-    "InvalidBlock": "convstore.errors",
-    "InvalidInput": "convstore.errors",
+    "ImportReport": "convstore.store.importing",
+    "InvalidBlock": "convstore.domain.errors",
+    "InvalidInput": "convstore.domain.errors",
     "LabelsRemoved": "convstore.domain.events",
     "LabelsSet": "convstore.domain.events",
     "Limits": "convstore.domain.limits",
-    "LoadReport": "convstore.transfer",
-    "MessageClosed": "convstore.errors",
+    "LoadReport": "convstore.store.transfer",
+    "MessageClosed": "convstore.domain.errors",
     "MessageEnded": "convstore.domain.events",
     "MessageInterrupted": "convstore.domain.events",
     "MessageMeta": "convstore.domain.events",
     "MessageMetaRecorded": "convstore.domain.events",
-    "MessageNotFound": "convstore.errors",
+    "MessageNotFound": "convstore.domain.errors",
     "MessageStarted": "convstore.domain.events",
-    "NoStore": "convstore.errors",
-    "NotFound": "convstore.errors",
-    "OutputError": "convstore.errors",
+    "NoStore": "convstore.domain.errors",
+    "NotFound": "convstore.domain.errors",
+    "OutputError": "convstore.domain.errors",
     "Page": "convstore.store",
-    "Pressure": "convstore.projections.pressure",
+    "Pressure": "convstore.engine.pressure",
     "ReasoningBlock": "convstore.domain.blocks",
-    "Recorded": "convstore.infrastructure.records",
+    "Recorded": "convstore.ports.records",
     "RecordedBlock": "convstore.projections.messages",
     "RecordedMessage": "convstore.projections.messages",
     "Rewound": "convstore.domain.events",
-    "ReplayOptions": "convstore.projections.replay",
+    "ReplayOptions": "convstore.engine.plan",
     "Role": "convstore.domain.events",
-    "Shape": "convstore.projections.replay",
-    "ShardedStores": "convstore.routing",
+    "Shape": "convstore.engine.plan",
+    "ShardedStores": "convstore.app.routing",
     "Store": "convstore.store",
-    "StoreError": "convstore.errors",
+    "StoreError": "convstore.domain.errors",
     "TextBlock": "convstore.domain.blocks",
     "TokenUsage": "convstore.domain.events",
     "ToolResultBlock": "convstore.domain.blocks",
     "ToolUseBlock": "convstore.domain.blocks",
-    "as_async": "convstore.aio",
-    "VersionConflict": "convstore.errors",
-    "open_async_store": "convstore.aio",
-    "open_store": "convstore.bootstrap",
-    "replay": "convstore.projections.replay",
-    "shard_for": "convstore.routing",
+    "as_async": "convstore.store.aio",
+    "VersionConflict": "convstore.domain.errors",
+    "open_async_store": "convstore.store.aio",
+    "open_store": "convstore.app.bootstrap",
+    "replay": "convstore.engine.plan",
+    "shard_for": "convstore.app.routing",
 }
 """The public names, and where each lives: the one list. ``__all__`` and ``__getattr__`` are
 made from it, and a test checks the ``TYPE_CHECKING`` imports above name the same things. Names

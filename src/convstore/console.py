@@ -8,7 +8,7 @@ the CLI, or a test) leaves the process environment alone. Set the variable yours
 otherwise.
 
 A plain ``convstore --db PATH replay CONV`` whose stored replay model is caught up is answered
-by :mod:`convstore.quick_replay` before the command line is imported at all.
+by :mod:`convstore.app.quick_replay` before the command line is imported at all.
 """
 
 import os
@@ -19,7 +19,7 @@ def main() -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     import sys  # noqa: PLC0415
 
-    from convstore.quick_replay import quick_replay  # noqa: PLC0415 - imports no model
+    from convstore.app.quick_replay import quick_replay  # noqa: PLC0415 - imports no model
 
     try:
         if quick_replay(sys.argv[1:]):

@@ -24,8 +24,8 @@ from uuid import UUID
 import pytest
 from click.testing import CliRunner, Result
 
+from convstore.app.demo import tiny_png
 from convstore.cli import cli
-from convstore.demo import tiny_png
 from tests.conftest import one_error_line
 
 CONVSTORE = Path(sys.executable).parent / "convstore"

@@ -16,10 +16,15 @@ from uuid import UUID
 
 import click
 
-from convstore.bootstrap import ENV_VAR, open_store
-from convstore.errors import ConversationNotFound, ConvstoreError, InvalidInput, MessageNotFound
-from convstore.infrastructure.sqlite import default_path
-from convstore.projections.replay import SHAPES, ReplayOptions, Shape
+from convstore.app.bootstrap import ENV_VAR, open_store
+from convstore.backends.sqlite.recorder import default_path
+from convstore.domain.errors import (
+    ConversationNotFound,
+    ConvstoreError,
+    InvalidInput,
+    MessageNotFound,
+)
+from convstore.engine.plan import SHAPES, ReplayOptions, Shape
 from convstore.store import Store
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import click
 
-from convstore.cli.app import cli, listen_options, store_from
-from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
-from convstore.errors import InvalidInput, NoStore
-from convstore.extras import missing_extra
-from convstore.infrastructure.audit_db import AuditDatabase, ReadModelBusy
-from convstore.infrastructure.readonly import (
+from convstore.app.projector import audit_path, catch_up, open_audit, rebuild
+from convstore.app.projector import follow as follow_log
+from convstore.audit.db import AuditDatabase, ReadModelBusy
+from convstore.backends.common.readonly import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ROWS,
     DEFAULT_TIME_LIMIT_SECONDS,
     read_only_query,
 )
-from convstore.projector import audit_path, catch_up, open_audit, rebuild
-from convstore.projector import follow as follow_log
+from convstore.cli.app import cli, listen_options, store_from
+from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
+from convstore.domain.errors import InvalidInput, NoStore
+from convstore.ports.extras import missing_extra
 from convstore.store import Store
 
 PROJECTIONS = ("audit", "listing")

@@ -15,9 +15,9 @@ from convstore.cli.app import (
 )
 from convstore.cli.inputs import json_kind, parse_json, read_input
 from convstore.domain.blocks import TextBlock
+from convstore.domain.errors import InvalidInput
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_blocks
-from convstore.errors import InvalidInput
 
 _PLAIN = "for plain text pass --text"
 

@@ -26,12 +26,12 @@ from convstore.cli.app import (
 from convstore.cli.inputs import json_kind, read_json
 from convstore.cli.metadata import meta_option, parse_assignment, parse_meta_option, parse_when
 from convstore.domain.conversation import Conversation
+from convstore.domain.errors import InvalidInput, NoStore
 from convstore.domain.events import Compacted, MessageMeta
 from convstore.domain.images import dimensions
-from convstore.errors import InvalidInput, NoStore
+from convstore.engine.plan import ReplayOptions, interruption_marker
 from convstore.projections.messages import collect_history
 from convstore.projections.prose import Image, Text, block_segments
-from convstore.projections.replay import ReplayOptions, interruption_marker
 
 
 def describe_image(image: Image) -> str:
@@ -239,7 +239,7 @@ def replay(
     """
     store = store_from(ctx, create=False)
     # Store the replay model as soon as it lags at all, so the next `convstore replay` of
-    # this conversation can take the quick path (convstore.quick_replay).
+    # this conversation can take the quick path (convstore.app.quick_replay).
     store._replays.write_lag = 1
     over_budget = False
     if fit_tokens is not None:
@@ -431,7 +431,7 @@ def demo(ctx: click.Context, shape: str, as_json: bool) -> None:
     Example:
         convstore demo --shape anthropic
     """
-    from convstore.demo import record_demo  # noqa: PLC0415 - only this command needs it
+    from convstore.app.demo import record_demo  # noqa: PLC0415 - only this command needs it
 
     if not ctx.obj["db"]:
         # Neither --db nor $CONVSTORE_DB: a fresh store of its own, never the default one.

@@ -10,7 +10,7 @@ import click
 from convstore.cli.app import cli, input_argument, json_option, store_from
 from convstore.cli.inputs import parse_json, read_input
 from convstore.cli.output import counted
-from convstore.importing import (
+from convstore.store.importing import (
     IMPORT_FORMATS,
     ImportFormat,
     ImportReport,

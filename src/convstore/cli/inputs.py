@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from convstore.domain.errors import InvalidInput
 from convstore.domain.json_values import StrictJSONError, strict_loads
 from convstore.domain.limits import Limits
-from convstore.errors import InvalidInput
 
 
 def _read(source: str | None, what: str) -> tuple[str, str]:

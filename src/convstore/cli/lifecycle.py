@@ -19,9 +19,9 @@ from convstore.cli.app import (
     store_from,
 )
 from convstore.cli.metadata import parse_assignment
+from convstore.domain.errors import ConversationActive, ConversationErased, InvalidInput
 from convstore.domain.events import utcnow
 from convstore.domain.parsing import parse_id
-from convstore.errors import ConversationActive, ConversationErased, InvalidInput
 from convstore.store import Store
 
 _DURATION = re.compile(r"^(\d{1,6})([smhdw])$")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import click
 
 from convstore.cli.app import cli, conversation_argument, store_from
-from convstore.errors import InvalidInput
+from convstore.domain.errors import InvalidInput
 
 
 def parse_assignment(text: str) -> tuple[str, str]:

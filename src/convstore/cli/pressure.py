@@ -8,7 +8,7 @@ from dataclasses import asdict
 import click
 
 from convstore.cli.app import cli, conversation_argument, json_option, replay_options, store_from
-from convstore.projections.replay import ReplayOptions
+from convstore.engine.plan import ReplayOptions
 
 
 @cli.command()

@@ -20,9 +20,9 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from convstore.errors import InvalidInput
-from convstore.infrastructure.audit_db import STORE_ID
-from convstore.infrastructure.sqlite import create_private_file
+from convstore.audit.db import STORE_ID
+from convstore.backends.sqlite.recorder import create_private_file
+from convstore.domain.errors import InvalidInput
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

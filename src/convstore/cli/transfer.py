@@ -16,13 +16,13 @@ from uuid import uuid4
 
 import click
 
-from convstore.bootstrap import fill_new_store
+from convstore.app.bootstrap import fill_new_store
 from convstore.cli.app import cli, conversation_argument, store_from, vision_option
 from convstore.cli.output import counted
+from convstore.domain.errors import InvalidInput, NoStore, OutputError
 from convstore.domain.limits import Limits
-from convstore.errors import InvalidInput, NoStore, OutputError
 from convstore.store import Store
-from convstore.transfer import (
+from convstore.store.transfer import (
     EXPORT_FORMATS,
     ExportFormat,
     Loader,

@@ -8,14 +8,14 @@ from uuid import UUID
 
 import click
 
+from convstore.app.projector import audit_path
+from convstore.backends.common.readonly import read_only_query
 from convstore.cli.app import cli, store_from
 from convstore.cli.output import chosen_format, counted, emit, format_options
-from convstore.errors import ConvstoreError, InvalidInput
-from convstore.infrastructure.chain import chain_key
-from convstore.infrastructure.readonly import read_only_query
-from convstore.projector import audit_path
+from convstore.domain.errors import ConvstoreError, InvalidInput
+from convstore.ports.chain import chain_key
 from convstore.store import Store
-from convstore.verify import Problem, Verifier
+from convstore.store.verify import Problem, Verifier
 
 
 def store_verifier(store: Store) -> Verifier:

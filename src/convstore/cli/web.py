@@ -7,8 +7,8 @@ import importlib.util
 import click
 
 from convstore.cli.app import cli, listen_options, store_from
-from convstore.errors import InvalidInput
-from convstore.extras import missing_extra
+from convstore.domain.errors import InvalidInput
+from convstore.ports.extras import missing_extra
 
 
 @cli.command()
@@ -45,8 +45,8 @@ def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]
         raise InvalidInput(msg)
     import uvicorn  # noqa: PLC0415 - the web extra, only for this command
 
+    from convstore.app.projector import audit_path  # noqa: PLC0415
     from convstore.cli.serve import HostGuard, allowed_hosts  # noqa: PLC0415
-    from convstore.projector import audit_path  # noqa: PLC0415
     from convstore.web.app import create_app  # noqa: PLC0415
 
     store = store_from(ctx, create=False)

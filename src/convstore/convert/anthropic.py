@@ -29,9 +29,9 @@ from convstore.domain.blocks import (
     ReasoningBlock,
     TextBlock,
 )
+from convstore.domain.errors import InvalidBlock, InvalidInput
 from convstore.domain.events import Role
 from convstore.domain.parsing import parse_block
-from convstore.errors import InvalidBlock, InvalidInput
 
 CONTENT_TYPES: tuple[str, ...] = (
     "text",

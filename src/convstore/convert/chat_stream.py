@@ -15,7 +15,7 @@ from typing import Any
 
 from convstore.convert.parts import as_dict, as_list, checked, text_of, tool_arguments
 from convstore.domain.blocks import Block, ReasoningBlock, TextBlock, ToolUseBlock
-from convstore.errors import InvalidInput
+from convstore.domain.errors import InvalidInput
 
 CUT_SHORT = {
     "length": "the model reached its output token limit (finish_reason: length)",

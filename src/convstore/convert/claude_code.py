@@ -45,8 +45,8 @@ from typing import Any
 from convstore.convert.anthropic import block_from_anthropic
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
 from convstore.domain.blocks import Block, TextBlock, ToolResultBlock, ToolUseBlock
+from convstore.domain.errors import InvalidInput
 from convstore.domain.events import Role
-from convstore.errors import InvalidInput
 
 INTERRUPTION_PREFIX = "[Request interrupted by user"
 """How Claude Code records that the user stopped a turn."""

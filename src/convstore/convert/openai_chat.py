@@ -15,7 +15,7 @@ Accepts dicts (the request params are TypedDicts) and the ``openai`` SDK's typed
   ``unknown``.
 
 Anything else (the ``function`` role and the legacy ``function_call``, ``input_audio`` and
-``file`` parts, …) is refused with one :class:`~convstore.errors.InvalidInput` naming it and
+``file`` parts, …) is refused with one :class:`~convstore.domain.errors.InvalidInput` naming it and
 where it is; a refused input converts to nothing.
 """
 
@@ -43,8 +43,8 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from convstore.domain.errors import InvalidInput
 from convstore.domain.events import Role
-from convstore.errors import InvalidInput
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 """The message roles the converter accepts."""

@@ -1,7 +1,7 @@
 """Pieces the OpenAI converters share: reading SDK objects as dicts, tool-call arguments,
 images by data URL or address, and the one error a converter raises.
 
-Nothing here does I/O. Every refusal is an :class:`~convstore.errors.InvalidInput` whose one
+Nothing here does I/O. Every refusal is an :class:`~convstore.domain.errors.InvalidInput` whose one
 line names the item (or part) type at fault and where it is.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, NoReturn, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from convstore.domain.blocks import Block, ImageBlock, TextBlock
+from convstore.domain.errors import InvalidInput
 from convstore.domain.json_values import strict_loads
 from convstore.domain.parsing import format_validation_error
-from convstore.errors import InvalidInput
 
 _T = TypeVar("_T")
 

@@ -20,7 +20,7 @@ each item type becomes:
 Consecutive assistant-side items (assistant messages, reasoning, function calls) form one
 assistant message; consecutive ``function_call_output`` items one user message. Any other item
 or part type (hosted tool calls, ``file_search_call``, ``input_file``, ``item_reference``, …)
-is refused with one :class:`~convstore.errors.InvalidInput` naming it and its position; a
+is refused with one :class:`~convstore.domain.errors.InvalidInput` naming it and its position; a
 refused input converts to nothing.
 """
 
@@ -48,7 +48,7 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from convstore.errors import InvalidInput
+from convstore.domain.errors import InvalidInput
 
 ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
 """The item types the converter accepts."""

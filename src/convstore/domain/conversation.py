@@ -27,6 +27,7 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from convstore.domain.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
 from convstore.domain.events import (
     UNKNOWN_TOOL,
     BlockAppended,
@@ -50,7 +51,6 @@ from convstore.domain.events import (
 )
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_new_id
-from convstore.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
 
 MessageStatus = Literal["open", "ended", "interrupted"]
 

@@ -42,7 +42,7 @@ from convstore.domain.parsing import (
 
 def parse_event(event: Event, limits: Limits) -> Event:
     """``event``, if the write API could have recorded it within ``limits``; raises
-    :class:`~convstore.errors.InvalidInput` naming the field at fault otherwise."""
+    :class:`~convstore.domain.errors.InvalidInput` naming the field at fault otherwise."""
     note = limits.max_note_bytes
     match event:
         case ConversationStarted():

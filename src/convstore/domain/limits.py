@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from convstore.errors import InvalidInput
+from convstore.domain.errors import InvalidInput
 
 MIB = 1024 * 1024
 

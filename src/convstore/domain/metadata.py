@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from convstore.domain.errors import InvalidInput
 from convstore.domain.events import MessageMeta
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import describe_value, parse_name
-from convstore.errors import InvalidInput
 
 _KEY = re.compile(r"[A-Za-z0-9._:/-]+")
 

@@ -1,6 +1,6 @@
 """Turning caller input (dicts, role names, id strings) into checked domain values.
 
-Each function raises a :class:`~convstore.errors.InvalidInput` subclass with one line that
+Each function raises a :class:`~convstore.domain.errors.InvalidInput` subclass with one line that
 names the field at fault; nothing here touches storage.
 """
 
@@ -21,10 +21,10 @@ from convstore.domain.blocks import (
     block_images,
     block_json,
 )
+from convstore.domain.errors import InvalidBlock, InvalidInput
 from convstore.domain.events import ROLES, Role
 from convstore.domain.json_values import json_problem
 from convstore.domain.limits import Limits
-from convstore.errors import InvalidBlock, InvalidInput
 
 
 def _is_branch_label(part: str | int) -> bool:

@@ -19,7 +19,7 @@ import json
 from typing import cast
 from uuid import UUID, uuid5
 
-from convstore.extras import missing_extra
+from convstore.ports.extras import missing_extra
 
 try:
     from claude_agent_sdk import fold_session_summary
@@ -40,12 +40,12 @@ except ImportError:  # pragma: no cover - exercised without the extra installed
 
 from pydantic import JsonValue
 
-from convstore.aio import AsyncStore, as_async
 from convstore.convert.claude_code import history_from_entries
 from convstore.domain.conversation import EntryMessage
+from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.events import ConversationStarted, EntriesDeleted, Event
-from convstore.errors import ConversationNotFound, InvalidInput
 from convstore.store import ConversationInfo, EntryBatch, Store
+from convstore.store.aio import AsyncStore, as_async
 
 NAMESPACE = UUID("5d0c7a52-3f0e-4f4b-9a57-1c2f2d1b7e10")
 """The UUID5 namespace session keys are hashed in (fixed forever: it is how keys find their
@@ -104,7 +104,7 @@ class ConvstoreSessionStore:
     """The Claude Agent SDK's ``SessionStore`` on a convstore store.
 
     ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`; either way
-    every call runs on the store's worker threads (:func:`convstore.aio.as_async`), never on
+    every call runs on the store's worker threads (:func:`convstore.store.aio.as_async`), never on
     the event loop. Pass it to the SDK as
     ``ClaudeAgentOptions(session_store=ConvstoreSessionStore(store))``.
     """

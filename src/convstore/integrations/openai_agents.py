@@ -22,7 +22,7 @@ import random
 from typing import Any, cast
 from uuid import UUID, uuid5
 
-from convstore.extras import missing_extra
+from convstore.ports.extras import missing_extra
 
 try:
     from agents.items import TResponseInputItem
@@ -35,11 +35,11 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     )
     raise ImportError(msg) from exc
 
-from convstore.aio import AsyncStore, as_async
-from convstore.convert.openai_record import arecord_responses_items
-from convstore.errors import ConcurrencyError, InvalidInput, VersionConflict
+from convstore.domain.errors import ConcurrencyError, InvalidInput, VersionConflict
 from convstore.projections.messages import collect_messages
+from convstore.recording.openai import arecord_responses_items
 from convstore.store import Store
+from convstore.store.aio import AsyncStore, as_async
 
 SESSION_NAMESPACE = UUID("5b0f3c52-8a4e-4f1e-9a77-0c6f2d1e9b43")
 """The UUID5 namespace that turns an Agents SDK session id into a conversation id."""
@@ -72,7 +72,7 @@ class ConvstoreSession:
     """An Agents SDK ``Session`` whose history lives in a convstore store.
 
     ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`; a ``Store``
-    is taken through :func:`convstore.aio.as_async`, so no store call runs on the event loop.
+    is taken through :func:`convstore.store.aio.as_async`, so no store call runs on the event loop.
     ``vision`` says whether the agent's model can see images (replay shows them natively,
     else as markers).
     """

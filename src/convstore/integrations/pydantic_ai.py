@@ -8,7 +8,7 @@
 message, every block as prose, no tool-call or tool-return parts, so a tool round killed
 before its return was recorded cannot break the next run. For asyncio, await
 :func:`arecord_messages` and :func:`amessage_history` (on an :class:`~convstore.AsyncStore`
-or a ``Store``, through :func:`convstore.aio.as_async`); ``record_messages_async`` and
+or a ``Store``, through :func:`convstore.store.aio.as_async`); ``record_messages_async`` and
 ``message_history_async`` are their old names, kept for one release.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn, get_args
 from uuid import UUID
 
-from convstore.extras import missing_extra
+from convstore.ports.extras import missing_extra
 
 try:
     from pydantic_ai.messages import (
@@ -55,16 +55,16 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
     )
     raise ImportError(_HINT) from None
 
-from convstore.aio import AsyncStore, as_async
 from convstore.convert.history import HistoryMessage, HistoryStatus
 from convstore.convert.parts import arguments_text
+from convstore.domain.errors import InvalidBlock, InvalidInput
 from convstore.domain.events import Role
 from convstore.domain.images import ImageMediaType
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_block
-from convstore.errors import InvalidBlock, InvalidInput
-from convstore.projections.replay import JSONDict
+from convstore.engine.plan import JSONDict
 from convstore.store import Store
+from convstore.store.aio import AsyncStore, as_async
 
 __all__ = [
     "amessage_history",
@@ -153,7 +153,7 @@ async def arecord_messages(
     store: Store | AsyncStore, conversation: UUID | str, messages: Sequence[ModelMessage]
 ) -> list[UUID]:
     """:func:`record_messages` for asyncio, on an :class:`~convstore.AsyncStore` or a
-    ``Store`` (see :func:`convstore.aio.as_async`).
+    ``Store`` (see :func:`convstore.store.aio.as_async`).
 
     Converting (images are decoded and checked) runs on a worker thread, off the loop.
     """
@@ -398,7 +398,7 @@ async def amessage_history(
     keep_tool_results: int | None = None,
 ) -> list[ModelMessage]:
     """:func:`message_history` for asyncio, on an :class:`~convstore.AsyncStore` or a
-    ``Store`` (see :func:`convstore.aio.as_async`)."""
+    ``Store`` (see :func:`convstore.store.aio.as_async`)."""
     request = await as_async(store).replay(
         conversation, vision=vision, full=full, keep_tool_results=keep_tool_results
     )

@@ -1,6 +1,6 @@
 """Facts the audit read model records about each block: pure functions, no I/O.
 
-The rows themselves are written by :mod:`convstore.infrastructure.audit_db`; what each block
+The rows themselves are written by :mod:`convstore.audit.db`; what each block
 contributes (its searchable text, its size, the facts of its images) is decided here, so a
 rebuild and an incremental catch-up cannot disagree.
 """

@@ -24,9 +24,22 @@ from uuid import UUID, uuid4
 from eventsourcing.persistence import IntegrityError
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
+from convstore.backends.common.application import FULL_JSON_FORMAT, EventLog
+from convstore.backends.common.replay_tables import (
+    DEFAULT_CACHE_BYTES,
+    ReplayReader,
+    replay_tables_for,
+)
 from convstore.convert.history import History
 from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
 from convstore.domain.conversation import Conversation, EntryMessage
+from convstore.domain.errors import (
+    ConversationErased,
+    InvalidBlock,
+    InvalidInput,
+    MessageNotFound,
+    StoreError,
+)
 from convstore.domain.events import (
     UNKNOWN_TOOL,
     EntriesRecorded,
@@ -51,28 +64,15 @@ from convstore.domain.parsing import (
     parse_role,
     parse_text,
 )
-from convstore.errors import (
-    ConversationErased,
-    InvalidBlock,
-    InvalidInput,
-    MessageNotFound,
-    StoreError,
-)
-from convstore.importing import ImportReport, import_histories
-from convstore.infrastructure.application import FULL_JSON_FORMAT, EventLog
-from convstore.infrastructure.chain import chain_key
-from convstore.infrastructure.erasure import Erasure
-from convstore.infrastructure.replay_tables import (
-    DEFAULT_CACHE_BYTES,
-    ReplayReader,
-    replay_tables_for,
-)
+from convstore.ports.chain import chain_key
+from convstore.ports.erasure import Erasure
 from convstore.projections.messages import RecordedBlock, collect_history
+from convstore.store.importing import ImportReport, import_histories
 from convstore.store.listing import ConversationInfo, Listing, Page, parse_moment
 from convstore.store.replaying import Replayer
 from convstore.store.scanning import LogScanner
+from convstore.store.transfer import LoadReport, dump_lines, load_lines
 from convstore.store.writer import Writer
-from convstore.transfer import LoadReport, dump_lines, load_lines
 
 __all__ = ["ConversationInfo", "EntryBatch", "Page", "Store"]
 
@@ -483,7 +483,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
         after = parse_count(after, "after", maximum=MAX_COUNT)
         return self._guarded(lambda: self._log.store_recorder.select_erasures(after))
 
-    # -- moving whole logs (see convstore.transfer) -----------------------------------------
+    # -- moving whole logs (see convstore.store.transfer) -----------------------------------------
 
     def dump(self) -> Iterator[bytes]:
         """The whole log as dump lines (JSON, each ending in a newline), page by page."""
@@ -514,7 +514,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
         again: bool = False,
     ) -> ImportReport:
         """Record several histories of one input (a session and its subagents) in one
-        transaction; see :func:`convstore.importing.import_histories`."""
+        transaction; see :func:`convstore.store.importing.import_histories`."""
         return import_histories(self, histories, sources=sources, again=again)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from uuid import UUID
 
+from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.metadata import parse_labels
 from convstore.domain.parsing import (
     MAX_COUNT,
@@ -15,7 +16,6 @@ from convstore.domain.parsing import (
     parse_id,
     parse_optional_name,
 )
-from convstore.errors import ConversationNotFound, InvalidInput
 from convstore.projections.listing import ListedRow, ListingQuery, from_micros, micros
 from convstore.store.reading import LogReader
 

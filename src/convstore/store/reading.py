@@ -14,14 +14,14 @@ from uuid import UUID
 from eventsourcing.persistence import MapperDeserialisationError, PersistenceError
 from pydantic import JsonValue
 
+from convstore.backends.common.application import EventLog
+from convstore.backends.common.gc_pause import paused_gc
+from convstore.backends.common.mapper import TOPIC_PREFIX, TOPICS
+from convstore.domain.errors import ConversationNotFound, StoreError
 from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, MessageStarted
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count, parse_id, parse_optional_count
-from convstore.errors import ConversationNotFound, StoreError
-from convstore.infrastructure.application import EventLog
-from convstore.infrastructure.gc_pause import paused_gc
-from convstore.infrastructure.mapper import TOPIC_PREFIX, TOPICS
-from convstore.infrastructure.records import failure_detail
+from convstore.ports.records import failure_detail
 from convstore.projections.messages import RecordedMessage, collect_messages
 
 _T = TypeVar("_T")
@@ -158,7 +158,7 @@ class LogReader:
 
     def _counted_stream(self, conversation_id: UUID, after: int = 0) -> tuple[int, Iterator[Event]]:
         """:meth:`_stream`, with the conversation's change count read in the same snapshot
-        (see :data:`convstore.infrastructure.log_changes.CHANGES_TABLE`)."""
+        (see :data:`convstore.backends.common.log_changes.CHANGES_TABLE`)."""
         changes, rows = self._guarded(
             lambda: self._log.store_recorder.select_log_tail(conversation_id, after)
         )

@@ -1,6 +1,6 @@
 """Replay: a conversation as the wire messages a provider takes, and what they cost.
 
-The rules live in :mod:`convstore.projections.replay` (and ``live``, ``pressure``); this part
+The rules live in :mod:`convstore.engine.plan` (and ``live``, ``pressure``); this part
 of the store reads the events and checks the caller's options.
 """
 
@@ -10,14 +10,14 @@ from dataclasses import replace
 from functools import partial
 from uuid import UUID
 
+from convstore.backends.common.replay_tables import ReplayReader
 from convstore.domain.blocks import ImageBlock, ToolResultBlock
+from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.events import BlockAppended
 from convstore.domain.parsing import parse_count, parse_id
-from convstore.errors import ConversationNotFound, InvalidInput
-from convstore.infrastructure.replay_tables import ReplayReader
-from convstore.projections.live import live_request
-from convstore.projections.pressure import Pressure, fit_keep, measure
-from convstore.projections.replay import (
+from convstore.engine.live import live_request
+from convstore.engine.model import differences
+from convstore.engine.plan import (
     JSONDict,
     ReplayOptions,
     Shape,
@@ -25,7 +25,7 @@ from convstore.projections.replay import (
     plan,
     replay_options,
 )
-from convstore.projections.replay_model import differences
+from convstore.engine.pressure import Pressure, fit_keep, measure
 from convstore.store.reading import LogReader
 
 
@@ -37,7 +37,7 @@ class Replayer(LogReader):
     the matching field of ``options`` when given (``None`` leaves it as it is).
 
     :meth:`replay` answers from the replay read model
-    (:mod:`convstore.infrastructure.replay_tables`), caught up with the log on every call.
+    (:mod:`convstore.backends.common.replay_tables`), caught up with the log on every call.
     """
 
     _replays: ReplayReader
@@ -53,7 +53,7 @@ class Replayer(LogReader):
         full: bool | None = None,
         keep_tool_results: int | None = None,
     ) -> JSONDict:
-        """The conversation as provider wire messages (see :mod:`convstore.projections.replay`).
+        """The conversation as provider wire messages (see :mod:`convstore.engine.plan`).
 
         ``vision`` says whether the model can see images. ``full`` ignores compaction;
         ``keep_tool_results`` clears the output of all but the newest N tool results.
@@ -112,7 +112,7 @@ class Replayer(LogReader):
         keep_tool_results: int | None = None,
     ) -> JSONDict:
         """Replay of the history before ``live_message``, then its tool round with real
-        call-id linkage (see :mod:`convstore.projections.live`)."""
+        call-id linkage (see :mod:`convstore.engine.live`)."""
         live = parse_id(live_message, "message")
         checked = replay_options(
             options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
@@ -131,7 +131,7 @@ class Replayer(LogReader):
         keep_tool_results: int | None = None,
     ) -> Pressure:
         """Tokens of exactly what :meth:`replay` sends with these options, with a breakdown."""
-        from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
+        from convstore.engine.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
 
         checked = replay_options(
             options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
@@ -155,7 +155,7 @@ class Replayer(LogReader):
         (over ``max_tokens``, as its pressure shows). Pass the answer as ``keep_tool_results``
         to :meth:`replay`. The
         options' own ``keep_tool_results`` must be ``None``: this chooses it."""
-        from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
+        from convstore.engine.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
 
         max_tokens = parse_count(max_tokens, "max_tokens", 1)
         checked = replay_options(options, shape=shape, vision=vision, full=full)

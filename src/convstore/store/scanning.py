@@ -16,8 +16,8 @@ from eventsourcing.persistence import MapperDeserialisationError, Notification
 
 from convstore.domain.events import Event
 from convstore.domain.parsing import MAX_COUNT, parse_count
-from convstore.infrastructure.chain import Head
-from convstore.infrastructure.records import Recorded
+from convstore.ports.chain import Head
+from convstore.ports.records import Recorded
 from convstore.store.reading import TOPIC_BYTES, LogReader, damaged_topic
 
 

@@ -22,11 +22,10 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
+from convstore.backends.common.application import EventLog
+from convstore.backends.common.mapper import UnreadableEvent
 from convstore.domain.conversation import Conversation
-from convstore.domain.events import BlockAppended, Event
-from convstore.domain.limits import Limits
-from convstore.domain.parsing import parse_id
-from convstore.errors import (
+from convstore.domain.errors import (
     ConcurrencyError,
     ConversationNotFound,
     ConvstoreError,
@@ -35,8 +34,9 @@ from convstore.errors import (
     StoreError,
     VersionConflict,
 )
-from convstore.infrastructure.application import EventLog
-from convstore.infrastructure.mapper import UnreadableEvent
+from convstore.domain.events import BlockAppended, Event
+from convstore.domain.limits import Limits
+from convstore.domain.parsing import parse_id
 from convstore.projections.listing import ListingChange, listing_changes
 from convstore.store.reading import LogReader
 

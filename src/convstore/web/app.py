@@ -25,11 +25,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from convstore.domain.blocks import ToolUseBlock
-from convstore.domain.events import ConversationStarted, MessageStarted
-from convstore.domain.parsing import parse_id
-from convstore.errors import ConversationNotFound, InvalidInput
-from convstore.infrastructure.audit_search import (
+from convstore.app.projector import audit_path
+from convstore.audit.search import (
     AuditState,
     Found,
     add_hits,
@@ -38,11 +35,14 @@ from convstore.infrastructure.audit_search import (
     message_position,
     ranked_conversations,
 )
+from convstore.domain.blocks import ToolUseBlock
+from convstore.domain.errors import ConversationNotFound, InvalidInput
+from convstore.domain.events import ConversationStarted, MessageStarted
+from convstore.domain.parsing import parse_id
+from convstore.engine.plan import SHAPES
 from convstore.projections.messages import collect_history
-from convstore.projections.replay import SHAPES
-from convstore.projector import audit_path
 from convstore.store import ConversationInfo, Store
-from convstore.web.render import (
+from convstore.views.html import (
     CSS,
     PAGE_SIZE,
     Filters,

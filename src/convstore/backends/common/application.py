@@ -1,0 +1,129 @@
+"""The eventsourcing application that owns convstore's event log."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from uuid import UUID, uuid4
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import ApplicationRecorder
+from eventsourcing.utils import Environment, EnvType
+
+from convstore.backends.common.mapper import PydanticMapper
+from convstore.ports.recorder import StoreRecorder
+
+APPLICATION_NAME = "convstore"
+"""Pinned: PostgreSQL table names (``convstore_events``) and setting prefixes follow it."""
+
+ENV_PREFIX = APPLICATION_NAME.upper() + "_"
+
+MARKER_TABLE = "convstore_store"
+"""The table that marks a SQLite file or a PostgreSQL schema as a convstore store; it holds
+``('format', '2')`` (or ``'1'``) and ``('id', …)``, the store's identity."""
+
+IDENTITY_KEY = "id"
+"""The marker row holding the store's identity: random, written once (a store made before
+identities gets one the first time it is opened for writing)."""
+
+
+def new_identity() -> str:
+    """A fresh store identity: 32 random hex digits."""
+    return uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class StoreMarker:
+    """What a store's marker table says about it."""
+
+    format: int
+    identity: str
+    """The store's identity; ``""`` only for a store made before identities that could not be
+    given one (a SQLite file opened read-only)."""
+
+
+FULL_JSON_FORMAT = 1
+"""Stores whose states are each event's full JSON: what convstore 0.2.0 reads and writes.
+This version keeps writing such a store in that form, so hosts of both versions can share it."""
+
+STORE_FORMAT = 2
+"""The format this version gives a new store: compact states (convstore 0.2.0 refuses it)."""
+
+STORE_FORMATS = (FULL_JSON_FORMAT, STORE_FORMAT)
+"""The store formats this version reads and writes."""
+
+READS = "this version reads formats " + " and ".join(map(str, STORE_FORMATS))
+"""How a refusal of any other format ends."""
+
+
+def known_format(value: object) -> int | None:
+    """The format a store's marker value names, when this version reads it."""
+    for store_format in STORE_FORMATS:
+        if value == str(store_format):
+            return store_format
+    return None
+
+
+class EventLog(Application[UUID]):
+    """All conversations' events, one stream per conversation, one notification log."""
+
+    name = APPLICATION_NAME
+
+    def __init__(self, env: EnvType | None = None, *, store_format: int = STORE_FORMAT) -> None:
+        """``store_format`` is the format of the store the settings name, as its marker says:
+        it decides the form events are written in."""
+        if store_format not in STORE_FORMATS:
+            msg = f"store format {store_format!r}: {READS}"
+            raise ValueError(msg)
+        self.store_format = store_format
+        super().__init__(env)
+
+    def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
+        """Settings from the caller, plus only ``CONVSTORE_``-prefixed process variables.
+
+        eventsourcing would otherwise read unprefixed variables (``CIPHER_KEY``,
+        ``PERSISTENCE_MODULE`` …) that may belong to another application in the same process.
+        The caller's settings win over the environment's.
+        """
+        settings = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
+        settings.update({ENV_PREFIX + key: value for key, value in (env or {}).items()})
+        return Environment(name, settings)
+
+    def close(self) -> None:
+        """Close every connection, the SQLite writer's included.
+
+        A connection left open on a file keeps SQLite's per-file state in this process alive:
+        a store created by building a temporary file and linking it into place would then share
+        the unlinked temporary's ``-shm`` with every later connection, and two processes would
+        keep two write-ahead indexes of one database.
+        """
+        self.store_recorder.close_writer()
+        super().close()
+
+    def construct_recorder(self) -> ApplicationRecorder:
+        """The backend's recorder, which must be one convstore can run on."""
+        recorder = super().construct_recorder()
+        if not isinstance(recorder, StoreRecorder):
+            msg = f"{type(recorder).__name__} is not a convstore recorder (StoreRecorder)"
+            raise TypeError(msg)
+        self._store_recorder = recorder
+        return recorder
+
+    @property
+    def store_recorder(self) -> StoreRecorder:
+        """The recorder, typed as what convstore asks of it beyond eventsourcing's methods."""
+        return self._store_recorder
+
+    def construct_mapper(self) -> PydanticMapper:
+        return PydanticMapper(
+            transcoder=self.factory.transcoder(),
+            compressor=self.factory.compressor(),
+            cipher=self.factory.cipher(),
+            compact=self.store_format != FULL_JSON_FORMAT,
+        )
+
+    @property
+    def pydantic_mapper(self) -> PydanticMapper:
+        """The mapper, typed as the one this application constructs."""
+        assert isinstance(self.mapper, PydanticMapper)
+        return self.mapper

@@ -1,0 +1,218 @@
+"""SQL for the listing index, kept by the recorders in the insert's own transaction.
+
+Two tables beside the events: ``convstore_listing`` (one row per conversation) and
+``convstore_labels`` (one row per label). Every insert applies the
+:class:`~convstore.projections.listing.ListingChange` of its events before it commits, so
+the index is exactly the log: nothing to catch up, read-your-writes, on both backends.
+The same statements serve SQLite (``?``, ids as hex text) and PostgreSQL (``%s``, ``uuid``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from convstore.domain.errors import ConversationActive
+from convstore.projections.listing import (
+    ListedRow,
+    ListingChange,
+    ListingQuery,
+    from_micros,
+    micros,
+)
+
+LISTING_TABLE = "convstore_listing"
+LABELS_TABLE = "convstore_labels"
+
+Execute = Callable[[str, Sequence[Any]], Any]
+"""Run one statement with its parameters (a cursor's or connection's ``execute``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """How one backend spells a placeholder, an id and a case-blind match."""
+
+    mark: str
+    id_type: str
+    like: str
+    to_id: Callable[[UUID], Any]
+
+    def sql(self, text: str) -> str:
+        return text.replace("?", self.mark)
+
+
+SQLITE = Dialect("?", "TEXT", "LIKE", lambda u: u.hex)
+POSTGRES = Dialect("%s", "uuid", "ILIKE", lambda u: u)
+
+
+def create_statements(d: Dialect, prefix: str = "") -> list[str]:
+    """The tables and their indexes (``prefix`` is a schema, with its dot, on PostgreSQL)."""
+    listing, labels = prefix + LISTING_TABLE, prefix + LABELS_TABLE
+    return [
+        f"CREATE TABLE IF NOT EXISTS {listing} (id {d.id_type} PRIMARY KEY, title TEXT, "
+        f"parent_id {d.id_type}, source TEXT, created_at BIGINT NOT NULL, "
+        "last_active BIGINT NOT NULL, events BIGINT NOT NULL)",
+        f"CREATE INDEX IF NOT EXISTS {LISTING_TABLE}_active ON {listing} (last_active, id)",
+        f"CREATE INDEX IF NOT EXISTS {LISTING_TABLE}_started ON {listing} (created_at, id)",
+        f"CREATE TABLE IF NOT EXISTS {labels} (conversation_id {d.id_type} NOT NULL, "
+        "key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (conversation_id, key))",
+        f"CREATE INDEX IF NOT EXISTS {LABELS_TABLE}_kv ON {labels} (key, value)",
+    ]
+
+
+def forget(execute: Execute, d: Dialect, conversation: UUID, prefix: str = "") -> None:
+    """Delete a conversation's listing row and labels (inside an erasure's transaction)."""
+    conv = d.to_id(conversation)
+    for table, column in ((LISTING_TABLE, "id"), (LABELS_TABLE, "conversation_id")):
+        execute(d.sql(f"DELETE FROM {prefix}{table} WHERE {column} = ?"), (conv,))  # noqa: S608
+
+
+def refuse_if_active(conversation: UUID, last_active: int | None, idle_since: int | None) -> None:
+    """Inside an erasure's transaction: raise :class:`~convstore.domain.errors.ConversationActive`
+    when ``idle_since`` (microseconds) is given and the conversation's listing row says its
+    newest event is at or after it (or has no row to say when)."""
+    if idle_since is None or (last_active is not None and last_active < idle_since):
+        return
+    when = None if last_active is None else from_micros(last_active)
+    stamp = "unknown" if when is None else when.isoformat(sep=" ", timespec="seconds")
+    msg = (
+        f"conversation {conversation} was active after the cutoff (last active {stamp}); not erased"
+    )
+    raise ConversationActive(msg, when)
+
+
+def apply_changes(
+    execute: Execute, d: Dialect, changes: Iterable[ListingChange], prefix: str = ""
+) -> None:
+    """Apply one write's changes to the index (inside the write's transaction)."""
+    listing, labels = prefix + LISTING_TABLE, prefix + LABELS_TABLE
+    for change in changes:
+        conv = d.to_id(change.conversation_id)
+        started = change.started
+        if started is not None:
+            parent = None if started.parent_id is None else d.to_id(started.parent_id)
+            execute(
+                d.sql(
+                    f"INSERT INTO {listing} (id, title, parent_id, source, created_at, "  # noqa: S608
+                    "last_active, events) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                ),
+                (
+                    conv,
+                    change.title,
+                    parent,
+                    started.source,
+                    micros(started.timestamp),
+                    change.last_active,
+                    change.version,
+                ),
+            )
+        elif change.renamed:
+            execute(
+                d.sql(
+                    f"UPDATE {listing} SET title = ?, events = ?, "  # noqa: S608
+                    "last_active = CASE WHEN last_active > ? THEN last_active ELSE ? END "
+                    "WHERE id = ?"
+                ),
+                (change.title, change.version, change.last_active, change.last_active, conv),
+            )
+        else:
+            execute(
+                d.sql(
+                    f"UPDATE {listing} SET events = ?, "  # noqa: S608
+                    "last_active = CASE WHEN last_active > ? THEN last_active ELSE ? END "
+                    "WHERE id = ?"
+                ),
+                (change.version, change.last_active, change.last_active, conv),
+            )
+        for key in sorted(change.removed_labels):
+            execute(
+                d.sql(f"DELETE FROM {labels} WHERE conversation_id = ? AND key = ?"),  # noqa: S608
+                (conv, key),
+            )
+        for key, value in change.set_labels.items():
+            execute(
+                d.sql(
+                    f"INSERT INTO {labels} (conversation_id, key, value) VALUES (?, ?, ?) "  # noqa: S608
+                    "ON CONFLICT (conversation_id, key) DO UPDATE SET value = excluded.value"
+                ),
+                (conv, key, value),
+            )
+
+
+def clear_statements(prefix: str = "") -> list[str]:
+    """Empty both tables (a rebuild refills them in the same transaction)."""
+    return [f"DELETE FROM {prefix}{LISTING_TABLE}", f"DELETE FROM {prefix}{LABELS_TABLE}"]  # noqa: S608
+
+
+def select_page(d: Dialect, query: ListingQuery, prefix: str = "") -> tuple[str, list[Any]]:
+    """The statement for one page of the listing, newest activity (or oldest start) first."""
+    listing, labels = prefix + LISTING_TABLE, prefix + LABELS_TABLE
+    key = "last_active" if query.order == "active" else "created_at"
+    where: list[str] = []
+    params: list[Any] = []
+    for name, value in query.labels:
+        where.append(
+            f"EXISTS (SELECT 1 FROM {labels} l WHERE l.conversation_id = c.id "  # noqa: S608
+            "AND l.key = ? AND l.value = ?)"
+        )
+        params += [name, value]
+    if query.ids:
+        where.append(f"c.id IN ({', '.join(['?'] * len(query.ids))})")
+        params += [d.to_id(conversation) for conversation in query.ids]
+    if query.title is not None:
+        escaped = query.title.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        where.append(f"c.title {d.like} ? ESCAPE '\\'")
+        params.append(f"%{escaped}%")
+    for column, op, bound in (
+        ("created_at", ">", query.started_after),
+        ("created_at", "<", query.started_before),
+        ("last_active", ">", query.active_after),
+        ("last_active", "<", query.active_before),
+    ):
+        if bound is not None:
+            where.append(f"c.{column} {op} ?")
+            params.append(bound)
+    if query.after is not None:
+        op = "<" if query.order == "active" else ">"
+        where.append(f"(c.{key}, c.id) {op} (?, ?)")
+        params += [query.after[0], d.to_id(UUID(query.after[1]))]
+    direction = "DESC" if query.order == "active" else "ASC"
+    text = (
+        "SELECT c.id, c.title, c.created_at, c.last_active, c.parent_id, c.source, c.events "  # noqa: S608
+        f"FROM {listing} c"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + f" ORDER BY c.{key} {direction}, c.id {direction}"
+    )
+    if query.limit is not None:
+        text += " LIMIT ?"
+        params.append(query.limit)
+    return d.sql(text), params
+
+
+def select_labels(d: Dialect, count: int, prefix: str = "") -> str:
+    """The labels of ``count`` conversations (their ids as parameters)."""
+    marks = ", ".join(["?"] * count)
+    return d.sql(
+        f"SELECT conversation_id, key, value FROM {prefix}{LABELS_TABLE} "  # noqa: S608
+        f"WHERE conversation_id IN ({marks}) ORDER BY key"
+    )
+
+
+def listed_row(row: Sequence[Any]) -> ListedRow:
+    """One selected row (ids as hex text or ``uuid``)."""
+    raw_id, title, created_at, last_active, parent, source, events = row
+    return ListedRow(
+        _uuid(raw_id),
+        title,
+        created_at,
+        last_active,
+        _uuid(parent) if parent else None,
+        source,
+        events,
+    )
+
+
+def _uuid(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))

@@ -1,0 +1,219 @@
+"""The tool round in progress inside a running turn, with real call-id linkage.
+
+Replay of persisted history never links calls to results (see :mod:`.replay`). The one place
+linkage is needed is the request made *during* a turn, after the model called tools and the
+runtime recorded their results: the provider expects its own calls and their results in native
+form. This module builds exactly that round; the history before it is ordinary replay. Once
+the turn has moved on, the same messages replay as prose like any other history.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import assert_never
+from uuid import UUID
+
+from convstore.domain.blocks import (
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.errors import InvalidInput, MessageNotFound
+from convstore.domain.events import Event
+from convstore.engine.plan import (
+    CANNOT_SEE,
+    JSONDict,
+    ReplayOptions,
+    Shape,
+    anthropic_image_source,
+    fold,
+    render,
+    replay_options,
+)
+from convstore.projections.messages import RecordedMessage
+from convstore.projections.prose import Text, block_segments, image_marker
+
+
+def _split_round(
+    messages: list[RecordedMessage], live: UUID
+) -> tuple[RecordedMessage, list[ToolResultBlock]]:
+    """The live assistant message and the results recorded after it (every call answered)."""
+    position = next((i for i, m in enumerate(messages) if m.message_id == live), None)
+    if position is None:
+        msg = f"message {live} not found in this conversation"
+        raise MessageNotFound(msg)
+    assistant = messages[position]
+    if assistant.role != "assistant":
+        msg = (
+            f"message {live} is a {assistant.role} message; a live round starts at an assistant one"
+        )
+        raise InvalidInput(msg)
+    calls = [b.block for b in assistant.blocks if isinstance(b.block, ToolUseBlock)]
+    results: list[ToolResultBlock] = []
+    for message in messages[position + 1 :]:
+        blocks = [b.block for b in message.blocks]
+        if message.role != "user" or not all(isinstance(b, ToolResultBlock) for b in blocks):
+            msg = (
+                f"the turn of message {live} has moved on (message {message.message_id} is not "
+                "only tool results); replay it as history instead"
+            )
+            raise InvalidInput(msg)
+        results.extend(b for b in blocks if isinstance(b, ToolResultBlock))
+    _check_linkage(calls, results)
+    return assistant, results
+
+
+def _check_linkage(calls: list[ToolUseBlock], results: list[ToolResultBlock]) -> None:
+    if not calls:
+        msg = "the live message made no tool calls"
+        raise InvalidInput(msg)
+    answered = {r.tool_use_id for r in results}
+    if missing := [c.id for c in calls if c.id not in answered]:
+        msg = (
+            f"tool call(s) {', '.join(missing)} have no result yet; record a result "
+            "(or an error result) for every call before building the request"
+        )
+        raise InvalidInput(msg)
+    if orphans := sorted(answered - {c.id for c in calls}):
+        msg = f"result(s) for {', '.join(orphans)} answer no call of the live message"
+        raise InvalidInput(msg)
+
+
+def _assistant_prose(blocks: Iterable[TextBlock | ReasoningBlock | ImageBlock]) -> list[str]:
+    """Text, reasoning and images of the assistant's turn, as replay writes them."""
+    hidden = "assistant messages cannot carry images"
+    texts = [s.text for b in blocks for s in block_segments(b, None, hidden) if isinstance(s, Text)]
+    return [t for t in texts if t.strip()]
+
+
+def _result_parts(block: ToolResultBlock, hidden: str | None) -> list[Text | ImageBlock]:
+    """A result's output as text and (when shown) images, in order."""
+    if isinstance(block.content, str):
+        return [Text(block.content)]
+    parts: list[Text | ImageBlock] = []
+    for part in block.content:
+        if isinstance(part, TextBlock):
+            parts.append(Text(part.text))
+        elif hidden is None:
+            parts.append(part)
+        else:
+            parts.append(Text(image_marker(part, hidden)))
+    return parts
+
+
+def openai_round(
+    assistant: RecordedMessage, results: list[ToolResultBlock], *, vision: bool
+) -> list[JSONDict]:
+    """Assistant ``tool_calls``, then one ``tool`` message per call id."""
+    calls: list[JSONDict] = []
+    prose_blocks: list[TextBlock | ReasoningBlock | ImageBlock] = []
+    for recorded in assistant.blocks:
+        block = recorded.block
+        match block:
+            case ToolUseBlock():
+                raw = isinstance(block.input, str)
+                arguments = block.input if raw else json.dumps(block.input, ensure_ascii=False)
+                function = {"name": block.name, "arguments": arguments}
+                calls.append({"id": block.id, "type": "function", "function": function})
+            case TextBlock() | ReasoningBlock() | ImageBlock():
+                prose_blocks.append(block)
+            case ToolResultBlock():
+                pass  # refused on append: results never sit in assistant messages
+            case _:
+                assert_never(block)
+    turn: JSONDict = {"role": "assistant", "tool_calls": calls}
+    if prose := _assistant_prose(prose_blocks):
+        turn["content"] = "\n\n".join(prose)
+    wire = [turn]
+    hidden = "tool messages cannot carry images" if vision else CANNOT_SEE
+    for result in results:
+        output = "\n".join(p.text for p in _result_parts(result, hidden) if isinstance(p, Text))
+        content = f"Error: {output}" if result.is_error else output
+        wire.append({"role": "tool", "tool_call_id": result.tool_use_id, "content": content})
+    return wire
+
+
+def anthropic_round(
+    assistant: RecordedMessage, results: list[ToolResultBlock], *, vision: bool
+) -> list[JSONDict]:
+    """Assistant ``tool_use`` blocks, then one user message of ``tool_result`` blocks.
+
+    Reasoning that carries a provider signature goes back as a native ``thinking`` block (and
+    redacted reasoning as ``redacted_thinking``): the Messages API requires them inside a tool
+    round that used extended thinking. Other reasoning crosses as prose.
+    """
+    content: list[JSONDict] = []
+    for recorded in assistant.blocks:
+        block = recorded.block
+        match block:
+            case ToolUseBlock():
+                if isinstance(block.input, str):
+                    msg = (
+                        f"tool call {block.id}'s arguments were recorded as raw text, not a JSON "
+                        "object, which the Anthropic shape cannot carry natively; replay the "
+                        "turn as history instead"
+                    )
+                    raise InvalidInput(msg)
+                content.append(
+                    {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+                )
+            case ReasoningBlock() if block.redacted and block.encrypted_content is not None:
+                content.append({"type": "redacted_thinking", "data": block.encrypted_content})
+            case ReasoningBlock() if block.signature is not None:
+                # Extended thinking: the API wants the block back, signature and all.
+                thinking = {"type": "thinking", "thinking": block.text}
+                content.append({**thinking, "signature": block.signature})
+            case TextBlock() | ReasoningBlock() | ImageBlock():
+                content.extend({"type": "text", "text": t} for t in _assistant_prose([block]))
+            case ToolResultBlock():
+                pass  # refused on append: results never sit in assistant messages
+            case _:
+                assert_never(block)
+    hidden = None if vision else CANNOT_SEE
+    answers: list[JSONDict] = []
+    for result in results:
+        parts: list[JSONDict] = []
+        for part in _result_parts(result, hidden):
+            if isinstance(part, Text):
+                if part.text.strip():
+                    parts.append({"type": "text", "text": part.text})
+            else:
+                parts.append({"type": "image", "source": anthropic_image_source(part)})
+        answers.append(
+            {
+                "type": "tool_result",
+                "tool_use_id": result.tool_use_id,
+                "content": parts,
+                "is_error": result.is_error,
+            }
+        )
+    return [{"role": "assistant", "content": content}, {"role": "user", "content": answers}]
+
+
+def live_request(
+    events: Iterable[Event],
+    live: UUID,
+    *,
+    options: ReplayOptions | None = None,
+    shape: Shape | None = None,
+) -> JSONDict:
+    """Replay of the history before the live assistant message, then its linked tool round.
+
+    Raises :class:`InvalidInput` when a call has no result, a result answers no call, or the
+    turn has already moved on.
+    """
+    options = replay_options(options, shape=shape)
+    folded = fold(events)  # once: the round and the history before it are read from it
+    assistant, results = _split_round(folded.visible, live)
+    planned = folded.plan(options)
+    cut = next((i for i, m in enumerate(planned) if m.message_id == live), None)
+    if cut is None:
+        msg = f"message {live} was compacted away; it cannot be a live round"
+        raise InvalidInput(msg)
+    request = render(planned[:cut], options.shape)
+    build = openai_round if options.shape == "openai" else anthropic_round
+    request["messages"].extend(build(assistant, results, vision=options.vision))
+    return request

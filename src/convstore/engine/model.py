@@ -1,0 +1,224 @@
+"""Replay as a read model: the fold of events into per-message plans.
+
+:func:`convstore.engine.plan.plan` folds the whole log on every call. The read model
+keeps what does not depend on the caller's options (see
+:mod:`convstore.engine.state` for what is kept and how it renders); this module
+folds events into it, one at a time, so a state at version ``V`` plus the events after ``V``
+equals a state folded from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from itertools import zip_longest
+from typing import Any, assert_never
+from uuid import UUID
+
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.events import (
+    BlockAppended,
+    Compacted,
+    ConversationRenamed,
+    ConversationStarted,
+    EntriesDeleted,
+    EntriesRecorded,
+    Event,
+    LabelsRemoved,
+    LabelsSet,
+    MessageEnded,
+    MessageInterrupted,
+    MessageMetaRecorded,
+    MessageStarted,
+    RewindUndone,
+    Rewound,
+    Role,
+)
+from convstore.engine.state import ImageLoader as ImageLoader  # noqa: PLC0414
+from convstore.engine.state import MessagePlan as MessagePlan  # noqa: PLC0414
+from convstore.engine.state import PartData as PartData  # noqa: PLC0414
+from convstore.engine.state import ReplayState as ReplayState  # noqa: PLC0414
+from convstore.engine.state import render as render  # noqa: PLC0414
+from convstore.projections.prose import (
+    cleared_marker,
+    image_marker,
+    reasoning_text,
+    tool_input_json,
+)
+from convstore.projections.wording import CANNOT_SEE
+
+
+def _hidden_because(role: Role, vision: bool) -> str | None:
+    """Why images in a message of ``role`` are not sent natively (as replay says it)."""
+    if not vision:
+        return CANNOT_SEE
+    if role == "user":
+        return None
+    return f"{role} messages cannot carry images"
+
+
+def _image_ref(image: ImageBlock, version: int, index: int | None, role: Role) -> list[Any]:
+    seen = _hidden_because(role, vision=True)
+    return [
+        version,
+        index,
+        image.media_type,
+        image.url,
+        image_marker(image, CANNOT_SEE),
+        None if seen is None else image_marker(image, seen),
+    ]
+
+
+def block_part(block: Block, tool_name: str | None, version: int, role: Role) -> PartData:
+    """The part a block recorded at ``version`` in a message of ``role`` becomes."""
+    match block:
+        case TextBlock():
+            return ["x", block.text]
+        case ReasoningBlock():
+            return ["g", f"[Reasoning]: {reasoning_text(block)}"]
+        case ToolUseBlock():
+            return ["u", f"Tool use: {block.name}({tool_input_json(block)})", block.id]
+        case ToolResultBlock():
+            label = "Error" if block.is_error else "Result"
+            head = f"{label} ({tool_name or block.name or 'unknown'}): "
+            content: str | list[Any]
+            if isinstance(block.content, str):
+                content = block.content
+            else:
+                content = [
+                    part.text
+                    if isinstance(part, TextBlock)
+                    else _image_ref(part, version, index, role)
+                    for index, part in enumerate(block.content)
+                ]
+            return ["r", head, cleared_marker(block), content, block.tool_use_id]
+        case ImageBlock():
+            return ["i", _image_ref(block, version, None, role)]
+        case _:
+            assert_never(block)
+
+
+def fold(state: ReplayState, events: Iterable[Event]) -> None:
+    """Fold events into ``state``; they must follow on from its version without a gap."""
+    for event in events:
+        if event.originator_version != state.version + 1:
+            msg = (
+                f"replay model at version {state.version} was given the event at version "
+                f"{event.originator_version}"
+            )
+            raise ValueError(msg)
+        _apply(state, event)
+        state.version = event.originator_version
+
+
+def _message(state: ReplayState, message_id: str) -> MessagePlan:
+    position = state.positions[message_id]
+    state.dirty.add(position)
+    return state.messages[position]
+
+
+def _apply(state: ReplayState, event: Event) -> None:
+    match event:
+        case MessageStarted():
+            key = event.message_id.hex
+            state.positions[key] = len(state.messages)
+            state.dirty.add(len(state.messages))
+            message = MessagePlan(key, event.role)
+            state.messages.append(message)
+            state.size += message.size
+        case BlockAppended():
+            message = _message(state, event.message_id.hex)
+            before = message.size
+            message.add(
+                block_part(event.block, event.tool_name, event.originator_version, message.role)
+            )
+            state.size += message.size - before
+        case MessageEnded():
+            _message(state, event.message_id.hex).close("ended")
+        case MessageInterrupted():
+            _message(state, event.message_id.hex).close("interrupted", event.reason)
+        case Compacted():
+            through = state.positions.get(event.through.hex, -1)
+            state.compactions.append((through, event.summary))
+            state.size += 2 * len(event.summary) + 64
+        case Rewound():
+            count = len(state.messages)
+            to = event.to
+            if to is None:
+                start = 0
+            else:
+                found = state.positions.get(to.hex)
+                start = count if found is None else found + 1
+            state.rewinds[event.originator_version] = (start, count)
+        case RewindUndone():
+            state.rewinds.pop(event.rewind, None)
+        case ConversationStarted() | EntriesRecorded() | EntriesDeleted():
+            pass
+        case ConversationRenamed() | LabelsSet() | LabelsRemoved() | MessageMetaRecorded():
+            pass  # never part of replay
+        case _:
+            assert_never(event)
+
+
+def differences(
+    conversation: str,
+    version: int,
+    head: str,
+    rows: Sequence[tuple[str, str]],
+    events: Sequence[Event],
+) -> list[str]:
+    """How a stored model (its version, head text and (message id, plan text) rows) differs
+    from the fold of the conversation's first ``version`` events, one line per difference
+    naming the message; empty when it is exactly what a fold writes. ``conversation`` is its
+    id in 32 hex digits (for the messages only)."""
+    if version > len(events):
+        return [
+            f"its stored replay model is at version {version}, past the log's end {len(events)}"
+        ]
+    state = ReplayState()
+    fold(state, events[:version])
+    found: list[str] = []
+    for position, (expected, row) in enumerate(zip_longest(state.messages, rows)):
+        if expected is None:
+            found.append(
+                f"its stored replay model holds message {_shown(row[0])} at position "
+                f"{position}, which the log's fold at version {version} does not"
+            )
+            break
+        if row is None:
+            found.append(
+                f"its stored replay model lacks message {_shown(expected.message_id)} "
+                f"(position {position}) that the log's fold at version {version} holds"
+            )
+            break
+        if tuple(row) != (expected.message_id, expected.encode()):
+            found.append(
+                f"its stored replay model differs from the log at message "
+                f"{_shown(expected.message_id)} (position {position}, version {version})"
+            )
+    try:
+        loaded = json.loads(head)
+        facts = {"c": loaded["c"], "r": loaded["r"]}
+    except (ValueError, KeyError, TypeError):
+        found.append(f"the head of its stored replay model of {conversation} does not decode")
+    else:
+        if facts != state.facts():
+            found.append(
+                "its stored replay model's compactions or rewinds differ from the log's "
+                f"(version {version})"
+            )
+    return found
+
+
+def _shown(message_id: str) -> str:
+    try:
+        return str(UUID(hex=message_id))
+    except (ValueError, TypeError):
+        return repr(message_id)[:80]

@@ -1,0 +1,167 @@
+"""Context pressure: the tokens of exactly what replay sends, by block kind and by message.
+
+Counting reads the same plan the renderers turn into wire messages, so every block is counted
+as it is actually sent: text, tool input, tool output, reasoning, the markers that stand in
+for unseen images or cleared output, the compaction summary, and images sent natively
+(estimated from their pixel dimensions with the providers' published formulas).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from convstore.domain.images import dimensions
+from convstore.engine.plan import Clearing, PlannedMessage, Shape
+from convstore.projections.prose import Image, Text
+
+TokenCounter = Callable[[str], int]
+
+MESSAGE_FRAMING_TOKENS = 3
+"""Tokens each message costs beyond its content (role and delimiters), per OpenAI's guide."""
+REQUEST_FRAMING_TOKENS = 3
+"""Tokens every request costs beyond its messages (the reply's priming)."""
+
+ASSUMED_SIZE = (1024, 1024)
+"""Pixel size assumed for an image whose header gives none, or that is given by URL."""
+
+
+def openai_image_tokens(width: int, height: int) -> int:
+    """OpenAI's published cost of an image at detail ``high`` (what ``auto`` picks for large ones).
+
+    Fit within 2048 x 2048, scale the shortest side down to 768, then 170 tokens per 512 px
+    tile plus 85.
+    """
+    scale = min(1.0, 2048 / max(width, height))
+    w, h = width * scale, height * scale
+    scale = min(1.0, 768 / min(w, h))
+    w, h = w * scale, h * scale
+    return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+def anthropic_image_tokens(width: int, height: int) -> int:
+    """Anthropic's published estimate: width x height / 750, after fitting the long edge
+    within 1568 px (larger images are scaled down before the model sees them)."""
+    scale = min(1.0, 1568 / max(width, height))
+    return math.ceil(width * scale * height * scale / 750)
+
+
+def image_tokens(image: Image, shape: Shape) -> int:
+    """Tokens a natively sent image costs in ``shape``."""
+    raw = base64.b64decode(image.data) if image.data is not None else b""
+    width, height = dimensions(raw) or ASSUMED_SIZE
+    if shape == "openai":
+        return openai_image_tokens(width, height)
+    return anthropic_image_tokens(width, height)
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePressure:
+    """One wire message's share."""
+
+    index: int
+    role: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pressure:
+    """The token count of a replayed request, with its breakdown.
+
+    ``by_kind`` sums to ``total``: each block kind, ``summary``, ``marker``, and ``framing``
+    (message delimiters, the blank lines joining blocks, and tokenizer effects at joins).
+    """
+
+    total: int
+    by_kind: dict[str, int] = field(default_factory=dict)
+    by_message: list[MessagePressure] = field(default_factory=list)
+    tokenizer: str = ""
+
+
+def _segment_tokens(segment: Text | Image, shape: Shape, count: TokenCounter) -> int:
+    if isinstance(segment, Text):
+        return count(segment.text) if segment.text.strip() else 0
+    return image_tokens(segment, shape)
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """One wire message's tokens: as sent, and by part kind (``framing`` last)."""
+
+    sent: int
+    by_kind: dict[str, int]
+
+
+def _count_message(message: PlannedMessage, shape: Shape, count: TokenCounter) -> _Counted:
+    sent = sum(_segment_tokens(s, shape, count) for s in message.segments())
+    sent += MESSAGE_FRAMING_TOKENS
+    by_kind: dict[str, int] = {}
+    attributed = 0
+    for part in message.parts:
+        tokens = sum(_segment_tokens(s, shape, count) for s in part.segments)
+        by_kind[part.kind] = by_kind.get(part.kind, 0) + tokens
+        attributed += tokens
+    by_kind["framing"] = by_kind.get("framing", 0) + sent - attributed
+    return _Counted(sent, by_kind)
+
+
+def _pressure(
+    planned: list[PlannedMessage], counted: list[_Counted], tokenizer: str = ""
+) -> Pressure:
+    """The request's pressure from its messages' counts (in order, so ``by_kind`` lists the
+    kinds in the order they first appear)."""
+    by_kind: dict[str, int] = {}
+    by_message: list[MessagePressure] = []
+    for index, (message, counts) in enumerate(zip(planned, counted, strict=True)):
+        for kind, tokens in counts.by_kind.items():
+            by_kind[kind] = by_kind.get(kind, 0) + tokens
+        by_message.append(MessagePressure(index, message.role, counts.sent))
+    total = sum(m.tokens for m in by_message) + REQUEST_FRAMING_TOKENS
+    by_kind["framing"] = by_kind.get("framing", 0) + REQUEST_FRAMING_TOKENS
+    return Pressure(total=total, by_kind=by_kind, by_message=by_message, tokenizer=tokenizer)
+
+
+def measure(
+    planned: list[PlannedMessage], shape: Shape, count: TokenCounter, tokenizer: str = ""
+) -> Pressure:
+    """Count the tokens of a replay plan as ``shape`` sends it."""
+    return _pressure(planned, [_count_message(m, shape, count) for m in planned], tokenizer)
+
+
+def fit_keep(
+    clearing: Clearing, shape: Shape, count: TokenCounter, max_tokens: int
+) -> tuple[int | None, Pressure]:
+    """The most tool results microcompact can keep with the request within ``max_tokens``.
+
+    Returns ``None`` when everything fits as it is; with the pressure of the request at that
+    setting. When no setting fits, returns the one whose request is smallest (the most kept
+    among equals), which need not be ``0``: clearing a short output can add tokens (its
+    marker is longer). So the count is not monotone in ``keep``: rather than search, this
+    clears results oldest first, one at a time, recounting only the message that changed,
+    and stops at the first request that fits. So every message is planned and counted about
+    once, not once per candidate ``keep``.
+    """
+    planned = list(clearing.planned)
+    counted = [_count_message(m, shape, count) for m in planned]
+    total = sum(c.sent for c in counted) + REQUEST_FRAMING_TOKENS
+    if total <= max_tokens:
+        return None, _pressure(planned, counted)
+    whole = list(planned), list(counted)
+    steps: list[tuple[int, PlannedMessage, _Counted]] = []
+    best, best_total = 0, total
+    for cleared, (index, message) in enumerate(clearing.steps, 1):
+        counts = _count_message(message, shape, count)
+        total += counts.sent - counted[index].sent
+        planned[index], counted[index] = message, counts
+        if total <= max_tokens:
+            return clearing.results - cleared, _pressure(planned, counted)
+        steps.append((index, message, counts))
+        if total < best_total:
+            best, best_total = cleared, total
+    # Nothing fits: rebuild the smallest request from the whole one and its first steps.
+    planned, counted = whole
+    for index, message, counts in steps[:best]:
+        planned[index], counted[index] = message, counts
+    return (None if best == 0 else clearing.results - best), _pressure(planned, counted)

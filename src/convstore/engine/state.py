@@ -1,0 +1,637 @@
+"""The replay read model's state: each stored message's plan, stored, read back and rendered.
+
+:func:`convstore.engine.plan.plan` folds the whole log on every call. This module keeps
+what does not depend on the caller's options: per stored message, its role, how it closed,
+and each block's prose (a *part*), plus the conversation's compactions and rewinds. What the
+options change is worked out at render time from those facts: which messages a rewind
+withdrew, the compaction window (``full``), which tool results microcompact clears
+(``keep_tool_results``), which calls no result answered, and how images show (``vision``).
+:func:`render` then gives exactly what ``render(plan(events, options), shape)`` gives.
+
+A state is folded event by event (:func:`convstore.engine.model.fold`), so a
+state at version ``V`` plus the events after ``V`` equals a state folded from scratch. Its
+messages and its head encode to deterministic text (:meth:`MessagePlan.encode`,
+:meth:`ReplayState.encode_head`), so a stored copy can be thrown away and rebuilt identical. A
+message that is closed and holds only text and reasoning can never change again: it is kept as
+its content alone (two code letters, then the
+text as is), which a fresh process reads without decoding anything.
+
+Parts are JSON arrays, kept decoded as lists (cheap to read back in bulk):
+
+- ``["x", text]`` a text block; ``["g", text]`` reasoning (its prose, ``[Reasoning]: …``);
+- ``["u", text, call_id]`` a tool call;
+- ``["r", head, cleared, content, tool_use_id]`` a tool result: ``head`` is ``Result (name): ``
+  or ``Error (name): ``, ``cleared`` the marker that replaces the output when microcompact
+  clears it, ``content`` the output text, or a list of pieces (text, or image references);
+- ``["i", ref]`` an image, where a reference is ``[version, index, media_type, url, blind,
+  seen]``: the event holding the image (``index`` into a tool result's content, or ``None``),
+  and the markers shown to a model that cannot see (``blind``) and to one that can, when the
+  message's role cannot carry images (``seen``, ``None`` for a user message). Image data is
+  never copied: a vision replay that shows an image reads it from the log by its version.
+
+This module imports nothing of the domain's models at run time (the fold, which reads events,
+is :mod:`convstore.engine.model`), so a reader that only renders stored plans, such
+as the command line's quick replay, starts without loading pydantic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from json.scanner import make_scanner
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, assert_never
+
+from convstore.projections.wording import (
+    BLANK_MESSAGE,
+    BLOCK_SEPARATOR,
+    NO_RESULT,
+    NOTHING_RECORDED,
+    PART_SEPARATOR,
+    SUMMARY_HEAD,
+    interruption_marker,
+)
+
+if TYPE_CHECKING:
+    from convstore.domain.blocks import ImageBlock
+    from convstore.domain.conversation import MessageStatus
+    from convstore.domain.events import Event, Role
+    from convstore.engine.plan import JSONDict, Shape
+    from convstore.projections.prose import Image
+
+
+class RenderOptions(Protocol):
+    """What replay varies on besides the shape (:class:`convstore.ReplayOptions` is one)."""
+
+    @property
+    def vision(self) -> bool: ...
+    @property
+    def full(self) -> bool: ...
+    @property
+    def keep_tool_results(self) -> int | None: ...
+
+
+PartData: TypeAlias = list[Any]
+"""One block's prose as a JSON array (see the module's docstring)."""
+
+ImageLoader: TypeAlias = "Callable[[int, int | None], ImageBlock]"
+"""Reads the image recorded at a version (``index`` into a tool result's content, or ``None``
+for an image block) back from the log."""
+
+MESSAGE_OVERHEAD = 240
+"""Bytes a message's plan costs in memory beyond its text (objects, lists, the id)."""
+
+ROLE_CODES: dict[Role, str] = {"system": "s", "user": "u", "assistant": "a"}
+"""Each role's letter in a sealed message's row (tests hold its keys to the ``Role`` union)."""
+_ROLE_CODES = ROLE_CODES
+_ROLES_BY_CODE: dict[str, Role] = {code: role for role, code in _ROLE_CODES.items()}
+STATUS_CODES: dict[MessageStatus, str] = {"ended": "e", "interrupted": "i"}
+"""Each closed status's letter (tests hold its keys to ``MessageStatus`` less ``open``)."""
+_STATUS_CODES = STATUS_CODES
+_STATUSES_BY_CODE: dict[str, MessageStatus] = {code: s for s, code in _STATUS_CODES.items()}
+assert len(_ROLES_BY_CODE) == len(ROLE_CODES), "role codes must differ"
+assert len(_STATUSES_BY_CODE) == len(_STATUS_CODES), "status codes must differ"
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(
+    json.JSONDecoder()  # type: ignore[arg-type] # typeshed types the C scanner as a class
+)
+
+
+class MessagePlan:
+    """One stored message as replay needs it, whatever the options."""
+
+    __slots__ = (
+        "answers",
+        "blank",
+        "calls",
+        "digest",
+        "images",
+        "message_id",
+        "parts",
+        "plain",
+        "reason",
+        "results",
+        "role",
+        "simple",
+        "size",
+        "status",
+    )
+
+    def __init__(
+        self,
+        message_id: str,
+        role: Role,
+        status: MessageStatus = "open",
+        reason: str | None = None,
+        parts: list[PartData] | None = None,
+    ) -> None:
+        self.message_id = message_id
+        """The message's id as 32 hex digits."""
+        self.role: Role = role
+        self.status: MessageStatus = status
+        self.reason = reason
+        self.parts: list[PartData] = []
+        self.calls: list[str] = []
+        self.answers: list[str] = []
+        self.results = 0
+        self.images = False
+        self.blank = True
+        self.size = MESSAGE_OVERHEAD
+        self.simple = True
+        """Whether every part is text or reasoning (its prose is the part's own text)."""
+        self.plain: str | None = None
+        """The content when nothing is cleared, no call is unanswered and no image shows
+        (worked out on first use, dropped when the message changes)."""
+        self.digest: bytes | None = None
+        """:func:`row_digest` of the text :meth:`encode` gives, once worked out (dropped when
+        the message changes)."""
+        self.status = "open"  # while its parts are added
+        for part in parts or ():
+            self.add(part)
+        self.status = status
+
+    def add(self, part: PartData) -> None:
+        """Append one block's part."""
+        if self.sealed:
+            msg = "a closed message takes no more blocks"
+            raise ValueError(msg)
+        self.parts.append(part)
+        self.plain = None
+        self.digest = None
+        code = part[0]
+        if code == "x":
+            if part[1].strip():
+                self.blank = False
+            self.size += 2 * len(part[1])
+            return
+        self.blank = False
+        if code != "g":
+            self.simple = False
+        if code == "g":
+            self.size += 2 * len(part[1])
+        elif code == "u":
+            self.calls.append(part[2])
+            self.size += 2 * len(part[1])
+        elif code == "r":
+            self.answers.append(part[4])
+            self.results += 1
+            content = part[3]
+            if isinstance(content, str):
+                self.size += 2 * (len(part[1]) + len(content)) + len(part[2])
+            else:
+                self.size += 2 * len(part[1]) + len(part[2])
+                for piece in content:
+                    if isinstance(piece, str):
+                        self.size += 2 * len(piece)
+                    else:
+                        self.images = True
+                        self.size += 64 + len(piece[4]) + len(piece[5] or "")
+        elif code == "i":
+            self.images = True
+            self.size += 64 + len(part[1][4]) + len(part[1][5] or "")
+        else:
+            msg = f"unknown part code {code!r}"
+            raise ValueError(msg)
+
+    def close(self, status: MessageStatus, reason: str | None = None) -> None:
+        """The message ended or was interrupted."""
+        if self.sealed:
+            msg = "a closed message cannot close again"
+            raise ValueError(msg)
+        self.status = status
+        self.reason = reason
+        self.plain = None
+        self.digest = None
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the message is closed and all text: its content can never change, so it is
+        kept (and stored) as that one text, without its parts."""
+        return self.status != "open" and self.simple
+
+    def encode(self) -> str:
+        """The message's plan as text: deterministic, so a rebuild writes the same.
+
+        A sealed message is its role's and status's codes, then its content as is (no JSON to
+        decode when read back); any other is the JSON ``[role, status, reason, parts]``. Its
+        :attr:`digest` is kept as it is encoded.
+        """
+        if self.sealed:
+            text = _ROLE_CODES[self.role] + _STATUS_CODES[self.status] + self.content()
+        else:
+            text = _ENCODE([self.role, self.status, self.reason, self.parts])
+        self.digest = row_digest(self.message_id, text)
+        return text
+
+    def stored_digest(self) -> bytes:
+        """:attr:`digest`, encoding the message first if it is not known yet."""
+        if self.digest is None:
+            self.encode()
+        assert self.digest is not None
+        return self.digest
+
+    @classmethod
+    def decode(cls, message_id: str, text: str | bytes) -> MessagePlan:
+        """A message read back from :meth:`encode`'s text.
+
+        Decoded with the JSON module's scanner directly (the text has no whitespace around
+        it), and a message of text blocks only is taken in without looking at each part: a
+        fresh process reads every message of a conversation this way.
+        """
+        if isinstance(text, bytes):
+            text = text.decode()
+        digest = row_digest(message_id, text)
+        if text[:1] != "[":
+            message = cls(message_id, _ROLES_BY_CODE[text[0]], _STATUSES_BY_CODE[text[1]])
+            message.plain = text[2:]
+            message.blank = False
+            message.size += 2 * len(message.plain)
+            message.digest = digest
+            return message
+        try:
+            (role, status, reason, parts), end = _SCAN(text, 0)
+        except StopIteration:
+            msg = "a stored replay plan is not JSON"
+            raise ValueError(msg) from None
+        if end != len(text):
+            msg = "a stored replay plan has data after its JSON"
+            raise ValueError(msg)
+        if not all(part[0] == "x" for part in parts):
+            message = cls(message_id, role, status, reason, parts)
+        else:
+            message = cls(message_id, role, status, reason)
+            message.parts = parts
+            texts = [part[1] for part in parts]
+            message.blank = not any(t.strip() for t in texts)
+            message.size += 2 * sum(map(len, texts))
+        message.digest = digest
+        return message
+
+    def content(self) -> str:
+        """The message's text when nothing is cleared, no call is unanswered and images are
+        hidden (the model cannot see)."""
+        plain = self.plain
+        if plain is None:
+            if self.simple:
+                texts = [p[1] for p in self.parts]
+            else:
+                texts = [_blind_text(p) for p in self.parts]
+            if self.blank:
+                texts.append(BLANK_MESSAGE if self.parts else NOTHING_RECORDED)
+            if self.status == "interrupted":
+                texts.append(interruption_marker(self.reason))
+            plain = BLOCK_SEPARATOR.join(texts)
+            if not plain.strip():  # pragma: no cover - a marker is never blank
+                plain = ""
+            self.plain = plain
+        return plain
+
+
+def row_digest(message_id: str, text: str) -> bytes:
+    """A stored message row's digest: SHA-256 (which this machine's CPU runs in hardware,
+    about twice BLAKE2b's speed here) over its id and its plan text."""
+    return hashlib.sha256(f"{message_id}\x00{text}".encode(errors="surrogatepass")).digest()
+
+
+def model_digest(  # noqa: PLR0917 - each part of what is digested, in order
+    conversation: str, version: int, changes: int, facts: str, rows: Sequence[bytes], key: bytes
+) -> str:
+    """The digest a stored model's head carries: BLAKE2b (a keyed MAC with ``key``) over the
+    conversation, the version folded, the log's change count then, the compactions and
+    rewinds (``facts``) and each message row's :func:`row_digest` in position order. An
+    edited, added, dropped or reordered row, or rows of another version, do not match it."""
+    digest = hashlib.blake2b(digest_size=16, key=key, person=b"convstore-replay")
+    digest.update(f"{conversation}\x00{version}\x00{changes}\x00{len(facts)}\x00".encode())
+    digest.update(facts.encode(errors="surrogatepass"))
+    digest.update(b"".join(rows))
+    return digest.hexdigest()
+
+
+def _blind_text(part: PartData) -> str:
+    """A part's prose for a model that cannot see, uncleared."""
+    code = part[0]
+    if code == "i":
+        return str(part[1][4])
+    if code != "r":
+        return str(part[1])
+    content = part[3]
+    if isinstance(content, str):
+        return str(part[1] + content)
+    pieces = [piece if isinstance(piece, str) else piece[4] for piece in content]
+    return str(part[1] + PART_SEPARATOR.join(pieces))
+
+
+class ReplayState:
+    """A conversation's replay read model at a version: its messages' plans in start order,
+    its compactions and the rewinds in force."""
+
+    __slots__ = (
+        "changes",
+        "compactions",
+        "dirty",
+        "messages",
+        "positions",
+        "rewinds",
+        "size",
+        "version",
+    )
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.changes = 0
+        """The conversation's count of log rows changed or deleted in place (kept by the
+        store's triggers) when the state was folded: a state whose count is not the log's
+        count now was folded from rows that are no longer there."""
+        self.messages: list[MessagePlan] = []
+        self.positions: dict[str, int] = {}
+        self.compactions: list[tuple[int, str]] = []
+        """(position of the message it runs through, or -1 if unknown; the summary)."""
+        self.rewinds: dict[int, tuple[int, int]] = {}
+        """Rewinds in force by version: the positions ``[start, end)`` each withdrew."""
+        self.dirty: set[int] = set()
+        """Positions of the messages changed since :meth:`clean` (what a writer must store)."""
+        self.size = 0
+
+    def fold(self, events: Iterable[Event]) -> None:
+        """Fold events, which must follow on from :attr:`version` without a gap (see
+        :func:`convstore.engine.model.fold`)."""
+        from convstore.engine.model import fold  # noqa: PLC0415 - the models
+
+        fold(self, events)
+
+    # -- storing ---------------------------------------------------------------------------
+
+    def facts(self) -> dict[str, Any]:
+        """The compactions and rewinds, as the head's JSON holds them."""
+        rewinds = {str(version): list(span) for version, span in sorted(self.rewinds.items())}
+        return {"c": [list(c) for c in self.compactions], "r": rewinds}
+
+    def digest(self, conversation: str, key: bytes = b"") -> str:
+        """The :func:`model_digest` of this state as :meth:`encode_head` stores it."""
+        rows = [message.stored_digest() for message in self.messages]
+        facts = _ENCODE(self.facts())
+        return model_digest(conversation, self.version, self.changes, facts, rows, key)
+
+    def encode_head(self, conversation: str, key: bytes = b"") -> str:
+        """What the state holds beside its messages, as deterministic JSON text: the
+        compactions, the rewinds, the log's change count, and the digest that binds them to
+        the version and every message's stored text (``conversation`` in 32 hex digits;
+        ``key``, the chain key, makes it a MAC)."""
+        facts = self.facts()
+        return _ENCODE({**facts, "n": self.changes, "d": self.digest(conversation, key)})
+
+    @classmethod
+    def decode(
+        cls,
+        conversation: str,
+        version: int,
+        head: str | bytes,
+        rows: Iterable[tuple[str, str | bytes]],
+        key: bytes = b"",
+    ) -> ReplayState:
+        """A state read back: its conversation's id (32 hex digits), its version, its head's
+        text and (message id, plan text) of each message in position order. Raises
+        :class:`ValueError` when the rows, the head and the version are not what a store
+        wrote together (see :func:`model_digest`): an edited or misplaced row is never
+        rendered."""
+        state = cls()
+        state.version = version
+        loaded = json.loads(head)
+        state.compactions = [(int(p), str(s)) for p, s in loaded["c"]]
+        state.rewinds = {int(v): (int(s), int(e)) for v, (s, e) in loaded["r"].items()}
+        state.changes = int(loaded["n"])
+        stored_digest = loaded["d"]
+        state.size = sum(2 * len(s) + 64 for _, s in state.compactions)
+        decode = MessagePlan.decode
+        messages = state.messages
+        positions = state.positions
+        size = 0
+        for message_id, text in rows:
+            message = decode(message_id, text)
+            positions[message_id] = len(messages)
+            messages.append(message)
+            size += message.size
+        state.size += size
+        if state.digest(conversation, key) != stored_digest:
+            msg = f"the stored replay model of {conversation} does not match its digest"
+            raise ValueError(msg)
+        return state
+
+    def clean(self) -> None:
+        """Mark everything stored."""
+        self.dirty.clear()
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def _merge(
+    items: list[str | Image], separator: str, *, first_joins_bare: bool
+) -> list[str | Image]:
+    """:func:`convstore.projections.prose.merge_text` over plain strings and images."""
+    merged: list[str | Image] = []
+    for position, item in enumerate(items):
+        if isinstance(item, str) and merged and isinstance(merged[-1], str):
+            glue = "" if first_joins_bare and position == 1 else separator
+            merged[-1] = merged[-1] + glue + item
+        else:
+            merged.append(item)
+    return merged
+
+
+def _image(ref: list[Any], vision: bool, user: bool, load: ImageLoader | None) -> str | Image:
+    if not vision:
+        return str(ref[4])
+    if not user:
+        return str(ref[5])
+    from convstore.projections.prose import Image  # noqa: PLC0415 - only to show an image
+
+    version, index, media_type, url = ref[0], ref[1], ref[2], ref[3]
+    if url is not None:
+        return Image(media_type, None, url)
+    if load is None:
+        msg = "a vision replay showing a stored image needs an image loader"
+        raise ValueError(msg)
+    image = load(version, index)
+    return Image(image.media_type, image.data, image.url)
+
+
+def _segments(
+    message: MessagePlan,
+    *,
+    vision: bool,
+    cleared_from: int,
+    unanswered: set[str],
+    load: ImageLoader | None,
+) -> list[str | Image]:
+    """The merged content of a message whose results before ordinal ``cleared_from`` are
+    cleared: texts (never blank) and the images shown between them."""
+    user = message.role == "user"
+    items: list[str | Image] = []
+    result = 0
+    for part in message.parts:
+        code = part[0]
+        if code in {"x", "g"}:
+            items.append(part[1])
+        elif code == "u":
+            items.append(part[1])
+            if part[2] in unanswered:
+                items.append(NO_RESULT)
+        elif code == "r":
+            head, content = part[1], part[3]
+            if result < cleared_from:
+                items.append(head + part[2])
+            elif isinstance(content, str):
+                items.append(head + content)
+            else:
+                pieces: list[str | Image] = [head]
+                pieces.extend(
+                    p if isinstance(p, str) else _image(p, vision, user, load) for p in content
+                )
+                items.extend(_merge(pieces, PART_SEPARATOR, first_joins_bare=True))
+            result += 1
+        elif code == "i":
+            items.append(_image(part[1], vision, user, load))
+        else:  # pragma: no cover - parts are checked when added
+            msg = f"unknown part code {code!r}"
+            raise ValueError(msg)
+    if message.blank:
+        items.append(BLANK_MESSAGE if message.parts else NOTHING_RECORDED)
+    if message.status == "interrupted":
+        items.append(interruption_marker(message.reason))
+    joined = _merge(items, BLOCK_SEPARATOR, first_joins_bare=False)
+    return [s for s in joined if not (isinstance(s, str) and not s.strip())]
+
+
+def _window(
+    state: ReplayState, full: bool
+) -> tuple[list[MessagePlan], Sequence[MessagePlan | str]]:
+    """The visible messages, and the replayed window (a summary stands as its text)."""
+    messages = state.messages
+    if state.rewinds:
+        withdrawn = bytearray(len(messages))
+        for start, end in state.rewinds.values():
+            withdrawn[start:end] = b"\x01" * (end - start)
+        visible = [m for m, gone in zip(messages, withdrawn, strict=True) if not gone]
+    else:
+        withdrawn = None
+        visible = messages
+    if full or not state.compactions:
+        return visible, visible
+    shown = [c for c in state.compactions if c[0] >= 0 and not (withdrawn and withdrawn[c[0]])]
+    if not shown:
+        return visible, visible
+    through, summary = shown[-1]
+    boundary = through if withdrawn is None else through - sum(withdrawn[:through])
+    kept_system: list[MessagePlan | str] = [
+        m for m in visible[: boundary + 1] if m.role == "system"
+    ]
+    return visible, [*kept_system, SUMMARY_HEAD + summary, *visible[boundary + 1 :]]
+
+
+def _decisions(
+    visible: list[MessagePlan], window: Sequence[MessagePlan | str], keep: int | None
+) -> tuple[set[str], int]:
+    """The calls no result answers, made before the last visible message; and how many of the
+    window's tool results microcompact clears (the oldest first)."""
+    unanswered: set[str] = set()
+    calling = [i for i, m in enumerate(visible) if m.calls]
+    if calling and calling[0] < len(visible) - 1:
+        answered = {a for m in visible if m.answers for a in m.answers}
+        last = len(visible) - 1
+        unanswered = {c for i in calling if i < last for c in visible[i].calls if c not in answered}
+    to_clear = 0
+    if keep is not None:
+        total = sum(m.results for m in window if not isinstance(m, str))
+        to_clear = max(total - keep, 0)
+    return unanswered, to_clear
+
+
+def render(
+    state: ReplayState,
+    options: RenderOptions,
+    shape: Shape,
+    load: ImageLoader | None = None,
+) -> JSONDict:
+    """Exactly ``render(plan(events, options), shape)`` for the events ``state`` folded."""
+    visible, window = _window(state, options.full)
+    unanswered, to_clear = _decisions(visible, window, options.keep_tool_results)
+    vision = options.vision
+    match shape:
+        case "openai":
+            openai = True
+        case "anthropic":
+            openai = False
+        case _:
+            assert_never(shape)
+    out: list[JSONDict] = []
+    system: list[str] = []
+    seen_results = 0
+    for message in window:
+        content: str | list[str | Image]
+        role: Role
+        if isinstance(message, str):
+            role, content = "user", message
+        else:
+            role = message.role
+            cleared_from = max(to_clear - seen_results, 0)
+            seen_results += message.results
+            if (
+                (message.images and vision)
+                or (cleared_from and message.results)
+                or (unanswered and message.calls and not unanswered.isdisjoint(message.calls))
+            ):
+                merged = _segments(
+                    message,
+                    vision=vision,
+                    cleared_from=cleared_from,
+                    unanswered=unanswered,
+                    load=load,
+                )
+                only = merged[0] if len(merged) == 1 else None
+                content = only if isinstance(only, str) else merged
+            else:
+                plain = message.plain
+                content = message.content() if plain is None else plain
+        if isinstance(content, str):  # one text: built here, as replay's renderer would
+            if openai:
+                out.append({"role": role, "content": content})
+            elif role == "system":
+                system.append(content)
+            else:
+                out.append({"role": role, "content": [{"type": "text", "text": content}]})
+            continue
+        out_message = _with_images(role, content, openai=openai)
+        if out_message is None:
+            system.append(BLOCK_SEPARATOR.join(s for s in content if isinstance(s, str)))
+        else:
+            out.append(out_message)
+    if openai:
+        return {"messages": out}
+    if out and out[-1]["role"] == "assistant":
+        # The Messages API refuses a final assistant turn ending in whitespace.
+        last = out[-1]["content"][-1]
+        last["text"] = last["text"].rstrip()
+    return {"system": BLOCK_SEPARATOR.join(system), "messages": out}
+
+
+def _with_images(role: Role, content: list[str | Image], *, openai: bool) -> JSONDict | None:
+    """A message whose content is not one text, through replay's own renderers (as a plan of
+    one part holding its merged segments: merging them again changes nothing); ``None`` for a
+    system message in the Messages API shape, which goes to ``system`` as its texts."""
+    if not openai and role == "system":
+        return None
+    from convstore.engine.plan import (  # noqa: PLC0415
+        Part,
+        PlannedMessage,
+        anthropic_content,
+        openai_message,
+    )
+    from convstore.projections.prose import Text  # noqa: PLC0415 - the domain's models
+
+    segments = tuple(Text(s) if isinstance(s, str) else s for s in content)
+    planned = PlannedMessage(role, (Part("text", segments),))
+    if openai:
+        return openai_message(planned)
+    return {"role": role, "content": anthropic_content(planned)}

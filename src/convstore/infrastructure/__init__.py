@@ -1,1 +1,0 @@
-"""Infrastructure: eventsourcing wiring, the backends, and the one place that opens them."""

@@ -1,0 +1,653 @@
+"""HTML for the web surface and for `export --format html`: one set of functions for both.
+
+Every recorded string goes through :func:`esc` (``html.escape`` with quotes) before it
+reaches the page; nothing from a conversation is ever put in a tag, an attribute name, a
+script or a style. Links come only from image URLs, and only when they are ``http(s)``.
+Pure standard library: the export path needs no web stack.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+from typing import assert_never
+from urllib.parse import urlencode
+from uuid import UUID
+
+from convstore.audit.search import MARK_END, MARK_START, Hit
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.events import Compacted
+from convstore.engine.plan import SHAPES, JSONDict, ReplayOptions, Shape
+from convstore.engine.pressure import Pressure
+from convstore.projections.messages import History, RecordedMessage
+
+PAGE_SIZE = 200
+"""Messages per transcript page: a 10,000-message conversation opens at its newest 200, read
+backwards from the end of its log (``Store.tail``), with a link to load earlier ones."""
+
+TEXT_LIMIT = 100_000
+"""Characters of one block shown on a page; the rest is cut, with a note saying how much."""
+
+CHART_MESSAGES = 400
+"""The newest wire messages drawn in the by-message pressure chart."""
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
+header{padding:.6em 1em;background:#24292f;color:#fff}
+header a{color:#9cf}
+main{padding:.5em 1em}
+.cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:1em}
+table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #ddd;padding:.3em .5em;text-align:left;vertical-align:top}
+.msg{border:1px solid #ddd;border-radius:6px;margin:.5em 0;padding:.4em .7em;background:#fff}
+.msg.user{border-left:4px solid #2f81f7}.msg.assistant{border-left:4px solid #8250df}
+.msg.system{border-left:4px solid #999}.msg.tool{border-left:4px solid #1a7f37}
+.msg.withdrawn{opacity:.55;border-style:dashed}
+.meta{color:#666;font-size:12px}
+.badge{display:inline-block;border-radius:4px;padding:0 .4em;font-size:12px;margin-left:.3em}
+.b-open{background:#fff3bf}.b-interrupted{background:#ffd8a8}.b-withdrawn{background:#e9ecef}
+.b-error{background:#ffc9c9}.b-noresult{background:#ffe066}.b-ok{background:#d3f9d8}
+pre{white-space:pre-wrap;word-break:break-word;margin:.3em 0;font-size:12.5px}
+details{margin:.3em 0}summary{cursor:pointer}
+.compaction{border:2px dashed #e8590c;background:#fff4e6;padding:.4em .7em;margin:.6em 0}
+.cut{color:#c92a2a;font-style:italic}
+img.shown{max-width:100%;max-height:480px;border:1px solid #ccc}
+.side pre.replay{max-height:70vh;overflow:auto;background:#f1f3f5;padding:.5em}
+.pager a,.pager span{margin-right:.6em}
+form.view label,form.filters label{margin-right:.8em}
+form.filters{margin:.4em 0 .8em}
+.b-label{background:#e7f5ff;color:#1c4f80;text-decoration:none}
+.note{border:1px solid #f0c36d;background:#fff9db;padding:.4em .7em}
+.note.ok{border-color:#ddd;background:#f8f9fa;color:#666}
+mark{background:#ffe066}
+ul.hits{margin:.2em 0;padding-left:1.2em}
+svg text{font:11px system-ui,sans-serif}
+"""
+
+
+_REPLAY_DEFAULTS = ReplayOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """The replay options a page shows the replay and pressure for (its query parameters);
+    with none given, replay's own defaults, as `convstore replay` uses them."""
+
+    shape: Shape = _REPLAY_DEFAULTS.shape
+    vision: bool = _REPLAY_DEFAULTS.vision
+    full: bool = _REPLAY_DEFAULTS.full
+    keep_tool_results: int | None = _REPLAY_DEFAULTS.keep_tool_results
+
+    def query(self, **extra: int) -> str:
+        """The query string that selects this view (plus ``extra`` such as a page)."""
+        params: dict[str, str | int] = {"shape": self.shape, "vision": int(self.vision)}
+        if self.full:
+            params["full"] = 1
+        if self.keep_tool_results is not None:
+            params["keep"] = self.keep_tool_results
+        params.update(extra)
+        return urlencode(params)
+
+
+def esc(value: object) -> str:
+    """Recorded text made inert: ``&``, ``<``, ``>`` and both quotes escaped."""
+    return escape(str(value), quote=True)
+
+
+def when(moment: datetime) -> str:
+    """A timestamp as shown: UTC to the second."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def clipped(text: str) -> str:
+    """``text`` escaped for a ``<pre>``, cut at :data:`TEXT_LIMIT` characters with a note."""
+    if len(text) <= TEXT_LIMIT:
+        return esc(text)
+    rest = len(text) - TEXT_LIMIT
+    return (
+        f"{esc(text[:TEXT_LIMIT])}<span class='cut'>\n[... {rest:,} more characters not shown; "
+        "`convstore export CONV --format jsonl` has every byte]</span>"
+    )
+
+
+def safe_link(url: str) -> str | None:
+    """``url`` when it is an http(s) address, else ``None`` (no ``javascript:`` ever)."""
+    return url if url.lower().startswith(("http://", "https://")) else None
+
+
+def image_html(image: ImageBlock) -> str:
+    """A base64 image inline as a data: URL; a URL image as a link (never fetched here)."""
+    if image.data is not None:
+        source = f"data:{image.media_type};base64,{image.data}"
+        return (
+            f"<img class='shown' alt='{esc(image.media_type)} image, "
+            f"{image.byte_size:,} bytes' src='{esc(source)}'>"
+        )
+    link = safe_link(image.url or "")
+    if link is None:
+        return (
+            f"<span class='badge b-error'>image with an unusable address: {esc(image.url)}</span>"
+        )
+    return (
+        f"<a href='{esc(link)}' rel='noopener noreferrer nofollow'>image at {esc(link)}</a> "
+        "<span class='meta'>(not fetched)</span>"
+    )
+
+
+def tool_output_html(content: str | Sequence[TextBlock | ImageBlock]) -> str:
+    """A tool result's output: its text, or its text and image parts in order."""
+    if isinstance(content, str):
+        return f"<pre>{clipped(content)}</pre>"
+    parts: list[str] = []
+    for part in content:
+        match part:
+            case TextBlock():
+                parts.append(f"<pre>{clipped(part.text)}</pre>")
+            case ImageBlock():
+                parts.append(f"<div>{image_html(part)}</div>")
+            case _:
+                assert_never(part)
+    return "".join(parts)
+
+
+def outcome_badge(result: ToolResultBlock | None) -> str:
+    """Whether a call got a result, and whether that result was an error."""
+    if result is None:
+        return "<span class='badge b-noresult'>no result</span>"
+    if result.is_error:
+        return "<span class='badge b-error'>error</span>"
+    return "<span class='badge b-ok'>ok</span>"
+
+
+def tool_input_text(value: object) -> str:
+    """A call's input as indented JSON, or the raw text a model emitted instead."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def block_html(block: Block, tool_name: str | None, results: dict[str, ToolResultBlock]) -> str:
+    """One block: text as text, calls and results folded, reasoning folded, images shown."""
+    match block:
+        case TextBlock():
+            return f"<pre class='text'>{clipped(block.text)}</pre>"
+        case ReasoningBlock():
+            label = "reasoning (redacted: encrypted only)" if block.redacted else "reasoning"
+            return (
+                f"<details class='reasoning'><summary>{label}</summary>"
+                f"<pre>{clipped(block.text)}</pre></details>"
+            )
+        case ImageBlock():
+            return f"<div class='image'>{image_html(block)}</div>"
+        case ToolUseBlock():
+            result = results.get(block.id)
+            answer = (
+                "<div class='meta'>no result was recorded for this call</div>"
+                if result is None
+                else f"<div class='meta'>result:</div>{tool_output_html(result.content)}"
+            )
+            return (
+                f"<details class='tool-call'><summary>tool call <b>{esc(block.name)}</b> "
+                f"<span class='meta'>{esc(block.id)}</span>{outcome_badge(result)}</summary>"
+                f"<div class='meta'>input:</div><pre>{clipped(tool_input_text(block.input))}</pre>"
+                f"{answer}</details>"
+            )
+        case ToolResultBlock():
+            name = block.name or tool_name or "?"
+            return (
+                f"<details class='tool-result'><summary>tool result for <b>{esc(name)}</b> "
+                f"<span class='meta'>{esc(block.tool_use_id)}</span>{outcome_badge(block)}"
+                f"</summary>{tool_output_html(block.content)}</details>"
+            )
+        case _:
+            assert_never(block)
+
+
+def tool_results(messages: Iterable[RecordedMessage]) -> dict[str, ToolResultBlock]:
+    """Every recorded tool result by the id of the call it answers (the last one wins)."""
+    found: dict[str, ToolResultBlock] = {}
+    for message in messages:
+        for recorded in message.blocks:
+            if isinstance(recorded.block, ToolResultBlock):
+                found[recorded.block.tool_use_id] = recorded.block
+    return found
+
+
+def message_html(
+    message: RecordedMessage, number: int | None, results: dict[str, ToolResultBlock]
+) -> str:
+    """One message: role, time, status marks and its blocks."""
+    marks = ""
+    if message.status == "open":
+        marks += "<span class='badge b-open'>open (not ended)</span>"
+    elif message.status == "interrupted":
+        reason = f": {esc(message.interrupt_reason)}" if message.interrupt_reason else ""
+        marks += f"<span class='badge b-interrupted'>interrupted{reason}</span>"
+    if message.withdrawn:
+        marks += "<span class='badge b-withdrawn'>withdrawn by a rewind (not replayed)</span>"
+    classes = f"msg {esc(message.role)}" + (" withdrawn" if message.withdrawn else "")
+    blocks = "".join(block_html(b.block, b.tool_name, results) for b in message.blocks)
+    return (
+        f"<section class='{classes}' id='m-{message.message_id}'>"
+        f"<div class='meta'>{'' if number is None else f'#{number} '}<b>{esc(message.role)}</b> · "
+        f"{when(message.started_at)}{marks}</div>{blocks}</section>"
+    )
+
+
+def compaction_html(compaction: Compacted) -> str:
+    """A compaction boundary: replay (unless full) starts with this summary."""
+    return (
+        f"<div class='compaction'><b>Compaction</b> "
+        f"<span class='meta'>{when(compaction.timestamp)}</span>: replay starts here with "
+        f"this summary in place of every message above.<pre>{clipped(compaction.summary)}</pre>"
+        "</div>"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The messages one transcript page shows, and where it sits in the conversation."""
+
+    messages: Sequence[RecordedMessage]
+    results: dict[str, ToolResultBlock]
+    """Every tool result recorded from the page's first message on, by call id."""
+    compactions: Sequence[Compacted]
+    first_number: int | None
+    """The number of the page's first message (1 for the first ever), when known."""
+    total: int | None
+    """How many messages the conversation holds, when known."""
+    earlier: int | None = None
+    """The ``before`` of the page of older messages; ``None`` when this page starts the
+    conversation."""
+    newest: bool = True
+    """Whether the page ends at the newest message (live updates refresh only that page)."""
+
+    @classmethod
+    def whole(cls, history: History) -> Window:
+        """Every message of a conversation folded whole (the export)."""
+        total = len(history.messages)
+        return cls(history.messages, tool_results(history.messages), history.compactions, 1, total)
+
+
+def transcript_html(conversation: UUID, window: Window, *, view: View, paged: bool) -> str:
+    """The transcript: the window's messages, with a compaction boundary after the message
+    each compaction runs through, and (``paged``) links to older and newest messages."""
+    after: dict[UUID, list[Compacted]] = {}
+    for compaction in window.compactions:
+        after.setdefault(compaction.through, []).append(compaction)
+    parts: list[str] = []
+    for offset, message in enumerate(window.messages):
+        number = None if window.first_number is None else window.first_number + offset
+        parts.append(message_html(message, number, window.results))
+        parts.extend(compaction_html(c) for c in after.get(message.message_id, []))
+    if not window.messages:
+        parts.append("<p class='meta'>No messages yet.</p>")
+    top = bottom = ""
+    if paged:
+        top = pager_html(f"/c/{conversation}", window, view, top=True)
+        bottom = pager_html(f"/c/{conversation}", window, view, top=False)
+    return f"<div class='page' data-last='{int(window.newest)}'>{top}{''.join(parts)}{bottom}</div>"
+
+
+def span_text(window: Window) -> str:
+    """Which messages a page shows, as far as it is known."""
+    count = len(window.messages)
+    if window.first_number is not None and count:
+        last = window.first_number + count - 1
+        of = "" if window.total is None else f" of {window.total:,}"
+        return f"messages {window.first_number:,} to {last:,}{of}"
+    which = "newest" if window.newest else "earlier"
+    return f"the {count:,} {which} messages shown here"
+
+
+def pager_html(base: str, window: Window, view: View, *, top: bool) -> str:
+    """Links to older messages (at the top) and back to the newest (at the bottom)."""
+    links = [f"<span>{esc(span_text(window))}</span>"]
+    if top and window.earlier is not None:
+        query = esc(view.query(before=window.earlier))
+        links.append(f"<a class='earlier' href='{esc(base)}?{query}'>&lsaquo; load earlier</a>")
+    if not window.newest:
+        links.append(
+            f"<a class='newest' href='{esc(base)}?{esc(view.query())}'>newest &rsaquo;</a>"
+        )
+    if len(links) == 1 and not top:
+        return ""
+    return f"<nav class='pager'>{''.join(links)}</nav>"
+
+
+def bars_svg(rows: Sequence[tuple[str, int]], title: str) -> str:
+    """A horizontal bar chart as inline SVG: one labelled bar per row."""
+    if not rows:
+        return f"<p class='meta'>{esc(title)}: nothing to draw.</p>"
+    top = max(value for _, value in rows) or 1
+    height = 16
+    width, label_width = 420, 130
+    bars: list[str] = []
+    for i, (label, value) in enumerate(rows):
+        y = i * height
+        length = round((width - label_width - 60) * value / top)
+        bars.append(
+            f"<text x='0' y='{y + 12}'>{esc(label)}</text>"
+            f"<rect x='{label_width}' y='{y + 3}' width='{max(length, 1)}' height='11' "
+            "fill='#4c6ef5'></rect>"
+            f"<text x='{label_width + length + 4}' y='{y + 12}'>{value:,}</text>"
+        )
+    return (
+        f"<figure><figcaption>{esc(title)}</figcaption>"
+        f"<svg role='img' width='{width}' height='{len(rows) * height + 4}' "
+        f"xmlns='http://www.w3.org/2000/svg'>{''.join(bars)}</svg></figure>"
+    )
+
+
+def pressure_html(pressure: Pressure) -> str:
+    """The context-pressure charts: tokens by block kind and by wire message."""
+    kinds = sorted(pressure.by_kind.items(), key=lambda item: -item[1])
+    shown = pressure.by_message[-CHART_MESSAGES:]
+    per_message = [(f"{m.index} {m.role}", m.tokens) for m in shown]
+    note = (
+        f"<p class='meta'>The newest {len(shown)} of {len(pressure.by_message)} messages.</p>"
+        if len(shown) < len(pressure.by_message)
+        else ""
+    )
+    return (
+        f"<h3>Context pressure: {pressure.total:,} tokens "
+        f"<span class='meta'>({esc(pressure.tokenizer)})</span></h3>"
+        f"{bars_svg(kinds, 'tokens by block kind')}{note}"
+        f"{bars_svg(per_message, 'tokens by wire message')}"
+    )
+
+
+def replay_html(replayed: JSONDict, view: View) -> str:
+    """What the model is sent with ``view``'s options: the replay as JSON."""
+    options = f"shape={view.shape}, vision={'on' if view.vision else 'off'}"
+    if view.full:
+        options += ", full"
+    if view.keep_tool_results is not None:
+        options += f", keep_tool_results={view.keep_tool_results}"
+    body = json.dumps(replayed, ensure_ascii=False, indent=2)
+    return (
+        f"<h3>Replay <span class='meta'>({esc(options)}): exactly what Store.replay returns"
+        f"</span></h3><pre class='replay'>{clipped(body)}</pre>"
+    )
+
+
+def side_html(replayed: JSONDict, pressure: Pressure, view: View) -> str:
+    """The replay and its context pressure, as the export shows them beside the transcript."""
+    return replay_html(replayed, view) + pressure_html(pressure)
+
+
+def view_form(action: str, view: View, before: int | None = None) -> str:
+    """The replay options as a GET form (reloading the page applies them, on the same
+    messages)."""
+    shapes = "".join(
+        f"<option value='{esc(s)}'{' selected' if s == view.shape else ''}>{esc(s)}</option>"
+        for s in SHAPES
+    )
+    keep = "" if view.keep_tool_results is None else str(view.keep_tool_results)
+    return (
+        f"<form class='view' method='get' action='{esc(action)}'>"
+        + ("" if before is None else f"<input type='hidden' name='before' value='{before}'>")
+        + f"<label>shape <select name='shape'>{shapes}</select></label>"
+        "<input type='hidden' name='vision' value='0'>"
+        f"<label><input type='checkbox' id='vision' name='vision' value='1'"
+        f"{' checked' if view.vision else ''}> vision</label>"
+        f"<label><input type='checkbox' name='full' value='1'"
+        f"{' checked' if view.full else ''}> full (ignore compaction)</label>"
+        f"<label>keep tool results <input type='number' min='0' name='keep' value='{esc(keep)}'"
+        " size='4'></label><button type='submit' id='apply'>apply</button></form>"
+    )
+
+
+def document(title: str, body: str, *, exported: bool) -> str:
+    """A whole page. Served: CSS and script from the app's own static files. Exported: CSS
+    inline, no script at all, and a CSP that lets the file load nothing from anywhere."""
+    if exported:
+        head = (
+            "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
+            "style-src 'unsafe-inline'; img-src data:\">"
+            f"<style>{CSS}</style>"
+        )
+    else:
+        head = (
+            "<link rel='stylesheet' href='/static/app.css'>"
+            "<script src='/static/app.js' defer></script>"
+        )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='referrer' content='no-referrer'>"
+        f"<title>{esc(title)}</title>{head}</head><body>{body}</body></html>"
+    )
+
+
+def conversation_body(
+    conversation: UUID,
+    title: str | None,
+    window: Window,
+    *,
+    before: int | None,
+    view: View,
+    side: str | None,
+    version: int,
+) -> str:
+    """The conversation page's body: the transcript and, beside it, the replay side.
+
+    ``side`` is the replay pane's HTML, or ``None`` to have the page fetch it (served pages
+    load it after the transcript so a long conversation opens fast); served pages are
+    paged, the export shows every message.
+    """
+    name = title or str(conversation)
+    served = side is None
+    transcript = transcript_html(conversation, window, view=view, paged=served)
+    count = "" if window.total is None else f" · {window.total:,} messages"
+    if served:
+        query = esc(view.query())
+        pane = (
+            f"<aside class='side' id='side'><div id='replay' data-src='/c/{conversation}/replay?"
+            f"{query}'><p class='meta'>Loading the replay…</p></div><div id='pressure' "
+            f"data-src='/c/{conversation}/pressure?{query}'><p class='meta'>Measuring the "
+            "context pressure…</p></div></aside>"
+        )
+        form = view_form(f"/c/{conversation}", view, before)
+        home = "<a href='/'>conversations</a> · "
+    else:
+        pane = f"<aside class='side' id='side'>{side}</aside>"
+        form = home = ""
+    # Live updates refresh the newest page; a page reached by its end that is the newest
+    # becomes the plain newest page when messages arrive.
+    query = view.query() if before is None or window.newest else view.query(before=before)
+    return (
+        f"<header>{home}<b>{esc(name)}</b> <span class='meta'>{conversation}{count}</span>"
+        f"</header><main id='conversation' data-conv='{conversation}' data-version='{version}' "
+        f"data-query='{esc(query)}'>{form}"
+        f"<div class='cols'><div id='transcript'>{transcript}</div>{pane}</div></main>"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ListedConversation:
+    """One row of the conversation list (counts ``None`` when not known)."""
+
+    id: UUID
+    title: str | None
+    last_activity: datetime
+    labels: dict[str, str]
+    messages: int | None
+    tool_calls: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """The list page's filters, as its query string gives them (checked by the app)."""
+
+    q: str = ""
+    title: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    active_after: str = ""
+    active_before: str = ""
+
+    def query(self, **extra: str) -> str:
+        """The query string that selects these filters (plus ``extra`` such as a cursor)."""
+        params: list[tuple[str, str]] = [
+            (name, value)
+            for name, value in (
+                ("q", self.q),
+                ("title", self.title),
+                ("active_after", self.active_after),
+                ("active_before", self.active_before),
+            )
+            if value
+        ]
+        params += [("label", f"{key}={value}") for key, value in self.labels]
+        params += list(extra.items())
+        return urlencode(params)
+
+    @property
+    def active(self) -> bool:
+        """Whether any filter (other than the search words) is set."""
+        return bool(self.title or self.labels or self.active_after or self.active_before)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRow:
+    """One conversation a search found, with its best matching blocks."""
+
+    row: ListedConversation
+    matches: int
+    hits: Sequence[Hit]
+
+
+def snippet_html(snippet: str) -> str:
+    """A search snippet escaped, then its match marks turned into ``<mark>`` tags."""
+    return esc(snippet).replace(MARK_START, "<mark>").replace(MARK_END, "</mark>")
+
+
+def filter_form(filters: Filters) -> str:
+    """The search words and the listing filters as one GET form."""
+    labels = [*(f"{key}={value}" for key, value in filters.labels), ""]
+    label_inputs = "".join(
+        f"<input name='label' value='{esc(label)}' placeholder='key=value' size='14'>"
+        for label in labels
+    )
+    return (
+        "<form class='filters' method='get' action='/'>"
+        f"<label>search <input type='search' id='q' name='q' value='{esc(filters.q)}' "
+        "placeholder='words in any block' size='28'></label>"
+        f"<label>title <input name='title' value='{esc(filters.title)}' size='14'></label>"
+        f"<label>labels {label_inputs}</label>"
+        "<label>active after <input name='active_after' placeholder='YYYY-MM-DD' "
+        f"value='{esc(filters.active_after)}' size='11'></label>"
+        "<label>before <input name='active_before' placeholder='YYYY-MM-DD' "
+        f"value='{esc(filters.active_before)}' size='11'></label>"
+        "<button type='submit' id='go'>go</button> <a href='/'>clear</a></form>"
+    )
+
+
+def labels_html(labels: dict[str, str]) -> str:
+    """A conversation's labels as small badges, each a link that filters by it."""
+    return "".join(
+        f"<a class='badge b-label' href='/?{esc(urlencode({'label': f'{key}={value}'}))}'>"
+        f"{esc(key)}={esc(value)}</a>"
+        for key, value in sorted(labels.items())
+    )
+
+
+def count_html(value: int | None) -> str:
+    """A count, or a mark saying it is not known yet."""
+    if value is None:
+        return "<span class='meta' title='not in the audit read model yet'>?</span>"
+    return f"{value:,}"
+
+
+def row_html(row: ListedConversation, extra: str = "") -> str:
+    """One conversation in the list: title (a link), labels, activity and counts."""
+    return (
+        f"<tr><td><a class='conv' href='/c/{row.id}'>{esc(row.title or '(untitled)')}</a>"
+        f"{labels_html(row.labels)}<div class='meta'>{row.id}</div>{extra}</td>"
+        f"<td>{when(row.last_activity)}</td>"
+        f"<td>{count_html(row.messages)}</td><td>{count_html(row.tool_calls)}</td></tr>"
+    )
+
+
+def hit_html(conversation: UUID, hit: Hit) -> str:
+    """One matching block: where it is, and its snippet, linking to its message."""
+    where = hit.kind if hit.role is None else f"{hit.role} {hit.kind}"
+    number = "" if hit.position is None else f"#{hit.position} "
+    withdrawn = " <span class='badge b-withdrawn'>withdrawn</span>" if hit.withdrawn else ""
+    anchor = "" if hit.message_id is None else f"#m-{hit.message_id}"
+    return (
+        f"<li><a class='hit' href='/c/{conversation}?before={hit.version + 1}{anchor}'>"
+        f"{esc(number + where)}</a>{withdrawn}: <span class='snippet'>"
+        f"{snippet_html(hit.snippet)}</span></li>"
+    )
+
+
+TABLE_HEAD = (
+    "<table><thead><tr><th>title</th><th>last activity</th><th>messages</th>"
+    "<th>tool calls</th></tr></thead><tbody>"
+)
+
+
+def list_body(
+    rows: Sequence[ListedConversation],
+    filters: Filters,
+    *,
+    next_cursor: str | None,
+    first: bool,
+    note: str,
+) -> str:
+    """The conversation list's body: the filter form, a page of conversations (newest
+    activity first) and links to the next page."""
+    links = []
+    if not first:
+        links.append(f"<a href='/?{esc(filters.query())}'>&laquo; first page</a>")
+    if next_cursor is not None:
+        query = esc(filters.query(after=next_cursor))
+        links.append(f"<a class='next' href='/?{query}'>next page &rsaquo;</a>")
+    pager = f"<nav class='pager'>{''.join(links)}</nav>" if links else ""
+    empty = "" if rows else "<p class='meta'>No conversation matches.</p>"
+    filtered = " (filtered)" if filters.active else ""
+    return (
+        f"<header><b>convstore</b> · conversations{filtered}, newest activity first "
+        f"(read-only)</header><main>{filter_form(filters)}{note}{pager}{TABLE_HEAD}"
+        f"{''.join(row_html(row) for row in rows)}</tbody></table>{empty}{pager}</main>"
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+def search_body(
+    results: Sequence[SearchRow], filters: Filters, *, note: str, skip: int = 0, more: bool = False
+) -> str:
+    """Search results: conversations ranked by their best match, each with snippets, and
+    links to the pages before and after (``skip`` results came before this page)."""
+    rows = "".join(
+        row_html(
+            result.row,
+            f"<div class='meta'>{_count(result.matches, 'matching block')}</div>"
+            f"<ul class='hits'>{''.join(hit_html(result.row.id, h) for h in result.hits)}</ul>",
+        )
+        for result in results
+    )
+    empty = "" if results else "<p class='meta'>Nothing found.</p>"
+    links = []
+    if skip:
+        links.append(f"<a href='/?{esc(filters.query())}'>&laquo; best matches</a>")
+    if more:
+        query = esc(filters.query(skip=str(skip + len(results))))
+        links.append(f"<a class='next' href='/?{query}'>more results &rsaquo;</a>")
+    nav = f"<nav class='pager'>{' '.join(links)}</nav>" if links else ""
+    return (
+        f"<header><b>convstore</b> · search: {esc(filters.q)} (best match first)</header>"
+        f"<main>{filter_form(filters)}{note}<div id='results'>{TABLE_HEAD}{rows}"
+        f"</tbody></table>{empty}</div>{nav}</main>"
+    )
