@@ -23,7 +23,7 @@ from convstore import AsyncStore, InvalidInput, Store, as_async, open_async_stor
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "gen_async.py"
-GENERATED = ROOT / "src" / "convstore" / "aio" / "_generated.py"
+GENERATED = ROOT / "src" / "convstore" / "store" / "aio" / "_generated.py"
 TEXT = {"type": "text", "text": "hello"}
 
 

@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from convstore import Store, open_store
 from convstore.app.demo import record_demo, tiny_png
 from convstore.app.projector import audit_path, catch_up, default_audit_path, follow, rebuild
-from convstore.audit.db import TABLES, AuditDatabase, ProjectionConflict
+from convstore.audit.db import TABLES, AuditDatabase
+from convstore.domain.errors import ProjectionConflict
 from convstore.domain.events import Event
 from tests.strategies import histories
 

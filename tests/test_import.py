@@ -25,6 +25,7 @@ from click.testing import CliRunner, Result
 import convstore
 from convstore import Store
 from convstore.app.demo import record_demo, tiny_png
+from convstore.app.export import export_conversation
 from convstore.cli import cli
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
 from convstore.domain.blocks import (
@@ -34,16 +35,14 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from convstore.domain.errors import InvalidBlock, InvalidInput
+from convstore.domain.errors import AlreadyImported, InvalidBlock, InvalidInput
 from convstore.engine.plan import Shape
 from convstore.store.importing import (
     BLOCK_KINDS,
-    AlreadyImported,
     ImportFormat,
     read_histories,
     sources_for,
 )
-from convstore.store.transfer import export_conversation
 from convstore.store.verify import Verifier
 
 CONVSTORE = Path(sys.executable).parent / "convstore"

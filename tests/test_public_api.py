@@ -97,3 +97,28 @@ def test_the_console_module_imports_nothing_heavy_before_setting_the_variable() 
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_every_error_lives_in_the_one_error_module_and_is_exported() -> None:
+    """No module but ``convstore.domain.errors`` defines a ConvstoreError, and the package
+    exports every class that module defines."""
+    package = INIT.parent
+    elsewhere = []
+    for file in sorted(package.rglob("*.py")):
+        if file == package / "domain" / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base) for base in node.bases}
+                family = vars(importlib.import_module("convstore.domain.errors"))
+                if any(isinstance(family.get(b), type) for b in bases):
+                    elsewhere.append(f"{file.relative_to(package)}: {node.name}")
+    assert elsewhere == []
+    errors = importlib.import_module("convstore.domain.errors")
+    defined = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and value.__module__ == errors.__name__
+    }
+    assert defined <= set(convstore.__all__), defined - set(convstore.__all__)
+    assert "ReadModelBusy" in defined

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from convstore.domain.blocks import ImageBlock, TextBlock, ToolResultBlock
 from convstore.domain.events import BlockAppended, Event
 from convstore.engine.model import ReplayState, render
+from convstore.engine.model import fold as fold_into
 from convstore.engine.plan import SHAPES, ReplayOptions, replay
 from tests.strategies import HistoryBuilder, histories
 
@@ -103,7 +104,7 @@ def test_a_model_folded_in_pieces_and_stored_between_renders_like_a_fresh_replay
     done = 0
     for cut in [*cuts, len(events)]:
         state = stored.read()
-        state.fold(events[done:cut])
+        fold_into(state, events[done:cut])
         done = cut
         check(state, events[:done])
         if data.draw(st.booleans()):
@@ -112,7 +113,7 @@ def test_a_model_folded_in_pieces_and_stored_between_renders_like_a_fresh_replay
             # Never written: the next reader folds these events again from the log.
             done = stored.version
     final = stored.read()
-    final.fold(events[stored.version :])
+    fold_into(final, events[stored.version :])
     check(final, events)
 
 
@@ -124,11 +125,11 @@ def test_a_rebuilt_model_stores_the_same_text_as_one_caught_up_step_by_step(
     stepwise = Stored()
     for event in events:
         state = stepwise.read()
-        state.fold([event])
+        fold_into(state, [event])
         stepwise.write(state)
     rebuilt = Stored()
     state = ReplayState()
-    state.fold(events)
+    fold_into(state, events)
     rebuilt.write(state)
     assert (rebuilt.version, rebuilt.head, rebuilt.rows) == (
         stepwise.version,
@@ -143,4 +144,4 @@ def test_a_gap_in_the_versions_is_refused() -> None:
     events = builder.events
     state = ReplayState()
     with pytest.raises(ValueError, match="given the event at version 2"):
-        state.fold(events[1:])
+        fold_into(state, events[1:])

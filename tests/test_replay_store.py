@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from convstore import ConversationNotFound, Store, open_store
 from convstore.backends.common.replay_tables import HEADS, MESSAGES
 from convstore.domain.events import Event
+from convstore.engine.model import fold as fold_into
 from convstore.engine.plan import SHAPES, replay
 from tests.strategies import histories
 
@@ -258,7 +259,7 @@ def test_a_model_stored_while_a_store_reads_it_on_postgres_is_read_as_one_versio
         record(writer, conv, 2, start=2)
         events = writer.events(conv)
         newer = ReplayState()
-        newer.fold(events)
+        fold_into(newer, events)
         rows = [(m.message_id, m.encode()) for m in newer.messages]
         found: list[Any] = []
         with psycopg.connect(server) as other:
@@ -339,7 +340,7 @@ def test_a_process_killed_mid_catch_up_leaves_a_model_the_next_replay_trusts(
 
                 version = stored[0]
                 state = ReplayState()
-                state.fold(events[:version])
+                fold_into(state, events[:version])
                 rows = [(m.message_id, m.encode()) for m in state.messages]
                 assert (version, state.encode_head(conv.hex), rows) == stored
     with sqlite3.connect(location) as conn:
@@ -443,7 +444,7 @@ def test_readers_racing_to_store_the_model_leave_the_rows_of_one_fold(
         from convstore.engine.model import ReplayState  # noqa: PLC0415
 
         state = ReplayState()
-        state.fold(events)
+        fold_into(state, events)
         rows = [(m.message_id, m.encode()) for m in state.messages]
         assert model_rows(readers[0], conv) == (len(events), state.encode_head(conv.hex), rows)
         for mode in MODES:

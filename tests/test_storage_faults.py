@@ -26,7 +26,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 import convstore.backends.sqlite.recorder as sqlite_backend
-from convstore import InvalidInput, StoreError, bootstrap, open_store
+from convstore import InvalidInput, StoreError, open_store
+from convstore.app import bootstrap
 from convstore.cli import cli
 from convstore.store.verify import Verifier
 

@@ -23,12 +23,14 @@ from uuid import UUID
 import pytest
 
 import convstore
-from convstore import Store, aio, transfer
+from convstore import Store, open_async_store
 from convstore.app.demo import record_demo
 from convstore.convert.history import History, HistoryMessage
 from convstore.domain.blocks import TextBlock
-from convstore.domain.errors import InvalidInput
-from convstore.store.transfer import BATCH_SIZE, DumpError, Loader
+from convstore.domain.errors import DumpError, InvalidInput
+from convstore.store import aio
+from convstore.store import transfer as store_transfer
+from convstore.store.transfer import BATCH_SIZE, Loader
 from convstore.store.verify import Verifier
 from tests.conftest import one_error_line as error_line
 
@@ -207,7 +209,7 @@ def test_dump_and_load_hold_one_page_or_batch_at_a_time(
     about the same (one page); loading it grows only by the writer state it checks each
     conversation against (a few hundred bytes a message, as `verify` keeps), never by the
     dump's lines, and both stay well under the dump's size (5 MB for the longer one)."""
-    monkeypatch.setattr(transfer, "PAGE_SIZE", 200)
+    monkeypatch.setattr(store_transfer, "PAGE_SIZE", 200)
     short = _transfer_peaks(tmp_path, 700)
     size, dump_peak, load_peak = _transfer_peaks(tmp_path, 2100)
     assert size > 5_000_000
@@ -326,10 +328,10 @@ def test_the_async_store_dumps_loads_and_imports_the_same(
     expected = [line for line in source.dump() if not line.startswith(b'{"format"')]
 
     async def main() -> None:
-        async with await aio.open_async_store(source.location) as a:
+        async with await open_async_store(source.location) as a:
             lines = [line async for line in a.dump()]
         assert [x for x in lines if not x.startswith(b'{"format"')] == expected
-        async with await aio.open_async_store(tmp_path / "copy.db") as b:
+        async with await open_async_store(tmp_path / "copy.db") as b:
             report = await b.load(lines)
             assert report.loaded == len(expected) - 1
             history = History(messages=[HistoryMessage("user", (TextBlock(text="hi"),))])

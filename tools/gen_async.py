@@ -1,6 +1,6 @@
 """Write convstore's :class:`~convstore.AsyncStore` from the sync :class:`~convstore.Store`.
 
-    python tools/gen_async.py           # rewrite src/convstore/aio/_generated.py
+    python tools/gen_async.py           # rewrite src/convstore/store/aio/_generated.py
     python tools/gen_async.py --check   # exit 1 when that file is not what this writes
 
 The sync ``Store`` is the one source (psycopg generates its sync modules from its async ones
@@ -11,7 +11,7 @@ docstring with :mod:`ast`, and writes a coroutine of the same name that runs the
 on the pool :data:`KINDS` names for it. Two rules, and nothing else, shape each coroutine:
 
 - :data:`KINDS` says whether a method reads or writes (or is written by hand in
-  ``convstore/aio/_base.py`` because it truly differs: ``scan`` is an async iterator there).
+  ``convstore/store/aio/_base.py`` because it truly differs: ``scan`` is an async iterator there).
   A public method missing from it, or an entry naming no method, stops the script.
 - A parameter annotated as an iterable (``Iterable``, ``Iterator``, ``Sequence``,
   ``Collection``) is passed through ``materialised``: a one-shot iterator is read into a list
@@ -39,8 +39,8 @@ from typing import Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-TARGET = SRC / "convstore" / "aio" / "_generated.py"
-BASE = SRC / "convstore" / "aio" / "_base.py"
+TARGET = SRC / "convstore" / "store" / "aio" / "_generated.py"
+BASE = SRC / "convstore" / "store" / "aio" / "_base.py"
 BASE_CLASS = "AsyncStoreBase"
 
 Kind = Literal["read", "write", "by hand"]
@@ -364,9 +364,9 @@ def generate(cls: type) -> str:
         f"{_listed(by_kind['write'])}\n\n"
         "    Reads, on the reader pool:\n\n"
         f"{_listed(by_kind['read'])}\n\n"
-        "    Written by hand (:mod:`convstore.store.aio._base`): :meth:`close` finishes the calls in\n"
-        "    flight first, :meth:`raw_events` returns a list, and :meth:`scan` and :meth:`dump`\n"
-        '    are async iterators.\n    """\n',
+        "    Written by hand (:mod:`convstore.store.aio._base`): :meth:`close` finishes the\n"
+        "    calls in flight first, :meth:`raw_events` returns a list, and :meth:`scan` and\n"
+        '    :meth:`dump` are async iterators.\n    """\n',
     ]
     for method in twinned:
         kind = KINDS[method.name]

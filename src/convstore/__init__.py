@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from convstore.app.bootstrap import (
+        open_async_store as open_async_store,
+    )
+    from convstore.app.bootstrap import (
         open_store as open_store,
     )
     from convstore.app.routing import (
@@ -47,6 +50,9 @@ if TYPE_CHECKING:
         ToolUseBlock as ToolUseBlock,
     )
     from convstore.domain.errors import (
+        AlreadyImported as AlreadyImported,
+    )
+    from convstore.domain.errors import (
         ConcurrencyError as ConcurrencyError,
     )
     from convstore.domain.errors import (
@@ -60,6 +66,9 @@ if TYPE_CHECKING:
     )
     from convstore.domain.errors import (
         ConvstoreError as ConvstoreError,
+    )
+    from convstore.domain.errors import (
+        DumpError as DumpError,
     )
     from convstore.domain.errors import (
         InvalidBlock as InvalidBlock,
@@ -81,6 +90,15 @@ if TYPE_CHECKING:
     )
     from convstore.domain.errors import (
         OutputError as OutputError,
+    )
+    from convstore.domain.errors import (
+        ProjectionConflict as ProjectionConflict,
+    )
+    from convstore.domain.errors import (
+        ReadModelBusy as ReadModelBusy,
+    )
+    from convstore.domain.errors import (
+        ReadModelMoved as ReadModelMoved,
     )
     from convstore.domain.errors import (
         StoreError as StoreError,
@@ -184,9 +202,6 @@ if TYPE_CHECKING:
     from convstore.store.aio import (
         as_async as as_async,
     )
-    from convstore.store.aio import (
-        open_async_store as open_async_store,
-    )
     from convstore.store.importing import (
         ImportReport as ImportReport,
     )
@@ -195,6 +210,11 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
+    "ReadModelMoved": "convstore.domain.errors",
+    "ReadModelBusy": "convstore.domain.errors",
+    "ProjectionConflict": "convstore.domain.errors",
+    "DumpError": "convstore.domain.errors",
+    "AlreadyImported": "convstore.domain.errors",
     "AsyncStore": "convstore.store.aio",
     "Block": "convstore.domain.blocks",
     "BlockAppended": "convstore.domain.events",
@@ -252,7 +272,7 @@ _EXPORTS: dict[str, str] = {
     "ToolUseBlock": "convstore.domain.blocks",
     "as_async": "convstore.store.aio",
     "VersionConflict": "convstore.domain.errors",
-    "open_async_store": "convstore.store.aio",
+    "open_async_store": "convstore.app.bootstrap",
     "open_store": "convstore.app.bootstrap",
     "replay": "convstore.engine.plan",
     "shard_for": "convstore.app.routing",

@@ -15,13 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid4
 
-from convstore.audit.db import (
-    BUSY_TIMEOUT_SECONDS,
-    AuditDatabase,
-    ProjectionConflict,
-    ReadModelBusy,
-    ReadModelMoved,
-)
+from convstore.audit.db import BUSY_TIMEOUT_SECONDS, AuditDatabase
 from convstore.audit.file import (
     audit_file,
     check_audit_path,
@@ -31,6 +25,7 @@ from convstore.audit.file import (
     swap_in,
 )
 from convstore.backends.common.gc_pause import paused_gc
+from convstore.domain.errors import ProjectionConflict, ReadModelBusy, ReadModelMoved
 from convstore.store import Store
 
 BATCH_SIZE = 500

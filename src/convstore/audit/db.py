@@ -20,7 +20,13 @@ import sqlite_utils
 from convstore.backends.sqlite.recorder import create_private_file
 from convstore.backends.sqlite.transaction import delete_securely
 from convstore.domain.blocks import ToolResultBlock, ToolUseBlock
-from convstore.domain.errors import InvalidInput, StoreError
+from convstore.domain.errors import (
+    InvalidInput,
+    ProjectionConflict,
+    ReadModelBusy,
+    ReadModelMoved,
+    StoreError,
+)
 from convstore.domain.events import (
     BlockAppended,
     Compacted,
@@ -72,18 +78,6 @@ deletes from each (and from ``conversations`` by ``id``)."""
 
 ERASURES = "erasures"
 """The ``_tracking`` row holding the ``seq`` of the last tombstone the read model acted on."""
-
-
-class ProjectionConflict(StoreError):
-    """Another projector moved the read model's position first; this batch was rolled back."""
-
-
-class ReadModelMoved(StoreError):
-    """A rebuild swapped a new file in under this connection; reopen the path and carry on."""
-
-
-class ReadModelBusy(StoreError):
-    """Another connection (a long query) held the file's lock past the busy timeout."""
 
 
 META_COLUMNS: dict[str, type] = {

@@ -19,11 +19,7 @@ from uuid import UUID
 
 from convstore.audit.db import ERASURES, MARK, PROJECTION, SCHEMA_VERSION, STORE_ID
 from convstore.domain.errors import InvalidInput
-
-MARK_START = "\ue000"
-MARK_END = "\ue001"
-"""What a snippet puts around each matched term (private-use characters; the page escapes the
-snippet first, then turns these into highlight tags)."""
+from convstore.views.hits import MARK_END, MARK_START, Hit
 
 MAX_TERMS = 20
 MAX_QUERY_CHARS = 500
@@ -40,22 +36,6 @@ class AuditState:
     """Why it cannot be used (missing, another schema, unreadable), for the page."""
     erasures: int = 0
     """The ``seq`` of the last erasure it acted on."""
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One matching block, with a snippet of its text around the match."""
-
-    message_id: UUID | None
-    version: int
-    """The block's version in the conversation's log."""
-    kind: str
-    role: str | None
-    position: int | None
-    """The message's number in the conversation (1 for the first started)."""
-    withdrawn: bool
-    snippet: str
-    """Text around the match, matches between :data:`MARK_START` and :data:`MARK_END`."""
 
 
 @dataclass(slots=True)

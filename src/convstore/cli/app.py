@@ -1,4 +1,4 @@
-"""The command group, its error handling and the options commands share.
+"""The command group: every command, the lazily loaded ones by name, and the entry point.
 
 Exit status: 0 on success; 2 for bad input or usage, with one line on stderr and nothing
 written; 1 when the store itself fails. Set ``CONVSTORE_DEBUG=1`` to see tracebacks.
@@ -6,72 +6,44 @@ written; 1 when the store itself fails. Set ``CONVSTORE_DEBUG=1`` to see traceba
 
 from __future__ import annotations
 
-import functools
 import importlib
 import os
 import sys
-from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
-from uuid import UUID
+from typing import Any
 
 import click
 
-from convstore.app.bootstrap import ENV_VAR, open_store
+from convstore.app.bootstrap import ENV_VAR
 from convstore.backends.sqlite.recorder import default_path
-from convstore.domain.errors import (
-    ConversationNotFound,
-    ConvstoreError,
-    InvalidInput,
-    MessageNotFound,
+from convstore.cli import conversations, metadata
+from convstore.cli.options import (
+    EXIT_BAD_INPUT,
+    EXIT_STORE_FAILURE,
+    fail,
+    usage_failure,
 )
-from convstore.engine.plan import SHAPES, ReplayOptions, Shape
-from convstore.store import Store
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-EXIT_STORE_FAILURE = 1
-EXIT_BAD_INPUT = 2
-EXIT_OVER_BUDGET = 3
-"""``replay --fit-tokens N`` printed its best request, but even that is over N tokens."""
-NO_MATCH = "no conversations match"
-"""What a listing that found nothing says on stderr (stdout stays empty; exit 0)."""
-
-
-def one_line(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped, so it stays one line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"error: {one_line(message)}", err=True)
-    sys.exit(code)
-
-
-def _usage_failure(exc: click.UsageError) -> NoReturn:
-    message = " ".join(exc.format_message().split())
-    hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-    _fail(message + hint, EXIT_BAD_INPUT)
-
+from convstore.domain.errors import ConvstoreError, InvalidInput
 
 LAZY_COMMANDS = {
-    "project": "convstore.cli.audit",
-    "rebuild": "convstore.cli.audit",
-    "audit": "convstore.cli.audit",
-    "compact": "convstore.cli.compaction",
-    "pressure": "convstore.cli.pressure",
-    "verify": "convstore.cli.verify",
-    "dump": "convstore.cli.transfer",
-    "load": "convstore.cli.transfer",
-    "export": "convstore.cli.transfer",
-    "import": "convstore.cli.importing",
-    "serve": "convstore.cli.web",
-    "erase": "convstore.cli.lifecycle",
-    "vacuum": "convstore.cli.lifecycle",
-    "rewind": "convstore.cli.lifecycle",
-    "fork": "convstore.cli.lifecycle",
-    "start": "convstore.cli.lifecycle",
+    "project": "convstore.cli.audit:project",
+    "rebuild": "convstore.cli.audit:rebuild_",
+    "audit": "convstore.cli.audit:audit",
+    "compact": "convstore.cli.compaction:compact",
+    "pressure": "convstore.cli.pressure:pressure",
+    "verify": "convstore.cli.verify:verify",
+    "dump": "convstore.cli.transfer:dump",
+    "load": "convstore.cli.transfer:load",
+    "export": "convstore.cli.transfer:export",
+    "import": "convstore.cli.importing:import_",
+    "serve": "convstore.cli.web:serve",
+    "erase": "convstore.cli.lifecycle:erase",
+    "vacuum": "convstore.cli.lifecycle:vacuum",
+    "rewind": "convstore.cli.lifecycle:rewind",
+    "fork": "convstore.cli.lifecycle:fork",
+    "start": "convstore.cli.lifecycle:start",
 }
-"""Commands whose modules load only when asked for (they import heavier libraries)."""
+"""Commands whose modules load only when asked for (they import heavier libraries), as
+``module:attribute``."""
 
 
 class _Group(click.Group):
@@ -86,7 +58,8 @@ class _Group(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
-            importlib.import_module(LAZY_COMMANDS[cmd_name])  # registers on this group
+            module, _, attribute = LAZY_COMMANDS[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
         return super().get_command(ctx, cmd_name)
 
     def make_context(
@@ -101,7 +74,7 @@ class _Group(click.Group):
         except click.exceptions.NoArgsIsHelpError:
             raise
         except click.UsageError as exc:
-            _usage_failure(exc)
+            usage_failure(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -109,194 +82,20 @@ class _Group(click.Group):
         except click.exceptions.NoArgsIsHelpError:
             raise
         except click.UsageError as exc:
-            _usage_failure(exc)
+            usage_failure(exc)
         except InvalidInput as exc:
-            _fail(str(exc), EXIT_BAD_INPUT)
+            fail(str(exc), EXIT_BAD_INPUT)
         except ConvstoreError as exc:
-            _fail(str(exc), EXIT_STORE_FAILURE)
+            fail(str(exc), EXIT_STORE_FAILURE)
         except (click.exceptions.Exit, click.ClickException, click.Abort, BrokenPipeError):
             raise
         except Exception as exc:
             if os.environ.get("CONVSTORE_DEBUG"):
                 raise
-            _fail(
+            fail(
                 f"unexpected {type(exc).__name__}: {exc} (set CONVSTORE_DEBUG=1 for the traceback)",
                 EXIT_STORE_FAILURE,
             )
-
-
-# -- shared options ---------------------------------------------------------------------------
-
-
-def store_from(ctx: click.Context, *, create: bool) -> Store:
-    """The command's store, opened once per command (an id prefix resolved while the
-    arguments are parsed uses the same one)."""
-    key = "store (create)" if create else "store"
-    cached: Store | None = ctx.obj.get(key)
-    if cached is not None:
-        return cached
-    store = open_store(ctx.obj["db"], create=create)
-    ctx.obj[key] = store
-
-    def close() -> None:
-        ctx.obj.pop(key, None)
-        store.close()
-
-    ctx.call_on_close(close)
-    return store
-
-
-MIN_PREFIX = 4
-"""The shortest id prefix resolved (as git's short hashes); shorter text is taken as given."""
-
-_PREFIX_CHARS = frozenset("0123456789abcdef-")
-
-
-def _prefix(text: str) -> str | None:
-    """``text`` as an id prefix to search for (lowercase hex, dashes kept), or ``None`` when it
-    is a whole id or no prefix (then it is passed on as given and checked as usual)."""
-    lowered = text.strip().lower()
-    if len(lowered) < MIN_PREFIX or not set(lowered) <= _PREFIX_CHARS:
-        return None
-    try:
-        UUID(lowered)
-    except ValueError:
-        return lowered
-    return None
-
-
-def _pick(prefix: str, kind: str, where: str, ids: list[UUID]) -> str:
-    found = [i for i in ids if str(i).startswith(prefix) or i.hex.startswith(prefix)]
-    if not found:
-        msg = f"no {kind} id{where} starts with {prefix!r}"
-        raise (ConversationNotFound if kind == "conversation" else MessageNotFound)(msg)
-    if len(found) > 1:
-        shown = ", ".join(str(i) for i in found[:5]) + (" …" if len(found) > 5 else "")
-        msg = f"{prefix!r} is ambiguous: {len(found)} {kind} ids{where} start with it ({shown})"
-        raise InvalidInput(msg)
-    return str(found[0])
-
-
-def resolve_conversation(ctx: click.Context, text: str) -> str:
-    """A conversation id from a unique prefix of it (whole ids and other text pass as given)."""
-    prefix = _prefix(text)
-    if prefix is None:
-        return text
-    ids = [c.id for c in store_from(ctx, create=False).conversations()]
-    return _pick(prefix, "conversation", "", ids)
-
-
-def resolve_message(ctx: click.Context, conversation: str, text: str) -> str:
-    """A message id from a unique prefix of it among ``conversation``'s messages."""
-    prefix = _prefix(text)
-    if prefix is None:
-        return text
-    messages = store_from(ctx, create=False).messages(conversation)
-    return _pick(prefix, "message", " in that conversation", [m.message_id for m in messages])
-
-
-def _conversation_callback(ctx: click.Context, _: click.Parameter, value: str | None) -> str | None:
-    return None if value is None else resolve_conversation(ctx, value)
-
-
-def _message_callback(ctx: click.Context, _: click.Parameter, value: str | None) -> str | None:
-    conversation = ctx.params.get("conversation")
-    if value is None or conversation is None:
-        return value
-    return resolve_message(ctx, conversation, value)
-
-
-def shape_option(func: _F) -> _F:
-    return click.option(
-        "--shape",
-        type=click.Choice(SHAPES),
-        default=ReplayOptions().shape,
-        show_default=True,
-        help="Provider wire shape: OpenAI Chat Completions or Anthropic Messages.",
-    )(func)
-
-
-def vision_option(func: _F) -> _F:
-    return click.option(
-        "--vision/--no-vision",
-        default=ReplayOptions().vision,  # one default for the CLI, the web page and the API
-        show_default=True,
-        help="Whether the model can see: images go natively, or a marker says one was not shown.",
-    )(func)
-
-
-def window_options(func: _F) -> _F:
-    """``--full`` and ``--keep-tool-results``: what part of the history replay sends."""
-    func = click.option(
-        "--keep-tool-results",
-        type=click.IntRange(min=0),
-        metavar="N",
-        help="Microcompact: clear the output of all but the newest N tool results.",
-    )(func)
-    return click.option("--full", is_flag=True, help="Ignore compaction: send every message.")(func)
-
-
-def replay_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--shape``, ``--vision``, ``--full`` and ``--keep-tool-results``, handed to the command
-    as one :class:`~convstore.ReplayOptions` named ``options``."""
-
-    @functools.wraps(func)
-    def command(
-        *args: Any,
-        shape: Shape,
-        vision: bool,
-        full: bool,
-        keep_tool_results: int | None,
-        **kwargs: Any,
-    ) -> Any:
-        options = ReplayOptions(
-            shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
-        )
-        return func(*args, options=options, **kwargs)
-
-    return shape_option(vision_option(window_options(command)))
-
-
-def listen_options(default_port: int) -> Callable[[_F], _F]:
-    """``--host``, ``--port`` and ``--allow-host``: where a local server listens, and which
-    other names it answers to (see :class:`convstore.cli.serve.HostGuard`)."""
-
-    def decorate(func: _F) -> _F:
-        func = click.option(
-            "--allow-host",
-            "allow_hosts",
-            multiple=True,
-            metavar="NAME",
-            help="Also answer requests addressed to NAME (a host name this machine is reached by).",
-        )(func)
-        func = click.option(
-            "--port",
-            "-p",
-            type=click.IntRange(0, 65535),
-            default=default_port,
-            show_default=True,
-            help="Port.",
-        )(func)
-        return click.option(
-            "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
-        )(func)
-
-    return decorate
-
-
-def json_option(func: _F) -> _F:
-    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(
-        func
-    )
-
-
-input_argument = click.argument("source", metavar="[FILE|-]", required=False)
-conversation_argument = click.argument(
-    "conversation", metavar="CONV", callback=_conversation_callback
-)
-"""CONV: a conversation id, or a unique prefix of one (at least 4 characters)."""
-message_argument = click.argument("message", metavar="MSG", callback=_message_callback)
-"""MSG (after CONV): a message id, or a unique prefix of one within that conversation."""
 
 
 # -- the group --------------------------------------------------------------------------------
@@ -344,3 +143,18 @@ def main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(1)
+
+
+def _add_commands_of(module: Any) -> None:
+    """Add every command defined in ``module`` (not imported into it) to the group."""
+    for value in vars(module).values():
+        callback = getattr(value, "callback", None)
+        if (
+            isinstance(value, click.Command)
+            and getattr(callback, "__module__", None) == module.__name__
+        ):
+            cli.add_command(value)
+
+
+_add_commands_of(conversations)
+_add_commands_of(metadata)

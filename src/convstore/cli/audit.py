@@ -11,16 +11,16 @@ import click
 
 from convstore.app.projector import audit_path, catch_up, open_audit, rebuild
 from convstore.app.projector import follow as follow_log
-from convstore.audit.db import AuditDatabase, ReadModelBusy
+from convstore.audit.db import AuditDatabase
 from convstore.backends.common.readonly import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ROWS,
     DEFAULT_TIME_LIMIT_SECONDS,
     read_only_query,
 )
-from convstore.cli.app import cli, listen_options, store_from
+from convstore.cli.options import listen_options, store_from
 from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
-from convstore.domain.errors import InvalidInput, NoStore
+from convstore.domain.errors import InvalidInput, NoStore, ReadModelBusy
 from convstore.ports.extras import missing_extra
 from convstore.store import Store
 
@@ -45,7 +45,7 @@ def _caught_up(ctx: click.Context) -> AuditDatabase:
     return audit
 
 
-@cli.command()
+@click.command()
 @click.option("--follow", is_flag=True, help="Keep following the log until Ctrl-C.")
 @click.option(
     "--interval",
@@ -89,7 +89,7 @@ def project(ctx: click.Context, follow: bool, interval: float) -> None:
     click.echo(f"audit: stopped after applying {applied} events", err=True)
 
 
-@cli.command("rebuild")
+@click.command("rebuild")
 @click.option(
     "--projection",
     type=click.Choice(PROJECTIONS),
@@ -145,7 +145,7 @@ def rebuild_(ctx: click.Context, projection: str) -> None:
     )
 
 
-@cli.group()
+@click.group()
 @click.option(
     "--stale", is_flag=True, help="Query the read model as it is, without catching up first."
 )

@@ -6,14 +6,13 @@ from typing import Any
 
 import click
 
-from convstore.cli.app import (
-    cli,
+from convstore.cli.inputs import json_kind, parse_json, read_input
+from convstore.cli.options import (
     conversation_argument,
     input_argument,
     resolve_message,
     store_from,
 )
-from convstore.cli.inputs import json_kind, parse_json, read_input
 from convstore.domain.blocks import TextBlock
 from convstore.domain.errors import InvalidInput
 from convstore.domain.limits import Limits
@@ -39,7 +38,7 @@ def summary_from_blocks(value: Any) -> str:
     return "\n\n".join(texts)
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.option("--through", "-t", metavar="MSG", required=True, help="The last message summarised.")
 @click.option(

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import click
 
-from convstore.cli.app import (
+from convstore.cli.inputs import json_kind, read_json
+from convstore.cli.metadata import meta_option, parse_assignment, parse_meta_option, parse_when
+from convstore.cli.options import (
     EXIT_OVER_BUDGET,
     NO_MATCH,
-    cli,
     conversation_argument,
     input_argument,
     json_option,
@@ -23,8 +24,6 @@ from convstore.cli.app import (
     shape_option,
     store_from,
 )
-from convstore.cli.inputs import json_kind, read_json
-from convstore.cli.metadata import meta_option, parse_assignment, parse_meta_option, parse_when
 from convstore.domain.conversation import Conversation
 from convstore.domain.errors import InvalidInput, NoStore
 from convstore.domain.events import Compacted, MessageMeta
@@ -84,7 +83,7 @@ def describe_compaction(
 # -- commands ---------------------------------------------------------------------------------
 
 
-@cli.command()
+@click.command()
 @click.option("--title", "-t", help="A title to list the conversation by.")
 @click.pass_context
 def new(ctx: click.Context, title: str | None) -> None:
@@ -97,7 +96,7 @@ def new(ctx: click.Context, title: str | None) -> None:
     click.echo(store_from(ctx, create=True).new_conversation(title=title))
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.option(
     "--role",
@@ -140,7 +139,7 @@ def append(
     click.echo(message)
 
 
-@cli.command("add-block")
+@click.command("add-block")
 @conversation_argument
 @message_argument
 @input_argument
@@ -161,7 +160,7 @@ def add_block(ctx: click.Context, conversation: str, message: str, source: str |
     store_from(ctx, create=False).append_block(conversation, message, block)
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @message_argument
 @meta_option
@@ -177,7 +176,7 @@ def end(ctx: click.Context, conversation: str, message: str, meta: str | None) -
     store_from(ctx, create=False).end_message(conversation, message, meta=checked_meta)
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @message_argument
 @click.option("--reason", help="Why it was cut short; replay shows it.")
@@ -195,7 +194,7 @@ def interrupt(ctx: click.Context, conversation: str, message: str, reason: str |
     store_from(ctx, create=False).interrupt_message(conversation, message, reason)
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @replay_options
 @click.option(
@@ -266,7 +265,7 @@ def replay(
         ctx.exit(EXIT_OVER_BUDGET)
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.option(
     "--all", "everything", is_flag=True, help="Also show messages a rewind withdrew, marked."
@@ -320,7 +319,7 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
         click.echo(f"({hidden} message(s) withdrawn by a rewind not shown; --all shows them)")
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.pass_context
 def log(ctx: click.Context, conversation: str) -> None:
@@ -334,7 +333,7 @@ def log(ctx: click.Context, conversation: str) -> None:
         click.echo(state.decode())
 
 
-@cli.command("list")
+@click.command("list")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only those with it.")
 @click.option("--title", "title", metavar="TEXT", help="Only titles containing TEXT.")
 @click.option("--started-after", metavar="WHEN", help="ISO 8601 date or time (UTC if no zone).")
@@ -415,7 +414,7 @@ def list_(
         click.echo(f"more: convstore list --after {next_cursor}", err=True)
 
 
-@cli.command()
+@click.command()
 @shape_option
 @json_option
 @click.pass_context

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from convstore.cli.app import cli, input_argument, json_option, store_from
 from convstore.cli.inputs import parse_json, read_input
+from convstore.cli.options import input_argument, json_option, store_from
 from convstore.cli.output import counted
 from convstore.store.importing import (
     IMPORT_FORMATS,
@@ -19,7 +19,7 @@ from convstore.store.importing import (
 )
 
 
-@cli.command("import")
+@click.command("import")
 @click.option(
     "--format",
     "-f",

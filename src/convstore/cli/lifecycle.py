@@ -10,15 +10,14 @@ from uuid import UUID
 
 import click
 
-from convstore.cli.app import (
+from convstore.cli.metadata import parse_assignment
+from convstore.cli.options import (
     NO_MATCH,
-    cli,
     conversation_argument,
     resolve_conversation,
     resolve_message,
     store_from,
 )
-from convstore.cli.metadata import parse_assignment
 from convstore.domain.errors import ConversationActive, ConversationErased, InvalidInput
 from convstore.domain.events import utcnow
 from convstore.domain.parsing import parse_id
@@ -44,7 +43,7 @@ def parse_duration(text: str) -> timedelta:
     return span
 
 
-@cli.command()
+@click.command()
 @click.argument("conversation", metavar="[CONV]", required=False)
 @click.option("--reason", help="Why it is erased; kept in the tombstone (required).")
 @click.option(
@@ -157,7 +156,7 @@ def _already_erased(store: Store, conversation: UUID) -> str:
     return f"already erased {conversation}: {found.events} event(s) at {_stamp(found.erased_at)}"
 
 
-@cli.command()
+@click.command()
 @click.pass_context
 def vacuum(ctx: click.Context) -> None:
     """Rewrite the store so erased text leaves its files, not just its rows.
@@ -182,7 +181,7 @@ def vacuum(ctx: click.Context) -> None:
     click.echo(f"vacuum: done in {time.perf_counter() - started:.2f} s", err=True)
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.option("--to", "to", metavar="MSG", help="Keep MSG and every message before it.")
 @click.option("--all", "everything", is_flag=True, help="Withdraw every message.")
@@ -221,7 +220,7 @@ def rewind(
     click.echo(f"undo: convstore rewind {conversation} --undo {version}", err=True)
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.option("--at", "at", metavar="MSG", required=True, help="The last message to copy.")
 @click.option("--title", "-t", help="A title for the new conversation.")
@@ -240,7 +239,7 @@ def fork(ctx: click.Context, conversation: str, at: str, title: str | None) -> N
     click.echo(store_from(ctx, create=False).fork(conversation, at=at, title=title))
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.option(
     "--role",

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import click
 
-from convstore.cli.app import cli, conversation_argument, store_from
+from convstore.cli.options import conversation_argument, store_from
 from convstore.domain.errors import InvalidInput
 
 
@@ -57,7 +57,7 @@ meta_option = click.option(
 )
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.argument("title")
 @click.pass_context
@@ -71,7 +71,7 @@ def rename(ctx: click.Context, conversation: str, title: str) -> None:
     store_from(ctx, create=False).rename(conversation, title or None)
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.argument("assignments", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--remove", "removed", multiple=True, metavar="KEY", help="Remove this label.")

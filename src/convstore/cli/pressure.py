@@ -7,11 +7,11 @@ from dataclasses import asdict
 
 import click
 
-from convstore.cli.app import cli, conversation_argument, json_option, replay_options, store_from
+from convstore.cli.options import conversation_argument, json_option, replay_options, store_from
 from convstore.engine.plan import ReplayOptions
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @replay_options
 @json_option

@@ -17,19 +17,13 @@ from uuid import uuid4
 import click
 
 from convstore.app.bootstrap import fill_new_store
-from convstore.cli.app import cli, conversation_argument, store_from, vision_option
+from convstore.app.export import EXPORT_FORMATS, ExportFormat, export_conversation
+from convstore.cli.options import conversation_argument, store_from, vision_option
 from convstore.cli.output import counted
 from convstore.domain.errors import InvalidInput, NoStore, OutputError
 from convstore.domain.limits import Limits
 from convstore.store import Store
-from convstore.store.transfer import (
-    EXPORT_FORMATS,
-    ExportFormat,
-    Loader,
-    LoadReport,
-    dump_lines,
-    export_conversation,
-)
+from convstore.store.transfer import Loader, LoadReport, dump_lines
 
 
 @contextmanager
@@ -198,7 +192,7 @@ def writable(output: str, store: Store) -> Path:
     return target
 
 
-@cli.command()
+@click.command()
 @click.option(
     "--output",
     "-o",
@@ -242,7 +236,7 @@ def _counts(closing: bytes) -> tuple[int, int]:
     return int(counted["events"]), int(counted["conversations"])
 
 
-@cli.command()
+@click.command()
 @click.argument("source", metavar="FILE|-")
 @click.pass_context
 def load(ctx: click.Context, source: str) -> None:
@@ -309,7 +303,7 @@ def _input(source: str) -> Iterator[BinaryIO]:
         yield handle
 
 
-@cli.command()
+@click.command()
 @conversation_argument
 @click.option(
     "--format",

@@ -10,7 +10,7 @@ import click
 
 from convstore.app.projector import audit_path
 from convstore.backends.common.readonly import read_only_query
-from convstore.cli.app import cli, store_from
+from convstore.cli.options import store_from
 from convstore.cli.output import chosen_format, counted, emit, format_options
 from convstore.domain.errors import ConvstoreError, InvalidInput
 from convstore.ports.chain import chain_key
@@ -63,7 +63,7 @@ def _check_replay_models(store: Store, verifier: Verifier) -> None:
             verifier.problems.append(Problem(None, conversation, None, text))
 
 
-@cli.command()
+@click.command()
 @format_options
 @click.pass_context
 def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:

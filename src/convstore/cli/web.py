@@ -6,12 +6,12 @@ import importlib.util
 
 import click
 
-from convstore.cli.app import cli, listen_options, store_from
+from convstore.cli.options import listen_options, store_from
 from convstore.domain.errors import InvalidInput
 from convstore.ports.extras import missing_extra
 
 
-@cli.command()
+@click.command()
 @listen_options(8002)
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]) -> None:

@@ -1,14 +1,30 @@
-"""The one family of errors convstore raises.
+"""The one family of errors convstore raises, every one of them here.
 
 Two branches keep "you called it wrong" apart from "the store failed": the CLI maps
-:class:`InvalidInput` (and its subclasses) to exit status 2 and :class:`StoreError` to 1.
-:class:`OutputError` (exit 1 too) is the output failing, not the store::
+:class:`InvalidInput` (and its subclasses) to exit status 2, and :class:`StoreError` and
+:class:`OutputError` (the output failing, not the store) to 1::
 
     ConvstoreError
-        InvalidInput: InvalidBlock, MessageClosed, NotFound
-            NotFound: ConversationNotFound (ConversationErased), NoStore, MessageNotFound
-        StoreError: ConcurrencyError (VersionConflict)
-        OutputError
+    ├── InvalidInput              the call or its input is wrong; nothing was written
+    │   ├── InvalidBlock          a block's JSON is malformed or breaks a block rule
+    │   ├── NotFound
+    │   │   ├── ConversationNotFound
+    │   │   │   └── ConversationErased
+    │   │   ├── MessageNotFound
+    │   │   └── NoStore           nothing recorded at that location yet
+    │   ├── ConversationActive    retention found the conversation active again
+    │   ├── MessageClosed         the message takes no more blocks
+    │   ├── AlreadyImported       the history was imported before
+    │   └── DumpError             a dump is malformed or does not fit the store
+    ├── StoreError                the backend failed; the operation was not recorded
+    │   ├── ConcurrencyError      other writers kept winning the race
+    │   │   └── VersionConflict   the conversation moved past the version a write expected
+    │   ├── ProjectionConflict    another projector moved the read model first
+    │   ├── ReadModelMoved        a rebuild swapped the audit file in under a reader
+    │   └── ReadModelBusy         a long query held the audit file's lock
+    └── OutputError               writing the output (file, pipe, device) failed part-way
+
+Every class is exported from :mod:`convstore`.
 """
 
 from __future__ import annotations
@@ -61,6 +77,14 @@ class MessageClosed(InvalidInput):
     """The message was already ended or interrupted, so it takes no more blocks."""
 
 
+class AlreadyImported(InvalidInput):
+    """The history was imported before; ``again`` records another copy."""
+
+
+class DumpError(InvalidInput):
+    """A dump file is malformed, or does not fit the store it is loaded into."""
+
+
 class StoreError(ConvstoreError):
     """The storage backend failed; the operation was not recorded."""
 
@@ -76,3 +100,15 @@ class OutputError(ConvstoreError):
 class VersionConflict(ConcurrencyError):
     """The conversation moved past the version a conditional write expected; nothing was
     written (read it again and decide again)."""
+
+
+class ProjectionConflict(StoreError):
+    """Another projector moved the read model's position first; this batch was rolled back."""
+
+
+class ReadModelMoved(StoreError):
+    """A rebuild swapped a new file in under this connection; reopen the path and carry on."""
+
+
+class ReadModelBusy(StoreError):
+    """Another connection (a long query) held the file's lock past the busy timeout."""

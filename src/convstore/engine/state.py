@@ -55,7 +55,7 @@ from convstore.projections.wording import (
 if TYPE_CHECKING:
     from convstore.domain.blocks import ImageBlock
     from convstore.domain.conversation import MessageStatus
-    from convstore.domain.events import Event, Role
+    from convstore.domain.events import Role
     from convstore.engine.plan import JSONDict, Shape
     from convstore.projections.prose import Image
 
@@ -352,13 +352,6 @@ class ReplayState:
         self.dirty: set[int] = set()
         """Positions of the messages changed since :meth:`clean` (what a writer must store)."""
         self.size = 0
-
-    def fold(self, events: Iterable[Event]) -> None:
-        """Fold events, which must follow on from :attr:`version` without a gap (see
-        :func:`convstore.engine.model.fold`)."""
-        from convstore.engine.model import fold  # noqa: PLC0415 - the models
-
-        fold(self, events)
 
     # -- storing ---------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ This module holds the commands (each parsed here, decided by the domain, saved b
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeAlias
@@ -30,7 +30,6 @@ from convstore.backends.common.replay_tables import (
     ReplayReader,
     replay_tables_for,
 )
-from convstore.convert.history import History
 from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
 from convstore.domain.conversation import Conversation, EntryMessage
 from convstore.domain.errors import (
@@ -67,12 +66,10 @@ from convstore.domain.parsing import (
 from convstore.ports.chain import chain_key
 from convstore.ports.erasure import Erasure
 from convstore.projections.messages import RecordedBlock, collect_history
-from convstore.store.importing import ImportReport, import_histories
-from convstore.store.listing import ConversationInfo, Listing, Page, parse_moment
+from convstore.store.importing import Importing
+from convstore.store.listing import ConversationInfo, Page, parse_moment
 from convstore.store.replaying import Replayer
-from convstore.store.scanning import LogScanner
-from convstore.store.transfer import LoadReport, dump_lines, load_lines
-from convstore.store.writer import Writer
+from convstore.store.transfer import Transferring
 
 __all__ = ["ConversationInfo", "EntryBatch", "Page", "Store"]
 
@@ -83,7 +80,7 @@ WAL_RETRY_PAUSE_SECONDS = 0.1
 """The pause between those tries, in which other writers take their turns."""
 
 
-class Store(Writer, LogScanner, Replayer, Listing):
+class Store(Importing, Transferring, Replayer):
     """Conversations recorded as an event log. Build one with :func:`convstore.open_store`."""
 
     def __init__(
@@ -477,45 +474,6 @@ class Store(Writer, LogScanner, Replayer, Listing):
         report = progress or (lambda _: None)
         if not self._guarded(lambda: recorder.vacuum(report)):
             self._empty_wal(None)
-
-    def erasures(self, after: int = 0) -> list[Erasure]:
-        """The tombstones of erased conversations after ``seq`` ``after``, in order."""
-        after = parse_count(after, "after", maximum=MAX_COUNT)
-        return self._guarded(lambda: self._log.store_recorder.select_erasures(after))
-
-    # -- moving whole logs (see convstore.store.transfer) -----------------------------------------
-
-    def dump(self) -> Iterator[bytes]:
-        """The whole log as dump lines (JSON, each ending in a newline), page by page."""
-        return dump_lines(self)
-
-    def load(self, lines: Iterable[bytes]) -> LoadReport:
-        """Record a dump's events into this store, which must be empty or hold a prefix of it
-        (an interrupted load), keeping ids, versions, timestamps and order."""
-        return load_lines(self, lines)
-
-    def import_history(
-        self, history: History, *, source: str | None = None, again: bool = False
-    ) -> UUID:
-        """Record a history read by a converter (:mod:`convstore.convert`) as one new
-        conversation, all or nothing; returns its id. A ``source`` (default: the history's
-        key) already in the store is refused unless ``again``."""
-        if not isinstance(history, History):
-            msg = f"history must be a History (convstore.convert), not {type(history).__name__}"
-            raise InvalidInput(msg)
-        sources = [history.key if source is None else source]
-        return self.import_histories([history], sources=sources, again=again).ids[0]
-
-    def import_histories(
-        self,
-        histories: Sequence[History],
-        *,
-        sources: Sequence[str | None] | None = None,
-        again: bool = False,
-    ) -> ImportReport:
-        """Record several histories of one input (a session and its subagents) in one
-        transaction; see :func:`convstore.store.importing.import_histories`."""
-        return import_histories(self, histories, sources=sources, again=again)
 
 
 def _named(recorded: RecordedBlock, fork: Conversation) -> Block:

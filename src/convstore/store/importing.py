@@ -21,14 +21,20 @@ import importlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never, get_args
+from typing import Any, Literal, TypeAlias, assert_never, get_args
 from uuid import UUID, uuid4, uuid5
 
 from convstore.backends.common.gc_pause import paused_gc
 from convstore.convert.history import History, Skipped
 from convstore.domain.blocks import BLOCK_CLASSES, ImageBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.conversation import Conversation
-from convstore.domain.errors import ConvstoreError, InvalidBlock, InvalidInput, StoreError
+from convstore.domain.errors import (
+    AlreadyImported,
+    ConvstoreError,
+    InvalidBlock,
+    InvalidInput,
+    StoreError,
+)
 from convstore.domain.events import Event, MessageStarted
 from convstore.domain.parsing import (
     describe_value,
@@ -36,9 +42,8 @@ from convstore.domain.parsing import (
     parse_flag,
     parse_optional_name,
 )
-
-if TYPE_CHECKING:
-    from convstore.store import Store
+from convstore.store.listing import Listing
+from convstore.store.writer import Writer
 
 ImportFormat: TypeAlias = Literal["claude-code", "openai-chat", "anthropic", "responses"]
 IMPORT_FORMATS: tuple[ImportFormat, ...] = get_args(ImportFormat)
@@ -47,10 +52,6 @@ IMPORT_NAMESPACE = UUID("0d7e4b9a-3c61-4f52-8e0b-6a2f9c1d5e37")
 """The UUID5 namespace that turns an imported history's source into its conversation id."""
 
 BLOCK_KINDS: tuple[str, ...] = tuple(str(cls.model_fields["type"].default) for cls in BLOCK_CLASSES)
-
-
-class AlreadyImported(InvalidInput):
-    """The history was imported before; ``again`` records another copy."""
 
 
 @dataclass(slots=True)
@@ -173,7 +174,7 @@ def sources_for(fmt: ImportFormat, histories: Sequence[History], raw: bytes) -> 
 
 
 def history_events(
-    store: Store,
+    store: Importing,
     history: History,
     conversation_id: UUID,
     *,
@@ -240,7 +241,7 @@ def history_events(
 
 
 def import_histories(
-    store: Store,
+    store: Importing,
     histories: Sequence[History],
     *,
     sources: Sequence[str | None] | None = None,
@@ -263,7 +264,7 @@ def import_histories(
     return report
 
 
-def _ids_for(store: Store, sources: list[str | None]) -> list[UUID]:
+def _ids_for(store: Importing, sources: list[str | None]) -> list[UUID]:
     """The conversation id of each history: derived from its source, so two imports of one
     source at once want the same id and the recorder admits only the first (no check read
     before the write can see the other). An id erased before, or taken by an earlier history
@@ -283,7 +284,7 @@ def _ids_for(store: Store, sources: list[str | None]) -> list[UUID]:
     return ids
 
 
-def _taken(store: Store, sources: list[str]) -> ConvstoreError:
+def _taken(store: Importing, sources: list[str]) -> ConvstoreError:
     """The error for an import whose conversation id another writer took first."""
     try:
         _refuse_known(store, sources)
@@ -294,7 +295,7 @@ def _taken(store: Store, sources: list[str]) -> ConvstoreError:
 
 
 def _decide_all(
-    store: Store, histories: Sequence[History], sources: list[str | None], ids: list[UUID]
+    store: Importing, histories: Sequence[History], sources: list[str | None], ids: list[UUID]
 ) -> tuple[list[Event], ImportReport]:
     events: list[Event] = []
     report = ImportReport([])
@@ -315,7 +316,7 @@ def _decide_all(
 
 
 def _checked_arguments(
-    store: Store, histories: Sequence[History], sources: Sequence[str | None] | None
+    store: Importing, histories: Sequence[History], sources: Sequence[str | None] | None
 ) -> tuple[list[History], list[str | None]]:
     """The histories and their sources, type-checked (a wrong call is an InvalidInput)."""
     if not isinstance(histories, list | tuple) or not all(
@@ -337,7 +338,7 @@ def _checked_arguments(
     return list(histories), checked
 
 
-def _refuse_known(store: Store, sources: list[str]) -> None:
+def _refuse_known(store: Importing, sources: list[str]) -> None:
     wanted = set(sources)
     for conversation in store.conversations():
         if conversation.source in wanted:
@@ -346,3 +347,31 @@ def _refuse_known(store: Store, sources: list[str]) -> None:
                 f"{conversation.source}); use --again (again=True) to record another copy"
             )
             raise AlreadyImported(msg)
+
+
+class Importing(Writer, Listing):
+    """The store's part that records converted histories (see :mod:`convstore.convert`)."""
+
+    def import_history(
+        self, history: History, *, source: str | None = None, again: bool = False
+    ) -> UUID:
+        """Record a history read by a converter (:mod:`convstore.convert`) as one new
+        conversation, all or nothing; returns its id. A ``source`` (default: the history's
+        key) already in the store is refused unless ``again``."""
+        if not isinstance(history, History):
+            msg = f"history must be a History (convstore.convert), not {type(history).__name__}"
+            raise InvalidInput(msg)
+        sources = [history.key if source is None else source]
+        return self.import_histories([history], sources=sources, again=again).ids[0]
+
+    def import_histories(
+        self,
+        histories: Sequence[History],
+        *,
+        sources: Sequence[str | None] | None = None,
+        again: bool = False,
+    ) -> ImportReport:
+        """Record several histories of one input (a session and its subagents) in one
+        transaction: main first, sidechains linked to their parent by ``parent_id``. A source
+        the store already holds is refused (nothing written) unless ``again``."""
+        return import_histories(self, histories, sources=sources, again=again)

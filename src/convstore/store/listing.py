@@ -16,6 +16,7 @@ from convstore.domain.parsing import (
     parse_id,
     parse_optional_name,
 )
+from convstore.ports.erasure import Erasure
 from convstore.projections.listing import ListedRow, ListingQuery, from_micros, micros
 from convstore.store.reading import LogReader
 
@@ -147,6 +148,11 @@ class Listing(LogReader):
         self, query: ListingQuery
     ) -> tuple[list[ListedRow], dict[UUID, dict[str, str]]]:
         return self._guarded(lambda: self._log.store_recorder.select_listing(query))
+
+    def erasures(self, after: int = 0) -> list[Erasure]:
+        """The tombstones of erased conversations after ``seq`` ``after``, in order."""
+        after = parse_count(after, "after", maximum=MAX_COUNT)
+        return self._guarded(lambda: self._log.store_recorder.select_erasures(after))
 
 
 def _info(row: ListedRow, labels: dict[str, str]) -> ConversationInfo:

@@ -28,25 +28,21 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never, get_args
+from typing import Any
 
 from eventsourcing.persistence import IntegrityError
 from pydantic import ValidationError
 
 from convstore.backends.common.gc_pause import paused_gc
 from convstore.backends.common.mapper import TOPICS, topic_of
-from convstore.domain.errors import InvalidInput, StoreError
+from convstore.domain.errors import DumpError, InvalidInput, StoreError
 from convstore.domain.event_parsing import parse_event
 from convstore.domain.events import EVENT_ADAPTER, ConversationStarted, Event
 from convstore.domain.limits import Limits
 from convstore.ports.records import Recorded
+from convstore.store.scanning import LogScanner
 from convstore.store.verify import Verifier
-
-if TYPE_CHECKING:
-    from uuid import UUID
-
-    from convstore.store import Store
-    from convstore.views.markdown import Transcript
+from convstore.store.writer import Writer
 
 DUMP_FORMAT = "convstore-dump"
 DUMP_VERSION = 1
@@ -63,10 +59,6 @@ _EVENT_KEYS = frozenset({"conversation", "version", "topic", "event"})
 
 Progress = Callable[[int], None]
 """Called with how many more events were dumped or loaded."""
-
-
-class DumpError(InvalidInput):
-    """A dump file is malformed, or does not fit the store it is loaded into."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +79,7 @@ class LoadReport:
 # -- dumping ----------------------------------------------------------------------------------
 
 
-def dump_lines(store: Store, *, progress: Progress | None = None) -> Iterator[bytes]:
+def dump_lines(store: Transferring, *, progress: Progress | None = None) -> Iterator[bytes]:
     """The store's whole log as dump lines (each ending in a newline), read page by page.
 
     The dump is of the log as it was when it started: events recorded meanwhile are left out.
@@ -268,7 +260,7 @@ def _none() -> Iterator[Event]:
     return iter(())
 
 
-def _present(store: Store) -> _Present:
+def _present(store: Transferring) -> _Present:
     if store.log_position() == 0:
         return _Present(0, _none)
     count, after = 0, 0
@@ -302,7 +294,7 @@ class Loader:
 
     def run(
         self,
-        store: Store,
+        store: Transferring,
         *,
         batch_size: int = BATCH_SIZE,
         progress: Progress | None = None,
@@ -348,7 +340,7 @@ class Loader:
 
     def _load(
         self,
-        store: Store,
+        store: Transferring,
         *,
         present: _Present,
         verifier: Verifier,
@@ -410,7 +402,7 @@ class Loader:
             raise DumpError(msg)
 
     @staticmethod
-    def _write(store: Store, batch: list[Event], progress: Progress | None) -> int:
+    def _write(store: Transferring, batch: list[Event], progress: Progress | None) -> int:
         if not batch:
             return 0
         try:
@@ -427,51 +419,20 @@ class Loader:
         return len(batch)
 
 
-def load_lines(store: Store, lines: Iterable[bytes]) -> LoadReport:
+def load_lines(store: Transferring, lines: Iterable[bytes]) -> LoadReport:
     """Load a dump (its lines as bytes) into ``store``, within its limits; see :class:`Loader`."""
     limits = store.limits
     return Loader(lines, max_line_bytes=limits.max_input_bytes, limits=limits).run(store)
 
 
-# -- exporting one conversation ---------------------------------------------------------------
+class Transferring(Writer, LogScanner):
+    """The store's part that moves whole logs: dump lines out, load them in."""
 
-ExportFormat: TypeAlias = Literal["openai-chat", "anthropic", "markdown", "jsonl", "html"]
-EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
+    def dump(self) -> Iterator[bytes]:
+        """The whole log as dump lines (JSON, each ending in a newline), page by page."""
+        return dump_lines(self)
 
-
-def export_conversation(
-    store: Store,
-    conversation: UUID | str,
-    fmt: ExportFormat,
-    *,
-    vision: bool = False,
-    image_dir: str | None = None,
-) -> Transcript:
-    """One conversation in an export format, as text (plus image files for Markdown).
-
-    ``openai-chat`` and ``anthropic`` are exactly :meth:`Store.replay`'s request body (prose,
-    no ``model`` key: add the model, and for Anthropic ``max_tokens``, when sending it);
-    ``markdown`` is a readable transcript whose images go to files under ``image_dir`` (or
-    become markers without one); ``jsonl`` is the raw events, one JSON object per line;
-    ``html`` is `convstore serve`'s conversation page as one self-contained file (images and
-    CSS inline, no script, nothing fetched), with the replay for ``vision`` beside it.
-    """
-    # Loaded here: the store imports this module, and only exports need the Markdown renderer.
-    from convstore.views.markdown import Transcript, markdown_transcript  # noqa: PLC0415
-
-    match fmt:
-        case "openai-chat" | "anthropic":
-            shape = "openai" if fmt == "openai-chat" else "anthropic"
-            body = store.replay(conversation, shape=shape, vision=vision)
-            return Transcript(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
-        case "markdown":
-            return markdown_transcript(store.events(conversation), image_dir=image_dir)
-        case "jsonl":
-            lines = [raw.decode() + "\n" for raw in store.raw_events(conversation)]
-            return Transcript("".join(lines))
-        case "html":
-            from convstore.app.html_export import html_page  # noqa: PLC0415
-
-            return Transcript(html_page(store, conversation, vision=vision))
-        case _:
-            assert_never(fmt)
+    def load(self, lines: Iterable[bytes]) -> LoadReport:
+        """Record a dump's events into this store, which must be empty or hold a prefix of it
+        (an interrupted load), keeping ids, versions, timestamps and order."""
+        return load_lines(self, lines)

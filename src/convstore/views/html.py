@@ -17,7 +17,6 @@ from typing import assert_never
 from urllib.parse import urlencode
 from uuid import UUID
 
-from convstore.audit.search import MARK_END, MARK_START, Hit
 from convstore.domain.blocks import (
     Block,
     ImageBlock,
@@ -30,6 +29,7 @@ from convstore.domain.events import Compacted
 from convstore.engine.plan import SHAPES, JSONDict, ReplayOptions, Shape
 from convstore.engine.pressure import Pressure
 from convstore.projections.messages import History, RecordedMessage
+from convstore.views.hits import MARK_END, MARK_START, Hit
 
 PAGE_SIZE = 200
 """Messages per transcript page: a 10,000-message conversation opens at its newest 200, read

@@ -491,7 +491,11 @@ class ReplayReader:
                 changes, events = self._events_after(conversation, 0)
         state.changes = changes
         try:
-            state.fold(events)
+            # The fold builds the domain's models; the quick path, which only reads stored
+            # plans, imports this module without them.
+            from convstore.engine.model import fold  # noqa: PLC0415
+
+            fold(state, events)
         except BaseException:
             entry.state = None  # half folded: never reuse it
             raise

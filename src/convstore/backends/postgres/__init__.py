@@ -1,1 +1,1 @@
-"""postgres."""
+"""The PostgreSQL backend: URLs, the connection factory, and the lock-free recorder."""

@@ -28,16 +28,10 @@ are written by hand in :mod:`convstore.store.aio._base`.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import os
 import threading
 import weakref
 
-from convstore.app.bootstrap import open_store
-from convstore.backends.common.replay_tables import DEFAULT_CACHE_BYTES
 from convstore.domain.errors import InvalidInput
-from convstore.domain.limits import Limits
 from convstore.store import Store
 from convstore.store.aio._base import (
     DUMP_PAGE,
@@ -54,72 +48,7 @@ __all__ = [
     "THREAD_START_TIMEOUT",
     "AsyncStore",
     "as_async",
-    "open_async_store",
 ]
-
-
-async def open_async_store(
-    location: str | os.PathLike[str] | None = None,
-    *,
-    create: bool = True,
-    limits: Limits | None = None,
-    readers: int = READER_THREADS,
-    writers: int | None = None,
-    replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
-    replay_model: bool = True,
-) -> AsyncStore:
-    """Open the store at ``location`` (as :func:`convstore.open_store` does) for asyncio.
-
-    Opening reads the file or reaches the server, so it runs on a worker thread. If the
-    awaiting task is cancelled meanwhile, the store is closed as soon as it has opened.
-    """
-    opening = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="convstore-open")
-    future = opening.submit(
-        _open,
-        location,
-        create,
-        limits,
-        readers,
-        writers,
-        replay_cache_bytes=replay_cache_bytes,
-        replay_model=replay_model,
-    )
-    opening.shutdown(wait=False)
-    try:
-        return await asyncio.wrap_future(future)
-    except asyncio.CancelledError:
-        future.add_done_callback(_close_opened)
-        raise
-
-
-def _open(
-    location: str | os.PathLike[str] | None,
-    create: bool,
-    limits: Limits | None,
-    readers: int,
-    writers: int | None,
-    *,
-    replay_cache_bytes: int,
-    replay_model: bool,
-) -> AsyncStore:
-    """Open the store and start its threads, on the opening thread."""
-    store = open_store(
-        location,
-        create=create,
-        limits=limits,
-        replay_cache_bytes=replay_cache_bytes,
-        replay_model=replay_model,
-    )
-    try:
-        return AsyncStore(store, readers=readers, writers=writers)
-    except BaseException:
-        store.close()
-        raise
-
-
-def _close_opened(future: concurrent.futures.Future[AsyncStore]) -> None:
-    if not future.cancelled() and future.exception() is None:
-        future.result()._shut_down()
 
 
 _TWIN = "_convstore_async_twin"
@@ -137,8 +66,9 @@ def as_async(store: Store | AsyncStore) -> AsyncStore:
 
     Every integration that runs on asyncio takes either kind of store through this. Nothing
     here closes a ``Store`` you passed: you keep owning it. A twin made here starts its
-    threads when made and ends them once nothing holds it; for many calls, hold the twin (or
-    open the store with :func:`open_async_store`) rather than pass the ``Store`` each time.
+    threads when made and ends them once nothing holds it; for many calls, hold the twin
+    (or open the store with :func:`convstore.open_async_store`) rather than pass the
+    ``Store`` each time.
     """
     if isinstance(store, AsyncStore):
         return store

@@ -56,9 +56,9 @@ class AsyncStore(AsyncStoreBase):
     ``live_request``, ``log_position``, ``messages``, ``notifications``, ``pressure``,
     ``replay``, ``replay_model_differences``, ``tail``.
 
-    Written by hand (:mod:`convstore.store.aio._base`): :meth:`close` finishes the calls in
-    flight first, :meth:`raw_events` returns a list, and :meth:`scan` and :meth:`dump`
-    are async iterators.
+    Written by hand (:mod:`convstore.store.aio._base`): :meth:`close` finishes the
+    calls in flight first, :meth:`raw_events` returns a list, and :meth:`scan` and
+    :meth:`dump` are async iterators.
     """
 
     async def new_conversation(
@@ -262,11 +262,6 @@ class AsyncStore(AsyncStoreBase):
         """The tombstones of erased conversations after ``seq`` ``after``, in order."""
         return await self._read(self.store.erasures, after)
 
-    async def load(self, lines: Iterable[bytes]) -> LoadReport:
-        """Record a dump's events into this store, which must be empty or hold a prefix of it
-        (an interrupted load), keeping ids, versions, timestamps and order."""
-        return await self._write(self.store.load, materialised(lines))
-
     async def import_history(
         self, history: History, *, source: str | None = None, again: bool = False
     ) -> UUID:
@@ -283,13 +278,84 @@ class AsyncStore(AsyncStoreBase):
         again: bool = False,
     ) -> ImportReport:
         """Record several histories of one input (a session and its subagents) in one
-        transaction; see :func:`convstore.store.importing.import_histories`."""
+        transaction: main first, sidechains linked to their parent by ``parent_id``. A source
+        the store already holds is refused (nothing written) unless ``again``."""
         return await self._write(
             self.store.import_histories,
             materialised(histories),
             sources=materialised(sources),
             again=again,
         )
+
+    async def load(self, lines: Iterable[bytes]) -> LoadReport:
+        """Record a dump's events into this store, which must be empty or hold a prefix of it
+        (an interrupted load), keeping ids, versions, timestamps and order."""
+        return await self._write(self.store.load, materialised(lines))
+
+    async def conversations(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        title: str | None = None,
+        started_after: datetime | None = None,
+        started_before: datetime | None = None,
+        active_after: datetime | None = None,
+        active_before: datetime | None = None,
+    ) -> list[ConversationInfo]:
+        """Every conversation (matching the filters, as in :meth:`list_conversations`) in the
+        order they were started, read from the listing index, never from the log."""
+        return await self._read(
+            self.store.conversations,
+            labels=labels,
+            title=title,
+            started_after=started_after,
+            started_before=started_before,
+            active_after=active_after,
+            active_before=active_before,
+        )
+
+    async def list_conversations(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        title: str | None = None,
+        started_after: datetime | None = None,
+        started_before: datetime | None = None,
+        active_after: datetime | None = None,
+        active_before: datetime | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> Page:
+        """One page of conversations, newest activity first, from the listing index.
+
+        ``labels`` keeps those holding every given key with that value; ``title`` those
+        whose title contains the text (case-blind for ASCII); the four bounds compare with
+        when a conversation started and when it was last active (exclusive). ``after`` is
+        the ``next`` cursor of the previous page. Costs one indexed read however many
+        conversations or events the store holds.
+        """
+        return await self._read(
+            self.store.list_conversations,
+            labels=labels,
+            title=title,
+            started_after=started_after,
+            started_before=started_before,
+            active_after=active_after,
+            active_before=active_before,
+            limit=limit,
+            after=after,
+        )
+
+    async def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
+        """One conversation as :meth:`list_conversations` lists it (title, labels, last
+        activity, events), from the listing index: one indexed read."""
+        return await self._read(self.store.conversation_info, conversation)
+
+    async def rebuild_listing(self) -> int:
+        """Refill the listing index from the log in one transaction (writers wait meanwhile);
+        returns how many conversations it lists. Opening a store made before the index does
+        this on its own."""
+        return await self._write(self.store.rebuild_listing)
 
     async def notifications(self, after: int, limit: int) -> list[tuple[int, Event]]:
         """Up to ``limit`` events of every conversation recorded after log position ``after``.
@@ -411,71 +477,6 @@ class AsyncStore(AsyncStoreBase):
             vision=vision,
             full=full,
         )
-
-    async def conversations(
-        self,
-        *,
-        labels: Mapping[str, str] | None = None,
-        title: str | None = None,
-        started_after: datetime | None = None,
-        started_before: datetime | None = None,
-        active_after: datetime | None = None,
-        active_before: datetime | None = None,
-    ) -> list[ConversationInfo]:
-        """Every conversation (matching the filters, as in :meth:`list_conversations`) in the
-        order they were started, read from the listing index, never from the log."""
-        return await self._read(
-            self.store.conversations,
-            labels=labels,
-            title=title,
-            started_after=started_after,
-            started_before=started_before,
-            active_after=active_after,
-            active_before=active_before,
-        )
-
-    async def list_conversations(
-        self,
-        *,
-        labels: Mapping[str, str] | None = None,
-        title: str | None = None,
-        started_after: datetime | None = None,
-        started_before: datetime | None = None,
-        active_after: datetime | None = None,
-        active_before: datetime | None = None,
-        limit: int = 50,
-        after: str | None = None,
-    ) -> Page:
-        """One page of conversations, newest activity first, from the listing index.
-
-        ``labels`` keeps those holding every given key with that value; ``title`` those
-        whose title contains the text (case-blind for ASCII); the four bounds compare with
-        when a conversation started and when it was last active (exclusive). ``after`` is
-        the ``next`` cursor of the previous page. Costs one indexed read however many
-        conversations or events the store holds.
-        """
-        return await self._read(
-            self.store.list_conversations,
-            labels=labels,
-            title=title,
-            started_after=started_after,
-            started_before=started_before,
-            active_after=active_after,
-            active_before=active_before,
-            limit=limit,
-            after=after,
-        )
-
-    async def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
-        """One conversation as :meth:`list_conversations` lists it (title, labels, last
-        activity, events), from the listing index: one indexed read."""
-        return await self._read(self.store.conversation_info, conversation)
-
-    async def rebuild_listing(self) -> int:
-        """Refill the listing index from the log in one transaction (writers wait meanwhile);
-        returns how many conversations it lists. Opening a store made before the index does
-        this on its own."""
-        return await self._write(self.store.rebuild_listing)
 
     async def events(self, conversation: UUID | str) -> list[Event]:
         """Every recorded event of a conversation, in order."""

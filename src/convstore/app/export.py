@@ -1,0 +1,80 @@
+"""Export: one conversation in a format people read or tools take (`convstore export`).
+
+The request bodies are exactly replay's; Markdown is the readable transcript; ``jsonl`` the raw
+events; ``html`` the `convstore serve` conversation page as one file that needs nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal, TypeAlias, assert_never, get_args
+from uuid import UUID
+
+from convstore.domain.events import ConversationStarted
+from convstore.domain.parsing import parse_id
+from convstore.projections.messages import collect_history
+from convstore.store import Store
+from convstore.views.html import View, Window, conversation_body, document, side_html
+from convstore.views.markdown import Transcript, markdown_transcript
+
+ExportFormat: TypeAlias = Literal["openai-chat", "anthropic", "markdown", "jsonl", "html"]
+EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
+
+
+def export_conversation(
+    store: Store,
+    conversation: UUID | str,
+    fmt: ExportFormat,
+    *,
+    vision: bool = False,
+    image_dir: str | None = None,
+) -> Transcript:
+    """One conversation in an export format, as text (plus image files for Markdown).
+
+    ``openai-chat`` and ``anthropic`` are exactly :meth:`Store.replay`'s request body (prose,
+    no ``model`` key: add the model, and for Anthropic ``max_tokens``, when sending it);
+    ``markdown`` is a readable transcript whose images go to files under ``image_dir`` (or
+    become markers without one); ``jsonl`` is the raw events, one JSON object per line;
+    ``html`` is `convstore serve`'s conversation page as one self-contained file (images and
+    CSS inline, no script, nothing fetched), with the replay for ``vision`` beside it.
+    """
+    match fmt:
+        case "openai-chat" | "anthropic":
+            shape = "openai" if fmt == "openai-chat" else "anthropic"
+            body = store.replay(conversation, shape=shape, vision=vision)
+            return Transcript(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
+        case "markdown":
+            return markdown_transcript(store.events(conversation), image_dir=image_dir)
+        case "jsonl":
+            lines = [raw.decode() + "\n" for raw in store.raw_events(conversation)]
+            return Transcript("".join(lines))
+        case "html":
+            return Transcript(html_page(store, conversation, vision=vision))
+        case _:
+            assert_never(fmt)
+
+
+def html_page(store: Store, conversation: UUID | str, *, vision: bool) -> str:
+    """Every message of ``conversation`` (no paging), and the replay and pressure for
+    ``vision`` beside them, rendered by the same functions as `convstore serve`'s page."""
+    conversation_id = parse_id(conversation, "conversation")
+    events = store.events(conversation_id)
+    history = collect_history(events)
+    view = View(vision=vision)
+    side = side_html(
+        store.replay(conversation_id, vision=vision),
+        store.pressure(conversation_id, vision=vision),
+        view,
+    )
+    first = events[0]
+    title = first.title if isinstance(first, ConversationStarted) else None
+    body = conversation_body(
+        conversation_id,
+        title,
+        Window.whole(history),
+        before=None,
+        view=view,
+        side=side,
+        version=events[-1].originator_version,
+    )
+    return document(f"convstore: {title or conversation_id}", body, exported=True) + "\n"
