@@ -138,3 +138,17 @@ def corpus_dir() -> Path:
             "the checkout"
         )
     return found
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that reaches the PostgreSQL server runs on one test worker, one at a time.
+
+    PostgreSQL readers return only rows older than the oldest transaction still running in the
+    whole server, so a test on another worker that holds a transaction open (some do, on
+    purpose) would make a reader here lag behind its own commits. SQLite tests spread over
+    the other workers.
+    """
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "postgres_server" in fixtures or item.get_closest_marker("postgres"):
+            item.add_marker(pytest.mark.xdist_group("postgres"))

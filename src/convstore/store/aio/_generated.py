@@ -258,10 +258,6 @@ class AsyncStore(AsyncStoreBase):
         """
         await self._write(self.store.vacuum, progress)
 
-    async def erasures(self, after: int = 0) -> list[Erasure]:
-        """The tombstones of erased conversations after ``seq`` ``after``, in order."""
-        return await self._read(self.store.erasures, after)
-
     async def import_history(
         self, history: History, *, source: str | None = None, again: bool = False
     ) -> UUID:
@@ -356,6 +352,10 @@ class AsyncStore(AsyncStoreBase):
         returns how many conversations it lists. Opening a store made before the index does
         this on its own."""
         return await self._write(self.store.rebuild_listing)
+
+    async def erasures(self, after: int = 0) -> list[Erasure]:
+        """The tombstones of erased conversations after ``seq`` ``after``, in order."""
+        return await self._read(self.store.erasures, after)
 
     async def notifications(self, after: int, limit: int) -> list[tuple[int, Event]]:
         """Up to ``limit`` events of every conversation recorded after log position ``after``.
