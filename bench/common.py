@@ -342,7 +342,8 @@ class PgContext:
             import psycopg  # noqa: PLC0415 - optional: only the PostgreSQL benchmarks need it
         except ImportError:
             return cls(
-                ok=False, reason="psycopg is not installed (pip install 'convstore[postgres]')"
+                ok=False,
+                reason="psycopg is not installed (pip install -e '.[postgres]' in the checkout)",
             )
         base = pg_base_url(url)
         schema = f"bench_{uuid.uuid4().hex[:12]}"

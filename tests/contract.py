@@ -26,6 +26,7 @@ from convstore import (
     MessageNotFound,
     ReplayOptions,
     Store,
+    VersionConflict,
     replay,
 )
 from convstore.domain.events import BlockAppended, Event
@@ -245,6 +246,21 @@ class StoreContract(ABC):
             store.erase(conv, reason="gone\x00")
         assert len(store.events(conv)) == before
         assert store.conversations() == listed
+
+    def test_the_nil_uuid_is_refused_as_a_conversation_id(self, store: Store, conv: UUID) -> None:
+        """The all-zeros id is the hash chains' start marker's: given as a new conversation's
+        id (a UUID or its text, either spelling) it is bad input, nothing lands, and verify
+        still finds an untouched store whole."""
+        listed = store.conversations()
+        nil = UUID(int=0)
+        for given in (nil, str(nil), nil.hex):
+            with pytest.raises(InvalidInput, match="nil UUID"):
+                store.new_conversation(title="zero", conversation_id=given)
+        assert store.conversations() == listed
+        verifier = Verifier()
+        verifier.check_all(store.scan())
+        assert verifier.problems == []
+        assert not [note for note in verifier.notes if "unchained" in note]
 
     def test_pages_run_newest_activity_first_and_cover_everything_once(self, store: Store) -> None:
         """Cursor paging lists every conversation once, the most recently active first."""
@@ -592,6 +608,29 @@ class StoreContract(ABC):
             other.close()
         assert all(not m.withdrawn for m in store.messages(conv))
 
+    def test_a_conditional_rewind_is_refused_once_the_conversation_moved(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """rewind(expected_version=V) lands only while V is the newest version, also when
+        another store (a cache that is behind, or ahead) recorded the newer event."""
+        first = store.append_message(conv, "user", [{"type": "text", "text": "one"}])
+        read = store.last_event(conv)
+        assert read is not None
+        other = self.open_store()
+        try:
+            other.append_message(conv, "assistant", [{"type": "text", "text": "two"}])
+            for writer in (store, other):
+                with pytest.raises(VersionConflict, match="changed since it was read"):
+                    writer.rewind(conv, to=first, expected_version=read.originator_version)
+            assert [m.withdrawn for m in store.messages(conv)] == [False, False]
+            head = other.last_event(conv)
+            assert head is not None
+            version = store.rewind(conv, to=first, expected_version=head.originator_version)
+            assert version == head.originator_version + 1
+            assert [m.withdrawn for m in other.messages(conv)] == [False, True]
+        finally:
+            other.close()
+
     # -- fork ----------------------------------------------------------------------------------
 
     def test_a_fork_replays_as_the_parents_prefix_then_its_own(
@@ -624,6 +663,28 @@ class StoreContract(ABC):
             store.fork(conv, at=after)
         store.erase(conv, reason="parent goes")
         assert store.replay(fork)["messages"][: len(fork_replay)] == fork_replay
+
+    def test_a_fork_keeps_the_tool_name_of_a_call_a_rewind_withdrew(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """A result whose call's message a rewind withdrew still replays under the call's tool
+        name in the parent, and the fork, which copies no withdrawn message, replays it the
+        same; a result whose call no one recorded stays ``unknown`` in both."""
+        first = store.append_message(conv, "user", [{"type": "text", "text": "list it"}])
+        call = {"type": "tool_use", "id": "c1", "name": "ls", "input": {}}
+        store.append_message(conv, "assistant", [call])
+        store.rewind(conv, to=first)
+        results = [
+            {"type": "tool_result", "tool_use_id": "c1", "content": "a.txt"},
+            {"type": "tool_result", "tool_use_id": "c9", "content": "b.txt"},
+        ]
+        point = store.append_message(conv, "user", results)
+        parent_replay = store.replay(conv)["messages"]
+        assert "Result (ls): a.txt" in parent_replay[-1]["content"]
+        assert "Result (unknown): b.txt" in parent_replay[-1]["content"]
+        fork = store.fork(conv, at=point)
+        assert store.replay(fork)["messages"] == parent_replay
+        assert store.replay(fork, shape="anthropic") == store.replay(conv, shape="anthropic")
 
     # -- what the model is sent, and reading the whole log -------------------------------------
 

@@ -72,13 +72,14 @@ def test_every_store_method_has_an_async_twin_with_the_same_signature() -> None:
 
 
 def test_the_store_attributes_are_there_too(tmp_path: Path) -> None:
-    """location and limits read through to the wrapped store, which is AsyncStore.store."""
+    """location, limits and identity read through to the wrapped store (AsyncStore.store)."""
 
     async def main() -> None:
         async with await open_async_store(tmp_path / "a.db") as store:
             assert isinstance(store.store, Store)
             assert store.location == store.store.location == str((tmp_path / "a.db").resolve())
             assert store.limits is store.store.limits
+            assert store.identity == store.store.identity != ""
 
     asyncio.run(main())
 
@@ -181,19 +182,27 @@ def test_the_threads_start_with_the_store_and_end_with_it(location: str) -> None
     """Opening starts every worker thread (one writer on SQLite, four on PostgreSQL; four
     readers), so no call has to start one on the loop; close() ends them all."""
 
-    def threads() -> dict[str, int]:
-        names = [t.name.rsplit("_", 1)[0] for t in threading.enumerate()]
+    def convstore_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("convstore-")}
+
+    def kinds(threads: set[threading.Thread]) -> dict[str, int]:
+        names = [t.name.rsplit("_", 1)[0] for t in threads]
         return {kind: names.count(f"convstore-{kind}") for kind in ("write", "read")}
+
+    # Threads of other stores (earlier tests' twins still being collected) may come and go
+    # meanwhile, so only the threads this store started are counted.
+    before = convstore_threads()
+    started: set[threading.Thread] = set()
 
     async def main() -> None:
         store = await open_async_store(location)
+        started.update(convstore_threads() - before)
         writers = 4 if location.startswith("postgresql://") else 1
-        assert threads() == {"write": writers, "read": 4}
+        assert kinds(started) == {"write": writers, "read": 4}
         await store.close()
 
-    before = threads()
     asyncio.run(main())
-    assert threads() == before
+    assert [t for t in started if t.is_alive()] == []
 
 
 def test_opening_fails_as_open_store_does(tmp_path: Path) -> None:

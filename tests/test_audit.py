@@ -165,11 +165,11 @@ def test_any_split_into_batches_gives_the_same_rows(
     batches = [log[start:end] for start, end in itertools.pairwise(bounds)]
     with tempfile.TemporaryDirectory() as tmp:
         whole_path, split_path = Path(tmp) / "whole.db", Path(tmp) / "split.db"
-        whole = AuditDatabase(whole_path, SOURCE)
+        whole = AuditDatabase(whole_path, SOURCE, store_id="")
         assert whole.apply(log, after=0) == log[-1][0]
         whole.close()
 
-        split = AuditDatabase(split_path, SOURCE)
+        split = AuditDatabase(split_path, SOURCE, store_id="")
         position = 0
         for batch in batches:
             new_position = split.apply(batch, after=position)
@@ -191,7 +191,7 @@ def test_catch_up_equals_rebuild_and_records_the_demo_facts(store: Store, tmp_pa
     conversation = record_demo(store)
     orphan_result(store, conversation)
     path = audit_path(store, tmp_path / "audit.db")
-    audit = AuditDatabase(path, store.location)
+    audit = AuditDatabase(path, store.location, store_id=store.identity)
     try:
         assert catch_up(store, audit, batch_size=7) == store.log_position()
         assert catch_up(store, audit) == 0
@@ -241,7 +241,7 @@ def test_appends_after_a_catch_up_are_picked_up_next_time(store: Store, tmp_path
     """A catch-up applies exactly the events recorded since the last one, then equals a rebuild."""
     first = record_demo(store)
     path = tmp_path / "audit.db"
-    audit = AuditDatabase(path, store.location)
+    audit = AuditDatabase(path, store.location, store_id=store.identity)
     try:
         assert catch_up(store, audit) == store.log_position()
         before = store.log_position()
@@ -276,9 +276,9 @@ def test_a_read_model_of_another_store_is_refused(tmp_path: Path) -> None:
     """Opening a read model built from another store fails rather than mixing two logs."""
     with open_store(tmp_path / "one.db") as one, open_store(tmp_path / "two.db") as two:
         record_demo(one)
-        AuditDatabase(tmp_path / "audit.db", one.location).close()
+        AuditDatabase(tmp_path / "audit.db", one.location, store_id=one.identity).close()
         with pytest.raises(Exception, match="was built from"):
-            AuditDatabase(tmp_path / "audit.db", two.location)
+            AuditDatabase(tmp_path / "audit.db", two.location, store_id=two.identity)
 
 
 # -- 3. exactly once under crashes, and racing projectors -------------------------------------
@@ -370,7 +370,7 @@ def test_a_killed_projector_loses_nothing_and_counts_nothing_twice(
             child.communicate()
 
         with open_store(location, create=False) as store:
-            audit = AuditDatabase(path, store.location)
+            audit = AuditDatabase(path, store.location, store_id=store.identity)
             try:
                 position = audit.position()
                 assert 0 < position <= store.log_position() == total
@@ -388,7 +388,10 @@ def test_a_stale_apply_raises_projection_conflict(store: Store, tmp_path: Path) 
     """Two handles on one file: the second to apply the same batch gets ProjectionConflict."""
     record_demo(store)
     path = tmp_path / "audit.db"
-    first, second = AuditDatabase(path, store.location), AuditDatabase(path, store.location)
+    first, second = (
+        AuditDatabase(path, store.location, store_id=store.identity),
+        AuditDatabase(path, store.location, store_id=store.identity),
+    )
     try:
         batch = store.notifications(0, 5)
         assert first.apply(batch, after=0) == batch[-1][0]
@@ -405,7 +408,10 @@ def test_a_stale_apply_changes_nothing(store: Store, tmp_path: Path) -> None:
     """A batch applied after a position the read model has left is refused and rolled back."""
     conversation = record_demo(store)
     path = tmp_path / "audit.db"
-    first, second = AuditDatabase(path, store.location), AuditDatabase(path, store.location)
+    first, second = (
+        AuditDatabase(path, store.location, store_id=store.identity),
+        AuditDatabase(path, store.location, store_id=store.identity),
+    )
     try:
         turn = store.start_message(conversation, "assistant")
         assert catch_up(store, first) == store.log_position()
@@ -435,7 +441,10 @@ def test_catch_up_carries_on_when_another_projector_moves_first(
     record_demo(store)
     record_demo(store)
     path = tmp_path / "audit.db"
-    slow, fast = AuditDatabase(path, store.location), AuditDatabase(path, store.location)
+    slow, fast = (
+        AuditDatabase(path, store.location, store_id=store.identity),
+        AuditDatabase(path, store.location, store_id=store.identity),
+    )
     try:
 
         def let_the_other_run(_: int) -> None:
@@ -457,7 +466,7 @@ def test_rebuild_swaps_in_a_new_file_under_open_readers(store: Store, tmp_path: 
     """A reader opened before a rebuild keeps the old file; a new open sees the new one."""
     record_demo(store)
     path = tmp_path / "audit.db"
-    audit = AuditDatabase(path, store.location)
+    audit = AuditDatabase(path, store.location, store_id=store.identity)
     catch_up(store, audit)
     audit.close()
     old_position = store.log_position()
@@ -532,7 +541,7 @@ def test_postgres_store_with_a_local_read_model(postgres_url: str, tmp_path: Pat
     path = tmp_path / "pg.audit.db"
     with open_store(postgres_url) as store:
         conversation = record_demo(store)
-        audit = AuditDatabase(audit_path(store, path), store.location)
+        audit = AuditDatabase(audit_path(store, path), store.location, store_id=store.identity)
         try:
             assert catch_up(store, audit) == len(store.events(conversation))
             with open_store(postgres_url) as other:

@@ -242,19 +242,21 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
-def test_async_recorder_and_helpers_record_what_the_sync_ones_do(location: str) -> None:
-    """On an AsyncStore the stream recorder and the list helpers record the same blocks as
-    the sync ones; a refused list leaves nothing behind."""
+@pytest.mark.parametrize("given", ["AsyncStore", "Store"])
+def test_async_recorder_and_helpers_record_what_the_sync_ones_do(location: str, given: str) -> None:
+    """On an AsyncStore (or a Store, taken through as_async) the stream recorder and the list
+    helpers record the same blocks as the sync ones; a refused list leaves nothing behind."""
 
     async def go() -> None:
         async with await convstore.open_async_store(location) as store:
             conv = await store.new_conversation()
-            await arecord_chat_messages(store, conv, [{"role": "user", "content": "Read a, b."}])
-            async with AsyncChatStreamRecorder(store, conv) as recorder:
+            into = store if given == "AsyncStore" else store.store
+            await arecord_chat_messages(into, conv, [{"role": "user", "content": "Read a, b."}])
+            async with AsyncChatStreamRecorder(into, conv) as recorder:
                 for part in STREAM:
                     await recorder.feed(part)
             await arecord_chat_messages(
-                store,
+                into,
                 conv,
                 [
                     {"role": "tool", "tool_call_id": "c1", "content": "A"},
@@ -263,7 +265,7 @@ def test_async_recorder_and_helpers_record_what_the_sync_ones_do(location: str) 
             )
             with pytest.raises(convstore.InvalidInput, match="item 1: item type 'compaction'"):
                 await arecord_responses_items(
-                    store, conv, [{"role": "user", "content": "x"}, {"type": "compaction"}]
+                    into, conv, [{"role": "user", "content": "x"}, {"type": "compaction"}]
                 )
             messages = await store.messages(conv)
             assert [m.role for m in messages] == ["user", "assistant", "user"]

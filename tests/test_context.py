@@ -481,3 +481,32 @@ def test_fit_tokens_that_cannot_be_met_exits_3_with_the_best_request(tmp_path: P
     request = json.loads(result.stdout)
     assert "[Output cleared to save context: 1,800 bytes]" in json.dumps(request)
     assert "still over 5" in result.stderr
+
+
+def test_fit_tokens_over_budget_prints_the_smallest_request_it_found(tmp_path: Path) -> None:
+    """When no keep meets N, replay --fit-tokens prints the smallest request of all keeps:
+    with outputs shorter than microcompact's marker, that is keeping every output (exit 3,
+    the note naming its count)."""
+    import json  # noqa: PLC0415
+
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from convstore.cli import cli  # noqa: PLC0415
+
+    db = tmp_path / "short.db"
+    with open_store(db) as writer:
+        conv = writer.new_conversation()
+        for n in range(3):
+            call = {"type": "tool_use", "id": f"c{n}", "name": "cat", "input": {}}
+            writer.append_message(conv, "assistant", [call])
+            output = {"type": "tool_result", "tool_use_id": f"c{n}", "content": "ok"}
+            writer.append_message(conv, "user", [output])
+        totals = {k: writer.pressure(conv, keep_tool_results=k).total for k in (None, 0, 1, 2)}
+        smallest = min(totals.values())
+        assert totals[None] == smallest < min(totals[k] for k in (0, 1, 2))
+        whole = writer.replay(conv)
+    result = CliRunner().invoke(cli, ["--db", str(db), "replay", str(conv), "--fit-tokens", "5"])
+    assert result.exit_code == 3, result.stderr
+    assert json.loads(result.stdout) == whole
+    assert f"{smallest:,} tokens" in result.stderr
+    assert "still over 5" in result.stderr

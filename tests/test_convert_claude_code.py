@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -168,3 +170,38 @@ def test_an_empty_or_useless_file_gives_one_empty_history(text: str) -> None:
     """Nothing conversational still gives one (empty) history, so the import can report."""
     [history] = histories_from_transcript(text)
     assert history.messages == []
+
+
+def test_a_line_nested_too_deeply_to_read_is_skipped_and_reported(tmp_path: Path) -> None:
+    """A line nested past what the JSON reader can follow is skipped like any unreadable line:
+    the lines around it import, and `import` reports it by number (exit 0, no traceback)."""
+    deep = "[" * 100_000 + "]" * 100_000
+    first = _line(type="user", uuid="u1", message={"role": "user", "content": "before"})
+    last = _line(type="user", uuid="u2", message={"role": "user", "content": "after"})
+    text = f"{first}\n{deep}\n{last}\n"
+    [history] = histories_from_transcript(text)
+    assert [m.blocks for m in history.messages] == [
+        (TextBlock(text="before"),),
+        (TextBlock(text="after"),),
+    ]
+    assert [(s.line, s.reason) for s in history.skipped] == [
+        (2, "not read: JSON nested too deeply")
+    ]
+    session = tmp_path / "session.jsonl"
+    session.write_text(text)
+    db = tmp_path / "s.db"
+    script = Path(sys.executable).parent / "convstore"
+    proc = subprocess.run(
+        [str(script), "--db", str(db), "import", "--format", "claude-code", str(session)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "line 2: not read: JSON nested too deeply" in proc.stderr
+    with convstore.open_store(db) as store:
+        [conv] = store.conversations()
+        replayed = json.dumps(store.replay(conv.id)["messages"])
+        assert "before" in replayed
+        assert "after" in replayed

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
@@ -57,15 +58,20 @@ def test_the_docs_have_examples_to_run() -> None:
     assert len(pages) >= 10, pages
 
 
-def test_readme_first_python_example_runs_twice_in_one_folder(
+def test_python_examples_run_in_order_in_one_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's first Python example holds when run again where it already left a store."""
-    monkeypatch.chdir(tmp_path)
-    code = compile(_fenced("python")[0], "README.md python block 0", "exec")
-    for _ in range(2):
-        exec(code, {})  # noqa: S102
-    assert (tmp_path / "agent.db").exists()
+    """A reader pasting the README's and the docs' Python blocks one after another into one
+    session, in one folder, sees every one pass: each opens a fresh temporary store of its own,
+    so none depends on another, and none leaves a file in the working directory."""
+    work, scratch = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    scratch.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    for name, code in EXAMPLES:
+        exec(compile(code, name, "exec"), {})  # noqa: S102
+    assert list(work.iterdir()) == []
 
 
 @pytest.mark.slow
@@ -196,3 +202,15 @@ def test_the_chain_release_is_this_release_or_older_and_the_docs_name_it() -> No
     assert parts(CHAIN_SINCE) <= parts(version("convstore"))[: len(parts(CHAIN_SINCE))]
     guarantees = (DOCS / "guarantees.md").read_text(encoding="utf-8")
     assert f'unchained (written before {CHAIN_SINCE})"' in guarantees
+
+
+def test_every_install_hint_works_from_a_checkout() -> None:
+    """convstore is on no package index, so no hint in the code, the benchmarks or the README says
+    ``pip install convstore`` or ``pip install 'convstore[…]'``: extras are installed with
+    ``pip install -e '.[extra]'`` in the checkout."""
+    texts = {str(page.relative_to(ROOT)): page.read_text(encoding="utf-8") for page in PAGES}
+    for path in sorted([*(ROOT / "src" / "convstore").rglob("*.py"), *ROOT.glob("bench/*.py")]):
+        texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    unservable = re.compile(r"pip install ['\"]?convstore\b")
+    for name, text in texts.items():
+        assert not unservable.search(text), f"{name}: {unservable.search(text)}"

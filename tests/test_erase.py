@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import subprocess
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -17,6 +19,7 @@ from convstore import ConversationErased, ConversationNotFound, open_store
 from convstore.cli import cli
 from convstore.infrastructure.chain import chain_key
 from convstore.verify import Verifier
+from tests.conftest import one_error_line
 
 SECRET = "hunter2-credit-card-4111111111111111"  # noqa: S105 - the bytes grep looks for
 
@@ -103,8 +106,8 @@ def test_cli_erase_and_retention(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output == f"erased {one}: 1 event(s)\n"
     result = runner.invoke(cli, ["--db", db, "erase", str(one), "--reason", "asked"])
-    assert result.exit_code == 2
-    assert "was erased" in result.stderr
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"already erased {one}: 1 event(s) at ")
     result = runner.invoke(cli, ["--db", db, "erase", str(old)])
     assert result.exit_code == 2
     assert "--reason is required" in result.stderr
@@ -232,3 +235,34 @@ def test_verify_accepts_a_read_model_past_an_erased_tail(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output + result.stderr
     assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
     assert runner.invoke(cli, ["--db", db, "verify"]).exit_code == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_inactive_for_a_span_past_the_calendar_is_one_error_line(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """`erase --inactive-for 999999w` reaches back before the year 1: exit 2, one line,
+    nothing erased. The longest span that still names a date lists on either backend."""
+    if backend == "sqlite":
+        location = str(tmp_path / "s.db")
+    else:
+        location = request.getfixturevalue("postgres_url")
+    with open_store(location) as store:
+        kept = store.new_conversation(title="kept")
+    script = Path(sys.executable).parent / "convstore"
+    for args in (["--dry-run"], ["--reason", "retention"]):
+        proc = subprocess.run(
+            [str(script), "--db", location, "erase", "--inactive-for", "999999w", *args],
+            capture_output=True,
+            check=False,
+        )
+        one_error_line(proc.returncode, proc.stdout, proc.stderr, "before the year 1")
+    proc = subprocess.run(
+        [str(script), "--db", location, "erase", "--inactive-for", "100000w", "--dry-run"],
+        capture_output=True,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, b""), proc.stderr
+    assert b"error" not in proc.stderr
+    with open_store(location) as store:
+        assert [c.id for c in store.conversations()] == [kept]

@@ -32,7 +32,8 @@ def _linear(
     events: list[Event], options: ReplayOptions, budget: int
 ) -> tuple[int | None, Pressure]:
     """The definition: ``None`` if keeping everything fits, else the largest keep that fits,
-    else 0; each candidate planned from the events and counted whole."""
+    else the candidate with the fewest tokens (the most kept among equals); each candidate
+    planned from the events and counted whole."""
 
     def pressure(keep: int | None) -> Pressure:
         planned = plan(events, replace(options, keep_tool_results=keep))
@@ -42,11 +43,14 @@ def _linear(
     if whole.total <= budget:
         return None, whole
     results = fold(events).clearing(options).results
+    best: tuple[int | None, Pressure] = (None, whole)
     for keep in range(results - 1, -1, -1):
         candidate = pressure(keep)
         if candidate.total <= budget:
             return keep, candidate
-    return 0, pressure(0)
+        if candidate.total < best[1].total:
+            best = keep, candidate
+    return best
 
 
 @SETTINGS
@@ -107,3 +111,23 @@ def test_a_short_output_cleared_can_cost_more_and_the_fit_still_finds_the_keep(
         keep, fitted = store.fit_tool_results(conv, totals[3])
         assert keep == 3
         assert fitted == store.pressure(conv, keep_tool_results=3)
+
+
+def test_over_budget_the_fit_gives_the_smallest_request_not_every_output_cleared(
+    tmp_path: Path,
+) -> None:
+    """When no keep fits, the answer is the smallest request: with only short outputs (each
+    shorter than its marker) that is keeping them all, not clearing them all."""
+    with open_store(tmp_path / "fit.db") as store:
+        conv = store.new_conversation()
+        for n in range(3):
+            call = {"type": "tool_use", "id": f"c{n}", "name": "cat", "input": {}}
+            store.append_message(conv, "assistant", [call])
+            result = {"type": "tool_result", "tool_use_id": f"c{n}", "content": "ok"}
+            store.append_message(conv, "user", [result])
+        totals = {k: store.pressure(conv, keep_tool_results=k).total for k in range(3)}
+        whole = store.pressure(conv)
+        assert whole.total < min(totals.values())
+        keep, fitted = store.fit_tool_results(conv, 1)
+        assert keep is None
+        assert fitted == whole

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
+from uuid import UUID
 
 import pytest
 from click.testing import CliRunner, Result
@@ -185,6 +187,19 @@ def test_the_same_source_twice_is_refused_unless_again(store: Store) -> None:
     assert store.replay(second) == store.replay(first)
     sources = [c.source for c in store.conversations()]
     assert sources.count("sha256:ab") == 2
+
+
+def test_an_erased_import_can_be_imported_again(store: Store) -> None:
+    """The id derived from a source is not reused once erased: importing the source after its
+    erasure records it under the source's next derived id, and is refused after that."""
+    first = store.import_histories(session()).ids
+    store.erase(first[0], reason="test")
+    store.erase(first[1], reason="test")
+    second = store.import_histories(session()).ids
+    assert not set(first) & set(second)
+    assert store.replay(second[1])["messages"][0] == {"role": "user", "content": "read the log"}
+    with pytest.raises(AlreadyImported, match=f"conversation {second[0]}"):
+        store.import_histories(session())
 
 
 def test_import_history_records_one_conversation(store: Store) -> None:
@@ -449,3 +464,77 @@ def test_the_corpus_edge_cases_report_skipped_lines_and_unanswered_calls(
     assert summary["calls_without_result"] == 2
     assert {s["line"] for s in summary["skipped"]} >= {13, 15, 16}
     assert all(s["reason"] for s in summary["skipped"])
+
+
+# -- concurrent imports ------------------------------------------------------------------------
+
+IMPORTERS = 3
+
+
+def _long_history() -> History:
+    """A history long enough that deciding its events takes a while (the race's window)."""
+    messages = [
+        HistoryMessage("user" if i % 2 == 0 else "assistant", (text(f"turn {i}"),))
+        for i in range(300)
+    ]
+    return History(messages=messages, title="long", key="race-1")
+
+
+def _import_once(location: str, ready: Any, outcomes: Any) -> None:
+    """One importer process: wait for the others, then import the same history."""
+    with convstore.open_store(location) as store:
+        history = _long_history()
+        ready.wait()
+        try:
+            outcomes.put(f"imported {store.import_history(history)}")
+        except AlreadyImported as exc:
+            outcomes.put(f"refused {exc}")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store location on either backend, made before the processes start."""
+    if request.param == "sqlite":
+        where = str(tmp_path / "race.db")
+    else:
+        where = request.getfixturevalue("postgres_url")
+    convstore.open_store(where).close()
+    return where
+
+
+@pytest.mark.parametrize("again", [False, True], ids=["once", "again"])
+def test_three_processes_importing_one_history_record_it_once(location: str, again: bool) -> None:
+    """Three processes import the same history at the same moment: one records it, the other
+    two are refused (AlreadyImported, naming the winner's conversation); with again=True each
+    records its own copy."""
+    spawn = multiprocessing.get_context("spawn")
+    ready = spawn.Barrier(IMPORTERS)
+    outcomes = spawn.Queue()
+    target = _import_again if again else _import_once
+    workers = [
+        spawn.Process(target=target, args=(location, ready, outcomes)) for _ in range(IMPORTERS)
+    ]
+    for worker in workers:
+        worker.start()
+    results = sorted(outcomes.get(timeout=120) for _ in workers)
+    for worker in workers:
+        worker.join(timeout=60)
+    assert [worker.exitcode for worker in workers] == [0] * IMPORTERS
+    with convstore.open_store(location) as store:
+        held = [c.id for c in store.conversations() if c.source == "race-1"]
+    if again:
+        assert [r.split()[0] for r in results] == ["imported"] * IMPORTERS
+        assert len(held) == IMPORTERS
+        return
+    assert [r.split()[0] for r in results] == ["imported", "refused", "refused"]
+    assert held == [UUID(results[0].split()[1])]
+    for refused in results[1:]:
+        assert f"already imported as conversation {held[0]}" in refused
+
+
+def _import_again(location: str, ready: Any, outcomes: Any) -> None:
+    """One importer process that records its own copy (again=True)."""
+    with convstore.open_store(location) as store:
+        history = _long_history()
+        ready.wait()
+        outcomes.put(f"imported {store.import_history(history, again=True)}")

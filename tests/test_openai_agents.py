@@ -213,3 +213,65 @@ def test_importing_without_the_sdk_names_the_extra() -> None:
         "'openai-agents' extra: pip install -e '.[openai-agents]' in the convstore checkout, "
         "or pip install 'openai-agents>=0.24'"
     )
+
+
+POPPERS = 4
+"""Sessions (each on a store of its own, as processes would hold) popping at once."""
+
+
+async def _pops_race(location: str, rounds: int) -> None:
+    stores = [await convstore.open_async_store(location) for _ in range(POPPERS)]
+    try:
+        sessions = [ConvstoreSession("popped", store=s) for s in stores]
+        added = [f"m{i}" for i in range(POPPERS * rounds)]
+        await sessions[0].add_items([{"role": "user", "content": text} for text in added])
+        popped: list[Any] = []
+        for _ in range(rounds):
+            popped += await asyncio.gather(*(s.pop_item() for s in sessions))
+        assert sorted(i["content"] for i in popped) == sorted(added)
+        assert await sessions[0].get_items() == []
+    finally:
+        for store in stores:
+            await store.close()
+
+
+def test_concurrent_pops_each_take_a_different_item(location: str) -> None:
+    """Four sessions on four stores popping at once: each pop withdraws exactly the item it
+    returns, so every item comes back once and none is lost or returned twice."""
+    asyncio.run(_pops_race(location, rounds=3))
+
+
+async def _pop_against_adds(location: str, count: int) -> None:
+    adder_store = await convstore.open_async_store(location)
+    popper_store = await convstore.open_async_store(location)
+    try:
+        adder = ConvstoreSession("busy", store=adder_store)
+        popper = ConvstoreSession("busy", store=popper_store)
+        await adder.add_items([{"role": "user", "content": "first"}])
+        acknowledged = ["first"]
+
+        async def add() -> None:
+            for i in range(count):
+                await adder.add_items([{"role": "user", "content": f"a{i}"}])
+                acknowledged.append(f"a{i}")
+
+        async def pop() -> list[Any]:
+            return [await popper.pop_item() for _ in range(count)]
+
+        _, popped = await asyncio.gather(add(), pop())
+        returned = [i["content"] for i in popped if i is not None]
+        visible: list[Any] = await adder.get_items()
+        left = [i["content"] for i in visible]
+        # Every acknowledged item is still visible or was handed back by a pop, exactly once.
+        assert sorted(returned + left) == sorted(acknowledged)
+    finally:
+        await adder_store.close()
+        await popper_store.close()
+
+
+def test_a_pop_racing_another_sessions_add_never_withdraws_what_it_did_not_return(
+    location: str,
+) -> None:
+    """pop_item racing add_items on another store: the pop withdraws only the item it
+    returns, never an item another session had just added and been told was saved."""
+    asyncio.run(_pop_against_adds(location, count=15))

@@ -52,6 +52,8 @@ from convstore import (
     open_store,
 )
 from convstore.integrations.pydantic_ai import (
+    amessage_history,
+    arecord_messages,
     convert_messages,
     message_history,
     message_history_async,
@@ -422,21 +424,24 @@ def test_images_come_back_as_images_for_a_vision_model(tmp_path: Path) -> None:
         assert "[Image not shown" in str(blind.parts[0].content)
 
 
-def test_the_async_variants_take_an_async_store(location: str) -> None:
-    """record_messages_async and message_history_async give what the sync functions give,
-    through an AsyncStore; each function refuses the other kind of store."""
+def test_the_async_variants_take_either_store(location: str) -> None:
+    """arecord_messages and amessage_history give what the sync functions give, on an
+    AsyncStore or on a Store (through as_async); a sync function refuses an AsyncStore and
+    names its async variant."""
     messages = _retrying_run()
 
     async def main() -> tuple[list[ModelMessage], UUID]:
         async with await open_async_store(location) as store:
-            conversation = await store.new_conversation()
-            ids = await record_messages_async(store, conversation, messages)
-            assert len(ids) == 9
-            with pytest.raises(InvalidInput, match="record_messages_async"):
+            conversation, other = await store.new_conversation(), await store.new_conversation()
+            assert len(await arecord_messages(store, conversation, messages)) == 9
+            assert len(await arecord_messages(store.store, other, messages)) == 9
+            with pytest.raises(InvalidInput, match="await arecord_messages"):
                 record_messages(store, conversation, messages)  # type: ignore[arg-type]
-            with pytest.raises(InvalidInput, match="call message_history"):
-                await message_history_async(store.store, conversation)  # type: ignore[arg-type]
-            return await message_history_async(store, conversation), conversation
+            with pytest.raises(InvalidInput, match="await amessage_history"):
+                message_history(store, conversation)  # type: ignore[arg-type]
+            history = await amessage_history(store, conversation)
+            assert _contents(await amessage_history(store.store, other)) == _contents(history)
+            return history, conversation
 
     history, conversation = asyncio.run(main())
     kinds = ["request", "request", *["response", "request"] * 3, "response"]
@@ -558,3 +563,10 @@ def test_a_recorded_anthropic_tool_round_survives_a_killed_run(
     assert kinds == {"text"}
     assert "Tool use: get_user_country({})" in json.dumps(sent["messages"])
     assert rejections("anthropic", sent) == []
+
+
+def test_the_old_async_names_still_work() -> None:
+    """record_messages_async and message_history_async (the names before the ``a`` prefix
+    rule) are the same functions, kept for one release."""
+    assert record_messages_async is arecord_messages
+    assert message_history_async is amessage_history

@@ -205,14 +205,17 @@ def test_a_stream_cut_at_max_tokens_is_recorded_interrupted(tmp_path: Path) -> N
         assert turn.interrupt_reason == "stopped at max_tokens"
 
 
-def test_async_stream_and_bodies_record_the_same(location: str) -> None:
-    """The async recorder and helpers give exactly what the sync ones give."""
+@pytest.mark.parametrize("given", ["AsyncStore", "Store"])
+def test_async_stream_and_bodies_record_the_same(location: str, given: str) -> None:
+    """The async recorder and helpers, on an AsyncStore or on a Store (taken through
+    as_async), give exactly what the sync ones give."""
 
     async def run() -> tuple[list[Any], dict[str, Any]]:
         async with await convstore.open_async_store(location) as store:
             conv = await store.new_conversation()
+            into = store if given == "AsyncStore" else store.store
             await arecord_messages(
-                store,
+                into,
                 conv,
                 {"system": "Be terse.", "messages": [{"role": "user", "content": "hi"}]},
             )
@@ -221,7 +224,7 @@ def test_async_stream_and_bodies_record_the_same(location: str) -> None:
                 for event in _stream():
                     yield event
 
-            await AsyncMessageStreamRecorder(store, conv).record_all(events())
+            await AsyncMessageStreamRecorder(into, conv).record_all(events())
             return [
                 [b.block for b in m.blocks] for m in await store.messages(conv)
             ], await store.replay(conv)

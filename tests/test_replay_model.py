@@ -35,25 +35,29 @@ OPTIONS = [
 ]
 
 
+CONVERSATION = "0" * 32
+"""The conversation id the stored copies below are digested under."""
+
+
 class Stored:
     """What a writer keeps: the version, the head's text, each message's text by position."""
 
     def __init__(self) -> None:
         self.version = 0
-        self.head = ReplayState().encode_head()
+        self.head = ReplayState().encode_head(CONVERSATION)
         self.rows: dict[int, tuple[str, str]] = {}
 
     def write(self, state: ReplayState) -> None:
         for position in state.dirty:
             message = state.messages[position]
             self.rows[position] = (message.message_id, message.encode())
-        self.head = state.encode_head()
+        self.head = state.encode_head(CONVERSATION)
         self.version = state.version
         state.clean()
 
     def read(self) -> ReplayState:
         ordered = [self.rows[p] for p in range(len(self.rows))]
-        return ReplayState.decode(self.version, self.head, ordered)
+        return ReplayState.decode(CONVERSATION, self.version, self.head, ordered)
 
 
 def loader(events: list[Event]) -> Any:

@@ -276,7 +276,7 @@ def test_a_model_stored_while_a_store_reads_it_on_postgres_is_read_as_one_versio
             # Meanwhile another store commits the newer model, as its write does.
             other.execute(
                 f"UPDATE {prefix}{HEADS} SET version = %s, head = %s WHERE originator_id = %s",  # noqa: S608
-                (newer.version, newer.encode_head(), conv),
+                (newer.version, newer.encode_head(conv.hex), conv),
             )
             other.cursor().executemany(
                 f"INSERT INTO {prefix}{MESSAGES} VALUES (%s, %s, %s, %s) "  # noqa: S608
@@ -289,7 +289,7 @@ def test_a_model_stored_while_a_store_reads_it_on_postgres_is_read_as_one_versio
         [stored] = found
         assert (stored.version, stored.head, [tuple(r) for r in stored.rows]) == (
             len(events),
-            newer.encode_head(),
+            newer.encode_head(conv.hex),
             rows,
         )
         assert reader.replay(conv) == replay(events)
@@ -341,7 +341,7 @@ def test_a_process_killed_mid_catch_up_leaves_a_model_the_next_replay_trusts(
                 state = ReplayState()
                 state.fold(events[:version])
                 rows = [(m.message_id, m.encode()) for m in state.messages]
-                assert (version, state.encode_head(), rows) == stored
+                assert (version, state.encode_head(conv.hex), rows) == stored
     with sqlite3.connect(location) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
@@ -445,6 +445,6 @@ def test_readers_racing_to_store_the_model_leave_the_rows_of_one_fold(
         state = ReplayState()
         state.fold(events)
         rows = [(m.message_id, m.encode()) for m in state.messages]
-        assert model_rows(readers[0], conv) == (len(events), state.encode_head(), rows)
+        assert model_rows(readers[0], conv) == (len(events), state.encode_head(conv.hex), rows)
         for mode in MODES:
             assert readers[1].replay(conv, **mode) == expected(events, mode)

@@ -81,7 +81,9 @@ def stored_rows(db: Path) -> list[tuple[int, str, int, str, bytes]]:
 
 def marker(db: Path) -> list[tuple[str, str]]:
     with closing(sqlite3.connect(db)) as conn:
-        return conn.execute("SELECT key, value FROM convstore_store").fetchall()
+        return conn.execute(
+            "SELECT key, value FROM convstore_store WHERE key = 'format'"
+        ).fetchall()
 
 
 def mark(db: Path, store_format: str) -> None:

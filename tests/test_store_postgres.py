@@ -169,7 +169,9 @@ def test_a_new_schema_is_format_2_and_a_format_1_one_is_upgraded_on_open(
             conv = store.new_conversation(conversation_id=UUID(int=7), title="shared")
             store.append_message(conv, "user", [{"type": "text", "text": "before"}])
             assert store._log.pydantic_mapper.compact
-        assert _sql(url, "SELECT key, value FROM convstore_store") == [("format", "2")]
+        assert _sql(url, "SELECT key, value FROM convstore_store WHERE key = 'format'") == [
+            ("format", "2")
+        ]
         assert {state[0] for *_, state in _states(url)} == {COMPACT}
     _rewrite_as_format_1(old_url)
     old_rows = _states(old_url)
@@ -177,7 +179,7 @@ def test_a_new_schema_is_format_2_and_a_format_1_one_is_upgraded_on_open(
     for url in (new_url, old_url):
         with open_store(url) as store:
             _turn(store, conv)
-    assert _sql(old_url, "SELECT value FROM convstore_store") == [("2",)]
+    assert _sql(old_url, "SELECT value FROM convstore_store WHERE key = 'format'") == [("2",)]
     assert _states(old_url)[: len(old_rows)] == old_rows  # left in the form 0.2.0 wrote
     with open_store(old_url) as old, open_store(new_url) as new:
         assert old._log.pydantic_mapper.compact
@@ -209,4 +211,4 @@ def test_a_schema_of_an_unknown_format_is_refused_in_one_line(postgres_url: str)
         result = CliRunner().invoke(cli, ["--db", postgres_url, *args])
         one_error_line(result.exit_code, result.stdout, result.stderr, "format '3'")
     assert _sql(postgres_url, count) == rows
-    assert _sql(postgres_url, "SELECT value FROM convstore_store") == [("3",)]
+    assert _sql(postgres_url, "SELECT value FROM convstore_store WHERE key = 'format'") == [("3",)]

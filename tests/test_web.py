@@ -176,6 +176,26 @@ def test_side_pane_is_the_replay_itself(store: Store) -> None:
     assert f"data-src='/c/{conv}/pressure?shape=openai&amp;vision=0'" in page
 
 
+def test_the_page_replays_with_the_defaults_of_convstore_replay(
+    store: Store, tmp_path: Path
+) -> None:
+    """With no query parameters the page, its side pane and replay.json show exactly what
+    `convstore replay CONV` prints (vision off, as everywhere), the vision box unchecked."""
+    conv = record_demo(store)
+    client = client_for(store)
+    db = tmp_path / "cli.db"
+    with convstore.open_store(db) as other:
+        other.load(store.dump())
+    printed = CliRunner().invoke(cli, ["--db", str(db), "replay", str(conv)])
+    assert printed.exit_code == 0, printed.stderr
+    assert client.get(f"/c/{conv}/replay.json").json() == json.loads(printed.stdout)
+    wanted = json.dumps(json.loads(printed.stdout), ensure_ascii=False, indent=2)
+    assert f"<pre class='replay'>{esc(wanted)}</pre>" in client.get(f"/c/{conv}/side").text
+    page = client.get(f"/c/{conv}").text
+    assert f"data-src='/c/{conv}/replay?shape=openai&amp;vision=0'" in page
+    assert "name='vision' value='1'>" in page  # the box, not checked
+
+
 def test_compaction_and_rewind_are_marked(store: Store) -> None:
     """A compaction boundary shows its summary; withdrawn and open messages are marked."""
     conv = store.new_conversation(title="marks")
@@ -511,3 +531,37 @@ def test_a_search_ranks_every_match_and_pages_through_them(store: Store) -> None
     assert sorted(shown + rest) == sorted([*blue, str(green)])
     assert rest[-1] == str(green)  # its one match, diluted by padding, ranks last
     assert client.get("/?q=wombat&skip=-1").status_code == 400
+
+
+def test_a_nul_in_any_query_parameter_is_a_400_with_a_plain_message(store: Store) -> None:
+    """NUL (%00) in a search, a filter, a cursor, a view option or a parameter's name: a 400
+    page saying so, never a 500, with the read model in place so the search really runs."""
+    conv = store.new_conversation(title="t")
+    store.append_message(conv, "user", [{"type": "text", "text": "zebra"}])
+    project(store)
+    client = TestClient(
+        HostGuard(create_app(store), allowed_hosts("127.0.0.1", ()), "convstore serve"),
+        base_url="http://127.0.0.1:8002",
+        raise_server_exceptions=False,
+    )
+    assert client.get("/?q=zebra").status_code == 200
+    queries = [
+        "q=%00",
+        "q=zebra%00",
+        "q=zebra&skip=%00",
+        "title=%00",
+        "label=team%3D%00",
+        "after=%00",
+        "active_after=2020-01-01%00",
+        "%00=1",
+    ]
+    paths = [
+        *(f"/?{query}" for query in queries),
+        *(f"/c/{conv}{tail}?keep=%00" for tail in ("", "/transcript", "/side", "/replay.json")),
+        f"/c/{conv}/version?x=%00",
+    ]
+    for path in paths:
+        response = client.get(path)
+        assert response.status_code == 400, (path, response.status_code)
+        assert "a query parameter holds a NUL character (%00)" in response.text, path
+        assert_inert(response.text)

@@ -94,8 +94,9 @@ def browser() -> Iterator[Any]:
 
 
 def test_browse_fold_vision_and_live(store: Store, browser: Any) -> None:
-    """List, open, unfold a tool round, switch vision off to see the marker, and watch an
-    appended message arrive within a second, with no console errors (CSP included)."""
+    """List, open, unfold a tool round, see vision off by default (the marker) and switch it
+    on, and watch an appended message arrive within a second, with no console errors (CSP
+    included)."""
     conv = record_demo(store)
     errors: list[str] = []
     with Served(store) as base:
@@ -110,12 +111,12 @@ def test_browse_fold_vision_and_live(store: Store, browser: Any) -> None:
         assert call.get_attribute("open") is not None
         assert call.locator("pre").first.is_visible()
         page.wait_for_selector("#side pre.replay")
-        assert "[Image not shown" not in page.inner_text("#side pre.replay")
-        page.uncheck("#vision")
+        assert "[Image not shown" in page.inner_text("#side pre.replay")  # off, as replay's
+        page.check("#vision")
         page.click("#apply")
-        page.wait_for_url("**vision=0**")
+        page.wait_for_url("**vision=1**")
         page.wait_for_selector("#side pre.replay")
-        assert "[Image not shown" in page.inner_text("#side pre.replay")
+        assert "[Image not shown" not in page.inner_text("#side pre.replay")
         page.wait_for_selector("#pressure svg")
         store.append_message(conv, "user", [{"type": "text", "text": "arrived live"}])
         appended = time.monotonic()

@@ -84,6 +84,7 @@ def _valid(store: Store) -> dict[str, Any]:
         "entries": [{"type": "x"}],
         "carried": None,
         "to": None,
+        "expected_version": None,
         # Rewinding and deleting entries withdraw messages: on conversations of their own.
         "rewind conversation": store.new_conversation(),
         "delete_entries conversation": store.new_conversation(),
@@ -103,6 +104,8 @@ def _valid(store: Store) -> dict[str, Any]:
         "started_before": None,
         "active_after": None,
         "active_before": None,
+        "idle_since": None,
+        "progress": None,
         "list_conversations after": None,  # the store's own dump: load finds nothing more to write
     }
 

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
         AsyncStore as AsyncStore,
     )
     from convstore.aio import (
+        as_async as as_async,
+    )
+    from convstore.aio import (
         open_async_store as open_async_store,
     )
     from convstore.bootstrap import (
@@ -104,6 +107,9 @@ if TYPE_CHECKING:
         ConcurrencyError as ConcurrencyError,
     )
     from convstore.errors import (
+        ConversationActive as ConversationActive,
+    )
+    from convstore.errors import (
         ConversationErased as ConversationErased,
     )
     from convstore.errors import (
@@ -131,7 +137,13 @@ if TYPE_CHECKING:
         NotFound as NotFound,
     )
     from convstore.errors import (
+        OutputError as OutputError,
+    )
+    from convstore.errors import (
         StoreError as StoreError,
+    )
+    from convstore.errors import (
+        VersionConflict as VersionConflict,
     )
     from convstore.importing import (
         ImportReport as ImportReport,
@@ -188,6 +200,7 @@ _EXPORTS: dict[str, str] = {
     "BlockAppended": "convstore.domain.events",
     "Compacted": "convstore.domain.events",
     "ConcurrencyError": "convstore.errors",
+    "ConversationActive": "convstore.errors",
     "ConversationErased": "convstore.errors",
     "ConversationInfo": "convstore.store",
     "ConversationNotFound": "convstore.errors",
@@ -219,6 +232,7 @@ _EXPORTS: dict[str, str] = {
     "MessageStarted": "convstore.domain.events",
     "NoStore": "convstore.errors",
     "NotFound": "convstore.errors",
+    "OutputError": "convstore.errors",
     "Page": "convstore.store",
     "Pressure": "convstore.projections.pressure",
     "ReasoningBlock": "convstore.domain.blocks",
@@ -236,6 +250,8 @@ _EXPORTS: dict[str, str] = {
     "TokenUsage": "convstore.domain.events",
     "ToolResultBlock": "convstore.domain.blocks",
     "ToolUseBlock": "convstore.domain.blocks",
+    "as_async": "convstore.aio",
+    "VersionConflict": "convstore.errors",
     "open_async_store": "convstore.aio",
     "open_store": "convstore.bootstrap",
     "replay": "convstore.projections.replay",

@@ -5,14 +5,16 @@ from __future__ import annotations
 import importlib.util
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count
 from convstore.errors import ConvstoreError, InvalidInput, NoStore, StoreError
 from convstore.extras import missing_extra
-from convstore.infrastructure.application import STORE_FORMAT, EventLog
+from convstore.infrastructure.application import EventLog, StoreMarker
 from convstore.infrastructure.postgres import (
     PostgresSettings,
     is_postgres_url,
@@ -36,6 +38,8 @@ from convstore.infrastructure.sqlite_files import (
 from convstore.store import Store
 
 ENV_VAR = "CONVSTORE_DB"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +120,6 @@ def _open_sqlite(
     # and that one file is what is checked, created, opened and shown.
     path = Path(os.path.realpath(given))
     lock_timeout = lock_timeout_seconds()
-    store_format: int | None = None
     if not path.exists():
         if not create:
             msg = f"no store at {given} (nothing has been recorded there yet)"
@@ -128,29 +131,87 @@ def _open_sqlite(
             raise StoreError(msg)
         remove_leftovers(path)
         try:
-            if create_store_file(path, _build):
-                store_format = STORE_FORMAT
+            create_store_file(path, _build)
         except ConvstoreError:
             raise
         except (OSError, sqlite3.Error) as exc:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             msg = f"cannot create a store at {given}: {detail}"
             raise StoreError(" ".join(msg.split())) from None
-    if store_format is None:  # an existing store, or one another process made just now
-        remove_leftovers(path)
-        try:
-            store_format = claim_store_file(path, lock_timeout)
-        except (OSError, sqlite3.Error) as exc:
-            msg = f"cannot open the store at {given}: {exc}"
-            raise StoreError(" ".join(msg.split())) from None
+    remove_leftovers(path)
+    try:  # made just now (by this process or another), or an existing store
+        marker = claim_store_file(path, lock_timeout)
+    except (OSError, sqlite3.Error) as exc:
+        msg = f"cannot open the store at {given}: {exc}"
+        raise StoreError(" ".join(msg.split())) from None
     return _open(
-        sqlite_env(path),
-        str(path),
-        secret="",
-        limits=limits,
-        replay=replay,
-        store_format=store_format,
+        sqlite_env(path), str(path), secret="", limits=limits, replay=replay, marker=marker
     )
+
+
+def fill_new_store(
+    location: str | os.PathLike[str] | None,
+    fill: Callable[[Store], T],
+    *,
+    limits: Limits | None = None,
+) -> tuple[T, str]:
+    """Make a new SQLite store at ``location`` holding what ``fill`` writes into it, all at
+    once; returns what ``fill`` returned and the store's location, as :func:`open_store`
+    names it.
+
+    The store is made and filled in a private temporary file beside its name, then linked
+    into place once ``fill`` has returned: a fill that raises (or a process killed meanwhile)
+    leaves no store behind. An existing store there, or one another process makes during the
+    fill, is refused (:class:`InvalidInput`; the other's store is kept). Only SQLite files are
+    made this way: a PostgreSQL schema is opened as usual with :func:`open_store`.
+    """
+    resolved = resolve_location(location)
+    if url_scheme(resolved) is not None:
+        msg = f"only a SQLite file is made whole from the start, not {redact(resolved)}"
+        raise InvalidInput(msg)
+    refuse_mangled_url(resolved)
+    refuse_sqlite_uri(resolved)
+    limits = limits or Limits.from_env()
+    given = Path(resolved)
+    path = Path(os.path.realpath(given))
+    if not location:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        msg = f"cannot create a store at {given}: directory {path.parent} does not exist"
+        raise StoreError(msg)
+    if path.exists():
+        msg = f"a store already exists at {given}"
+        raise InvalidInput(msg)
+    filled: list[T] = []
+
+    def build(temporary: Path) -> None:
+        _build(temporary)
+        store = _open(
+            sqlite_env(temporary),
+            str(temporary),
+            secret="",
+            limits=limits,
+            replay=ReplaySettings(DEFAULT_CACHE_BYTES),
+            marker=claim_store_file(temporary, lock_timeout_seconds()),
+        )
+        try:
+            filled.append(fill(store))
+        finally:
+            store.close()
+
+    remove_leftovers(path)
+    try:
+        made = create_store_file(path, build)
+    except ConvstoreError:
+        raise
+    except (OSError, sqlite3.Error) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        msg = f"cannot create a store at {given}: {detail}"
+        raise StoreError(" ".join(msg.split())) from None
+    if not made:
+        msg = f"another process made a store at {given} meanwhile: it is kept, nothing was added"
+        raise InvalidInput(msg)
+    return filled[0], str(path)
 
 
 def _build(temporary: Path) -> None:
@@ -170,14 +231,14 @@ def _open_postgres(url: str, limits: Limits, replay: ReplaySettings) -> Store:
         msg = missing_extra("a PostgreSQL store", "postgres", "'psycopg[binary]' psycopg-pool")
         raise InvalidInput(msg)
     try:
-        with settings.setup_lock() as store_format:
+        with settings.setup_lock() as marker:
             return _open(
                 settings.env(),
                 shown,
                 secret=settings.password,
                 limits=limits,
                 replay=replay,
-                store_format=store_format,
+                marker=marker,
             )
     except ConvstoreError:
         raise
@@ -193,10 +254,10 @@ def _open(
     secret: str,
     limits: Limits,
     replay: ReplaySettings,
-    store_format: int,
+    marker: StoreMarker,
 ) -> Store:
     try:
-        log = EventLog(env=env, store_format=store_format)
+        log = EventLog(env=env, store_format=marker.format)
         log.recorder.max_notification_id()  # fail here, not at first use, if it is no store
     except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
         msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"
@@ -205,6 +266,7 @@ def _open(
         log,
         shown,
         secret=secret,
+        identity=marker.identity,
         limits=limits,
         replay_cache_bytes=replay.cache_bytes,
         replay_model=replay.model,

@@ -9,7 +9,9 @@ Each imported conversation's ``ConversationStarted`` names its ``source``: ``FOR
 the history has a stable key (a Claude Code session or agent id; a key that already starts
 with ``FORMAT:`` is kept as it is), else ``sha256:<hex>`` of the input's bytes (``#N`` added
 for the Nth history of the input after the first). Importing a source a second time is
-refused, naming the conversation that holds it, unless ``again``.
+refused, naming the conversation that holds it, unless ``again``. The refusal holds under
+concurrency as well: an imported conversation's id is derived from its source (a UUID5), so two
+imports of one source at once write version 1 of the same id and the recorder admits only one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never, get_args
-from uuid import UUID, uuid4
+from uuid import UUID, uuid4, uuid5
 
 from convstore.convert.history import History, Skipped
 from convstore.domain.blocks import BLOCK_CLASSES, ImageBlock, ToolResultBlock, ToolUseBlock
@@ -32,7 +34,7 @@ from convstore.domain.parsing import (
     parse_flag,
     parse_optional_name,
 )
-from convstore.errors import InvalidBlock, InvalidInput
+from convstore.errors import ConvstoreError, InvalidBlock, InvalidInput, StoreError
 from convstore.infrastructure.gc_pause import paused_gc
 
 if TYPE_CHECKING:
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
 
 ImportFormat: TypeAlias = Literal["claude-code", "openai-chat", "anthropic", "responses"]
 IMPORT_FORMATS: tuple[ImportFormat, ...] = get_args(ImportFormat)
+
+IMPORT_NAMESPACE = UUID("0d7e4b9a-3c61-4f52-8e0b-6a2f9c1d5e37")
+"""The UUID5 namespace that turns an imported history's source into its conversation id."""
 
 BLOCK_KINDS: tuple[str, ...] = tuple(str(cls.model_fields["type"].default) for cls in BLOCK_CLASSES)
 
@@ -246,18 +251,51 @@ def import_histories(
     already holds unless ``again``."""
     histories, sources = _checked_arguments(store, histories, sources)
     parse_flag(again, "again")
+    known = [s for s in sources if s]
     if not again:
-        _refuse_known(store, [s for s in sources if s])
+        _refuse_known(store, known)
+    ids = [uuid4() for _ in histories] if again else _ids_for(store, sources)
     with paused_gc():  # thousands of small acyclic objects; see infrastructure.gc_pause
-        events, report = _decide_all(store, histories, sources)
-        store._record_new(events)  # the import service is part of the store's layer
+        events, report = _decide_all(store, histories, sources, ids)
+        # The import service is part of the store's layer. A conversation id already taken
+        # is a concurrent import of the same source that committed first.
+        store._record_new(events, taken=lambda: _taken(store, known))
     return report
 
 
+def _ids_for(store: Store, sources: list[str | None]) -> list[UUID]:
+    """The conversation id of each history: derived from its source, so two imports of one
+    source at once want the same id and the recorder admits only the first (no check read
+    before the write can see the other). An id erased before, or taken by an earlier history
+    of this input, moves to the source's next derived id; a history without a source gets a
+    random one."""
+    erased = {erasure.id for erasure in store.erasures()}
+    ids: list[UUID] = []
+    for source in sources:
+        if source is None:
+            ids.append(uuid4())
+            continue
+        candidate, n = uuid5(IMPORT_NAMESPACE, source), 0
+        while candidate in erased or candidate in ids:
+            n += 1
+            candidate = uuid5(IMPORT_NAMESPACE, f"{source}#{n}")
+        ids.append(candidate)
+    return ids
+
+
+def _taken(store: Store, sources: list[str]) -> ConvstoreError:
+    """The error for an import whose conversation id another writer took first."""
+    try:
+        _refuse_known(store, sources)
+    except AlreadyImported as exc:
+        return exc
+    msg = "a conversation being created already exists (the import was not recorded)"
+    return StoreError(msg)
+
+
 def _decide_all(
-    store: Store, histories: Sequence[History], sources: list[str | None]
+    store: Store, histories: Sequence[History], sources: list[str | None], ids: list[UUID]
 ) -> tuple[list[Event], ImportReport]:
-    ids = [uuid4() for _ in histories]
     events: list[Event] = []
     report = ImportReport([])
     for history, conversation_id, source in zip(histories, ids, sources, strict=True):

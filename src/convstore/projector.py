@@ -54,7 +54,7 @@ def audit_path(store: Store, given: str | os.PathLike[str] | None = None) -> Pat
     Symlinks are resolved, and the path is checked by :func:`checked_path`: it must not be
     the store, nor an existing file that is not this store's audit read model.
     """
-    return audit_file(store.location, given, timeout=BUSY_TIMEOUT_SECONDS)
+    return audit_file(store.location, given, store_id=store.identity, timeout=BUSY_TIMEOUT_SECONDS)
 
 
 def checked_path(store: Store, path: Path) -> Path:
@@ -66,13 +66,17 @@ def checked_path(store: Store, path: Path) -> Path:
     """
     store_file = store_file_of(store.location)
     return check_audit_path(
-        path, store.location, store_file=store_file, timeout=BUSY_TIMEOUT_SECONDS
+        path,
+        store.location,
+        store_file=store_file,
+        store_id=store.identity,
+        timeout=BUSY_TIMEOUT_SECONDS,
     )
 
 
 def open_audit(store: Store, path: Path) -> AuditDatabase:
     """The audit read model at ``path`` for ``store``, created empty if missing."""
-    return AuditDatabase(checked_path(store, path), source=store.location)
+    return AuditDatabase(checked_path(store, path), source=store.location, store_id=store.identity)
 
 
 def catch_up(
@@ -151,7 +155,7 @@ def rebuild(
     _remove_leftovers(path)
     fresh = path.with_name(f"{path.name}{REBUILD_INFIX}{os.getpid()}-{uuid4().hex[:8]}")
     try:
-        audit = AuditDatabase(fresh, source=store.location, bulk=True)
+        audit = AuditDatabase(fresh, source=store.location, store_id=store.identity, bulk=True)
         try:
             events = catch_up(store, audit, batch_size=batch_size, progress=progress)
             audit.finish_bulk()

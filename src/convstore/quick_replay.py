@@ -19,7 +19,11 @@ line runs, with its own checks and messages:
   opens or is read);
 - PATH is a SQLite file holding a convstore store of a format this version reads (1 or 2);
 - the conversation's stored model is at the newest version its log holds (read in one read
-  transaction), so it is exactly what a fold of the log gives.
+  transaction), its rows match the digest in its head (so none was edited, added, dropped or
+  moved), and it was folded when the log's change count (the triggers' count of rows changed
+  or deleted in place, :data:`convstore.infrastructure.log_changes.CHANGES_TABLE`) was what it is
+  now, so it is exactly what a fold of the log gives. A model that fails a check is never
+  rendered: the full path then folds the log, and refuses a damaged row as it always does.
 
 It writes nothing, so it never creates a store or a model.
 """
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from convstore.infrastructure.log_changes import CHANGE_TRIGGERS, CHANGES_TABLE, SELECT_CHANGE_COUNT
 from convstore.infrastructure.replay_tables import HEADS, MESSAGES
 from convstore.projections.replay_plans import ReplayState, render
 
@@ -120,11 +125,14 @@ def read_state(path: str, conversation: UUID) -> ReplayState | None:
     try:
         with closing(sqlite3.connect(uri, uri=True)) as conn:
             conn.execute("BEGIN")
+            names = (MARKER_TABLE, HEADS, MESSAGES, EVENTS_TABLE, CHANGES_TABLE, *CHANGE_TRIGGERS)
+            marks = ", ".join("?" * len(names))
             found = conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?, ?)",
-                (MARKER_TABLE, HEADS, MESSAGES, EVENTS_TABLE),
+                f"SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger') "  # noqa: S608
+                f"AND name IN ({marks})",
+                names,
             ).fetchall()
-            if len(found) != 4:
+            if len(found) != len(names):
                 return None
             marker = conn.execute(
                 f"SELECT value FROM {MARKER_TABLE} WHERE key = 'format'"  # noqa: S608
@@ -143,6 +151,7 @@ def read_state(path: str, conversation: UUID) -> ReplayState | None:
             ).fetchone()
             if head is None or newest is None or head[0] != newest[0]:
                 return None
+            counted = conn.execute(SELECT_CHANGE_COUNT, (key,)).fetchone()
             rows = conn.execute(
                 f"SELECT message_id, plan FROM {MESSAGES} WHERE originator_id = ? "  # noqa: S608
                 "ORDER BY position",
@@ -151,9 +160,12 @@ def read_state(path: str, conversation: UUID) -> ReplayState | None:
     except sqlite3.Error:
         return None
     try:
-        return ReplayState.decode(head[0], head[1], rows)
+        state = ReplayState.decode(key, head[0], head[1], rows)
     except (ValueError, KeyError, TypeError, IndexError):
-        return None
+        return None  # damaged or edited: the full path folds the log and stores it again
+    if state.changes != (counted[0] if counted else 0):
+        return None  # a row of the log was changed in place since the model was folded
+    return state
 
 
 HARMLESS = ("CONVSTORE_DB", "CONVSTORE_AUDIT_DB", "CONVSTORE_LOCK_TIMEOUT")

@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never, get_arg
 from eventsourcing.persistence import IntegrityError
 from pydantic import ValidationError
 
+from convstore.domain.event_parsing import parse_event
 from convstore.domain.events import EVENT_ADAPTER, ConversationStarted, Event
+from convstore.domain.limits import Limits
 from convstore.errors import InvalidInput, StoreError
 from convstore.infrastructure.gc_pause import paused_gc
 from convstore.infrastructure.mapper import TOPICS, topic_of
@@ -144,14 +146,18 @@ def _line(value: dict[str, Any]) -> bytes:
 
 
 class DumpReader:
-    """Reads a dump's lines: the header at once (:attr:`header`), then events as checked."""
+    """Reads a dump's lines: the header at once (:attr:`header`), then events as checked:
+    each decoded by the event model and held to the write API's checks within ``limits``."""
 
-    def __init__(self, lines: Iterable[bytes], *, max_line_bytes: int) -> None:
+    def __init__(
+        self, lines: Iterable[bytes], *, max_line_bytes: int, limits: Limits | None = None
+    ) -> None:
         if isinstance(lines, str | bytes) or not isinstance(lines, Iterable):
             msg = f"a dump is given as lines (bytes), not {type(lines).__name__}"
             raise DumpError(msg)
         self._lines = iter(lines)
         self._max = max_line_bytes
+        self._limits = limits or Limits()
         self.line_number = 0
         self.header = self._read_header()
         self.closing: dict[str, Any] | None = None
@@ -242,7 +248,11 @@ class DumpReader:
         ):
             msg = f"{where}: its conversation, version or topic disagrees with the event inside"
             raise DumpError(msg)
-        return event
+        try:
+            return parse_event(event, self._limits)
+        except InvalidInput as exc:
+            msg = f"{where}: {exc} (conversation {event.originator_id})"
+            raise DumpError(msg) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,14 +287,14 @@ def _present(store: Store) -> _Present:
 
 class Loader:
     """Loads one dump into a store. The header is read (and checked) on construction, so a
-    caller can refuse a file that is no dump before opening or creating any store."""
+    caller can refuse a file that is no dump before opening or creating any store. Events
+    are held to the write API's checks within ``limits`` (the target store's)."""
 
-    def __init__(self, lines: Iterable[bytes], *, max_line_bytes: int) -> None:
-        self.reader = DumpReader(lines, max_line_bytes=max_line_bytes)
+    def __init__(
+        self, lines: Iterable[bytes], *, max_line_bytes: int, limits: Limits | None = None
+    ) -> None:
+        self.reader = DumpReader(lines, max_line_bytes=max_line_bytes, limits=limits)
         self._resumed = False
-        self._make: Callable[[], Store] | None = None
-        self.store: Store | None = None
-        """The store loaded into (``None`` until one is created when given as a function)."""
 
     @property
     def header(self) -> dict[str, Any]:
@@ -292,29 +302,27 @@ class Loader:
 
     def run(
         self,
-        store: Store | Callable[[], Store],
+        store: Store,
         *,
         batch_size: int = BATCH_SIZE,
         progress: Progress | None = None,
         on_resume: Callable[[int], None] | None = None,
+        kept_on_failure: bool = True,
     ) -> LoadReport:
         """Write the dump's events into ``store`` (empty, or holding a prefix of this dump).
 
-        ``store`` may instead be a function that creates a new store: it is called only once
-        a batch is ready to be written (or the whole dump has been read and checked), so a
-        dump refused within its first batch leaves no store behind."""
+        A dump refused part-way leaves the store holding the batches written before, and the
+        refusal says so (loading a corrected dump continues from there). A caller that throws
+        the store away on failure (a new store made only for this load) passes
+        ``kept_on_failure=False``, and the refusal names no prefix."""
         started = time.perf_counter()
-        if callable(store):
-            self._make, self.store = store, None
-            present = _Present(0, _none)
-        else:
-            self._make, self.store = None, store
-            present = _present(store)
+        present = _present(store)
         verifier = Verifier()
         written = [0]
         self._resumed = False
         try:
             self._load(
+                store,
                 present=present,
                 verifier=verifier,
                 written=written,
@@ -324,7 +332,7 @@ class Loader:
             )
         except DumpError as exc:
             held = written[0] + (present.count if self._resumed else 0)
-            if not held:
+            if not held or not kept_on_failure:
                 raise
             msg = (
                 f"{exc}; the store holds the first {held} events of the dump, so loading "
@@ -340,6 +348,7 @@ class Loader:
 
     def _load(
         self,
+        store: Store,
         *,
         present: _Present,
         verifier: Verifier,
@@ -363,7 +372,7 @@ class Loader:
                 continue
             batch.append(event)
             if len(batch) == batch_size:
-                written[0] += self._write(self._target(), batch, progress)
+                written[0] += self._write(store, batch, progress)
                 batch = []
         if seen < present.count:
             msg = (
@@ -375,14 +384,7 @@ class Loader:
         if counted != seen:
             msg = f"the dump's closing line counts {counted} events but it holds {seen}"
             raise DumpError(msg)
-        written[0] += self._write(self._target(), batch, progress)
-
-    def _target(self) -> Store:
-        """The store being loaded, created now if it was given as a function."""
-        if self.store is None:
-            assert self._make is not None
-            self.store = self._make()
-        return self.store
+        written[0] += self._write(store, batch, progress)
 
     def _check(self, verifier: Verifier, event: Event, seen: int) -> None:
         """The checks ``convstore verify`` makes, applied as the dump is read."""
@@ -425,9 +427,10 @@ class Loader:
         return len(batch)
 
 
-def load_lines(store: Store, lines: Iterable[bytes], *, max_line_bytes: int) -> LoadReport:
-    """Load a dump (its lines as bytes) into ``store``; see :class:`Loader`."""
-    return Loader(lines, max_line_bytes=max_line_bytes).run(store)
+def load_lines(store: Store, lines: Iterable[bytes]) -> LoadReport:
+    """Load a dump (its lines as bytes) into ``store``, within its limits; see :class:`Loader`."""
+    limits = store.limits
+    return Loader(lines, max_line_bytes=limits.max_input_bytes, limits=limits).run(store)
 
 
 # -- exporting one conversation ---------------------------------------------------------------

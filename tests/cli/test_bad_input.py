@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from tests.cli.support import (
     blocks_json,
     dump,
     invoke,
+    new_conversation,
     ok,
 )
 
@@ -356,8 +358,43 @@ def test_commands_on_a_missing_store_create_nothing(
 
 
 def test_list_on_a_missing_store_prints_nothing(db: Path) -> None:
-    """`list` against a missing store prints nothing (or an empty page with --json) and
-    creates nothing."""
-    assert ok(db, "list") == ""
+    """`list` against a missing store prints nothing on stdout (or an empty page with
+    --json), says so on stderr, and creates nothing."""
+    listed = invoke(db, "list")
+    assert (listed.exit_code, listed.stdout, listed.stderr) == (0, "", "no conversations match\n")
     assert json.loads(ok(db, "list", "--json")) == {"conversations": [], "next": None}
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("stdin", "fragment"),
+    [
+        ("The user wants the login test fixed.", "for plain text pass --text"),
+        ('"a summary"', "expected a JSON array of text blocks, got a string; for plain text"),
+        ("[]", "a summary needs at least one text block"),
+        (blocks_json({"type": "reasoning", "text": "x"}), "block 0 is a reasoning block"),
+        ('[{"type": "text"}]', "block 0: text block: missing field 'text'"),
+    ],
+    ids=["plain-text", "string", "empty", "not-text", "bad-block"],
+)
+def test_compact_refuses_what_is_not_text_blocks(seeded: Seeded, stdin: str, fragment: str) -> None:
+    """`compact` without --text takes only a JSON array of text blocks: anything else is exit 2
+    with one line (plain text pointed at --text) and nothing written."""
+    before = dump(seeded.db)
+    result = invoke(seeded.db, "compact", seeded.conv, "--through", seeded.ended_msg, stdin=stdin)
+    assert_refused(result, fragment)
+    assert dump(seeded.db) == before
+
+
+def test_serve_without_the_web_extra_names_the_install_that_works(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With Starlette absent, `serve` is exit 2 with one line naming the install that works
+    from a checkout (convstore is on no package index), as the other extras' hints do."""
+    new_conversation(db)
+    monkeypatch.setitem(sys.modules, "starlette", None)
+    line = assert_refused(invoke(db, "serve"))
+    assert line == (
+        "error: convstore serve needs convstore's 'web' extra: pip install -e '.[web]' in the "
+        "convstore checkout, or pip install 'starlette>=0.40' 'uvicorn>=0.30'"
+    )

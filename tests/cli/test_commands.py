@@ -11,6 +11,7 @@ from uuid import UUID
 
 import pytest
 
+from convstore import open_store
 from convstore.cli import command_names
 from tests.cli.support import (
     PNG,
@@ -387,3 +388,77 @@ def test_every_command_has_help_with_an_example() -> None:
             assert result.exit_code == 0, (args, result.stderr)
             assert "Example" in result.stdout, args
             assert result.stderr == ""
+
+
+def test_show_heads_with_the_title_and_marks_compactions(db: Path) -> None:
+    """`show` starts with the title even without labels, and prints each compaction after the
+    message it runs through; an older one is marked as superseded by the newest."""
+    conv = new_conversation(db, "triage the build")
+    first = append(db, conv, "user", {"type": "text", "text": "CI is red."})
+    second = append(db, conv, "assistant", {"type": "text", "text": "Reading the log."})
+    append(db, conv, "user", {"type": "text", "text": "And?"})
+    with open_store(db) as store:
+        store.compact(conv, "The user reported red CI.", through=UUID(first))
+        store.compact(conv, "The log was read.", through=UUID(second))
+    out = ok(db, "show", conv)
+    assert out.splitlines()[0] == "triage the build"
+    lines = out.splitlines()
+    older = lines.index("--- compacted through [1] (superseded by a newer compaction) ---")
+    newest = lines.index("--- compacted through [2]: replay starts here with this summary ---")
+    assert lines[older + 1] == "    The user reported red CI."
+    assert lines[newest + 1] == "    The log was read."
+    headers = [n for n, line in enumerate(lines) if line.startswith("[")]
+    assert headers[0] < older < headers[1] < newest < headers[2]
+    with open_store(db) as store:
+        store.rewind(conv, to=UUID(first))
+    rewound = ok(db, "show", conv, "--all")
+    assert "--- compacted through [1]: replay starts here with this summary ---" in rewound
+    assert "--- compacted through [2] (not in force: a rewind withdrew that message) ---" in rewound
+    assert "compacted through [2]" not in ok(db, "show", conv)
+    untitled = new_conversation(db)
+    assert ok(db, "show", untitled).splitlines()[0] == "(untitled)"
+
+
+def test_compact_reads_text_blocks_like_append_or_plain_text_with_the_flag(db: Path) -> None:
+    """`compact` reads a JSON array of text blocks (joined by a blank line) as `append` reads
+    blocks; `--text` takes plain text. Replay starts with the summary either way."""
+    conv = new_conversation(db)
+    first = append(db, conv, "user", {"type": "text", "text": "CI is red."})
+    second = append(db, conv, "assistant", {"type": "text", "text": "Reading the log."})
+    summary = blocks_json(
+        {"type": "text", "text": "Red CI."}, {"type": "text", "text": "Log read."}
+    )
+    assert ok(db, "compact", conv, "--through", first, stdin=summary) == ""
+    [head, _] = replay(db, conv)["messages"]
+    assert head["content"].endswith("Red CI.\n\nLog read.")
+    assert ok(db, "compact", conv, "--through", second, "--text", stdin='["verbatim"]\n') == ""
+    [head] = replay(db, conv)["messages"]
+    assert head["content"].endswith('["verbatim"]\n')
+    helped = ok(db, "compact", "--help")
+    described = helped.split("Options:")[0].rstrip().splitlines()
+    assert described[-4:-1] == [
+        "  Example:",
+        "      convstore compact $CONV --through $MSG --text < summary.txt",
+        """      echo '[{"type":"text","text":"The user wants the login test fixed."}]' \\""",
+    ]
+
+
+def test_empty_results_say_so_on_stderr(db: Path) -> None:
+    """`list` and `erase --inactive-for --dry-run` that match nothing exit 0 with nothing on
+    stdout and "no conversations match" on stderr; `list --json` stays a bare empty page."""
+    conv = new_conversation(db, "fresh")
+    ok(db, "label", conv, "env=dev")
+    for args in (
+        ["list", "--label", "env=prod"],
+        ["erase", "--inactive-for", "1h", "--dry-run"],
+        ["erase", "--inactive-for", "1h", "--reason", "retention"],
+    ):
+        result = invoke(db, *args)
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            0,
+            "",
+            "no conversations match\n",
+        ), args
+    empty = json.loads(ok(db, "list", "--label", "env=prod", "--json"))
+    assert empty == {"conversations": [], "next": None}
+    assert ok(db, "list").startswith(conv)

@@ -28,6 +28,8 @@ EXIT_STORE_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_OVER_BUDGET = 3
 """``replay --fit-tokens N`` printed its best request, but even that is over N tokens."""
+NO_MATCH = "no conversations match"
+"""What a listing that found nothing says on stderr (stdout stays empty; exit 0)."""
 
 
 def one_line(text: str) -> str:
@@ -59,6 +61,7 @@ LAZY_COMMANDS = {
     "import": "convstore.cli.importing",
     "serve": "convstore.cli.web",
     "erase": "convstore.cli.lifecycle",
+    "vacuum": "convstore.cli.lifecycle",
     "rewind": "convstore.cli.lifecycle",
     "fork": "convstore.cli.lifecycle",
     "start": "convstore.cli.lifecycle",
@@ -202,7 +205,7 @@ def shape_option(func: _F) -> _F:
     return click.option(
         "--shape",
         type=click.Choice(SHAPES),
-        default="openai",
+        default=ReplayOptions().shape,
         show_default=True,
         help="Provider wire shape: OpenAI Chat Completions or Anthropic Messages.",
     )(func)
@@ -211,7 +214,7 @@ def shape_option(func: _F) -> _F:
 def vision_option(func: _F) -> _F:
     return click.option(
         "--vision/--no-vision",
-        default=False,
+        default=ReplayOptions().vision,  # one default for the CLI, the web page and the API
         show_default=True,
         help="Whether the model can see: images go natively, or a marker says one was not shown.",
     )(func)

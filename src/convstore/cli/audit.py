@@ -382,13 +382,14 @@ def serve(
         raise InvalidInput(msg)
     from convstore.cli.serve import allowed_hosts, serve_datasette, snapshot  # noqa: PLC0415
 
-    path = _caught_up(ctx).path
+    audit_db = _caught_up(ctx)
+    path = audit_db.path
     metadata = {
         "title": "convstore audit",
         "databases": {path.stem: {"queries": CANNED_QUERIES}},
     }
     allowed = allowed_hosts(host, allow_hosts)
-    with snapshot(path) as copy:
+    with snapshot(path, audit_db.store_id) as copy:
         shown = f"[{host}]" if ":" in host else host
         sql_note = "SQL allowed" if allow_sql else "canned queries only"
         click.echo(

@@ -12,6 +12,7 @@ import click
 
 from convstore.cli.app import (
     EXIT_OVER_BUDGET,
+    NO_MATCH,
     cli,
     conversation_argument,
     input_argument,
@@ -25,10 +26,10 @@ from convstore.cli.app import (
 from convstore.cli.inputs import json_kind, read_json
 from convstore.cli.metadata import meta_option, parse_assignment, parse_meta_option, parse_when
 from convstore.domain.conversation import Conversation
-from convstore.domain.events import MessageMeta
+from convstore.domain.events import Compacted, MessageMeta
 from convstore.domain.images import dimensions
 from convstore.errors import InvalidInput, NoStore
-from convstore.projections.messages import collect_messages
+from convstore.projections.messages import collect_history
 from convstore.projections.prose import Image, Text, block_segments
 from convstore.projections.replay import ReplayOptions, interruption_marker
 
@@ -63,6 +64,21 @@ def describe_meta(meta: MessageMeta) -> str:
     if meta.extra:
         parts.append(json.dumps(meta.extra, ensure_ascii=False, sort_keys=True))
     return " · ".join(part for part in parts if part)
+
+
+def describe_compaction(
+    number: int, compaction: Compacted, in_force: list[Compacted], withdrawn: bool
+) -> str:
+    """A compaction as ``show`` prints it after message ``number``: whether replay starts
+    with it, then its summary, indented."""
+    if compaction in in_force:
+        state = ": replay starts here with this summary"
+    elif withdrawn:
+        state = " (not in force: a rewind withdrew that message)"
+    else:
+        state = " (superseded by a newer compaction)"
+    summary = compaction.summary.replace("\n", "\n    ")
+    return f"--- compacted through [{number}]{state} ---\n    {summary}\n"
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -193,8 +209,8 @@ def interrupt(ctx: click.Context, conversation: str, message: str, reason: str |
     type=click.IntRange(min=1),
     metavar="N",
     help="Microcompact by budget: clear the oldest tool output until the request is N tokens "
-    "or fewer (counted as `pressure` counts). If even clearing all of it is over N, the "
-    "request is still printed and the exit status is 3.",
+    "or fewer (counted as `pressure` counts). If no amount of clearing meets N, the smallest "
+    "request found is printed and the exit status is 3.",
 )
 @click.option("--compact", is_flag=True, help="One line of JSON instead of indented.")
 @click.pass_context
@@ -234,9 +250,10 @@ def replay(
         options = replace(options, keep_tool_results=keep)
         over_budget = fitted.total > fit_tokens
         if over_budget:
+            kept = "every" if keep is None else f"the newest {keep:,}"
             click.echo(
-                f"note: {fitted.total:,} tokens with every tool output cleared; "
-                f"still over {fit_tokens:,} (exit status {EXIT_OVER_BUDGET})",
+                f"note: the smallest request found is {fitted.total:,} tokens (keeping {kept} "
+                f"tool output(s)); still over {fit_tokens:,} (exit status {EXIT_OVER_BUDGET})",
                 err=True,
             )
     if live is None:
@@ -258,7 +275,9 @@ def replay(
 def show(ctx: click.Context, conversation: str, everything: bool) -> None:
     """Print a readable transcript: each message with its id, role, status and blocks.
 
-    Messages a rewind withdrew are left out (as replay leaves them out) unless --all.
+    The title (and labels) head it. Each compaction follows the message it runs through,
+    marked when a newer one supersedes it. Messages a rewind withdrew are left out (as
+    replay leaves them out) unless --all.
 
     \b
     Example:
@@ -266,11 +285,13 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
     """
     events = store_from(ctx, create=False).events(conversation)
     state = Conversation.from_events(events[0].originator_id, events)
-    if state.labels:
-        shown = ", ".join(f"{key}={value}" for key, value in sorted(state.labels.items()))
-        click.echo(f"{state.title or '(untitled)'} · labels: {shown}\n")
+    shown = ", ".join(f"{key}={value}" for key, value in sorted(state.labels.items()))
+    click.echo(f"{state.title or '(untitled)'}{' · labels: ' + shown if shown else ''}\n")
+    history = collect_history(events)
+    withdrawn_ids = {m.message_id for m in history.messages if m.withdrawn}
+    in_force = [c for c in history.compactions if c.through not in withdrawn_ids][-1:]
     hidden = 0
-    for number, message in enumerate(collect_messages(events), 1):
+    for number, message in enumerate(history.messages, 1):
         if message.withdrawn and not everything:
             hidden += 1
             continue
@@ -292,6 +313,9 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
         if message.status == "interrupted":
             click.echo("    " + interruption_marker(message.interrupt_reason))
         click.echo()
+        for compaction in history.compactions:
+            if compaction.through == message.message_id:
+                click.echo(describe_compaction(number, compaction, in_force, message.withdrawn))
     if hidden:
         click.echo(f"({hidden} message(s) withdrawn by a rewind not shown; --all shows them)")
 
@@ -337,7 +361,8 @@ def list_(
 
     Served from the store's listing index, so a page costs the same however many
     conversations and events the store holds. With --json: {"conversations": [...],
-    "next": CURSOR or null}; pass CURSOR to --after for the next page.
+    "next": CURSOR or null}; pass CURSOR to --after for the next page. Without --json,
+    an empty result says "no conversations match" on stderr.
 
     \b
     Example:
@@ -380,6 +405,8 @@ def list_(
         }
         click.echo(json.dumps(payload, ensure_ascii=False, indent=2))
         return
+    if not rows:
+        click.echo(NO_MATCH, err=True)
     for c in rows:
         stamp = (c.last_active or c.created_at).strftime("%Y-%m-%d %H:%M:%S")
         shown = " ".join(f"[{key}={value}]" for key, value in sorted(c.labels.items()))

@@ -1,13 +1,17 @@
-"""Commands over a conversation's whole life: erase (and retention), rewind and its undo, fork."""
+"""Commands over a conversation's whole life: erase (and retention) and vacuum, rewind and its
+undo, fork."""
 
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+import time
+from datetime import datetime, timedelta
+from uuid import UUID
 
 import click
 
 from convstore.cli.app import (
+    NO_MATCH,
     cli,
     conversation_argument,
     resolve_conversation,
@@ -16,19 +20,28 @@ from convstore.cli.app import (
 )
 from convstore.cli.metadata import parse_assignment
 from convstore.domain.events import utcnow
-from convstore.errors import InvalidInput
+from convstore.domain.parsing import parse_id
+from convstore.errors import ConversationActive, ConversationErased, InvalidInput
+from convstore.store import Store
 
 _DURATION = re.compile(r"^(\d{1,6})([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``, ``2w`` or ``45s`` as a time span."""
+    """``30d``, ``12h``, ``90m``, ``2w`` or ``45s`` as a time span, short enough that the
+    moment that long ago is a date (not before the year 1)."""
     found = _DURATION.match(text.strip())
     if found is None:
         msg = f"--inactive-for takes a number and a unit (s, m, h, d or w), e.g. 30d; not {text!r}"
         raise InvalidInput(msg)
-    return timedelta(seconds=int(found[1]) * _UNIT_SECONDS[found[2]])
+    span = timedelta(seconds=int(found[1]) * _UNIT_SECONDS[found[2]])
+    try:
+        utcnow() - span
+    except OverflowError:
+        msg = f"--inactive-for {text.strip()} reaches back before the year 1: give a shorter span"
+        raise InvalidInput(msg) from None
+    return span
 
 
 @cli.command()
@@ -61,8 +74,12 @@ def erase(
 
     Every event goes, and every row the audit read model derived from it goes at its next
     catch-up; the tombstone keeps the id, when, the reason and how many events. On SQLite the
-    bytes are overwritten in the file and its write-ahead log. Copies made before (backups,
-    dumps, exports) are not touched. Prints one line per erased conversation.
+    bytes are overwritten in the file and its write-ahead log; on PostgreSQL they stay in the
+    tables' pages until `convstore vacuum`. Copies made before (backups, dumps, exports) are
+    not touched. Prints one line per erased conversation; one erased
+    before is "already erased" (exit 0, once its old bytes are out of the files), and with
+    --inactive-for one that had an event since the run began is "skipped"; on stderr,
+    "no conversations match" when --inactive-for finds none.
 
     \b
     Example:
@@ -83,30 +100,86 @@ def erase(
     store = store_from(ctx, create=False)
     if conversation is not None:
         assert reason is not None
-        erased = store.erase(resolve_conversation(ctx, conversation), reason=reason)
+        conversation = resolve_conversation(ctx, conversation)
+        try:
+            erased = store.erase(conversation, reason=reason)
+        except ConversationErased:
+            click.echo(_already_erased(store, parse_id(conversation, "conversation")))
+            return
         click.echo(f"erased {erased.id}: {erased.events} event(s)")
         return
     assert span is not None
     cutoff = utcnow() - span
     # The listing index answers "idle since, with these labels" a page at a time; the cursor
-    # is absolute, so erasing the rows of a page does not shift the next one.
+    # is absolute, so erasing the rows of a page does not shift the next one. Each erasure
+    # checks again, in its own transaction, that the conversation is still idle.
     after: str | None = None
+    matched = 0
     while True:
         page = store.list_conversations(
             labels=wanted or None, active_before=cutoff, limit=500, after=after
         )
+        matched += len(page.conversations)
         for info in page.conversations:
             assert info.last_active is not None
-            stamp = info.last_active.strftime("%Y-%m-%d %H:%M:%S")
+            stamp = _stamp(info.last_active)
             if dry_run:
                 click.echo(f"would erase {info.id} (last active {stamp})")
                 continue
             assert reason is not None
-            erased = store.erase(info.id, reason=reason)
+            try:
+                erased = store.erase(info.id, reason=reason, idle_since=cutoff)
+            except ConversationActive as exc:
+                now = "unknown" if exc.last_active is None else _stamp(exc.last_active)
+                click.echo(f"skipped {info.id}: active after the cutoff (last active {now})")
+                continue
+            except ConversationErased:
+                click.echo(_already_erased(store, info.id))
+                continue
             click.echo(f"erased {erased.id}: {erased.events} event(s) (last active {stamp})")
         if page.next is None:
-            return
+            break
         after = page.next
+    if not matched:
+        click.echo(NO_MATCH, err=True)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _already_erased(store: Store, conversation: UUID) -> str:
+    """The line for a conversation erased before (by another run, or one that stopped
+    before emptying the write-ahead log, which this run has now done)."""
+    found = next((e for e in store.erasures() if e.id == conversation), None)
+    if found is None:  # pragma: no cover - a tombstone is never deleted
+        return f"already erased {conversation}"
+    return f"already erased {conversation}: {found.events} event(s) at {_stamp(found.erased_at)}"
+
+
+@cli.command()
+@click.pass_context
+def vacuum(ctx: click.Context) -> None:
+    """Rewrite the store so erased text leaves its files, not just its rows.
+
+    Run it after `erase` on PostgreSQL, where deleted rows stay in the tables' pages (a plain
+    VACUUM only marks the space free): each of convstore's tables in the store's schema is
+    rewritten with VACUUM (FULL, ANALYZE), one at a time, into new files (TOAST and indexes
+    too), holding that table's ACCESS EXCLUSIVE lock while it runs, so readers and writers
+    of the store wait for it (under a second in all for a 1,000-message store). The old files are
+    unlinked, not overwritten; the server's write-ahead log, archives, replicas and backups
+    keep their copies. On SQLite, where erase already overwrites what it deletes, this
+    rebuilds the file without free pages and empties the write-ahead log (writers wait).
+    Progress goes to stderr.
+
+    \b
+    Example:
+        convstore erase $CONV --reason "user asked (ticket 4411)" && convstore vacuum
+    """
+    store = store_from(ctx, create=False)
+    started = time.perf_counter()
+    store.vacuum(lambda name: click.echo(f"vacuum: rewriting {name}", err=True))
+    click.echo(f"vacuum: done in {time.perf_counter() - started:.2f} s", err=True)
 
 
 @cli.command()
@@ -125,13 +198,14 @@ def rewind(
 ) -> None:
     """Withdraw every message after MSG from replay (the log keeps them), or undo a rewind.
 
-    Prints the rewind's version, which --undo takes. Withdrawn messages stay in `log` and
-    in `show --all` (marked), and in the audit read model (messages.withdrawn = 1).
+    Prints the rewind's version alone, which --undo takes (the undo command goes to
+    stderr); --undo prints nothing. Withdrawn messages stay in `log` and in `show --all`
+    (marked), and in the audit read model (messages.withdrawn = 1).
 
     \b
     Example:
-        convstore rewind $CONV --to $MSG
-        convstore rewind $CONV --undo 42
+        V=$(convstore rewind $CONV --to $MSG)
+        convstore rewind $CONV --undo $V
     """
     if sum((to is not None, everything, undo is not None)) != 1:
         msg = "give exactly one of --to MSG, --all or --undo VERSION"
@@ -139,12 +213,12 @@ def rewind(
     store = store_from(ctx, create=False)
     if undo is not None:
         store.undo_rewind(conversation, undo)
-        click.echo(f"undid the rewind at version {undo}")
         return
     version = store.rewind(
         conversation, to=None if to is None else resolve_message(ctx, conversation, to)
     )
-    click.echo(f"rewound at version {version} (undo: convstore rewind CONV --undo {version})")
+    click.echo(version)
+    click.echo(f"undo: convstore rewind {conversation} --undo {version}", err=True)
 
 
 @cli.command()

@@ -20,6 +20,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from convstore.errors import InvalidInput
+from convstore.infrastructure.audit_db import STORE_ID
 from convstore.infrastructure.sqlite import create_private_file
 
 Scope = MutableMapping[str, Any]
@@ -80,14 +82,24 @@ def allowed_hosts(host: str, extra: tuple[str, ...]) -> frozenset[str]:
 
 
 @contextmanager
-def snapshot(path: Path) -> Iterator[Path]:
-    """A consistent copy of the SQLite file ``path``, owner-only, deleted afterwards."""
+def snapshot(path: Path, store_id: str) -> Iterator[Path]:
+    """A consistent copy of the SQLite file ``path``, owner-only, deleted afterwards.
+
+    The copy must be the read model of the store whose identity is ``store_id`` (a file of
+    another store swapped in since it was checked is refused with :class:`InvalidInput`).
+    Datasette serves that copy, which never changes, so checking it once here holds for
+    every request.
+    """
     with tempfile.TemporaryDirectory(prefix="convstore-serve-") as scratch:  # mode 0700
         copy = Path(scratch) / path.name
         create_private_file(copy)
         source = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=10.0)
         with closing(source), closing(sqlite3.connect(copy)) as target:
             source.backup(target)
+            found = target.execute("SELECT value FROM _meta WHERE key = ?", [STORE_ID]).fetchone()
+        if found is None or found[0] != store_id:
+            msg = f"{path} was replaced by another store's audit read model; serve again"
+            raise InvalidInput(msg)
         yield copy
 
 

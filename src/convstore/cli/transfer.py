@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
+from uuid import uuid4
 
 import click
 
+from convstore.bootstrap import fill_new_store
 from convstore.cli.app import cli, conversation_argument, store_from, vision_option
 from convstore.cli.output import counted
 from convstore.domain.limits import Limits
-from convstore.errors import InvalidInput, NoStore
+from convstore.errors import InvalidInput, NoStore, OutputError
 from convstore.store import Store
 from convstore.transfer import (
     EXPORT_FORMATS,
     ExportFormat,
     Loader,
+    LoadReport,
     dump_lines,
     export_conversation,
 )
@@ -44,44 +49,151 @@ def progress_bar(total: int, label: str, *, shown: bool) -> Iterator[Callable[[i
         yield bar.update
 
 
+class Sink:
+    """Where a command writes its output. A failed write is an :class:`OutputError` naming
+    the output (one line, exit 1); a reader gone from stdout stays a ``BrokenPipeError``,
+    which the command line ends quietly as Unix tools do."""
+
+    def __init__(self, handle: BinaryIO, name: str) -> None:
+        self._handle = handle
+        self._name = name
+
+    def write(self, data: bytes) -> None:
+        """Write ``data`` (buffered)."""
+        self._guard(lambda: self._handle.write(data))
+
+    def flush(self) -> None:
+        """Hand what is buffered to the output."""
+        self._guard(self._handle.flush)
+
+    def sync(self, mode: int | None = None) -> None:
+        """Give the file ``mode`` (when given) and sync it to disk."""
+        fd = self._handle.fileno()
+        if mode is not None:
+            self._guard(lambda: os.chmod(fd, mode))  # noqa: PTH101 - of the open file, by descriptor
+        self._guard(lambda: os.fsync(fd))
+
+    def _guard(self, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BrokenPipeError:
+            if self._name == "stdout":
+                raise
+            self._failed("the reader went away")
+        except OSError as exc:
+            self._failed(exc.strerror or str(exc))
+
+    def _failed(self, why: str) -> NoReturn:
+        msg = f"cannot write {self._name}: {why}"
+        raise OutputError(msg) from None
+
+
 @contextmanager
-def binary_output(output: str | None, store: Store) -> Iterator[BinaryIO]:
-    """stdout, or a file written beside its final name and renamed into place when complete,
-    so an interrupted write never leaves a file that looks whole. A directory, or the store's
-    own file (however spelled), is refused before anything is written."""
+def binary_output(output: str | None, store: Store) -> Iterator[Sink]:
+    """Where ``--output`` writes: stdout without one; else the file it names, with a symbolic
+    link followed to its target (the link stays a link).
+
+    A regular file (or a new name) is written beside its real path under a hidden temporary
+    name, synced, and renamed over it only once complete, so an interrupted or failed write
+    never leaves a file that looks whole (an existing file keeps its permissions). A FIFO or a
+    character device (``/dev/stdout``, a named pipe) cannot be replaced that way: it is written
+    to directly as the output is made. Anything else that is not a regular file (a block
+    device, a socket), a directory, and the store's own file (however spelled) are refused
+    before anything is written."""
     if output is None:
-        yield sys.stdout.buffer
+        sink = Sink(sys.stdout.buffer, "stdout")
+        yield sink
+        sink.flush()
         return
     target = writable(output, store)
-    partial = target.with_name(target.name + ".partial")
     try:
-        handle = partial.open("wb")
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        mode = None
     except OSError as exc:
         msg = f"cannot write {output}: {exc.strerror or exc}"
         raise InvalidInput(msg) from None
+    if mode is not None and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        with _streamed(output, target) as sink:
+            yield sink
+        return
+    if mode is not None and not stat.S_ISREG(mode):
+        msg = f"cannot write {output}: it is neither a file, a FIFO nor a character device"
+        raise InvalidInput(msg)
+    with _replaced(output, target, None if mode is None else stat.S_IMODE(mode)) as sink:
+        yield sink
+
+
+def _opened(output: str, path: Path, flags: int) -> BinaryIO:
     try:
-        with handle:
-            yield handle
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        msg = f"cannot write {output}: {exc.strerror or exc}"
+        raise InvalidInput(msg) from None
+    return os.fdopen(fd, "wb")
+
+
+@contextmanager
+def _streamed(output: str, target: Path) -> Iterator[Sink]:
+    """The FIFO or device itself, opened for writing (a FIFO waits for its reader)."""
+    handle = _opened(output, target, os.O_WRONLY)
+    sink = Sink(handle, output)
+    try:
+        yield sink
+        sink.flush()
+    finally:
+        with suppress(OSError):  # a failed write was reported; closing only repeats it
+            handle.close()
+
+
+@contextmanager
+def _replaced(output: str, target: Path, mode: int | None) -> Iterator[Sink]:
+    """A hidden file beside ``target``, renamed over it once whole (removed otherwise)."""
+    # Cut short so a long name still leaves room within the filesystem's name limit.
+    partial = target.with_name(f".{target.name[:200]}.{uuid4().hex[:12]}.partial")
+    handle = _opened(output, partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
+    sink = Sink(handle, output)
+    try:
+        try:
+            yield sink
+            sink.flush()
+            sink.sync(mode)
+        finally:
+            with suppress(OSError):  # flushed and synced above, or failing anyway
+                handle.close()
         partial.replace(target)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
 
 
+def streamed(target: Path) -> bool:
+    """Whether ``target`` is a FIFO or a character device, written to as output is made."""
+    try:
+        mode = target.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
 def writable(output: str, store: Store) -> Path:
-    """``output`` as a path to write, refused (one line, nothing written) when it is a directory
-    or the SQLite store's own file or journal, however spelled: replacing those loses the log."""
-    target = Path(output)
+    """``output``'s real path (symbolic links followed) to write, refused (one line, nothing
+    written) when it is a directory or the SQLite store's own file or journal, however
+    spelled: replacing those loses the log."""
+    target = Path(os.path.realpath(output))
     if target.is_dir():
         msg = f"cannot write {output}: it is a directory (give a file name)"
+        raise InvalidInput(msg)
+    if not target.parent.is_dir():
+        msg = f"cannot write {output}: directory {target.parent} does not exist"
         raise InvalidInput(msg)
     if "://" in store.location:
         return target
     db = Path(store.location)
     for kept in (db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal"))):
         linked = target.exists() and kept.exists() and target.samefile(kept)  # a hard link
-        if linked or target.resolve() == kept.resolve():
-            msg = f"refusing to write {target}: it is the store's own file ({kept})"
+        if linked or target == kept.resolve():
+            msg = f"refusing to write {output}: it is the store's own file ({kept})"
             raise InvalidInput(msg)
     return target
 
@@ -91,7 +203,8 @@ def writable(output: str, store: Store) -> Path:
     "--output",
     "-o",
     metavar="FILE",
-    help="Write the dump to FILE (renamed into place once complete). Default: stdout.",
+    help="Write the dump to FILE (renamed into place once complete; a FIFO or device is "
+    "written to). Default: stdout.",
 )
 @click.pass_context
 def dump(ctx: click.Context, output: str | None) -> None:
@@ -144,29 +257,37 @@ def load(ctx: click.Context, source: str) -> None:
         convstore --db postgresql://app@db/agents load agent.dump.jsonl
         convstore --db agent.db dump | convstore --db postgresql://app@db/agents load -
     """
-    limit = Limits.from_env().max_input_bytes
+    limits = Limits.from_env()
+    limit = limits.max_input_bytes
     with _input(source) as stream:
         lines = iter(lambda: stream.readline(limit + 1), b"")
-        loader = Loader(lines, max_line_bytes=limit)  # refuses a non-dump before any store opens
-        try:
-            target: Store | Callable[[], Store] = store_from(ctx, create=False)
-        except NoStore:  # created only once a first batch has passed every check
-            target = lambda: store_from(ctx, create=True)  # noqa: E731
+        # The header is checked before any store is opened or made.
+        loader = Loader(lines, max_line_bytes=limit, limits=limits)
         through = loader.header.get("through")
         total = through if isinstance(through, int) else 0
 
         def resumed(count: int) -> None:
             click.echo(f"resuming: the store holds the dump's first {count} events", err=True)
 
-        with progress_bar(total, "loading", shown=sys.stderr.isatty()) as update:
-            report = loader.run(target, progress=update, on_resume=resumed)
-        store = loader.store
-        assert store is not None  # run() makes it, at the latest once the dump checked out
+        def run(store: Store, *, kept: bool) -> LoadReport:
+            with progress_bar(total, "loading", shown=sys.stderr.isatty()) as update:
+                return loader.run(store, progress=update, on_resume=resumed, kept_on_failure=kept)
+
+        try:
+            existing = store_from(ctx, create=False)
+        except NoStore:
+            # A new SQLite file is made whole: loaded under a temporary name and linked into
+            # place only once the whole dump has loaded, so a refused dump leaves no file.
+            report, location = fill_new_store(
+                ctx.obj["db"], lambda store: run(store, kept=False), limits=limits
+            )
+        else:
+            report, location = run(existing, kept=True), existing.location
     rate = report.loaded / report.seconds if report.seconds > 0 else 0.0
     click.echo(
         f"loaded {counted(report.loaded, 'event')} ({report.events:,} in all, "
         f"{counted(report.conversations, 'conversation')}) in {report.seconds:.2f} s "
-        f"({rate:,.0f} events/s) into {store.location}",
+        f"({rate:,.0f} events/s) into {location}",
         err=True,
     )
 
@@ -225,15 +346,15 @@ def export(
           | jq '. + {model: "claude-sonnet-4-5", max_tokens: 1024}'
     """
     store = store_from(ctx, create=False)
-    image_dir = f"{Path(output).stem}-images" if output is not None and fmt == "markdown" else None
+    target = None if output is None else writable(output, store)
+    # Images go to files beside a file written; on stdout, a FIFO or a device they are markers.
+    beside = target is not None and fmt == "markdown" and not streamed(target)
+    image_dir = f"{target.stem}-images" if beside and target is not None else None
     exported = export_conversation(store, conversation, fmt, vision=vision, image_dir=image_dir)
-    if output is None:
-        click.echo(exported.text, nl=False)
+    if output is None or target is None:
+        with binary_output(None, store) as sink:
+            sink.write(exported.text.encode())
         return
-    target = writable(output, store)
-    if not target.parent.is_dir():
-        msg = f"cannot write {output}: directory {target.parent} does not exist"
-        raise InvalidInput(msg)
     for image in exported.images:
         path = target.parent / image.path
         path.parent.mkdir(exist_ok=True)

@@ -48,6 +48,21 @@ def store_verifier(store: Store) -> Verifier:
     )
 
 
+def _check_replay_models(store: Store, verifier: Verifier) -> None:
+    """Each stored replay model against a fold of its conversation's log (conversations whose
+    log has a problem already are left out: their fold is not to be trusted)."""
+    damaged = {p.conversation for p in verifier.problems}
+    for conversation, state in verifier.conversations.items():
+        if conversation in damaged or state.broken:
+            continue
+        try:
+            found = store.replay_model_differences(conversation)
+        except ConvstoreError as exc:
+            found = [f"its stored replay model cannot be checked: {exc}"]
+        for text in found:
+            verifier.problems.append(Problem(None, conversation, None, text))
+
+
 @cli.command()
 @format_options
 @click.pass_context
@@ -57,8 +72,9 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     Checks that every stored row can be read and decodes, versions run 1, 2, 3 … per
     conversation, each conversation obeys every rule the writer enforces (the first
     break is reported with its position), its events match the hash chain in its head
-    (a changed, removed or added event, or a lost last event, shows there), and no read
-    model is tracked past the end of the log. Conversations written before hash chains
+    (a changed, removed or added event, or a lost last event, shows there), each stored
+    replay model is what a fold of its log gives (a message that differs is named), and
+    no read model is tracked past the end of the log. Conversations written before hash chains
     are noted on stderr, not reported.
 
     \b
@@ -69,6 +85,7 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     store = store_from(ctx, create=False)
     verifier = store_verifier(store)
     verifier.check_all(store.scan())
+    _check_replay_models(store, verifier)
     # An erasure of the newest events leaves the log ending before positions a read model
     # may already have passed: those positions were handed out, so they count as the end.
     end = max([store.log_position(), *(e.high for e in store.erasures())])

@@ -8,6 +8,7 @@ import click
 
 from convstore.cli.app import cli, listen_options, store_from
 from convstore.errors import InvalidInput
+from convstore.extras import missing_extra
 
 
 @cli.command()
@@ -16,7 +17,7 @@ from convstore.errors import InvalidInput
 def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]) -> None:
     """Browse the store's conversations in a web browser, read-only, until Ctrl-C.
 
-    Needs the web extra (pip install 'convstore[web]'). Lists conversations; a
+    Needs the web extra (pip install -e '.[web]' in the checkout). Lists conversations; a
     conversation's page shows its transcript (tool rounds and reasoning folded, images
     inline, withdrawn, open and interrupted messages marked, compactions with their
     summary) and, beside it, exactly what replay sends for the chosen shape, vision,
@@ -40,7 +41,7 @@ def serve(ctx: click.Context, host: str, port: int, allow_hosts: tuple[str, ...]
         convstore --db postgresql://app@db/agents serve --allow-host devbox.internal
     """
     if importlib.util.find_spec("starlette") is None or importlib.util.find_spec("uvicorn") is None:
-        msg = "serve needs Starlette and uvicorn: pip install 'convstore[web]'"
+        msg = missing_extra("convstore serve", "web", "'starlette>=0.40' 'uvicorn>=0.30'")
         raise InvalidInput(msg)
     import uvicorn  # noqa: PLC0415 - the web extra, only for this command
 

@@ -1,7 +1,8 @@
 """Recording what the Anthropic Messages API returns, as it returns it.
 
 Store helpers over :mod:`convstore.convert.anthropic`, each for a :class:`~convstore.Store`
-and (prefixed ``a``) an :class:`~convstore.AsyncStore`:
+and (prefixed ``a``, or ``Async`` for a class) for asyncio, on an
+:class:`~convstore.AsyncStore` or a ``Store`` (through :func:`convstore.aio.as_async`):
 
 - :func:`record_message` records a response ``Message`` as one assistant message;
 - :func:`record_messages` records a request body or a list of ``MessageParam``;
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
+from convstore.aio import AsyncStore, as_async
 from convstore.convert.anthropic import (
     block_from_anthropic,
     history_from_messages,
@@ -32,7 +34,6 @@ from convstore.domain.blocks import Block
 from convstore.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from convstore.aio import AsyncStore
     from convstore.store import Store
 
 STREAM_BLOCK_TYPES: tuple[str, ...] = ("text", "thinking", "redacted_thinking", "tool_use")
@@ -249,10 +250,11 @@ class MessageStreamRecorder:
 
 
 class AsyncMessageStreamRecorder:
-    """:class:`MessageStreamRecorder` for an :class:`~convstore.AsyncStore`."""
+    """:class:`MessageStreamRecorder` for asyncio, on an :class:`~convstore.AsyncStore` or a
+    :class:`~convstore.Store`."""
 
-    def __init__(self, store: AsyncStore, conversation: UUID | str) -> None:
-        self.store = store
+    def __init__(self, store: Store | AsyncStore, conversation: UUID | str) -> None:
+        self.store = as_async(store)
         self.conversation = conversation
         self.message_id: UUID | None = None
         self._assembler = MessageStreamAssembler()
@@ -296,13 +298,18 @@ def record_messages(store: Store, conversation: UUID | str, data: object) -> lis
     return [store.append_message(conversation, m.role, m.blocks) for m in history.messages]
 
 
-async def arecord_message(store: AsyncStore, conversation: UUID | str, message: object) -> UUID:
-    """:func:`record_message` for an :class:`~convstore.AsyncStore`."""
+async def arecord_message(
+    store: Store | AsyncStore, conversation: UUID | str, message: object
+) -> UUID:
+    """:func:`record_message` for asyncio."""
     turn = message_from_response(message)
-    return await store.append_message(conversation, turn.role, turn.blocks)
+    return await as_async(store).append_message(conversation, turn.role, turn.blocks)
 
 
-async def arecord_messages(store: AsyncStore, conversation: UUID | str, data: object) -> list[UUID]:
-    """:func:`record_messages` for an :class:`~convstore.AsyncStore`."""
+async def arecord_messages(
+    store: Store | AsyncStore, conversation: UUID | str, data: object
+) -> list[UUID]:
+    """:func:`record_messages` for asyncio."""
     history = history_from_messages(data)
-    return [await store.append_message(conversation, m.role, m.blocks) for m in history.messages]
+    twin = as_async(store)
+    return [await twin.append_message(conversation, m.role, m.blocks) for m in history.messages]

@@ -4,8 +4,8 @@ A transcript is JSON lines. Claude Code writes one line per content block: the l
 assistant message share ``message.id``, and each tool result usually has a user line of its
 own. The rules, in the order they apply to a line:
 
-- not valid JSON, not an object, or with no string ``type``: skipped, reported with its
-  line number in :attr:`History.skipped`;
+- not valid JSON (or nested too deeply to read), not an object, or with no string ``type``:
+  skipped, reported with its line number in :attr:`History.skipped`;
 - ``user`` / ``assistant`` lines carry messages. One whose ``message`` is not an object with
   a ``content`` (a string or a list), or whose content list holds something that is not a
   block object, is malformed: skipped and reported. A line repeating the ``uuid`` of a line
@@ -191,6 +191,9 @@ class _Reader:
             line = json.loads(raw)
         except ValueError as exc:
             self.stray.append(Skipped(f"not valid JSON ({exc})", number))
+            return
+        except RecursionError:
+            self.stray.append(Skipped("not read: JSON nested too deeply", number))
             return
         self.read_line(number, line)
 

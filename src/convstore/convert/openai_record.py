@@ -3,8 +3,10 @@ and :mod:`~convstore.convert.responses` with a store underneath.
 
 Every function converts its whole input before it writes, so a refused item leaves the store
 as it was; each message is then one atomic ``append_message``. The ``a``-prefixed variants
-take an :class:`~convstore.AsyncStore`. The stream recorders append each block as soon as the
-stream completes it.
+(and :class:`AsyncChatStreamRecorder`) are for asyncio: they take an
+:class:`~convstore.AsyncStore` or a :class:`~convstore.Store` (through
+:func:`convstore.aio.as_async`). The stream recorders append each block as soon as the stream
+completes it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from convstore.aio import AsyncStore, as_async
 from convstore.convert.chat_stream import CUT_SHORT, ChunkAssembler
 from convstore.convert.history import HistoryMessage
 from convstore.convert.openai_chat import assistant_blocks, chat_messages, completion_message
@@ -23,7 +26,6 @@ from convstore.domain.blocks import Block
 from convstore.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from convstore.aio import AsyncStore
     from convstore.store import Store
 
 
@@ -32,9 +34,10 @@ def _record(store: Store, conversation: UUID | str, messages: list[HistoryMessag
 
 
 async def _arecord(
-    store: AsyncStore, conversation: UUID | str, messages: list[HistoryMessage]
+    store: Store | AsyncStore, conversation: UUID | str, messages: list[HistoryMessage]
 ) -> list[UUID]:
-    return [await store.append_message(conversation, m.role, m.blocks) for m in messages]
+    twin = as_async(store)
+    return [await twin.append_message(conversation, m.role, m.blocks) for m in messages]
 
 
 def _assistant(message: object) -> list[HistoryMessage]:
@@ -59,9 +62,9 @@ def record_chat_message(store: Store, conversation: UUID | str, message: object)
 
 
 async def arecord_chat_message(
-    store: AsyncStore, conversation: UUID | str, message: object
+    store: Store | AsyncStore, conversation: UUID | str, message: object
 ) -> UUID:
-    """:func:`record_chat_message` for an :class:`~convstore.AsyncStore`."""
+    """:func:`record_chat_message` for asyncio."""
     return (await _arecord(store, conversation, _assistant(message)))[0]
 
 
@@ -75,9 +78,9 @@ def record_tool_messages(
 
 
 async def arecord_tool_messages(
-    store: AsyncStore, conversation: UUID | str, messages: Iterable[object]
+    store: Store | AsyncStore, conversation: UUID | str, messages: Iterable[object]
 ) -> UUID | None:
-    """:func:`record_tool_messages` for an :class:`~convstore.AsyncStore`."""
+    """:func:`record_tool_messages` for asyncio."""
     ids = await _arecord(store, conversation, _tools(messages))
     return ids[0] if ids else None
 
@@ -90,9 +93,9 @@ def record_chat_messages(
 
 
 async def arecord_chat_messages(
-    store: AsyncStore, conversation: UUID | str, messages: Iterable[object]
+    store: Store | AsyncStore, conversation: UUID | str, messages: Iterable[object]
 ) -> list[UUID]:
-    """:func:`record_chat_messages` for an :class:`~convstore.AsyncStore`."""
+    """:func:`record_chat_messages` for asyncio."""
     return await _arecord(store, conversation, chat_messages(messages))
 
 
@@ -105,9 +108,9 @@ def record_responses_items(
 
 
 async def arecord_responses_items(
-    store: AsyncStore, conversation: UUID | str, items: Iterable[object]
+    store: Store | AsyncStore, conversation: UUID | str, items: Iterable[object]
 ) -> list[UUID]:
-    """:func:`record_responses_items` for an :class:`~convstore.AsyncStore`."""
+    """:func:`record_responses_items` for asyncio."""
     return await _arecord(store, conversation, response_messages(items))
 
 
@@ -171,11 +174,11 @@ class ChatStreamRecorder:
 
 
 class AsyncChatStreamRecorder:
-    """:class:`ChatStreamRecorder` for an :class:`~convstore.AsyncStore` (``await feed``,
-    ``async with``)."""
+    """:class:`ChatStreamRecorder` for asyncio (``await feed``, ``async with``), on an
+    :class:`~convstore.AsyncStore` or a :class:`~convstore.Store`."""
 
-    def __init__(self, store: AsyncStore, conversation: UUID | str) -> None:
-        self.store = store
+    def __init__(self, store: Store | AsyncStore, conversation: UUID | str) -> None:
+        self.store = as_async(store)
         self.conversation = conversation
         self.message_id: UUID | None = None
         """The message being recorded, once the first chunk arrived."""

@@ -49,6 +49,7 @@ from convstore.domain.events import (
     utcnow,
 )
 from convstore.domain.limits import Limits
+from convstore.domain.parsing import parse_new_id
 from convstore.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
 
 MessageStatus = Literal["open", "ended", "interrupted"]
@@ -195,9 +196,9 @@ class Conversation:
         source: str | None = None,
         forked_at: UUID | None = None,
     ) -> ConversationStarted:
-        """The event that creates a conversation."""
+        """The event that creates a conversation (refused for the nil UUID)."""
         return ConversationStarted(
-            originator_id=conversation_id,
+            originator_id=parse_new_id(conversation_id, "conversation"),
             originator_version=1,
             timestamp=utcnow(),
             title=title,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Annotated, ClassVar, Literal, TypeAlias
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 from convstore.domain.blocks import Block, union_members
 
@@ -33,7 +33,7 @@ class _Event(BaseModel):
 
     originator_id: UUID
     originator_version: Annotated[int, Field(ge=1)]
-    timestamp: datetime
+    timestamp: AwareDatetime  # every event is stamped in UTC; a time with no zone is refused
 
 
 class ConversationStarted(_Event):

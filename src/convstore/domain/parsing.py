@@ -122,6 +122,20 @@ def parse_id(value: UUID | str, what: str) -> UUID:
     raise InvalidInput(msg)
 
 
+NIL_ID = UUID(int=0)
+"""The nil UUID (all zeros), which no conversation may have: the store keeps it for its own
+rows (the hash chains' start marker)."""
+
+
+def parse_new_id(value: UUID | str, what: str) -> UUID:
+    """An id for something being created: like :func:`parse_id`, and never :data:`NIL_ID`."""
+    checked = parse_id(value, what)
+    if checked == NIL_ID:
+        msg = f"the nil UUID ({checked}) cannot be a {what} id: the store keeps it for its own rows"
+        raise InvalidInput(msg)
+    return checked
+
+
 def parse_blocks(blocks: Iterable[Block | Mapping[str, Any]], limits: Limits) -> list[Block]:
     """Every block of a whole message, checked; raises :class:`InvalidBlock` naming the first
     bad one. ``blocks`` is a list (or any iterable) of blocks, not one block or a string."""

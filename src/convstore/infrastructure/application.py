@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from uuid import UUID
+from dataclasses import dataclass
+from uuid import UUID, uuid4
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import ApplicationRecorder
@@ -19,7 +20,27 @@ ENV_PREFIX = APPLICATION_NAME.upper() + "_"
 
 MARKER_TABLE = "convstore_store"
 """The table that marks a SQLite file or a PostgreSQL schema as a convstore store; it holds
-``('format', '2')`` (or ``'1'``)."""
+``('format', '2')`` (or ``'1'``) and ``('id', …)``, the store's identity."""
+
+IDENTITY_KEY = "id"
+"""The marker row holding the store's identity: random, written once (a store made before
+identities gets one the first time it is opened for writing)."""
+
+
+def new_identity() -> str:
+    """A fresh store identity: 32 random hex digits."""
+    return uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class StoreMarker:
+    """What a store's marker table says about it."""
+
+    format: int
+    identity: str
+    """The store's identity; ``""`` only for a store made before identities that could not be
+    given one (a SQLite file opened read-only)."""
+
 
 FULL_JSON_FORMAT = 1
 """Stores whose states are each event's full JSON: what convstore 0.2.0 reads and writes.

@@ -38,6 +38,7 @@ from convstore.domain.events import (
 from convstore.errors import InvalidInput, StoreError
 from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.sqlite import create_private_file
+from convstore.infrastructure.sqlite_transaction import delete_securely
 from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
 
@@ -102,6 +103,11 @@ META_COLUMNS: dict[str, type] = {
 MARK = "convstore audit read model"
 """The ``_meta`` role of a file convstore made for an audit read model."""
 
+STORE_ID = "store_id"
+"""The ``_meta`` key holding the identity of the store the read model was built from
+(:attr:`convstore.Store.identity`): a location can name another store later (a schema dropped
+and made again, a file replaced), the identity cannot."""
+
 
 def _is_moved(exc: sqlite3.Error) -> bool:
     return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY_DBMOVED
@@ -115,8 +121,9 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 class AuditDatabase:
     """One audit read-model file."""
 
-    def __init__(self, path: Path, source: str, *, bulk: bool = False) -> None:
-        """Open (or create) the read model at ``path``, built from the log at ``source``.
+    def __init__(self, path: Path, source: str, *, store_id: str, bulk: bool = False) -> None:
+        """Open (or create) the read model at ``path``, built from the log at ``source``,
+        the store whose identity is ``store_id``.
 
         ``bulk`` is for building a fresh file no reader sees yet (a rebuild): no journal, no
         fsync per batch, and the full-text index built once at the end by :meth:`finish_bulk`.
@@ -125,6 +132,7 @@ class AuditDatabase:
         """
         self.path = path
         self.source = source
+        self.store_id = store_id
         self._bulk = bulk
         self._open()
 
@@ -135,7 +143,9 @@ class AuditDatabase:
             raise StoreError(msg)
         try:
             create_private_file(path)
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+            conn = delete_securely(
+                sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+            )
             self.db = sqlite_utils.Database(conn)
             if bulk:
                 self.db.execute("PRAGMA journal_mode = OFF")
@@ -208,6 +218,20 @@ class AuditDatabase:
                 f"not {source}; give another --audit path or delete it"
             )
             raise InvalidInput(msg)
+        if STORE_ID not in meta:  # built by a version before identities, from this location
+            with self._write_transaction():
+                db.execute(
+                    "INSERT OR IGNORE INTO _meta (key, value) VALUES (?, ?)",
+                    [STORE_ID, self.store_id],
+                )
+            meta = {row["key"]: row["value"] for row in db.table("_meta").rows}
+        if meta[STORE_ID] != self.store_id:
+            msg = (
+                f"the audit database {self.path} was built from another store at {source} "
+                f"(identity {meta[STORE_ID] or 'none'}, not {self.store_id or 'none'}); "
+                "give another --audit path or delete it"
+            )
+            raise InvalidInput(msg)
         if meta.get("schema_version") != str(SCHEMA_VERSION):
             msg = (
                 f"the audit database {self.path} has schema version "
@@ -223,6 +247,7 @@ class AuditDatabase:
                 [
                     {"key": "role", "value": MARK},
                     {"key": "source", "value": source},
+                    {"key": STORE_ID, "value": self.store_id},
                     {"key": "schema_version", "value": str(SCHEMA_VERSION)},
                 ],
                 pk="key",
@@ -387,7 +412,6 @@ class AuditDatabase:
         if not erasures:
             return after
         seq = erasures[-1].seq
-        self.db.execute("PRAGMA secure_delete = ON")
         with self._write_transaction():
             moved = self.db.execute(
                 "INSERT INTO _tracking (projection, position) VALUES (?, ?) "

@@ -9,6 +9,7 @@ is the single gate every command passes before it opens, writes or replaces the 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import sqlite3
@@ -16,6 +17,7 @@ from contextlib import closing
 from pathlib import Path
 
 from convstore.errors import InvalidInput, StoreError
+from convstore.infrastructure.audit_db import STORE_ID
 from convstore.infrastructure.postgres import is_postgres_url
 from convstore.infrastructure.sqlite import default_path
 
@@ -40,18 +42,29 @@ def store_file_of(location: str) -> Path | None:
 def default_audit_file(location: str) -> Path:
     """Where a store's audit read model lives unless ``--audit`` / ``$CONVSTORE_AUDIT_DB`` say.
 
-    Beside a SQLite store (``convstore.db`` → ``convstore.audit.db``); for a PostgreSQL store
+    Two stores never share one: the name is a one-to-one function of the location.
+
+    Beside a SQLite store: ``convstore.db`` → ``convstore.audit.db``, a name not ending in
+    ``.db`` → ``NAME-audit.db`` (``x`` and ``x.db`` keep apart). For a PostgreSQL store
     (``location`` is its URL without the password), in the default data directory, named
-    after the server, database and schema, so every host keeps its own.
+    after the server, database and schema, so every host keeps its own, and ending in a
+    digest of the whole location: the readable part alone would fold ``schema=ten_a`` and
+    ``schema=ten__a`` (and any other runs of punctuation) into one name.
     """
     store_file = store_file_of(location)
     if store_file is None:
-        slug = re.sub(r"[^A-Za-z0-9]+", "-", location.split("://", 1)[1]).strip("-")
-        return default_path().parent / f"audit-{slug}.db"
-    return store_file.with_name(store_file.stem + ".audit.db")
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", location.split("://", 1)[1]).strip("-")[:120]
+        digest = hashlib.sha256(location.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return default_path().parent / f"audit-{slug}-{digest}.db"
+    name = store_file.name
+    if name.endswith(".db") and len(name) > len(".db"):
+        return store_file.with_name(name[: -len(".db")] + ".audit.db")
+    return store_file.with_name(name + "-audit.db")
 
 
-def audit_file(location: str, given: str | os.PathLike[str] | None, *, timeout: float) -> Path:
+def audit_file(
+    location: str, given: str | os.PathLike[str] | None, *, store_id: str, timeout: float
+) -> Path:
     """The one place a store's audit file is found: as given, else ``$CONVSTORE_AUDIT_DB``,
     else :func:`default_audit_file`, resolved and passed through :func:`check_audit_path`.
 
@@ -59,7 +72,9 @@ def audit_file(location: str, given: str | os.PathLike[str] | None, *, timeout: 
     """
     chosen = given or os.environ.get(AUDIT_ENV_VAR)
     path = Path(chosen) if chosen else default_audit_file(location)
-    checked = check_audit_path(path, location, store_file=store_file_of(location), timeout=timeout)
+    checked = check_audit_path(
+        path, location, store_file=store_file_of(location), store_id=store_id, timeout=timeout
+    )
     if not chosen:
         checked.parent.mkdir(parents=True, exist_ok=True)
     return checked
@@ -115,18 +130,20 @@ def _meta_rows(connection: sqlite3.Connection) -> dict[str, str] | None:
 
 
 def check_audit_path(
-    path: Path, source: str, *, store_file: Path | None, timeout: float = 10.0
+    path: Path, source: str, *, store_file: Path | None, store_id: str, timeout: float = 10.0
 ) -> Path:
     """``path`` with symlinks resolved, once it is safe to (re)write as ``source``'s read model.
 
     Refuses with :class:`InvalidInput`, having touched nothing: the store file itself
     (relative, absolute, through a symlink or a hard link) or one of its ``-wal`` / ``-shm``
     / ``-journal`` files; anything but a regular file; and an existing non-empty file that
-    is not the audit read model built from ``source`` (a text file, another store, another
-    store's read model). A missing file, an empty one another process has just created for
-    the read model, or a database with no tables at all (its creator was killed before the
-    first commit) is fine. ``store_file`` is the store's SQLite file (None for a
-    PostgreSQL store).
+    is not the audit read model built from ``source`` whose identity is ``store_id`` (a text
+    file, another store, another store's read model, one built from another store that had
+    the same location). A read model made before identities, which records none, is taken
+    as the store's (its writer records the identity on open). A missing file, an empty one
+    another process has just created for the read model, or a database with no tables at all
+    (its creator was killed before the first commit) is fine. ``store_file`` is the store's
+    SQLite file (None for a PostgreSQL store).
     """
     resolved = path.resolve()
     if store_file is not None:
@@ -175,6 +192,12 @@ def check_audit_path(
         msg = (
             f"refusing to use {path} as the audit read model: it was built from "
             f"{meta.get('source')}, not {source} {HINT}"
+        )
+        raise InvalidInput(msg)
+    if meta.get(STORE_ID, store_id) != store_id:
+        msg = (
+            f"refusing to use {path} as the audit read model: it was built from another store "
+            f"at {source} (identity {meta[STORE_ID] or 'none'}, not {store_id or 'none'}) {HINT}"
         )
         raise InvalidInput(msg)
     return resolved

@@ -3,6 +3,9 @@
 The read model keeps an FTS5 index over the text of blocks (``blocks_fts``, external content
 on ``blocks``, kept by triggers and built the same by a rebuild). The web pages open the file
 read-only for each request (a rebuild may swap a new one in at any time) and never create it.
+Every function is given the identity of the store it answers for, and each connection reads
+the file's identity first: a file swapped in from another store (one that had shared its path)
+answers nothing. That costs one primary-key lookup per request.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from uuid import UUID
 
 from convstore.errors import InvalidInput
-from convstore.infrastructure.audit_db import ERASURES, MARK, PROJECTION, SCHEMA_VERSION
+from convstore.infrastructure.audit_db import ERASURES, MARK, PROJECTION, SCHEMA_VERSION, STORE_ID
 
 MARK_START = "\ue000"
 MARK_END = "\ue001"
@@ -67,19 +70,49 @@ class Found:
     hits: list[Hit] = field(default_factory=list)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+class NotThisStore(sqlite3.DatabaseError):
+    """The read model was built from another store than the one it is asked for."""
+
+
+def _open(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5.0)
 
 
-def audit_state(path: Path) -> AuditState:
-    """What the read model at ``path`` holds, read without creating or changing it."""
+def _connect(path: Path, store_id: str) -> sqlite3.Connection:
+    """A read-only connection to ``path``, once its file says it is ``store_id``'s read model
+    (the connection keeps that file open, so every query on it reads the file checked)."""
+    conn = _open(path)
+    try:
+        row = conn.execute("SELECT value FROM _meta WHERE key = ?", [STORE_ID]).fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    if row is None or row[0] != store_id:
+        conn.close()
+        msg = f"{path} is not the read model of store {store_id or '(no identity)'}"
+        raise NotThisStore(msg)
+    return conn
+
+
+def audit_state(path: Path, store_id: str) -> AuditState:
+    """What the read model at ``path`` holds, read without creating or changing it; it cannot
+    be used unless it was built from the store whose identity is ``store_id``."""
     if not path.exists():
         return AuditState(path, None, f"there is no audit read model at {path} yet")
     try:
-        with closing(_connect(path)) as conn:
+        with closing(_open(path)) as conn:
             meta = dict(conn.execute("SELECT key, value FROM _meta").fetchall())
             if meta.get("role") != MARK:
                 return AuditState(path, None, f"{path} is not an audit read model")
+            if meta.get(STORE_ID) != store_id:
+                found = meta.get(STORE_ID)
+                problem = (
+                    f"{path} was built from another store (identity {found}) than this one "
+                    f"({store_id or 'none'}): delete it or give another --audit path"
+                    if found is not None
+                    else f"{path} records no store identity yet (made by an older convstore)"
+                )
+                return AuditState(path, None, problem)
             if meta.get("schema_version") != str(SCHEMA_VERSION):
                 problem = (
                     f"the audit read model at {path} has schema version "
@@ -133,23 +166,33 @@ LIMIT :limit
 """
 
 
-def ranked_conversations(path: Path, text: str) -> list[Found]:
+def ranked_conversations(path: Path, text: str, store_id: str) -> list[Found]:
     """Every conversation whose block text holds every word of ``text``, best first (by its
     best block's bm25 rank), with how many of its blocks match; no hits yet (see
     :func:`add_hits`). Each match is ranked, none is left out."""
     query = match_expression(text)
-    with closing(_connect(path)) as conn:
-        rows = conn.execute(RANK_SQL, {"query": query}).fetchall()
+    try:
+        with closing(_connect(path, store_id)) as conn:
+            rows = conn.execute(RANK_SQL, {"query": query}).fetchall()
+    except NotThisStore:
+        return []
     return [
         Found(UUID(conv), title, float(rank), matches=int(count))
         for conv, rank, count, title in rows
     ]
 
 
-def add_hits(path: Path, text: str, found: Sequence[Found], *, per_conversation: int = 3) -> None:
-    """Fill each conversation's best ``per_conversation`` matching blocks, with snippets."""
+def add_hits(
+    path: Path, text: str, found: Sequence[Found], store_id: str, *, per_conversation: int = 3
+) -> None:
+    """Fill each conversation's best ``per_conversation`` matching blocks, with snippets
+    (none when the file is not ``store_id``'s read model)."""
     query = match_expression(text)
-    with closing(_connect(path)) as conn:
+    try:
+        conn = _connect(path, store_id)
+    except NotThisStore:
+        return
+    with closing(conn):
         for entry in found:
             params = {
                 "start": MARK_START,
@@ -174,12 +217,12 @@ def add_hits(path: Path, text: str, found: Sequence[Found], *, per_conversation:
             ]
 
 
-def message_position(path: Path, message: UUID) -> int | None:
+def message_position(path: Path, message: UUID, store_id: str) -> int | None:
     """A message's number in its conversation (1 for the first started), when the read
     model holds it: numbers never change once given, so a read model behind the log still
     knows every message it holds right."""
     try:
-        with closing(_connect(path)) as conn:
+        with closing(_connect(path, store_id)) as conn:
             row = conn.execute("SELECT position FROM messages WHERE id = ?", [str(message)])
             found = row.fetchone()
     except sqlite3.Error:
@@ -187,7 +230,9 @@ def message_position(path: Path, message: UUID) -> int | None:
     return None if found is None or found[0] is None else int(found[0])
 
 
-def conversation_counts(path: Path, ids: Sequence[UUID]) -> dict[UUID, tuple[int, int, int]]:
+def conversation_counts(
+    path: Path, ids: Sequence[UUID], store_id: str
+) -> dict[UUID, tuple[int, int, int]]:
     """For each conversation the read model holds: how many of its events it has applied,
     its messages and its tool calls (compare the events with the listing's to know the
     counts are whole)."""
@@ -200,7 +245,7 @@ def conversation_counts(path: Path, ids: Sequence[UUID]) -> dict[UUID, tuple[int
         f"FROM conversations c WHERE c.id IN ({marks})"
     )
     try:
-        with closing(_connect(path)) as conn:
+        with closing(_connect(path, store_id)) as conn:
             rows = conn.execute(sql, [str(i) for i in ids]).fetchall()
     except sqlite3.Error:
         return {}

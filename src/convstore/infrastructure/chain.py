@@ -24,11 +24,15 @@ import os
 from dataclasses import dataclass
 from uuid import UUID
 
+from convstore.domain.parsing import NIL_ID
+
 HEADS_TABLE = "convstore_heads"
 """The table of heads, beside the events (in the same schema on PostgreSQL)."""
 
-START_MARKER_ID = UUID(int=0)
-"""The id of the row whose ``version`` is the log position where chaining began."""
+START_MARKER_ID: UUID = NIL_ID
+"""The id of the row whose ``version`` is the log position where chaining began: the nil
+UUID, which no conversation can have (``Conversation.start`` refuses it), so the marker never
+shares its row with a conversation's head."""
 
 CHAIN_SINCE = "v0.2"
 """The first convstore release that writes chains: older conversations are "unchained"."""

@@ -13,6 +13,12 @@ tombstone is what tells every reader that the gap is deliberate:
 - projections read the tombstones in ``seq`` order and delete what they derived from the
   conversation (see :meth:`convstore.infrastructure.audit_db.AuditDatabase.forget`);
 - ``verify`` finds neither events nor a head for the id, so there is nothing to report.
+
+An erasure may be conditional (retention): given ``idle_since``, the recorder reads the
+conversation's listing row inside the erasing transaction, under the same lock an append
+takes, and erases only if its newest event is older
+(:func:`convstore.infrastructure.listing.refuse_if_active`). An append
+acknowledged before that check makes it refuse; one after it finds the tombstone.
 """
 
 from __future__ import annotations

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, micros
+from convstore.errors import ConversationActive
+from convstore.projections.listing import (
+    ListedRow,
+    ListingChange,
+    ListingQuery,
+    from_micros,
+    micros,
+)
 
 LISTING_TABLE = "convstore_listing"
 LABELS_TABLE = "convstore_labels"
@@ -60,6 +67,20 @@ def forget(execute: Execute, d: Dialect, conversation: UUID, prefix: str = "") -
     conv = d.to_id(conversation)
     for table, column in ((LISTING_TABLE, "id"), (LABELS_TABLE, "conversation_id")):
         execute(d.sql(f"DELETE FROM {prefix}{table} WHERE {column} = ?"), (conv,))  # noqa: S608
+
+
+def refuse_if_active(conversation: UUID, last_active: int | None, idle_since: int | None) -> None:
+    """Inside an erasure's transaction: raise :class:`~convstore.errors.ConversationActive`
+    when ``idle_since`` (microseconds) is given and the conversation's listing row says its
+    newest event is at or after it (or has no row to say when)."""
+    if idle_since is None or (last_active is not None and last_active < idle_since):
+        return
+    when = None if last_active is None else from_micros(last_active)
+    stamp = "unknown" if when is None else when.isoformat(sep=" ", timespec="seconds")
+    msg = (
+        f"conversation {conversation} was active after the cutoff (last active {stamp}); not erased"
+    )
+    raise ConversationActive(msg, when)
 
 
 def apply_changes(

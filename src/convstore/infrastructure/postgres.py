@@ -23,10 +23,13 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from convstore.errors import InvalidInput
 from convstore.infrastructure.application import (
     APPLICATION_NAME,
+    IDENTITY_KEY,
     MARKER_TABLE,
     READS,
     STORE_FORMAT,
+    StoreMarker,
     known_format,
+    new_identity,
 )
 from convstore.infrastructure.mapper import TOPIC_PREFIX
 
@@ -244,9 +247,9 @@ class PostgresSettings:
         }
 
     @contextmanager
-    def setup_lock(self) -> Iterator[int]:
+    def setup_lock(self) -> Iterator[StoreMarker]:
         """Hold the store's setup lock, with its schema created and claimed, for the duration;
-        yield the store's format (see :meth:`_claim`).
+        yield the store's marker (see :meth:`_claim`).
 
         eventsourcing creates its tables and functions when a store is opened; two processes
         doing that at once make PostgreSQL fail one of them ("tuple concurrently updated").
@@ -270,7 +273,27 @@ class PostgresSettings:
             conn.execute(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
             )
-            yield self._claim(conn)
+            store_format = self._claim(conn)
+            yield StoreMarker(store_format, self._identity(conn))
+
+    def _identity(self, conn: psycopg.Connection[Any]) -> str:
+        """The store's identity, given to it now if it has none (under the setup lock; read
+        first, so opening a store that has one writes nothing)."""
+        from psycopg import sql  # noqa: PLC0415
+
+        table = sql.SQL("{}.{}").format(sql.Identifier(self.schema), sql.Identifier(MARKER_TABLE))
+        select = sql.SQL("SELECT value FROM {} WHERE key = %s").format(table)
+        row = conn.execute(select, (IDENTITY_KEY,)).fetchone()
+        if row is None:
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+                ).format(table),
+                (IDENTITY_KEY, new_identity()),
+            )
+            row = conn.execute(select, (IDENTITY_KEY,)).fetchone()
+        assert row is not None
+        return str(row[0])
 
     def _claim(self, conn: psycopg.Connection[Any]) -> int:
         """Mark the schema as holding a convstore store, or refuse it; return its format.

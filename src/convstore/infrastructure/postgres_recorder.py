@@ -70,13 +70,15 @@ from convstore.infrastructure.listing import (
     clear_statements,
     create_statements,
     listed_row,
+    refuse_if_active,
     select_labels,
     select_page,
 )
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
-from convstore.infrastructure.recorder import RawRecord, StoreRecorder
+from convstore.infrastructure.log_changes import CHANGE_TRIGGERS, CHANGES_TABLE, TRUNCATE_TRIGGER
+from convstore.infrastructure.recorder import Decision, RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_postgres as forget_replays
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
@@ -122,6 +124,13 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "append": Identifier(APPEND_FUNCTION),
             "event_type": Identifier(self.stored_event_type_name),
             "listing": Identifier(LISTING_TABLE),
+            "changes": Identifier(CHANGES_TABLE),
+            "updated": Identifier(CHANGE_TRIGGERS[0]),
+            "deleted": Identifier(CHANGE_TRIGGERS[1]),
+            "count_updated": Identifier(CHANGE_TRIGGERS[0] + "_count"),
+            "count_deleted": Identifier(CHANGE_TRIGGERS[1] + "_count"),
+            "truncated": Identifier(TRUNCATE_TRIGGER),
+            "count_truncated": Identifier(TRUNCATE_TRIGGER + "_count"),
         }
         self.sql_create_statements.append(
             SQL(
@@ -145,12 +154,70 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 "reason text NOT NULL, events bigint NOT NULL, high bigint NOT NULL)"
             ).format(**names)
         )
+        # The change count (see log_changes.CHANGES_TABLE): statement-level triggers, each adding
+        # up the rows of one statement per conversation.
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {schema}.{changes} (originator_id uuid PRIMARY KEY, "
+                "changes bigint NOT NULL)"
+            ).format(**names)
+        )
+        upsert = (
+            "INSERT INTO {schema}.{changes} AS c SELECT originator_id, count(*) FROM ({rows}) "
+            "AS r GROUP BY originator_id ON CONFLICT (originator_id) DO UPDATE "
+            "SET changes = c.changes + excluded.changes"
+        )
+        both = "SELECT originator_id FROM old_rows UNION ALL SELECT originator_id FROM new_rows"
+        for function, rows in (
+            ("count_updated", both),
+            ("count_deleted", "SELECT originator_id FROM old_rows"),
+        ):
+            self.sql_create_statements.append(
+                SQL(
+                    "CREATE OR REPLACE FUNCTION {schema}.{function}() RETURNS trigger "
+                    "LANGUAGE plpgsql AS $body$ BEGIN "
+                    + upsert.replace("{rows}", rows)
+                    + "; RETURN NULL; END $body$"
+                ).format(function=names[function], **names)
+            )
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE OR REPLACE FUNCTION {schema}.{count_truncated}() RETURNS trigger "
+                "LANGUAGE plpgsql AS $body$ BEGIN "
+                "INSERT INTO {schema}.{changes} AS c VALUES ({nil}, 1) "
+                "ON CONFLICT (originator_id) DO UPDATE SET changes = c.changes + 1; "
+                "RETURN NULL; END $body$"
+            ).format(nil=Literal(str(START_MARKER_ID)), **names)
+        )
+        self._create_change_triggers = [
+            SQL(
+                "CREATE TRIGGER {updated} AFTER UPDATE ON {schema}.{events} "
+                "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows "
+                "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{count_updated}()"
+            ).format(**names),
+            SQL(
+                "CREATE TRIGGER {deleted} AFTER DELETE ON {schema}.{events} "
+                "REFERENCING OLD TABLE AS old_rows "
+                "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{count_deleted}()"
+            ).format(**names),
+            SQL(
+                "CREATE TRIGGER {truncated} AFTER TRUNCATE ON {schema}.{events} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{count_truncated}()"
+            ).format(**names),
+        ]
+        self._select_changes = SQL(
+            "SELECT changes FROM {schema}.{changes} WHERE originator_id = %s"
+        ).format(**names)
+        self._delete_changes = SQL(
+            "DELETE FROM {schema}.{changes} WHERE originator_id = %s"
+        ).format(**names)
         self._erased_among = SQL(
             "SELECT originator_id FROM {schema}.{erased} WHERE originator_id = ANY(%s) LIMIT 1"
         ).format(**names)
         self._count_events = SQL(
             "SELECT count(*) AS n, (SELECT coalesce(max(notification_id), 0) "
-            "FROM {schema}.{events}) AS high FROM {schema}.{events} WHERE originator_id = %s"
+            "FROM {schema}.{events}) AS high, (SELECT last_active FROM {schema}.{listing} "
+            "WHERE id = %s) AS last_active FROM {schema}.{events} WHERE originator_id = %s"
         ).format(**names)
         self._delete_events = SQL("DELETE FROM {schema}.{events} WHERE originator_id = %s").format(
             **names
@@ -189,6 +256,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             "SELECT state FROM {schema}.{events} WHERE originator_id = %s "
             "AND originator_version > %s ORDER BY originator_version"
         ).format(**names)
+        self._select_log_tail = SQL(
+            "SELECT c.changes, e.topic, e.state FROM (SELECT (SELECT sum(changes) FROM "
+            "{schema}.{changes} WHERE originator_id IN (%s, {nil})) AS changes) AS c "
+            "LEFT JOIN LATERAL "
+            "(SELECT topic, state, originator_version FROM {schema}.{events} "
+            "WHERE originator_id = %s AND originator_version > %s) AS e ON true "
+            "ORDER BY e.originator_version"
+        ).format(nil=Literal(str(START_MARKER_ID)), **names)
         self._select_topics_and_states = SQL(
             "SELECT topic, state FROM {schema}.{events} WHERE originator_id = %s "
             "AND originator_version > %s ORDER BY originator_version"
@@ -333,6 +408,30 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             for statement in self._add_tx_column:
                 curs.execute(statement, prepare=False)
         curs.execute(self._create_append, prepare=False)
+        # The change-count triggers, only when missing: CREATE TRIGGER locks the table against
+        # writers even when it changes nothing.
+        curs.execute(
+            "SELECT count(*) AS found FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
+            "AND tgname = ANY(%s)",
+            (self._events_regclass, [*CHANGE_TRIGGERS, TRUNCATE_TRIGGER]),
+            prepare=False,
+        )
+        row = curs.fetchone()
+        if row is None or row["found"] != len(CHANGE_TRIGGERS) + 1:
+            curs.execute(
+                SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(SQL(self._events_regclass)),
+                prepare=False,
+            )
+            triggers = [*CHANGE_TRIGGERS, TRUNCATE_TRIGGER]
+            for name, statement in zip(triggers, self._create_change_triggers, strict=True):
+                curs.execute(
+                    "SELECT 1 AS found FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
+                    "AND tgname = %s",
+                    (self._events_regclass, name),
+                    prepare=False,
+                )
+                if curs.fetchone() is None:
+                    curs.execute(statement, prepare=False)
 
     def _create_tables(self, curs: Cursor[DictRow]) -> None:
         curs.execute(
@@ -424,6 +523,59 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         msg = "unreachable: the last attempt returns or raises"
         raise AssertionError(msg)
 
+    def insert_decided(
+        self, conversation_id: UUID, after: int, decide: Decision, *, contended: bool
+    ) -> None:
+        """Uncontended, one round trip as :meth:`insert_events` (``decide`` is given
+        ``None``; a lost race is an ``IntegrityError``). Contended, the writer takes its turn:
+        it waits for the conversation's advisory lock (PostgreSQL queues its waiters in order),
+        reads what it missed and the head, decides, and records, in one transaction, so a
+        writer that lost once cannot lose again to another taking turns."""
+        if not contended:
+            stored, listing = decide(None)
+            if stored:
+                self.insert_events(stored, listing=listing)
+            return
+        self._insert_in_turn(conversation_id, after, decide)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _insert_in_turn(self, conversation_id: UUID, after: int, decide: Decision) -> None:
+        with self.datastore.get_connection() as conn:
+            try:
+                conn.execute(b"BEGIN", prepare=False)
+                conn.execute(self._set_lock_timeout_text, prepare=False)
+                conn.execute(self._lock_stream, (self._stream_key(conversation_id),))
+                missed = conn.execute(self._select_topics_and_states, (conversation_id, after))
+                rows = [(row["topic"].encode(), bytes(row["state"])) for row in missed]
+                found = self._read_heads(conn, [conversation_id])
+                stored, listing = decide(rows)
+                if not stored:
+                    conn.rollback()
+                    return
+                columns = (
+                    [s.originator_id for s in stored],
+                    [s.originator_version for s in stored],
+                    [s.topic for s in stored],
+                    [s.state for s in stored],
+                )
+                events = [(s.originator_version, s.topic, s.state) for s in stored]
+                heads = {
+                    conversation_id: advance(
+                        conversation_id, found[conversation_id], events, self._chain_key
+                    )
+                }
+                self._write_once(conn, columns, found, heads, listing, begun=True)
+            except BaseException as exc:
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    with contextlib.suppress(psycopg.Error):  # a broken connection
+                        conn.rollback()
+                self._known.pop(conversation_id, None)
+                if isinstance(exc, psycopg.Error) and exc.sqlstate == ERASED_CODE:
+                    msg = f"conversation {conversation_id} was erased"
+                    raise ConversationErased(msg) from None
+                raise
+            self._known.update(heads)
+
     def _landed(
         self, columns: tuple[list[Any], list[int], list[str], list[bytes]]
     ) -> list[int] | None:
@@ -466,11 +618,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         found: dict[UUID, Head | None],
         heads: dict[UUID, Head],
         listing: list[ListingChange] | None,
+        *,
+        begun: bool = False,
     ) -> list[int]:
         """One transaction in one round trip: client-side bound statements sent as one text
         (a pipeline costs a round trip per sync). The NOTIFY runs after the commit, in a
         transaction of its own: inside the write it would take PostgreSQL's notify-queue lock
-        until the commit is durable, serialising every writer's commit again."""
+        until the commit is durable, serialising every writer's commit again. ``begun``: the
+        caller's transaction is open already (and has set its lock timeout)."""
         order = list(heads)
         old = [found[o] for o in order]
         new = [heads[o] for o in order]
@@ -490,7 +645,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 old=old,
                 grown=grown,
             )
-            parts = [b"BEGIN", self._set_lock_timeout_text, call]
+            parts = [call] if begun else [b"BEGIN", self._set_lock_timeout_text, call]
             if rest:
                 apply_changes(
                     lambda text, params: parts.append(
@@ -504,8 +659,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             # Never prepared: each text is used once.
             curs.execute(b";\n".join(parts), prepare=False)
             # The results in order: BEGIN, SET, the function's ids, then the rest.
-            curs.nextset()
-            curs.nextset()
+            if not begun:
+                curs.nextset()
+                curs.nextset()
             return [int(row[0]) for row in curs.fetchall()]
 
     def _stream_key(self, originator: UUID) -> int:
@@ -602,11 +758,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
 
-    def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
+    def erase(
+        self, conversation: UUID, reason: str, at: str, idle_since: int | None = None
+    ) -> tuple[int, int]:
         """Delete every event and the head of ``conversation`` and leave its tombstone, in one
         transaction under the events table's lock; returns the tombstone's ``seq`` and how
-        many events went. The rows are deleted; their bytes stay in dead tuples until the
-        table is vacuumed."""
+        many events went. With ``idle_since``, refuse first (under the conversation's lock,
+        which every append to it holds until it commits) if it had an event since. The rows
+        are deleted; their bytes stay in dead tuples until the table is vacuumed."""
         with self.datastore.transaction(commit=True) as curs:
             # The conversation's lock first, as an append takes it: an append either
             # commits before the erasure counts, or waits and then finds the tombstone.
@@ -616,14 +775,19 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             if curs.fetchone() is not None:
                 msg = f"conversation {conversation} was erased"
                 raise ConversationErased(msg)
-            curs.execute(self._count_events, (conversation,), prepare=False)
+            curs.execute(self._count_events, (conversation, conversation), prepare=False)
             row = curs.fetchone()
             assert row is not None
             if not row["n"]:
                 msg = f"conversation {conversation} not found"
                 raise ConversationNotFound(msg)
+            last_active = row["last_active"]
+            refuse_if_active(
+                conversation, None if last_active is None else int(last_active), idle_since
+            )
             curs.execute(self._delete_events, (conversation,), prepare=False)
             curs.execute(self._delete_head, (conversation,), prepare=False)
+            curs.execute(self._delete_changes, (conversation,), prepare=False)
             forget_listing(
                 lambda text, params: curs.execute(text.encode(), params, prepare=False),
                 POSTGRES,
@@ -658,6 +822,23 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             curs.execute(self._select_topics_and_states, (conversation_id, after))
             return [(row["topic"].encode(), bytes(row["state"])) for row in curs.fetchall()]
 
+    def select_log_tail(
+        self, conversation_id: UUID, after: int = 0
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """The conversation's change count (see :data:`CHANGES_TABLE`) and what
+        :meth:`select_topics_and_states` gives, in one statement (one snapshot, one round
+        trip): the count on every row, and on one row of nulls when no event follows."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self._select_log_tail, (conversation_id, conversation_id, after))
+            found = curs.fetchall()
+        changes = int(found[0]["changes"] or 0) if found else 0
+        rows = [
+            (row["topic"].encode(), bytes(row["state"]))
+            for row in found
+            if row["topic"] is not None
+        ]
+        return changes, rows
+
     def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
         """Up to ``limit`` settled rows after log position ``after`` (as
         :meth:`select_notifications`), the id and topic as UTF-8 bytes (the server's column
@@ -684,6 +865,41 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
 
     def truncate_wal(self) -> bool:
         """Nothing to do on PostgreSQL (the server owns its write-ahead log)."""
+        return True
+
+    def vacuum(self, progress: Callable[[str], None]) -> bool:
+        """``VACUUM (FULL, ANALYZE)`` each of convstore's tables in the store's schema, one
+        at a time: each is rewritten into new files (its TOAST table and indexes too) and the
+        old files are unlinked. Each takes the table's ACCESS EXCLUSIVE lock while it runs
+        (no reads or writes of that table meanwhile), waiting for it at most the store's
+        ``lock_timeout``. The old files are emptied as each rewrite commits (and unlinked at
+        the server's next checkpoint)."""
+        schema = self.datastore.schema
+        with self.datastore.get_connection() as conn:
+            names = [
+                str(row["relname"])
+                for row in conn.execute(_STORE_TABLES, (schema, f"{TABLE_PREFIX}%")).fetchall()
+            ]
+            timeout = int(self.datastore.lock_timeout or 0)
+            conn.execute(SQL("SET lock_timeout = {}").format(Literal(f"{timeout}s")))
+            try:
+                for name in names:
+                    progress(name)
+                    try:
+                        conn.execute(
+                            SQL("VACUUM (FULL, ANALYZE) {}.{}").format(
+                                Identifier(schema), Identifier(name)
+                            )
+                        )
+                    except psycopg.errors.LockNotAvailable:
+                        msg = (
+                            f"vacuum: {name} stayed locked by another session past the lock "
+                            f"timeout ({timeout} s); the tables before it were rewritten, run "
+                            "vacuum again"
+                        )
+                        raise OperationalError(msg) from None
+            finally:
+                conn.execute("RESET lock_timeout")
         return True
 
     def select_erasures(self, after: int) -> list[Erasure]:
@@ -761,6 +977,15 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             found = curs.fetchone()
         self.listing_missing = False
         return 0 if found is None else int(found["n"])
+
+
+TABLE_PREFIX = "convstore\\_"
+"""How the names of the tables convstore makes in a schema start (a LIKE pattern)."""
+
+_STORE_TABLES = (
+    "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname LIKE %s ORDER BY c.relname"
+)
 
 
 def _call(

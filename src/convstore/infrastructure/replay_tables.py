@@ -2,9 +2,13 @@
 
 Two tables beside the events (in the same SQLite file, or the same PostgreSQL schema, so every
 host of a store shares them): ``convstore_replay_heads`` holds, per conversation, the version
-the model has folded and its head (compactions, rewinds in force); ``convstore_replay_messages``
-one row per stored message: its id and its plan's JSON text (see
-:mod:`convstore.projections.replay_model`). Nothing else writes them: readers do, after they
+the model has folded and its head (compactions, rewinds in force, the log's change count when
+it was folded, and a digest binding all of it to every message row);
+``convstore_replay_messages`` one row per stored message: its id and its plan's JSON text (see
+:mod:`convstore.projections.replay_model`). A stored model is used only when its digest holds
+and its change count is the log's count now (``log_changes.CHANGES_TABLE``, read with the events in
+one snapshot); otherwise the log is folded alone, as a replay without a model does, and the
+model stored again. Nothing else writes them: readers do, after they
 fold events the model had not seen, in one transaction that moves the head's version forward
 only (a compare on the version stored), so each event is folded into the stored copy once. A
 writer that finds the conversation erased writes nothing, and an erasure deletes the rows in
@@ -30,7 +34,7 @@ from uuid import UUID
 
 from convstore.infrastructure.erasure import ERASED_TABLE
 from convstore.infrastructure.gc_pause import paused_gc
-from convstore.infrastructure.sqlite_transaction import immediate
+from convstore.infrastructure.sqlite_transaction import delete_securely, immediate
 from convstore.projections.replay_plans import ImageLoader, ReplayState, render
 
 if TYPE_CHECKING:  # the command line's quick replay imports this module without the models
@@ -67,13 +71,18 @@ class Stored:
 class ReplayTables(Protocol):
     """Where the replay model is kept."""
 
+    key: bytes
+    """The chain key (``CONVSTORE_CHAIN_KEY``, or ``b""``): each stored head's digest is a MAC
+    under it (see :func:`convstore.projections.replay_plans.model_digest`)."""
+
     def read(self, conversation: UUID) -> Stored | None:
         """The stored model of a conversation, or ``None`` when there is none."""
 
-    def write(self, conversation: UUID, state: ReplayState, since: int) -> bool:
-        """Store ``state``, whose messages changed since version ``since`` are marked dirty;
-        whether it was written (``False``: a newer one was there, the conversation was erased,
-        or the store was busy)."""
+    def write(self, conversation: UUID, state: ReplayState, since: int | None) -> bool:
+        """Store ``state``, whose messages changed since version ``since`` are marked dirty
+        (``None``: replace whatever is stored, which did not match the log); whether it was
+        written (``False``: a newer one was there, the conversation was erased, or the store
+        was busy)."""
 
     def clear(self) -> None:
         """Throw the whole model away."""
@@ -85,13 +94,19 @@ class ReplayTables(Protocol):
         """Release connections."""
 
 
-def _rows_to_write(state: ReplayState, stored: int, since: int) -> list[int] | None:
+def _rows_to_write(state: ReplayState, stored: int, since: int | None) -> list[int] | None:
     """Which messages to write over a stored model at version ``stored``: the dirty ones when
     it is the version ``since`` they are dirty against (or newer, but not ours yet), all of
-    them (``None``) when the stored one is older (it was cleared)."""
-    if stored >= since:
+    them (``None``) when the stored one is older (it was cleared) or is to be replaced."""
+    if since is not None and stored >= since:
         return sorted(state.dirty)
     return None
+
+
+def _superseded(state: ReplayState, stored: int, since: int | None) -> bool:
+    """Whether a stored model at version ``stored`` is to be left as it is: it is as new as
+    ``state``, or newer (one that did not match the log is replaced at the same version)."""
+    return stored > state.version or (since is not None and stored == state.version)
 
 
 # -- SQLite ----------------------------------------------------------------------------------
@@ -120,7 +135,9 @@ def forget_sqlite(execute: Execute, conversation: UUID) -> None:
 class SQLiteReplayTables:
     """The model in the store's SQLite file, written through a connection of its own."""
 
-    def __init__(self, db_uri: str, read: Callable[[], Any]) -> None:
+    def __init__(self, db_uri: str, read: Callable[[], Any], key: bytes = b"") -> None:
+        self.key = key
+        """The chain key (``CONVSTORE_CHAIN_KEY``), which makes each head's digest a MAC."""
         self._uri = db_uri
         self._read_transaction = read
         """A context manager giving a cursor inside a read transaction (the store's pool)."""
@@ -151,12 +168,14 @@ class SQLiteReplayTables:
 
     def _connection(self) -> sqlite3.Connection:
         if self._writer is None:
-            conn = sqlite3.connect(
-                self._uri,
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=SQLITE_WRITE_TIMEOUT,
+            conn = delete_securely(
+                sqlite3.connect(
+                    self._uri,
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=SQLITE_WRITE_TIMEOUT,
+                )
             )
             # Derived data: a commit need not wait for the disk. The write-ahead log keeps
             # commits in order, so a later event's fsync makes these durable too, and losing
@@ -165,7 +184,7 @@ class SQLiteReplayTables:
             self._writer = conn
         return self._writer
 
-    def write(self, conversation: UUID, state: ReplayState, since: int) -> bool:
+    def write(self, conversation: UUID, state: ReplayState, since: int | None) -> bool:
         key = conversation.hex
         with self._lock:
             try:
@@ -185,7 +204,7 @@ class SQLiteReplayTables:
                     (key,),
                 ).fetchone()
                 stored = 0 if row is None else int(row[0])
-                if erased or stored >= state.version:
+                if erased or _superseded(state, stored, since):
                     conn.execute("ROLLBACK")
                     return False
                 positions = _rows_to_write(state, stored, since)
@@ -201,7 +220,7 @@ class SQLiteReplayTables:
                 )
                 conn.execute(
                     f"INSERT OR REPLACE INTO {HEADS} VALUES (?, ?, ?)",  # noqa: S608
-                    (key, state.version, state.encode_head()),
+                    (key, state.version, state.encode_head(key, self.key)),
                 )
                 conn.execute("COMMIT")
             except BaseException:
@@ -272,7 +291,9 @@ def _first(row: Any) -> Any:
 class PostgresReplayTables:
     """The model in the store's PostgreSQL schema."""
 
-    def __init__(self, datastore: Any, schema: str) -> None:
+    def __init__(self, datastore: Any, schema: str, key: bytes = b"") -> None:
+        self.key = key
+        """The chain key (``CONVSTORE_CHAIN_KEY``), which makes each head's digest a MAC."""
         self._datastore = datastore
         self._prefix = f'"{schema}".'
         self._exists = False
@@ -314,7 +335,7 @@ class PostgresReplayTables:
             rows = [(row["a"], row["b"]) for row in found[1:]]
             return Stored(int(head["version"]), head["a"], rows)
 
-    def write(self, conversation: UUID, state: ReplayState, since: int) -> bool:
+    def write(self, conversation: UUID, state: ReplayState, since: int | None) -> bool:
         prefix = self._prefix
         with self._datastore.transaction(commit=True) as curs:
             execute = self._execute(curs)
@@ -337,7 +358,7 @@ class PostgresReplayTables:
             )
             row = curs.fetchone()
             stored = 0 if row is None else int(row["version"])
-            if stored >= state.version:
+            if _superseded(state, stored, since):
                 return False
             positions = _rows_to_write(state, stored, since)
             if positions is None:
@@ -359,7 +380,7 @@ class PostgresReplayTables:
                 f"INSERT INTO {prefix}{HEADS} VALUES (%s, %s, %s) "  # noqa: S608
                 "ON CONFLICT (originator_id) DO UPDATE SET version = excluded.version, "
                 "head = excluded.head",
-                (conversation, state.version, state.encode_head()),
+                (conversation, state.version, state.encode_head(conversation.hex, self.key)),
             )
             return True
 
@@ -381,8 +402,9 @@ class PostgresReplayTables:
 # -- the reader ------------------------------------------------------------------------------
 
 
-EventsAfter = Callable[[UUID, int], "Iterator[Event]"]
-"""A conversation's events after a version, decoded as consumed (the store's reader)."""
+EventsAfter = Callable[[UUID, int], "tuple[int, Iterator[Event]]"]
+"""A conversation's change count (:data:`convstore.infrastructure.log_changes.CHANGES_TABLE`) and
+its events after a version, decoded as consumed, read as of one moment (the store's reader)."""
 
 
 class _Entry:
@@ -408,6 +430,8 @@ class ReplayReader:
         write_lag: int = WRITE_LAG,
     ) -> None:
         self.tables = tables
+        self.key = b"" if tables is None else tables.key
+        """The chain key the stored model's digests are made with."""
         self._events_after = events_after
         self.cache_bytes = cache_bytes
         self.write_lag = write_lag
@@ -440,27 +464,32 @@ class ReplayReader:
 
     def _caught_up(self, conversation: UUID, entry: _Entry) -> ReplayState | None:
         state = entry.state
+        mismatched = False  # the stored model did not match the log: replace it now
         if state is None:
             stored = self._read_stored(conversation)
             state, entry.stored = ReplayState(), 0
             if stored is not None:
                 try:
-                    state = ReplayState.decode(stored.version, stored.head, stored.rows)
+                    state = ReplayState.decode(
+                        conversation.hex, stored.version, stored.head, stored.rows, self.key
+                    )
                     entry.stored = stored.version
                 except (ValueError, KeyError, TypeError, IndexError):
-                    pass  # a damaged stored model: fold the log alone, and store it again
+                    mismatched = True  # damaged or edited: fold the log alone, store it again
         since = state.version
+        changes, events = self._events_after(conversation, max(since - 1, 0))
         if since:
             # Read from the model's own version: if that event is gone, the conversation was
-            # erased (or the log replaced) since; start again from the log alone.
-            events = self._events_after(conversation, since - 1)
+            # erased (or the log replaced) since; if a row was changed or deleted in place
+            # since the model was folded, it is no longer the fold of this log. Either way,
+            # start again from the log alone, exactly as a replay without a model does.
             first = next(events, None)
-            if first is None or first.originator_version != since:
+            if first is None or first.originator_version != since or changes != state.changes:
+                mismatched = mismatched or entry.stored > 0
                 entry.state, entry.stored = None, 0
                 state, since = ReplayState(), 0
-                events = self._events_after(conversation, 0)
-        else:
-            events = self._events_after(conversation, 0)
+                changes, events = self._events_after(conversation, 0)
+        state.changes = changes
         try:
             state.fold(events)
         except BaseException:
@@ -470,8 +499,9 @@ class ReplayReader:
             return None
         entry.state = state
         lag = state.version - entry.stored
-        due = self.tables is not None and lag >= self.write_lag
-        if due and self._write_stored(conversation, state, entry.stored):
+        due = self.tables is not None and (lag >= self.write_lag or mismatched)
+        base = None if mismatched or not entry.stored else entry.stored
+        if due and self._write_stored(conversation, state, base):
             state.clean()
             entry.stored = state.version
         return state
@@ -488,7 +518,7 @@ class ReplayReader:
             self.tables.forget_schema()
             return None
 
-    def _write_stored(self, conversation: UUID, state: ReplayState, since: int) -> bool:
+    def _write_stored(self, conversation: UUID, state: ReplayState, since: int | None) -> bool:
         """Store the model; whether it was written (a failure leaves it behind, no more)."""
         assert self.tables is not None
         try:
@@ -539,17 +569,18 @@ class ReplayReader:
             self.tables.close()
 
 
-def replay_tables_for(recorder: object) -> ReplayTables | None:
+def replay_tables_for(recorder: object, key: bytes = b"") -> ReplayTables | None:
     """The replay model's tables beside the events ``recorder`` keeps (``None`` for a
-    recorder with nowhere to keep them, such as eventsourcing's in-memory one)."""
+    recorder with nowhere to keep them, such as eventsourcing's in-memory one); ``key`` is the
+    chain key (``CONVSTORE_CHAIN_KEY``) the stored heads' digests are made with."""
     from eventsourcing.sqlite import SQLiteApplicationRecorder  # noqa: PLC0415
 
     if isinstance(recorder, SQLiteApplicationRecorder):
         datastore = recorder.datastore
         return SQLiteReplayTables(
-            datastore.pool.db_name, lambda: datastore.transaction(commit=False)
+            datastore.pool.db_name, lambda: datastore.transaction(commit=False), key
         )
     if any(cls.__module__ == "eventsourcing.postgres" for cls in type(recorder).__mro__):
         datastore = getattr(recorder, "datastore")  # noqa: B009 - typed loosely on purpose
-        return PostgresReplayTables(datastore, datastore.schema)
+        return PostgresReplayTables(datastore, datastore.schema, key)
     return None

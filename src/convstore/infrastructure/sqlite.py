@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,11 @@ from convstore.infrastructure.chain import (
     advance,
     chain_key,
 )
-from convstore.infrastructure.erasure import ERASED_TABLE, SQLITE_ERASED_TABLE, Erasure
+from convstore.infrastructure.erasure import (
+    ERASED_TABLE,
+    SQLITE_ERASED_TABLE,
+    Erasure,
+)
 from convstore.infrastructure.listing import (
     LISTING_TABLE,
     SQLITE,
@@ -42,15 +48,21 @@ from convstore.infrastructure.listing import (
     clear_statements,
     create_statements,
     listed_row,
+    refuse_if_active,
     select_labels,
     select_page,
 )
 from convstore.infrastructure.listing import (
     forget as forget_listing,
 )
-from convstore.infrastructure.recorder import RawRecord, StoreRecorder
+from convstore.infrastructure.log_changes import (
+    CHANGE_TRIGGERS,
+    CHANGES_TABLE,
+    SELECT_CHANGE_COUNT,
+)
+from convstore.infrastructure.recorder import Decision, RawRecord, StoreRecorder
 from convstore.infrastructure.replay_tables import forget_sqlite as forget_replays
-from convstore.infrastructure.sqlite_transaction import immediate
+from convstore.infrastructure.sqlite_transaction import POLL_SECONDS, delete_securely, immediate
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
@@ -58,6 +70,10 @@ DEFAULT_LOCK_TIMEOUT_SECONDS = 10
 ``CONVSTORE_LOCK_TIMEOUT`` (whole seconds) says otherwise."""
 
 LOCK_TIMEOUT_ENV_VAR = "CONVSTORE_LOCK_TIMEOUT"
+
+CHECKPOINT_TRY_MS = 50
+"""How long one try at emptying the write-ahead log (after an erasure) waits for readers and
+writers; other writers wait for it at most that long."""
 
 MAX_LOCK_TIMEOUT_SECONDS = 24 * 60 * 60
 """The longest lock wait accepted (a day). SQLite takes the wait in milliseconds as a C int, so
@@ -185,13 +201,16 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             except sqlite3.OperationalError:  # no such table: an older store, or a new one
                 found = None
             erased = conn.execute(_TABLE_EXISTS, (ERASED_TABLE,)).fetchone()
-            if found and erased:
+            counted = _counts_changes(conn)
+            if found and erased and counted:
                 return
             with immediate(conn):
                 if not found:
                     for statement in heads_table_statements(self.events_table_name):
                         conn.execute(statement)
                 conn.execute(SQLITE_ERASED_TABLE)
+                for statement in change_count_statements(self.events_table_name):
+                    conn.execute(statement)
 
     def _create_listing(self) -> None:
         """The listing index's tables, if missing (then :attr:`listing_missing` is set)."""
@@ -239,44 +258,80 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
     def _connection(self) -> sqlite3.Connection:
         if self._writer is None:
             pool = self.datastore.pool
-            self._writer = sqlite3.connect(
-                pool.db_name,
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS,
+            self._writer = delete_securely(
+                sqlite3.connect(
+                    pool.db_name,
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=self._lock_wait,
+                )
             )
         return self._writer
+
+    @property
+    def _lock_wait(self) -> float:
+        """How long a write waits for another's write lock (seconds)."""
+        return float(self.datastore.pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS)
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        with self._writer_lock:
-            try:
-                conn = self._connection()
-                with immediate(conn):
-                    position = self._next_position(conn, stored_events)
-                    rowids = []
-                    insert = self._insert_at
-                    for s in stored_events:
-                        originator = s.originator_id
-                        key = originator.hex if isinstance(originator, UUID) else originator
-                        conn.execute(
-                            insert, (position, key, s.originator_version, s.topic, s.state)
-                        )
-                        rowids.append(position)
-                        position += 1
-                    _advance_heads(conn, stored_events, self._heads, self._chain_key)
-                    listing: list[ListingChange] | None = kwargs.get("listing")
-                    if listing:
-                        apply_changes(conn.execute, SQLITE, listing)
-            except sqlite3.IntegrityError as exc:
-                raise IntegrityError(exc) from exc
-            except sqlite3.OperationalError as exc:
-                raise OperationalError(exc) from exc
-            except sqlite3.Error as exc:
-                raise PersistenceError(exc) from exc
-            return rowids
+        listing: list[ListingChange] | None = kwargs.get("listing")
+        with self._writer_lock, _translated():
+            conn = self._connection()
+            with immediate(conn, self._lock_wait):
+                return self._insert(conn, stored_events, listing)
+
+    def insert_decided(
+        self, conversation_id: UUID, after: int, decide: Decision, *, contended: bool
+    ) -> None:
+        """Take SQLite's write lock, read the rows after ``after``, decide and insert, in one
+        transaction: a writer waiting for the lock never decides against a stale state, so
+        it never loses the version race once it has the lock (``contended`` changes nothing:
+        the read is local and cheap).
+
+        SQLite's lock has no queue: waiters poll for it (see :func:`immediate`). So a writer
+        that finds others wrote since its last write (they are waiting their turn) pauses a
+        poll's length after it commits, leaving the lock to one of them."""
+        with self._writer_lock, _translated():
+            conn = self._connection()
+            with immediate(conn, self._lock_wait):
+                rows = conn.execute(self._select_missed, (conversation_id.hex, after)).fetchall()
+                stored, listing = decide([(bytes(row[0] or b""), row[1]) for row in rows])
+                if stored:
+                    self._insert(conn, stored, listing)
+        if rows:
+            time.sleep(random.uniform(POLL_SECONDS, 2 * POLL_SECONDS))  # noqa: S311 - jitter
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        stored_events: Sequence[StoredEvent],
+        listing: list[ListingChange] | None,
+    ) -> list[int]:
+        """Insert events, advance their heads and apply the listing changes, inside the
+        caller's write transaction; returns their log positions."""
+        position = self._next_position(conn, stored_events)
+        rowids = []
+        insert = self._insert_at
+        for s in stored_events:
+            originator = s.originator_id
+            key = originator.hex if isinstance(originator, UUID) else originator
+            conn.execute(insert, (position, key, s.originator_version, s.topic, s.state))
+            rowids.append(position)
+            position += 1
+        _advance_heads(conn, stored_events, self._heads, self._chain_key)
+        if listing:
+            apply_changes(conn.execute, SQLITE, listing)
+        return rowids
+
+    @property
+    def _select_missed(self) -> str:
+        return (
+            f"SELECT CAST(topic AS BLOB), state FROM {self.events_table_name} "  # noqa: S608
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
+        )
 
     @property
     def _insert_at(self) -> str:
@@ -306,17 +361,22 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             raise ConversationErased(msg)
         return max(row[0] or 0, row[1] or 0) + 1
 
-    def erase(self, conversation: UUID, reason: str, at: str) -> tuple[int, int]:
+    def erase(
+        self, conversation: UUID, reason: str, at: str, idle_since: int | None = None
+    ) -> tuple[int, int]:
         """Delete every event and the head of ``conversation`` and leave its tombstone, in one
         transaction, with the deleted bytes overwritten (``secure_delete``); returns the
-        tombstone's ``seq`` and how many events went. Call :meth:`truncate_wal` after."""
+        tombstone's ``seq`` and how many events went. With ``idle_since``, refuse first (in
+        that transaction, under the write lock) if it had an event since. Call
+        :meth:`truncate_wal` after."""
         key = conversation.hex
         with self._writer_lock:
             try:
                 conn = self._connection()
-                conn.execute("PRAGMA secure_delete = ON")
                 with immediate(conn):
-                    seq, count = _erase_rows(conn, self.events_table_name, key, reason, at)
+                    seq, count = _erase_rows(
+                        conn, self.events_table_name, key, (reason, at), idle_since
+                    )
             except sqlite3.OperationalError as exc:
                 raise OperationalError(exc) from exc
             except sqlite3.Error as exc:
@@ -326,15 +386,39 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
 
     def truncate_wal(self) -> bool:
         """Copy the write-ahead log into the database and empty it; ``False`` when a reader
-        kept part of it in use (try again)."""
+        kept part of it in use, or another writer held the lock (try again later).
+
+        One try waits at most :data:`CHECKPOINT_TRY_MS` for them, not the lock timeout: while
+        a checkpoint of this kind waits, no other writer may start."""
         with self._writer_lock:
+            conn = self._connection()
             try:
-                busy, _, _ = (
-                    self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                )
+                conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_TRY_MS}")
+                try:
+                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {self._lock_timeout_ms}")
             except sqlite3.Error as exc:
                 raise PersistenceError(exc) from exc
         return not busy
+
+    @property
+    def _lock_timeout_ms(self) -> int:
+        return int((self.datastore.pool.lock_timeout or DEFAULT_LOCK_TIMEOUT_SECONDS) * 1000)
+
+    def vacuum(self, progress: Callable[[str], None]) -> bool:
+        """``VACUUM`` the file (rebuilt without free pages, in one write transaction: writers
+        wait, readers carry on), then copy the write-ahead log in and empty it."""
+        with self._writer_lock:
+            try:
+                conn = self._connection()
+                progress(Path(self.datastore.pool.db_name.split("?", 1)[0]).name)
+                conn.execute("VACUUM")
+            except sqlite3.OperationalError as exc:
+                raise OperationalError(exc) from exc
+            except sqlite3.Error as exc:
+                raise PersistenceError(exc) from exc
+        return self.truncate_wal()
 
     def select_erasures(self, after: int) -> list[Erasure]:
         """The tombstones after ``seq`` ``after``, in order (none in a store never erased)."""
@@ -393,6 +477,23 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             cursor.execute(statement, (conversation_id.hex, after))
             return [(bytes(row[0] or b""), row[1]) for row in cursor.fetchall()]
 
+    def select_log_tail(
+        self, conversation_id: UUID, after: int = 0
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """The conversation's change count (see :data:`CHANGES_TABLE`) and what
+        :meth:`select_topics_and_states` gives, read in one transaction."""
+        statement = (
+            f"SELECT CAST(topic AS BLOB), state FROM {self.events_table_name} "  # noqa: S608 - fixed name
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
+        )
+        key = conversation_id.hex
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(SELECT_CHANGE_COUNT, (key,))
+            counted = cursor.fetchone()
+            cursor.execute(statement, (key, after))
+            rows = [(bytes(row[0] or b""), row[1]) for row in cursor.fetchall()]
+        return (int(counted[0]) if counted else 0), rows
+
     def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
         """Up to ``limit`` stored rows after log position ``after``: (position, id, version,
         topic, state), with TEXT columns as the bytes stored, so a row that is not valid UTF-8
@@ -420,6 +521,12 @@ class _ReturnedThenClosedPool(SQLiteConnectionPool):
     closed by its own thread when it gives it back.
     """
 
+    def _create_connection(self) -> SQLiteConnection:
+        """eventsourcing's connection, deleting securely (see :func:`delete_securely`)."""
+        conn = super()._create_connection()
+        delete_securely(conn._sqlite_conn)  # the wrapper exposes it no other way
+        return conn
+
     def close(self) -> None:
         with self._put_condition:
             if self._closed:
@@ -446,6 +553,19 @@ class _ReturnedThenClosedPool(SQLiteConnectionPool):
                     if self._num_readers == 0:
                         self._no_readers.notify()
             self._put_condition.notify()
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """sqlite3's errors as eventsourcing's (a taken version is its ``IntegrityError``)."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        raise IntegrityError(exc) from exc
+    except sqlite3.OperationalError as exc:
+        raise OperationalError(exc) from exc
+    except sqlite3.Error as exc:
+        raise PersistenceError(exc) from exc
 
 
 def _close_only_when_returned(datastore: SQLiteDatastore) -> None:
@@ -487,6 +607,37 @@ def _changes_in_batches(
 
 
 _MARKER_EXISTS = f"SELECT 1 FROM {HEADS_TABLE} WHERE originator_id = ?"  # noqa: S608
+
+
+def change_count_statements(events_table: str) -> list[str]:
+    """The change-count table and the triggers that keep it (see :data:`CHANGES_TABLE`). A
+    row-level trigger counts each row changed, under its old id and, if that was changed
+    too, its new one; the rows an erasure deletes (its tombstone is written first) are not
+    counted."""
+    count = (
+        f"INSERT INTO {CHANGES_TABLE} VALUES ({{}}, 1) "  # noqa: S608 - fixed names
+        "ON CONFLICT (originator_id) DO UPDATE SET changes = changes + 1;"
+    )
+    updated, deleted = CHANGE_TRIGGERS
+    return [
+        f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} (originator_id TEXT PRIMARY KEY, "
+        "changes INTEGER NOT NULL) WITHOUT ROWID",
+        f"CREATE TRIGGER IF NOT EXISTS {updated} AFTER UPDATE ON {events_table} BEGIN "
+        f"{count.format('OLD.originator_id')} {count.format('NEW.originator_id')} END",
+        f"CREATE TRIGGER IF NOT EXISTS {deleted} AFTER DELETE ON {events_table} "  # noqa: S608 - fixed names
+        f"WHEN NOT EXISTS (SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = OLD.originator_id) "
+        f"BEGIN {count.format('OLD.originator_id')} END",
+    ]
+
+
+def _counts_changes(conn: sqlite3.Connection) -> bool:
+    """Whether the file has the change-count table and both its triggers."""
+    names = (CHANGES_TABLE, *CHANGE_TRIGGERS)
+    found = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?)", names
+    ).fetchone()
+    return bool(found and found[0] == len(names))
+
 
 _SELECT_HEADS = (
     f"SELECT originator_id, version, chain, chained_from, restarted_after FROM {HEADS_TABLE}"  # noqa: S608
@@ -543,9 +694,14 @@ def _advance_heads(
 
 
 def _erase_rows(
-    conn: sqlite3.Connection, events_table: str, key: str, reason: str, at: str
+    conn: sqlite3.Connection,
+    events_table: str,
+    key: str,
+    tombstone: tuple[str, str],
+    idle_since: int | None,
 ) -> tuple[int, int]:
-    """Inside an erasure's transaction: delete the rows, leave the tombstone."""
+    """Inside an erasure's transaction: check the conversation may go, delete the rows, leave
+    the tombstone (``reason``, ``at``)."""
     conversation = UUID(key)
     erased = conn.execute(
         f"SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
@@ -554,24 +710,30 @@ def _erase_rows(
     if erased:
         msg = f"conversation {conversation} was erased"
         raise ConversationErased(msg)
-    count, high = conn.execute(
+    count, high, last_active = conn.execute(
         f"SELECT (SELECT count(*) FROM {events_table} WHERE originator_id = ?), "  # noqa: S608
         f"max(coalesce((SELECT max(rowid) FROM {events_table}), 0), "
-        f"coalesce((SELECT high FROM {ERASED_TABLE} ORDER BY seq DESC LIMIT 1), 0))",
-        (key,),
+        f"coalesce((SELECT high FROM {ERASED_TABLE} ORDER BY seq DESC LIMIT 1), 0)), "
+        f"(SELECT last_active FROM {LISTING_TABLE} WHERE id = ?)",
+        (key, key),
     ).fetchone()
     if not count:
         msg = f"conversation {conversation} not found"
         raise ConversationNotFound(msg)
-    conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
-    conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
-    forget_listing(conn.execute, SQLITE, conversation)
-    forget_replays(conn.execute, conversation)
+    refuse_if_active(conversation, last_active, idle_since)
+    reason, at = tombstone
+    # The tombstone first: the change-count trigger skips the rows of an erased
+    # conversation, so the deletes below cost it one lookup a row.
     cursor = conn.execute(
         f"INSERT INTO {ERASED_TABLE} (originator_id, erased_at, reason, events, high) "  # noqa: S608
         "VALUES (?, ?, ?, ?, ?)",
         (key, at, reason, count, high),
     )
+    conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    forget_listing(conn.execute, SQLITE, conversation)
+    forget_replays(conn.execute, conversation)
     return cursor.lastrowid or 0, count
 
 

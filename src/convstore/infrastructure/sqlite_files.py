@@ -20,14 +20,18 @@ from uuid import uuid4
 from convstore.errors import InvalidInput
 from convstore.infrastructure.application import (
     FULL_JSON_FORMAT,
+    IDENTITY_KEY,
     MARKER_TABLE,
     READS,
     STORE_FORMAT,
+    StoreMarker,
     known_format,
+    new_identity,
 )
 from convstore.infrastructure.chain import HEADS_TABLE
 from convstore.infrastructure.erasure import ERASED_TABLE
 from convstore.infrastructure.listing import LABELS_TABLE, LISTING_TABLE
+from convstore.infrastructure.log_changes import CHANGES_TABLE
 from convstore.infrastructure.mapper import TOPIC_PREFIX
 from convstore.infrastructure.sqlite import create_private_file, file_uri
 
@@ -46,7 +50,24 @@ def _marker_statements(store_format: int) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         f"INSERT OR IGNORE INTO {MARKER_TABLE} (key, value) "  # noqa: S608 - fixed name and number
         f"VALUES ('format', '{int(store_format)}')",
+        _identity_statement(),
     ]
+
+
+def _identity_statement() -> str:
+    """Give the store an identity unless it has one (hex digits only: safe to inline)."""
+    return (
+        f"INSERT OR IGNORE INTO {MARKER_TABLE} (key, value) "  # noqa: S608 - fixed name, hex
+        f"VALUES ('{IDENTITY_KEY}', '{new_identity()}')"
+    )
+
+
+def _identity(conn: sqlite3.Connection) -> str:
+    row = conn.execute(
+        f"SELECT value FROM {MARKER_TABLE} WHERE key = ?",  # noqa: S608 - fixed name
+        (IDENTITY_KEY,),
+    ).fetchone()
+    return "" if row is None else str(row[0])
 
 
 def _check_format(conn: sqlite3.Connection, path: Path) -> int:
@@ -65,16 +86,17 @@ def _foreign(conn: sqlite3.Connection) -> str | None:
     """Why an unmarked SQLite file is not a convstore store made before the marker, or None.
 
     Such a store holds ``stored_events`` (with the hash chains' ``convstore_heads`` and the
-    listing index's tables and the erasures' ``convstore_erased`` when it was opened by a
-    version that keeps them) or nothing (a first open killed half-way), and every recorded
-    topic is one of convstore's.
+    listing index's tables, the erasures' ``convstore_erased`` and the change count's
+    ``convstore_log_changes`` when it was opened by a version that keeps them) or nothing (a
+    first open killed half-way), and every recorded topic is one of convstore's.
     """
     tables = {
         name
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         if not name.startswith("sqlite_")
     }
-    others = sorted(tables - {EVENTS_TABLE, HEADS_TABLE, LISTING_TABLE, LABELS_TABLE, ERASED_TABLE})
+    made = {EVENTS_TABLE, HEADS_TABLE, LISTING_TABLE, LABELS_TABLE, ERASED_TABLE, CHANGES_TABLE}
+    others = sorted(tables - made)
     if others:
         return f"it has tables convstore does not make ({', '.join(others[:5])})"
     if EVENTS_TABLE in tables:
@@ -88,25 +110,31 @@ def _foreign(conn: sqlite3.Connection) -> str | None:
     return None
 
 
-def claim_store_file(path: Path, lock_timeout: int) -> int:
+def claim_store_file(path: Path, lock_timeout: int) -> StoreMarker:
     """Check that the existing file at ``path`` is a convstore store, marking it if it was
-    made before stores were marked (format 1) or left empty by a killed first open (format 2);
-    return its format.
+    made before stores were marked (format 1) or left empty by a killed first open (format 2),
+    and giving it an identity if it has none; return its marker.
 
     Raises :class:`InvalidInput` for anything else (another application's database), which
     is left untouched; ``sqlite3.DatabaseError`` for a file that is not SQLite at all.
     """
+    found: int | None = None
     if path.stat().st_size > 0:
         with closing(_readonly(path)) as conn:
             conn.execute("BEGIN")  # one snapshot for every check
             if _table_exists(conn, MARKER_TABLE):
-                return _check_format(conn, path)
-            problem = _foreign(conn)
+                found = _check_format(conn, path)
+                identity = _identity(conn)
+                if identity:
+                    return StoreMarker(found, identity)
+                problem = None
+            else:
+                problem = _foreign(conn)
         if problem:
             msg = f"{path} is a SQLite file but not a convstore store: {problem}"
             raise InvalidInput(msg)
-    # An unmarked store of an earlier version, or an empty one: mark it, re-checking under
-    # the write lock in case another process changed it since.
+    # An unmarked store of an earlier version, an empty one, or one with no identity yet:
+    # mark it, re-checking under the write lock in case another process changed it since.
     with closing(
         sqlite3.connect(file_uri(path), uri=True, isolation_level=None, timeout=lock_timeout)
     ) as conn:
@@ -114,7 +142,8 @@ def claim_store_file(path: Path, lock_timeout: int) -> int:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if "readonly" in str(exc):
-                return FULL_JSON_FORMAT  # checked above; a read-only store opens unmarked
+                # Checked above; a read-only store opens as it is, unmarked or anonymous.
+                return StoreMarker(found or FULL_JSON_FORMAT, "")
             raise
         try:
             if not _table_exists(conn, MARKER_TABLE):
@@ -127,8 +156,10 @@ def claim_store_file(path: Path, lock_timeout: int) -> int:
                 for statement in _marker_statements(FULL_JSON_FORMAT if written else STORE_FORMAT):
                     conn.execute(statement)
             store_format = _check_format(conn, path)
+            conn.execute(_identity_statement())
+            marker = StoreMarker(store_format, _identity(conn))
             conn.execute("COMMIT")
-            return store_format
+            return marker
         finally:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

@@ -14,11 +14,9 @@ as blocks, so ``replay``, ``audit``, ``pressure`` and compaction work on the ses
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 import json
-from typing import Any, cast
+from typing import cast
 from uuid import UUID, uuid5
 
 from convstore.extras import missing_extra
@@ -42,7 +40,7 @@ except ImportError:  # pragma: no cover - exercised without the extra installed
 
 from pydantic import JsonValue
 
-from convstore.aio import AsyncStore
+from convstore.aio import AsyncStore, as_async
 from convstore.convert.claude_code import history_from_entries
 from convstore.domain.conversation import EntryMessage
 from convstore.domain.events import ConversationStarted, EntriesDeleted, Event
@@ -105,18 +103,15 @@ def _epoch_ms(event: Event) -> int:
 class ConvstoreSessionStore:
     """The Claude Agent SDK's ``SessionStore`` on a convstore store.
 
-    ``store`` is a :class:`~convstore.Store` (each call then runs on a worker thread, never
-    on the event loop) or an :class:`~convstore.AsyncStore`. Pass it to the SDK as
+    ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`; either way
+    every call runs on the store's worker threads (:func:`convstore.aio.as_async`), never on
+    the event loop. Pass it to the SDK as
     ``ClaudeAgentOptions(session_store=ConvstoreSessionStore(store))``.
     """
 
     def __init__(self, store: Store | AsyncStore) -> None:
         self.store = store
-
-    async def _call(self, name: str, *args: Any) -> Any:
-        if isinstance(self.store, AsyncStore):
-            return await getattr(self.store, name)(*args)
-        return await asyncio.to_thread(getattr(self.store, name), *args)
+        self._twin = as_async(store)
 
     def conversation_for(self, key: SessionKey) -> UUID:
         """The conversation that holds ``key`` (for ``replay``, ``audit``, ``show``)."""
@@ -130,10 +125,10 @@ class ConvstoreSessionStore:
             return
         conversation = conversation_for(key)
         try:
-            await self._call("record_entries", conversation, entries, _carried)
+            await self._twin.record_entries(conversation, entries, _carried)
         except ConversationNotFound:
             await self._start(key)
-            await self._call("record_entries", conversation, entries, _carried)
+            await self._twin.record_entries(conversation, entries, _carried)
 
     async def _start(self, key: SessionKey) -> None:
         project, session, subpath = _parts(key)
@@ -145,35 +140,26 @@ class ConvstoreSessionStore:
         conversation, source = conversation_for(key), source_of(key)
         # Another process may start it first: the same conversation, by its key.
         with contextlib.suppress(InvalidInput):
-            if isinstance(self.store, AsyncStore):
-                await self.store.new_conversation(
-                    conversation_id=conversation, parent_id=parent, source=source
-                )
-            else:
-                start = functools.partial(
-                    self.store.new_conversation,
-                    conversation_id=conversation,
-                    parent_id=parent,
-                    source=source,
-                )
-                await asyncio.to_thread(start)
+            await self._twin.new_conversation(
+                conversation_id=conversation, parent_id=parent, source=source
+            )
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """Every entry appended since the last delete, deep-equal; ``None`` if there are none."""
-        found = await self._call("entries", conversation_for(key))
+        found = await self._twin.entries(conversation_for(key))
         return cast("list[SessionStoreEntry] | None", found)
 
     # -- optional ---------------------------------------------------------------------------
 
     async def _live(self) -> list[tuple[tuple[str, str, str | None], int]]:
         """Every session key with entries (not deleted), and its last write in epoch ms."""
-        infos: list[ConversationInfo] = await self._call("conversations")
+        infos = await self._twin.conversations()
         found = []
         for info in infos:
             parts = _key_of(info)
             if parts is None:
                 continue
-            last: Event | None = await self._call("last_event", info.id)
+            last = await self._twin.last_event(info.id)
             if last is None or isinstance(last, ConversationStarted | EntriesDeleted):
                 continue
             found.append((parts, _epoch_ms(last)))
@@ -215,10 +201,10 @@ class ConvstoreSessionStore:
             ]
         for target in targets:
             conversation = conversation_for(target)
-            last: Event | None = await self._call("last_event", conversation)
+            last = await self._twin.last_event(conversation)
             if last is None or isinstance(last, EntriesDeleted):
                 continue
-            await self._call("delete_entries", conversation)
+            await self._twin.delete_entries(conversation)
 
     async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         """The subpaths (subagent transcripts) recorded under a session, not deleted."""

@@ -16,7 +16,9 @@ and ``show``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import random
 from typing import Any, cast
 from uuid import UUID, uuid5
 
@@ -33,13 +35,17 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     )
     raise ImportError(msg) from exc
 
-from convstore.aio import AsyncStore
+from convstore.aio import AsyncStore, as_async
 from convstore.convert.openai_record import arecord_responses_items
-from convstore.errors import InvalidInput
+from convstore.errors import ConcurrencyError, InvalidInput, VersionConflict
+from convstore.projections.messages import collect_messages
 from convstore.store import Store
 
 SESSION_NAMESPACE = UUID("5b0f3c52-8a4e-4f1e-9a77-0c6f2d1e9b43")
 """The UUID5 namespace that turns an Agents SDK session id into a conversation id."""
+
+POP_ATTEMPTS = 200
+"""How many times a pop reads and tries its conditional rewind before it gives up."""
 
 
 def conversation_for(session_id: str) -> UUID:
@@ -66,8 +72,9 @@ class ConvstoreSession:
     """An Agents SDK ``Session`` whose history lives in a convstore store.
 
     ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`; a ``Store``
-    is wrapped in an ``AsyncStore`` so no store call runs on the event loop. ``vision`` says
-    whether the agent's model can see images (replay shows them natively, else as markers).
+    is taken through :func:`convstore.aio.as_async`, so no store call runs on the event loop.
+    ``vision`` says whether the agent's model can see images (replay shows them natively,
+    else as markers).
     """
 
     def __init__(
@@ -80,7 +87,7 @@ class ConvstoreSession:
     ) -> None:
         self.session_id = session_id
         self.session_settings = session_settings
-        self.store = store if isinstance(store, AsyncStore) else AsyncStore(store)
+        self.store = as_async(store)
         self.vision = vision
         self.conversation_id = conversation_for(session_id)
         """The convstore conversation that holds this session."""
@@ -120,15 +127,35 @@ class ConvstoreSession:
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Withdraw the latest message (a rewind; the log keeps it) and return it as
-        ``get_items`` showed it; ``None`` when the session is empty."""
+        ``get_items`` showed it; ``None`` when the session is empty.
+
+        The rewind is conditional on the version the pop read: if anything was recorded
+        meanwhile (another pop, another session's ``add_items``), it is refused, and the pop
+        reads again and retries, so it withdraws exactly the item it returns."""
         conversation = await self._conversation()
-        visible = [m for m in await self.store.messages(conversation) if not m.withdrawn]
-        if not visible:
-            return None
-        items = await self._replayed()
-        previous = visible[-2].message_id if len(visible) > 1 else None
-        await self.store.rewind(conversation, to=previous)
-        return items[-1] if items else None
+        for attempt in range(1, POP_ATTEMPTS + 1):
+            events = await self.store.events(conversation)
+            visible = [m for m in collect_messages(events) if not m.withdrawn]
+            if not visible:
+                return None
+            items = await self._replayed()  # read after the version: a newer one conflicts
+            previous = visible[-2].message_id if len(visible) > 1 else None
+            try:
+                # On the sync store, from a thread: AsyncStore.rewind takes expected_version
+                # once its twin of Store is regenerated.
+                await asyncio.to_thread(
+                    self.store.store.rewind,
+                    conversation,
+                    to=previous,
+                    expected_version=events[-1].originator_version,
+                )
+            except VersionConflict:
+                ceiling = min(0.05, 0.001 * 2 ** min(attempt, 6))
+                await asyncio.sleep(random.uniform(0, ceiling))  # noqa: S311 - jitter
+                continue
+            return items[-1] if items else None
+        msg = f"gave up popping from session {self.session_id!r} after {POP_ATTEMPTS} attempts"
+        raise ConcurrencyError(msg)
 
     async def clear_session(self) -> None:
         """Withdraw every message (a rewind; the log keeps them)."""

@@ -6,9 +6,10 @@
 :func:`message_history` returns the conversation's replay as a ``list[ModelMessage]`` for
 ``agent.run(..., message_history=...)``: one ``ModelRequest`` or ``ModelResponse`` per stored
 message, every block as prose, no tool-call or tool-return parts, so a tool round killed
-before its return was recorded cannot break the next run. With an
-:class:`~convstore.AsyncStore`, await :func:`record_messages_async` and
-:func:`message_history_async` instead.
+before its return was recorded cannot break the next run. For asyncio, await
+:func:`arecord_messages` and :func:`amessage_history` (on an :class:`~convstore.AsyncStore`
+or a ``Store``, through :func:`convstore.aio.as_async`); ``record_messages_async`` and
+``message_history_async`` are their old names, kept for one release.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
     )
     raise ImportError(_HINT) from None
 
-from convstore.aio import AsyncStore
+from convstore.aio import AsyncStore, as_async
 from convstore.convert.history import HistoryMessage, HistoryStatus
 from convstore.convert.parts import arguments_text
 from convstore.domain.events import Role
@@ -66,6 +67,8 @@ from convstore.projections.replay import JSONDict
 from convstore.store import Store
 
 __all__ = [
+    "amessage_history",
+    "arecord_messages",
     "convert_messages",
     "history_from_replay",
     "message_history",
@@ -133,7 +136,7 @@ def record_messages(
     interrupted response: its blocks, then the interruption).
     """
     if isinstance(store, AsyncStore):
-        msg = "record_messages takes a Store; with an AsyncStore, await record_messages_async"
+        msg = "record_messages takes a Store; with an AsyncStore, await arecord_messages"
         raise InvalidInput(msg)
     ids: list[UUID] = []
     for message in convert_messages(messages, store.limits):
@@ -146,27 +149,30 @@ def record_messages(
     return ids
 
 
-async def record_messages_async(
-    store: AsyncStore, conversation: UUID | str, messages: Sequence[ModelMessage]
+async def arecord_messages(
+    store: Store | AsyncStore, conversation: UUID | str, messages: Sequence[ModelMessage]
 ) -> list[UUID]:
-    """:func:`record_messages` for an :class:`~convstore.AsyncStore`.
+    """:func:`record_messages` for asyncio, on an :class:`~convstore.AsyncStore` or a
+    ``Store`` (see :func:`convstore.aio.as_async`).
 
     Converting (images are decoded and checked) runs on a worker thread, off the loop.
     """
-    if not isinstance(store, AsyncStore):
-        msg = "record_messages_async takes an AsyncStore; with a Store, call record_messages"
-        raise InvalidInput(msg)
+    twin = as_async(store)
     ids: list[UUID] = []
-    for message in await asyncio.to_thread(convert_messages, list(messages), store.limits):
+    for message in await asyncio.to_thread(convert_messages, list(messages), twin.limits):
         ended = message.status == "ended"
         ids.append(
-            await store.append_message(
+            await twin.append_message(
                 conversation, message.role, message.blocks, leave_open=not ended
             )
         )
         if message.status == "interrupted":
-            await store.interrupt_message(conversation, ids[-1])
+            await twin.interrupt_message(conversation, ids[-1])
     return ids
+
+
+record_messages_async = arecord_messages
+"""The old name of :func:`arecord_messages`, kept for one release (see CHANGELOG.md)."""
 
 
 def _message(message: ModelMessage) -> Iterator[tuple[Role, list[JSONBlock], HistoryStatus]]:
@@ -375,7 +381,7 @@ def message_history(
     :meth:`~convstore.Store.replay`'s.
     """
     if isinstance(store, AsyncStore):
-        msg = "message_history takes a Store; with an AsyncStore, await message_history_async"
+        msg = "message_history takes a Store; with an AsyncStore, await amessage_history"
         raise InvalidInput(msg)
     request = store.replay(
         conversation, vision=vision, full=full, keep_tool_results=keep_tool_results
@@ -383,22 +389,24 @@ def message_history(
     return history_from_replay(request)
 
 
-async def message_history_async(
-    store: AsyncStore,
+async def amessage_history(
+    store: Store | AsyncStore,
     conversation: UUID | str,
     *,
     vision: bool = False,
     full: bool = False,
     keep_tool_results: int | None = None,
 ) -> list[ModelMessage]:
-    """:func:`message_history` for an :class:`~convstore.AsyncStore`."""
-    if not isinstance(store, AsyncStore):
-        msg = "message_history_async takes an AsyncStore; with a Store, call message_history"
-        raise InvalidInput(msg)
-    request = await store.replay(
+    """:func:`message_history` for asyncio, on an :class:`~convstore.AsyncStore` or a
+    ``Store`` (see :func:`convstore.aio.as_async`)."""
+    request = await as_async(store).replay(
         conversation, vision=vision, full=full, keep_tool_results=keep_tool_results
     )
     return history_from_replay(request)
+
+
+message_history_async = amessage_history
+"""The old name of :func:`amessage_history`, kept for one release (see CHANGELOG.md)."""
 
 
 def history_from_replay(request: JSONDict) -> list[ModelMessage]:

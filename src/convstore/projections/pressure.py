@@ -135,22 +135,33 @@ def fit_keep(
 ) -> tuple[int | None, Pressure]:
     """The most tool results microcompact can keep with the request within ``max_tokens``.
 
-    Returns ``None`` when everything fits as it is, and ``0`` (every output cleared) when
-    nothing does; with the pressure of the request at that setting. Clearing a short output
-    can add tokens (its marker is longer), so the count is not monotone in ``keep``: rather
-    than search, this clears results oldest first, one at a time, recounting only the
-    message that changed, and stops at the first request that fits. So every message is
-    planned and counted about once, not once per candidate ``keep``.
+    Returns ``None`` when everything fits as it is; with the pressure of the request at that
+    setting. When no setting fits, returns the one whose request is smallest (the most kept
+    among equals), which need not be ``0``: clearing a short output can add tokens (its
+    marker is longer). So the count is not monotone in ``keep``: rather than search, this
+    clears results oldest first, one at a time, recounting only the message that changed,
+    and stops at the first request that fits. So every message is planned and counted about
+    once, not once per candidate ``keep``.
     """
     planned = list(clearing.planned)
     counted = [_count_message(m, shape, count) for m in planned]
     total = sum(c.sent for c in counted) + REQUEST_FRAMING_TOKENS
     if total <= max_tokens:
         return None, _pressure(planned, counted)
+    whole = list(planned), list(counted)
+    steps: list[tuple[int, PlannedMessage, _Counted]] = []
+    best, best_total = 0, total
     for cleared, (index, message) in enumerate(clearing.steps, 1):
         counts = _count_message(message, shape, count)
         total += counts.sent - counted[index].sent
         planned[index], counted[index] = message, counts
         if total <= max_tokens:
             return clearing.results - cleared, _pressure(planned, counted)
-    return 0, _pressure(planned, counted)
+        steps.append((index, message, counts))
+        if total < best_total:
+            best, best_total = cleared, total
+    # Nothing fits: rebuild the smallest request from the whole one and its first steps.
+    planned, counted = whole
+    for index, message, counts in steps[:best]:
+        planned[index], counted[index] = message, counts
+    return (None if best == 0 else clearing.results - best), _pressure(planned, counted)

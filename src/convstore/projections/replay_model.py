@@ -9,8 +9,11 @@ equals a state folded from scratch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
+from itertools import zip_longest
 from typing import Any, assert_never
+from uuid import UUID
 
 from convstore.domain.blocks import (
     Block,
@@ -162,3 +165,60 @@ def _apply(state: ReplayState, event: Event) -> None:
             pass  # never part of replay
         case _:
             assert_never(event)
+
+
+def differences(
+    conversation: str,
+    version: int,
+    head: str,
+    rows: Sequence[tuple[str, str]],
+    events: Sequence[Event],
+) -> list[str]:
+    """How a stored model (its version, head text and (message id, plan text) rows) differs
+    from the fold of the conversation's first ``version`` events, one line per difference
+    naming the message; empty when it is exactly what a fold writes. ``conversation`` is its
+    id in 32 hex digits (for the messages only)."""
+    if version > len(events):
+        return [
+            f"its stored replay model is at version {version}, past the log's end {len(events)}"
+        ]
+    state = ReplayState()
+    fold(state, events[:version])
+    found: list[str] = []
+    for position, (expected, row) in enumerate(zip_longest(state.messages, rows)):
+        if expected is None:
+            found.append(
+                f"its stored replay model holds message {_shown(row[0])} at position "
+                f"{position}, which the log's fold at version {version} does not"
+            )
+            break
+        if row is None:
+            found.append(
+                f"its stored replay model lacks message {_shown(expected.message_id)} "
+                f"(position {position}) that the log's fold at version {version} holds"
+            )
+            break
+        if tuple(row) != (expected.message_id, expected.encode()):
+            found.append(
+                f"its stored replay model differs from the log at message "
+                f"{_shown(expected.message_id)} (position {position}, version {version})"
+            )
+    try:
+        loaded = json.loads(head)
+        facts = {"c": loaded["c"], "r": loaded["r"]}
+    except (ValueError, KeyError, TypeError):
+        found.append(f"the head of its stored replay model of {conversation} does not decode")
+    else:
+        if facts != state.facts():
+            found.append(
+                "its stored replay model's compactions or rewinds differ from the log's "
+                f"(version {version})"
+            )
+    return found
+
+
+def _shown(message_id: str) -> str:
+    try:
+        return str(UUID(hex=message_id))
+    except (ValueError, TypeError):
+        return repr(message_id)[:80]

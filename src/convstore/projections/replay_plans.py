@@ -36,6 +36,7 @@ as the command line's quick replay, starts without loading pydantic.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from json.scanner import make_scanner
@@ -104,6 +105,7 @@ class MessagePlan:
         "answers",
         "blank",
         "calls",
+        "digest",
         "images",
         "message_id",
         "parts",
@@ -141,6 +143,9 @@ class MessagePlan:
         self.plain: str | None = None
         """The content when nothing is cleared, no call is unanswered and no image shows
         (worked out on first use, dropped when the message changes)."""
+        self.digest: bytes | None = None
+        """:func:`row_digest` of the text :meth:`encode` gives, once worked out (dropped when
+        the message changes)."""
         self.status = "open"  # while its parts are added
         for part in parts or ():
             self.add(part)
@@ -153,6 +158,7 @@ class MessagePlan:
             raise ValueError(msg)
         self.parts.append(part)
         self.plain = None
+        self.digest = None
         code = part[0]
         if code == "x":
             if part[1].strip():
@@ -196,6 +202,7 @@ class MessagePlan:
         self.status = status
         self.reason = reason
         self.plain = None
+        self.digest = None
 
     @property
     def sealed(self) -> bool:
@@ -207,11 +214,22 @@ class MessagePlan:
         """The message's plan as text: deterministic, so a rebuild writes the same.
 
         A sealed message is its role's and status's codes, then its content as is (no JSON to
-        decode when read back); any other is the JSON ``[role, status, reason, parts]``.
+        decode when read back); any other is the JSON ``[role, status, reason, parts]``. Its
+        :attr:`digest` is kept as it is encoded.
         """
         if self.sealed:
-            return _ROLE_CODES[self.role] + _STATUS_CODES[self.status] + self.content()
-        return _ENCODE([self.role, self.status, self.reason, self.parts])
+            text = _ROLE_CODES[self.role] + _STATUS_CODES[self.status] + self.content()
+        else:
+            text = _ENCODE([self.role, self.status, self.reason, self.parts])
+        self.digest = row_digest(self.message_id, text)
+        return text
+
+    def stored_digest(self) -> bytes:
+        """:attr:`digest`, encoding the message first if it is not known yet."""
+        if self.digest is None:
+            self.encode()
+        assert self.digest is not None
+        return self.digest
 
     @classmethod
     def decode(cls, message_id: str, text: str | bytes) -> MessagePlan:
@@ -223,11 +241,13 @@ class MessagePlan:
         """
         if isinstance(text, bytes):
             text = text.decode()
+        digest = row_digest(message_id, text)
         if text[:1] != "[":
             message = cls(message_id, _ROLES_BY_CODE[text[0]], _STATUSES_BY_CODE[text[1]])
             message.plain = text[2:]
             message.blank = False
             message.size += 2 * len(message.plain)
+            message.digest = digest
             return message
         try:
             (role, status, reason, parts), end = _SCAN(text, 0)
@@ -238,12 +258,14 @@ class MessagePlan:
             msg = "a stored replay plan has data after its JSON"
             raise ValueError(msg)
         if not all(part[0] == "x" for part in parts):
-            return cls(message_id, role, status, reason, parts)
-        message = cls(message_id, role, status, reason)
-        message.parts = parts
-        texts = [part[1] for part in parts]
-        message.blank = not any(t.strip() for t in texts)
-        message.size += 2 * sum(map(len, texts))
+            message = cls(message_id, role, status, reason, parts)
+        else:
+            message = cls(message_id, role, status, reason)
+            message.parts = parts
+            texts = [part[1] for part in parts]
+            message.blank = not any(t.strip() for t in texts)
+            message.size += 2 * sum(map(len, texts))
+        message.digest = digest
         return message
 
     def content(self) -> str:
@@ -266,6 +288,26 @@ class MessagePlan:
         return plain
 
 
+def row_digest(message_id: str, text: str) -> bytes:
+    """A stored message row's digest: SHA-256 (which this machine's CPU runs in hardware,
+    about twice BLAKE2b's speed here) over its id and its plan text."""
+    return hashlib.sha256(f"{message_id}\x00{text}".encode(errors="surrogatepass")).digest()
+
+
+def model_digest(  # noqa: PLR0917 - each part of what is digested, in order
+    conversation: str, version: int, changes: int, facts: str, rows: Sequence[bytes], key: bytes
+) -> str:
+    """The digest a stored model's head carries: BLAKE2b (a keyed MAC with ``key``) over the
+    conversation, the version folded, the log's change count then, the compactions and
+    rewinds (``facts``) and each message row's :func:`row_digest` in position order. An
+    edited, added, dropped or reordered row, or rows of another version, do not match it."""
+    digest = hashlib.blake2b(digest_size=16, key=key, person=b"convstore-replay")
+    digest.update(f"{conversation}\x00{version}\x00{changes}\x00{len(facts)}\x00".encode())
+    digest.update(facts.encode(errors="surrogatepass"))
+    digest.update(b"".join(rows))
+    return digest.hexdigest()
+
+
 def _blind_text(part: PartData) -> str:
     """A part's prose for a model that cannot see, uncleared."""
     code = part[0]
@@ -284,10 +326,23 @@ class ReplayState:
     """A conversation's replay read model at a version: its messages' plans in start order,
     its compactions and the rewinds in force."""
 
-    __slots__ = ("compactions", "dirty", "messages", "positions", "rewinds", "size", "version")
+    __slots__ = (
+        "changes",
+        "compactions",
+        "dirty",
+        "messages",
+        "positions",
+        "rewinds",
+        "size",
+        "version",
+    )
 
     def __init__(self) -> None:
         self.version = 0
+        self.changes = 0
+        """The conversation's count of log rows changed or deleted in place (kept by the
+        store's triggers) when the state was folded: a state whose count is not the log's
+        count now was folded from rows that are no longer there."""
         self.messages: list[MessagePlan] = []
         self.positions: dict[str, int] = {}
         self.compactions: list[tuple[int, str]] = []
@@ -307,22 +362,46 @@ class ReplayState:
 
     # -- storing ---------------------------------------------------------------------------
 
-    def encode_head(self) -> str:
-        """What the state holds beside its messages, as deterministic JSON text."""
+    def facts(self) -> dict[str, Any]:
+        """The compactions and rewinds, as the head's JSON holds them."""
         rewinds = {str(version): list(span) for version, span in sorted(self.rewinds.items())}
-        return _ENCODE({"c": [list(c) for c in self.compactions], "r": rewinds})
+        return {"c": [list(c) for c in self.compactions], "r": rewinds}
+
+    def digest(self, conversation: str, key: bytes = b"") -> str:
+        """The :func:`model_digest` of this state as :meth:`encode_head` stores it."""
+        rows = [message.stored_digest() for message in self.messages]
+        facts = _ENCODE(self.facts())
+        return model_digest(conversation, self.version, self.changes, facts, rows, key)
+
+    def encode_head(self, conversation: str, key: bytes = b"") -> str:
+        """What the state holds beside its messages, as deterministic JSON text: the
+        compactions, the rewinds, the log's change count, and the digest that binds them to
+        the version and every message's stored text (``conversation`` in 32 hex digits;
+        ``key``, the chain key, makes it a MAC)."""
+        facts = self.facts()
+        return _ENCODE({**facts, "n": self.changes, "d": self.digest(conversation, key)})
 
     @classmethod
     def decode(
-        cls, version: int, head: str | bytes, rows: Iterable[tuple[str, str | bytes]]
+        cls,
+        conversation: str,
+        version: int,
+        head: str | bytes,
+        rows: Iterable[tuple[str, str | bytes]],
+        key: bytes = b"",
     ) -> ReplayState:
-        """A state read back: its version, its head's text and (message id, plan text) of each
-        message in position order."""
+        """A state read back: its conversation's id (32 hex digits), its version, its head's
+        text and (message id, plan text) of each message in position order. Raises
+        :class:`ValueError` when the rows, the head and the version are not what a store
+        wrote together (see :func:`model_digest`): an edited or misplaced row is never
+        rendered."""
         state = cls()
         state.version = version
         loaded = json.loads(head)
         state.compactions = [(int(p), str(s)) for p, s in loaded["c"]]
         state.rewinds = {int(v): (int(s), int(e)) for v, (s, e) in loaded["r"].items()}
+        state.changes = int(loaded["n"])
+        stored_digest = loaded["d"]
         state.size = sum(2 * len(s) + 64 for _, s in state.compactions)
         decode = MessagePlan.decode
         messages = state.messages
@@ -334,6 +413,9 @@ class ReplayState:
             messages.append(message)
             size += message.size
         state.size += size
+        if state.digest(conversation, key) != stored_digest:
+            msg = f"the stored replay model of {conversation} does not match its digest"
+            raise ValueError(msg)
         return state
 
     def clean(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeAlias
 from uuid import UUID, uuid4
@@ -24,9 +25,16 @@ from eventsourcing.persistence import IntegrityError
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from convstore.convert.history import History
-from convstore.domain.blocks import Block, TextBlock
+from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
 from convstore.domain.conversation import Conversation, EntryMessage
-from convstore.domain.events import EntriesRecorded, Event, MessageMeta, Role, utcnow
+from convstore.domain.events import (
+    UNKNOWN_TOOL,
+    EntriesRecorded,
+    Event,
+    MessageMeta,
+    Role,
+    utcnow,
+)
 from convstore.domain.limits import Limits
 from convstore.domain.metadata import parse_label_keys, parse_labels, parse_meta
 from convstore.domain.parsing import (
@@ -43,17 +51,24 @@ from convstore.domain.parsing import (
     parse_role,
     parse_text,
 )
-from convstore.errors import InvalidBlock, InvalidInput, MessageNotFound, StoreError
+from convstore.errors import (
+    ConversationErased,
+    InvalidBlock,
+    InvalidInput,
+    MessageNotFound,
+    StoreError,
+)
 from convstore.importing import ImportReport, import_histories
 from convstore.infrastructure.application import FULL_JSON_FORMAT, EventLog
+from convstore.infrastructure.chain import chain_key
 from convstore.infrastructure.erasure import Erasure
 from convstore.infrastructure.replay_tables import (
     DEFAULT_CACHE_BYTES,
     ReplayReader,
     replay_tables_for,
 )
-from convstore.projections.messages import collect_history
-from convstore.store.listing import ConversationInfo, Listing, Page
+from convstore.projections.messages import RecordedBlock, collect_history
+from convstore.store.listing import ConversationInfo, Listing, Page, parse_moment
 from convstore.store.replaying import Replayer
 from convstore.store.scanning import LogScanner
 from convstore.store.writer import Writer
@@ -61,8 +76,11 @@ from convstore.transfer import LoadReport, dump_lines, load_lines
 
 __all__ = ["ConversationInfo", "EntryBatch", "Page", "Store"]
 
-WAL_TRUNCATE_ATTEMPTS = 50
-"""How often (every 0.1 s) an erasure tries to empty SQLite's write-ahead log."""
+WAL_WAIT_SECONDS = 5.0
+"""How long an erasure keeps trying to empty SQLite's write-ahead log before it fails."""
+
+WAL_RETRY_PAUSE_SECONDS = 0.1
+"""The pause between those tries, in which other writers take their turns."""
 
 
 class Store(Writer, LogScanner, Replayer, Listing):
@@ -74,18 +92,22 @@ class Store(Writer, LogScanner, Replayer, Listing):
         location: str,
         *,
         secret: str = "",
+        identity: str = "",
         limits: Limits | None = None,
         replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
         replay_model: bool = True,
     ) -> None:
         super().__init__(log, location, secret=secret, limits=limits)
+        self.identity = identity
+        """The store's random identity (written once in its ``convstore_store`` table): what
+        a read model built from it records, so no other store's is ever taken for its own."""
         # A store whose events are encrypted keeps no replay model beside them: it would hold
         # their prose in the clear. Nor does a store of format 1, which convstore 0.2.0 may
         # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
         # Replay then folds the log (and still caches in memory).
         keep = replay_model and log.mapper.cipher is None and log.store_format != FULL_JSON_FORMAT
-        tables = replay_tables_for(log.recorder) if keep else None
-        self._replays = ReplayReader(tables, self._stream, cache_bytes=replay_cache_bytes)
+        tables = replay_tables_for(log.recorder, chain_key()) if keep else None
+        self._replays = ReplayReader(tables, self._counted_stream, cache_bytes=replay_cache_bytes)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -289,12 +311,29 @@ class Store(Writer, LogScanner, Replayer, Listing):
         checked = parse_label_keys(keys, self.limits)
         self._write(conversation, lambda c: [c.remove_labels(checked)])
 
-    def rewind(self, conversation: UUID | str, *, to: UUID | str | None) -> int:
+    def rewind(
+        self,
+        conversation: UUID | str,
+        *,
+        to: UUID | str | None,
+        expected_version: int | None = None,
+    ) -> int:
         """Withdraw every message recorded after ``to`` (every message, when ``to`` is
         ``None``): replay, pressure and live rounds leave them out; the log keeps them.
-        Returns the rewind's version, which :meth:`undo_rewind` takes."""
+        Returns the rewind's version, which :meth:`undo_rewind` takes.
+
+        With ``expected_version`` (the version of the newest event the caller read) the
+        rewind is conditional: recorded only if nothing was recorded since, else
+        :class:`~convstore.VersionConflict` and nothing written; read again and retry."""
         message_id = None if to is None else parse_id(to, "message")
-        events = self._write(conversation, lambda c: [c.rewind(message_id)])
+        expected = (
+            None
+            if expected_version is None
+            else parse_count(expected_version, "expected_version", 1, MAX_COUNT)
+        )
+        events = self._write(
+            conversation, lambda c: [c.rewind(message_id)], expected_version=expected
+        )
         return events[0].originator_version
 
     def undo_rewind(self, conversation: UUID | str, rewind: int) -> None:
@@ -310,8 +349,10 @@ class Store(Writer, LogScanner, Replayer, Listing):
         independently.
 
         The copy is of what replay would see: messages a rewind withdrew are left out, and the
-        newest compaction through a copied message is copied with it. Every copied message
-        gets a new id. The copy is one transaction, read from one snapshot of the parent.
+        newest compaction through a copied message is copied with it, and a tool result keeps
+        the tool name the parent resolved (written on the block when its call is not copied).
+        Every copied message gets a new id. The copy is one transaction, read from one
+        snapshot of the parent.
         """
         parent = parse_id(conversation, "conversation")
         point = parse_id(at, "message")
@@ -340,7 +381,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
             record(started)
             new_ids[message.message_id] = started.message_id
             for recorded in message.blocks:
-                record(state.append_block(started.message_id, recorded.block))
+                record(state.append_block(started.message_id, _named(recorded, state)))
             if message.status == "ended":
                 record(state.end_message(started.message_id))
             elif message.status == "interrupted":
@@ -352,36 +393,90 @@ class Store(Writer, LogScanner, Replayer, Listing):
         self._remember(state)
         return fork_id
 
-    def erase(self, conversation: UUID | str, *, reason: str) -> Erasure:
+    def erase(
+        self, conversation: UUID | str, *, reason: str, idle_since: datetime | None = None
+    ) -> Erasure:
         """Delete every event of a conversation for good, leaving only its tombstone (id, when,
         ``reason``, how many events); returns the tombstone.
 
         The one exception to "nothing is deleted". On SQLite the deleted bytes are overwritten
-        and the write-ahead log emptied before this returns; on PostgreSQL the rows are
-        deleted (their bytes stay in dead tuples until the table is vacuumed). Nothing more is
-        recorded under the id afterwards. Read models drop what they derived from it at their
-        next catch-up. Conversations that name it as their parent are not touched.
+        and the write-ahead log emptied before this returns (it tries for
+        :data:`WAL_WAIT_SECONDS`, then raises :class:`~convstore.StoreError`, the erasure
+        committed); on PostgreSQL the rows are deleted (their bytes stay in the tables' pages
+        until :meth:`vacuum`). Nothing more is recorded under the id afterwards. Read models
+        drop what they derived from it at their next catch-up. Conversations that name it as
+        their parent are not touched.
+
+        With ``idle_since`` (retention), the conversation is erased only if its newest event
+        is older, as found inside the erasing transaction; else
+        :class:`~convstore.ConversationActive` is raised and nothing is erased.
+
+        A conversation erased before raises :class:`~convstore.ConversationErased`, once this
+        erasure has emptied the write-ahead log again (a first erasure that stopped before
+        doing so, its process killed or a reader in the way, leaves old bytes in the files).
         """
         conversation_id = parse_id(conversation, "conversation")
         reason = parse_name(reason, "reason", self.limits.max_note_bytes)
+        cutoff = parse_moment(idle_since, "idle_since")
         recorder = self._log.store_recorder
         at = utcnow()
-        with self._lock(conversation_id):
-            seq, _ = self._guarded(lambda: recorder.erase(conversation_id, reason, at.isoformat()))
-            self._forget(conversation_id)
-            self._replays.forget(conversation_id)
-        for _ in range(WAL_TRUNCATE_ATTEMPTS):
-            if self._guarded(recorder.truncate_wal):
-                break
-            time.sleep(0.1)
-        else:
-            msg = (
-                f"conversation {conversation_id} was erased, but a reader kept the write-ahead "
-                "log in use for 5 s: its old bytes leave that file at the next checkpoint, "
-                "once readers are idle"
-            )
-            raise StoreError(msg)
+        try:
+            with self._lock(conversation_id):
+                try:
+                    seq, _ = self._guarded(
+                        lambda: recorder.erase(conversation_id, reason, at.isoformat(), cutoff)
+                    )
+                finally:
+                    self._forget(conversation_id)
+                    self._replays.forget(conversation_id)
+        except ConversationErased:
+            # Erased before, perhaps by an erasure that stopped before emptying the log (its
+            # process killed, or a reader in the way): finish that job, then say so.
+            self._empty_wal(conversation_id)
+            raise
+        self._empty_wal(conversation_id)
         return self.erasures(seq - 1)[0]
+
+    def _empty_wal(self, conversation_id: UUID | None) -> None:
+        """Empty SQLite's write-ahead log after an erasure of ``conversation_id`` (or a
+        vacuum: None), trying for :data:`WAL_WAIT_SECONDS` (each try holds other writers up
+        for at most a moment)."""
+        recorder = self._log.store_recorder
+        deadline = time.monotonic() + WAL_WAIT_SECONDS
+        while not self._guarded(recorder.truncate_wal):
+            if time.monotonic() >= deadline:
+                done, again = (
+                    ("the store was vacuumed", "vacuum")
+                    if conversation_id is None
+                    else (f"conversation {conversation_id} was erased", "erase")
+                )
+                msg = (
+                    f"{done}, but a reader kept the "
+                    f"write-ahead log in use for {WAL_WAIT_SECONDS:g} s, so its old bytes may "
+                    f"still be in the store's files: run {again} again once that reader is done"
+                )
+                raise StoreError(msg)
+            time.sleep(WAL_RETRY_PAUSE_SECONDS)
+
+    def vacuum(self, progress: Callable[[str], None] | None = None) -> None:
+        """Rewrite the store's files so no erased (or otherwise deleted) row's bytes stay in
+        them; ``progress`` is called with the name of each file or table before it is
+        rewritten.
+
+        SQLite: ``VACUUM`` (the file rebuilt without free pages; writers wait), then the
+        write-ahead log copied in and emptied. PostgreSQL: ``VACUUM (FULL, ANALYZE)`` of each
+        of convstore's tables in the store's schema, one after another, each holding that
+        table's ACCESS EXCLUSIVE lock while it is rewritten (its TOAST and indexes too): its
+        readers and writers wait. The old files are unlinked, not overwritten; the server's
+        write-ahead log, archives, replicas and backups keep what they hold.
+        """
+        if progress is not None and not callable(progress):
+            msg = f"progress must be a function or None, not {describe_value(progress)}"
+            raise InvalidInput(msg)
+        recorder = self._log.store_recorder
+        report = progress or (lambda _: None)
+        if not self._guarded(lambda: recorder.vacuum(report)):
+            self._empty_wal(None)
 
     def erasures(self, after: int = 0) -> list[Erasure]:
         """The tombstones of erased conversations after ``seq`` ``after``, in order."""
@@ -397,7 +492,7 @@ class Store(Writer, LogScanner, Replayer, Listing):
     def load(self, lines: Iterable[bytes]) -> LoadReport:
         """Record a dump's events into this store, which must be empty or hold a prefix of it
         (an interrupted load), keeping ids, versions, timestamps and order."""
-        return load_lines(self, lines, max_line_bytes=self.limits.max_input_bytes)
+        return load_lines(self, lines)
 
     def import_history(
         self, history: History, *, source: str | None = None, again: bool = False
@@ -421,6 +516,19 @@ class Store(Writer, LogScanner, Replayer, Listing):
         """Record several histories of one input (a session and its subagents) in one
         transaction; see :func:`convstore.importing.import_histories`."""
         return import_histories(self, histories, sources=sources, again=again)
+
+
+def _named(recorded: RecordedBlock, fork: Conversation) -> Block:
+    """A parent's block as the fork records it: a tool result whose name the fork would not
+    resolve as the parent did (its call is in a message a rewind withdrew, so not copied)
+    carries the parent's resolved name on the block, so the fork replays it the same."""
+    block = recorded.block
+    if not isinstance(block, ToolResultBlock) or block.name is not None:
+        return block
+    name = recorded.tool_name or UNKNOWN_TOOL
+    if fork.tool_names.get(block.tool_use_id, UNKNOWN_TOOL) == name:
+        return block
+    return block.model_copy(update={"name": name})
 
 
 EntryBatch: TypeAlias = tuple[list[EntryMessage], list[tuple[str, int]]]

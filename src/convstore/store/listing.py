@@ -137,10 +137,10 @@ class Listing(LogReader):
         return ListingQuery(
             labels=wanted,
             title=parse_optional_name(title, "title", self.limits.max_note_bytes),
-            started_after=_parse_moment(started_after, "started_after"),
-            started_before=_parse_moment(started_before, "started_before"),
-            active_after=_parse_moment(active_after, "active_after"),
-            active_before=_parse_moment(active_before, "active_before"),
+            started_after=parse_moment(started_after, "started_after"),
+            started_before=parse_moment(started_before, "started_before"),
+            active_after=parse_moment(active_after, "active_after"),
+            active_before=parse_moment(active_before, "active_before"),
         )
 
     def _select_listing(
@@ -162,8 +162,9 @@ def _info(row: ListedRow, labels: dict[str, str]) -> ConversationInfo:
     )
 
 
-def _parse_moment(value: datetime | None, what: str) -> int | None:
-    """A bound on a listing as microseconds since the epoch; a naive time is refused."""
+def parse_moment(value: datetime | None, what: str) -> int | None:
+    """A bound on a listing (or an erasure's ``idle_since``) as microseconds since the epoch;
+    a naive time is refused."""
     if value is None:
         return None
     if not isinstance(value, datetime):

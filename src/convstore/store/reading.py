@@ -7,7 +7,7 @@ refuses a row whose stored topic disagrees with its event.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 from uuid import UUID
 
@@ -154,6 +154,20 @@ class LogReader:
         rows = self._guarded(
             lambda: self._log.store_recorder.select_topics_and_states(conversation_id, after)
         )
+        yield from self._decoded(conversation_id, rows)
+
+    def _counted_stream(self, conversation_id: UUID, after: int = 0) -> tuple[int, Iterator[Event]]:
+        """:meth:`_stream`, with the conversation's change count read in the same snapshot
+        (see :data:`convstore.infrastructure.log_changes.CHANGES_TABLE`)."""
+        changes, rows = self._guarded(
+            lambda: self._log.store_recorder.select_log_tail(conversation_id, after)
+        )
+        return changes, self._decoded(conversation_id, rows)
+
+    def _decoded(
+        self, conversation_id: UUID, rows: Iterable[tuple[bytes, bytes]]
+    ) -> Iterator[Event]:
+        """(topic, state) rows of one conversation decoded, refusing a damaged topic."""
         decode = self._log.pydantic_mapper.decode_state
         for topic, state in rows:
             try:

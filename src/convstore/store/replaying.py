@@ -25,6 +25,7 @@ from convstore.projections.replay import (
     plan,
     replay_options,
 )
+from convstore.projections.replay_model import differences
 from convstore.store.reading import LogReader
 
 
@@ -70,6 +71,21 @@ class Replayer(LogReader):
             msg = f"conversation {conversation_id} not found"
             raise ConversationNotFound(msg)
         return found
+
+    def replay_model_differences(self, conversation: UUID | str) -> list[str]:
+        """How the stored replay model of a conversation differs from a fold of its log, one
+        line per difference naming the message (what ``verify`` reports); empty when it
+        matches, or when none is stored. Replay itself never sends a model that fails its
+        digest or was folded before a row of the log changed in place."""
+        conversation_id = parse_id(conversation, "conversation")
+        tables = self._replays.tables
+        if tables is None:
+            return []
+        stored = self._guarded(lambda: tables.read(conversation_id))
+        if stored is None:
+            return []
+        events = self.events(conversation_id)
+        return differences(conversation_id.hex, stored.version, stored.head, stored.rows, events)
 
     def _image(self, conversation_id: UUID, version: int, index: int | None) -> ImageBlock:
         """The image recorded at ``version`` (``index`` into a tool result's content), read
@@ -135,7 +151,9 @@ class Replayer(LogReader):
     ) -> tuple[int | None, Pressure]:
         """Microcompact by budget: the most tool results replay can keep within ``max_tokens``
         (``None`` when everything fits), with the pressure at that setting. Oldest output is
-        cleared first; pass the answer as ``keep_tool_results`` to :meth:`replay`. The
+        cleared first; when no setting fits, the answer is the one whose request is smallest
+        (over ``max_tokens``, as its pressure shows). Pass the answer as ``keep_tool_results``
+        to :meth:`replay`. The
         options' own ``keep_tool_results`` must be ``None``: this chooses it."""
         from convstore.infrastructure.tokenizer import ENCODING, count_tokens  # noqa: PLC0415
 

@@ -18,9 +18,12 @@ from typing import Any
 from uuid import UUID
 
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from convstore.domain.blocks import ToolUseBlock
 from convstore.domain.events import ConversationStarted, MessageStarted
@@ -87,6 +90,30 @@ def _html(body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
 
 
+def _bad_request(message: str) -> HTMLResponse:
+    return _html(
+        document("bad request", f"<main><p>{esc(message)}</p></main>", exported=False), 400
+    )
+
+
+class RefuseNul:
+    """Answers 400 to a request whose query string holds NUL (``%00``) in any parameter's
+    name or value, before any route reads it: no filter, cursor or search takes NUL (the
+    audit read model's full-text search fails on it), so every parameter is refused alike."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            params = QueryParams(scope.get("query_string", b""))
+            if any("\x00" in key or "\x00" in value for key, value in params.multi_items()):
+                refused = _bad_request("a query parameter holds a NUL character (%00)")
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _int(request: Request, name: str, default: int | None, minimum: int) -> int | None:
     raw = request.query_params.get(name, "")
     if raw == "":
@@ -103,7 +130,8 @@ def _int(request: Request, name: str, default: int | None, minimum: int) -> int 
 
 
 def _view(request: Request) -> View:
-    shape = request.query_params.get("shape", "openai")
+    defaults = View()
+    shape = request.query_params.get("shape", defaults.shape)
     if shape not in SHAPES:
         msg = f"shape must be one of {', '.join(SHAPES)}"
         raise InvalidInput(msg)
@@ -115,7 +143,7 @@ def _view(request: Request) -> View:
             raise InvalidInput(msg)
     return View(
         shape="openai" if shape == "openai" else "anthropic",
-        vision=(vision[-1] == "1") if vision else True,
+        vision=(vision[-1] == "1") if vision else defaults.vision,
         full=bool(full) and full[-1] == "1",
         keep_tool_results=_int(request, "keep", None, 0),
     )
@@ -228,7 +256,7 @@ def _window(
     page = [m for m in history.messages if m.message_id in shown]
     first: int | None = 1 if whole else None
     if first is None and page:
-        first = message_position(audit, page[0].message_id)
+        first = message_position(audit, page[0].message_id, store.identity)
     after_page = len(history.messages) - len(page)
     total = None if first is None else first - 1 + len(page) + after_page
     earlier = None
@@ -302,7 +330,7 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
         return search_body([], filters, note=note)
     kept: list[tuple[Found, ConversationInfo]] = []
     first, more = skip, False
-    for entry in ranked_conversations(audit_file, filters.q):
+    for entry in ranked_conversations(audit_file, filters.q, store.identity):
         try:
             info = store.conversation_info(entry.conversation_id)
         except ConversationNotFound:
@@ -316,8 +344,8 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
             more = True
             break
         kept.append((entry, info))
-    add_hits(audit_file, filters.q, [entry for entry, _ in kept])
-    counts = conversation_counts(audit_file, [info.id for _, info in kept])
+    add_hits(audit_file, filters.q, [entry for entry, _ in kept], store.identity)
+    counts = conversation_counts(audit_file, [info.id for _, info in kept], store.identity)
     rows = []
     for entry, info in kept:
         known = counts.get(info.id)
@@ -350,14 +378,16 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
     """The read-only web app over ``store`` (wrap it in a HostGuard before serving it).
 
     ``audit`` is the audit read model searched (default: the store's, as ``project`` finds
-    it); the app only ever reads it, and says on the page when it is missing or behind.
+    it); the app only ever reads it, and says on the page when it is missing or behind. Every
+    request that reads it checks first that the file is still this store's read model (by
+    the store's identity): another store's swapped in at that path is never searched.
     """
     audit_file = audit if audit is not None else audit_path(store)
 
     def listing(request: Request) -> Response:
         filters = _filters(request)
         bounds = _bounds(filters)
-        state = audit_state(audit_file)
+        state = audit_state(audit_file, store.identity)
         note = _audit_note(store, state, searching=bool(filters.q))
         if filters.q:
             return _html(
@@ -378,7 +408,11 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
         after = request.query_params.get("after") or None
         page = store.list_conversations(**bounds, limit=LIST_PAGE_SIZE, after=after)
         ids = [info.id for info in page.conversations]
-        counts = conversation_counts(audit_file, ids) if state.position is not None else {}
+        counts = (
+            conversation_counts(audit_file, ids, store.identity)
+            if state.position is not None
+            else {}
+        )
         rows = _counted(store, page.conversations, counts)
         body = list_body(rows, filters, next_cursor=page.next, first=after is None, note=note)
         return _html(document("convstore: conversations", body, exported=False))
@@ -452,9 +486,7 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
         return _html(document("not found", f"<main><p>{esc(exc)}</p></main>", exported=False), 404)
 
     def bad_input(_: Request, exc: Exception) -> Response:
-        return _html(
-            document("bad request", f"<main><p>{esc(exc)}</p></main>", exported=False), 400
-        )
+        return _bad_request(str(exc))
 
     routes = [
         Route("/", listing, methods=GET),
@@ -471,4 +503,5 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
     return Starlette(
         routes=routes,
         exception_handlers={ConversationNotFound: not_found, InvalidInput: bad_input},
+        middleware=[Middleware(RefuseNul)],
     )

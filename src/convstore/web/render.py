@@ -29,7 +29,7 @@ from convstore.domain.events import Compacted
 from convstore.infrastructure.audit_search import MARK_END, MARK_START, Hit
 from convstore.projections.messages import History, RecordedMessage
 from convstore.projections.pressure import Pressure
-from convstore.projections.replay import SHAPES, JSONDict, Shape
+from convstore.projections.replay import SHAPES, JSONDict, ReplayOptions, Shape
 
 PAGE_SIZE = 200
 """Messages per transcript page: a 10,000-message conversation opens at its newest 200, read
@@ -75,14 +75,18 @@ svg text{font:11px system-ui,sans-serif}
 """
 
 
+_REPLAY_DEFAULTS = ReplayOptions()
+
+
 @dataclass(frozen=True, slots=True)
 class View:
-    """The replay options a page shows the replay and pressure for (its query parameters)."""
+    """The replay options a page shows the replay and pressure for (its query parameters);
+    with none given, replay's own defaults, as `convstore replay` uses them."""
 
-    shape: Shape = "openai"
-    vision: bool = True
-    full: bool = False
-    keep_tool_results: int | None = None
+    shape: Shape = _REPLAY_DEFAULTS.shape
+    vision: bool = _REPLAY_DEFAULTS.vision
+    full: bool = _REPLAY_DEFAULTS.full
+    keep_tool_results: int | None = _REPLAY_DEFAULTS.keep_tool_results
 
     def query(self, **extra: int) -> str:
         """The query string that selects this view (plus ``extra`` such as a page)."""
