@@ -272,7 +272,8 @@ def test_every_part_of_a_real_run_is_recorded(tmp_path: Path) -> None:
 
 def test_hand_built_parts_convert_as_documented() -> None:
     """Images (bytes and URLs), cache points, legacy and tool-less retries, redacted and
-    OpenAI-encrypted thinking, and failed tool returns convert as the README says."""
+    OpenAI-encrypted thinking, and failed tool returns convert as
+    docs/integrations/pydantic-ai.md says."""
     retry_info: RetryInfo[Any] = RetryInfo(cause="no_output", attempt=1, max_retries=1)
     with pytest.warns(
         UserWarning, match="RetryPromptPart. is deprecated"

@@ -206,7 +206,7 @@ def read_acks(path: Path) -> list[str]:
 
 
 def _prose(block: dict[str, Any], tool_names: dict[str, str]) -> str:
-    """A block's prose for a text-only model, as the README's table says."""
+    """A block's prose for a text-only model, as the replay rules' table (docs/blocks.md) says."""
     kind = block["type"]
     if kind == "text":
         return str(block["text"])

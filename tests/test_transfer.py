@@ -1,6 +1,6 @@
 """Dump and load: a whole log moves between stores exactly, in bounded memory, or not at all.
 
-Stores are real SQLite files (and, for the move the README shows, the real PostgreSQL
+Stores are real SQLite files (and, for the move the docs show, the real PostgreSQL
 server); the command-line tests run the installed console script.
 """
 
@@ -349,7 +349,7 @@ def test_the_async_store_dumps_loads_and_imports_the_same(
 @pytest.mark.slow
 def test_sqlite_to_postgresql_through_a_pipe(tmp_path: Path, postgres_url: str) -> None:
     """`dump | load -` moves a store to PostgreSQL: verify is clean and every replay is
-    byte-identical in both stores (the worked example in the README)."""
+    byte-identical in both stores (the worked example in docs/import.md)."""
     db = tmp_path / "agent.db"
     with convstore.open_store(db) as store:
         ids = fill(store)

@@ -1,5 +1,5 @@
 """The command line's happy paths, end to end against real SQLite files: each command does
-what the README's CLI table says, exit 0."""
+what the CLI reference (docs/cli-reference.md) says, exit 0."""
 
 from __future__ import annotations
 

@@ -376,7 +376,7 @@ def message_history(
 ) -> list[ModelMessage]:
     """The conversation's replay as Pydantic AI messages, for ``message_history=``.
 
-    One message per stored message, every block as prose (see the README's replay rules);
+    One message per stored message, every block as prose (see the replay rules, docs/blocks.md);
     ``vision`` says whether the model can see images, and the compaction options are
     :meth:`~convstore.Store.replay`'s.
     """
