@@ -40,6 +40,7 @@ DEPRECATED_ALIASES = {
     "convstore.convert.openai_record": "convstore.recording.openai",
     "convstore.convert.anthropic_record": "convstore.recording.anthropic",
     "convstore.transfer": "convstore.app.export",
+    "convstore.aio": "convstore.store.aio",
 }
 """Old module paths the docs once gave, kept for one release (see CHANGELOG.md) as re-exports
 of their new homes. They are outside the ranks, and nothing in the package imports them."""
