@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -19,12 +20,19 @@ from jsonschema import Draft202012Validator
 
 import convstore
 from convstore.app.demo import tiny_png
-from convstore.domain.blocks import ImageBlock, ReasoningBlock, TextBlock, ToolResultBlock
-from convstore.domain.events import Event
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.events import Event, MessageMeta
 from convstore.projections.messages import collect_history
 from convstore.projections.prose import REDACTED_REASONING
 from convstore.views.otel import OTEL_SCHEMA_URL, OTEL_SEMCONV_VERSION, otel_document
-from tests.strategies import histories
+from tests.strategies import HistoryBuilder, histories
 from tests.test_export import every_kind
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
@@ -44,18 +52,28 @@ PART_DEFINITIONS = {
 }
 
 
+@cache
 def schema(name: str) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads((SCHEMAS / f"gen-ai-{name}.json").read_text())
     return loaded
 
 
-def check_part(part: dict[str, Any], definitions: dict[str, Any]) -> None:
-    strict = {"$defs": definitions, "$ref": f"#/$defs/{PART_DEFINITIONS[part['type']]}"}
-    Draft202012Validator(strict).validate(part)
+@cache
+def validator(name: str, definition: str | None = None) -> Draft202012Validator:
+    """The official schema ``name``'s validator, or of one of its definitions."""
+    official = schema(name)
+    Draft202012Validator.check_schema(official)
+    if definition is None:
+        return Draft202012Validator(official)
+    return Draft202012Validator({"$defs": official["$defs"], "$ref": f"#/$defs/{definition}"})
+
+
+def check_part(part: dict[str, Any], name: str = "input-messages") -> None:
+    validator(name, PART_DEFINITIONS[part["type"]]).validate(part)
     if part["type"] == "tool_call_response" and isinstance(part["response"], list):
         for inner in part["response"]:
             assert inner["type"] in {"text", "blob", "uri"}
-            check_part(inner, definitions)
+            check_part(inner, name)
 
 
 def check_document(document: dict[str, Any]) -> None:
@@ -65,12 +83,10 @@ def check_document(document: dict[str, Any]) -> None:
         ("gen_ai.input.messages", "input-messages"),
         ("gen_ai.output.messages", "output-messages"),
     ):
-        official = schema(name)
-        Draft202012Validator.check_schema(official)
-        Draft202012Validator(official).validate(document[attribute])
+        validator(name).validate(document[attribute])
         for message in document[attribute]:
             for part in message["parts"]:
-                check_part(part, official["$defs"])
+                check_part(part, name)
 
 
 def rendered(events: list[Event]) -> dict[str, Any]:
@@ -109,7 +125,7 @@ def test_the_pinned_schemas_reject_what_the_export_must_not_write() -> None:
     assert not output.is_valid([{"role": "assistant", "parts": []}])
     bad_call = {"type": "tool_call", "id": "c1", "arguments": {}}
     with pytest.raises(Exception, match="'name' is a required property"):
-        check_part(bad_call, schema("input-messages")["$defs"])
+        check_part(bad_call)
 
 
 def test_otel_export_keeps_every_kind_as_typed_parts(location: str) -> None:
@@ -210,6 +226,45 @@ def test_otel_output_is_the_last_assistant_turn_with_its_finish_reason(tmp_path:
     assert unanswered["gen_ai.output.messages"] == []
     assert "gen_ai.response.finish_reasons" not in unanswered
     assert len(unanswered["gen_ai.input.messages"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "calls", "finish", "expected"),
+    [
+        (None, True, "end", "tool_call"),
+        (None, False, "end", "stop"),
+        (None, False, "interrupt", "error"),
+        (None, False, "leave_open", "error"),
+        ("max_tokens", False, "end", "length"),
+        ("tool_calls", True, "end", "tool_call"),
+        ("refusal", False, "end", "content_filter"),
+        ("a_new_reason", False, "end", "a_new_reason"),
+    ],
+)
+def test_finish_reason_is_the_recorded_one_in_the_conventions_words(
+    stop_reason: str | None, calls: bool, finish: str, expected: str
+) -> None:
+    """A recorded stop reason is mapped (an unknown one kept as recorded); without one, the
+    message's end and its tool calls decide."""
+    builder = HistoryBuilder(UUID(int=1))
+    builder.message("user", [TextBlock(text="go")])
+    blocks: list[Block] = [TextBlock(text="ok")]
+    if calls:
+        blocks.append(ToolUseBlock(id="c1", name="run", input={}))
+    meta = None if stop_reason is None else MessageMeta(stop_reason=stop_reason)
+    if finish == "end":
+        builder.record(builder.state.record_message("assistant", blocks, meta=meta))
+    else:
+        turn = builder.start("assistant")
+        for block in blocks:
+            builder.append(turn, block)
+        if finish == "interrupt":
+            builder.interrupt(turn, "stopped")
+    document = rendered(builder.events)
+    check_document(document)
+    [output] = document["gen_ai.output.messages"]
+    assert output["finish_reason"] == expected
+    assert document["gen_ai.response.finish_reasons"] == [expected]
 
 
 def test_otel_marks_messages_a_rewind_withdrew(tmp_path: Path) -> None:
