@@ -130,12 +130,12 @@ def _message(message: RecordedMessage) -> dict[str, JsonValue]:
         facts["interrupt_reason"] = message.interrupt_reason
     return {
         "role": message.role,
-        "parts": [part(recorded.block, recorded.tool_name) for recorded in message.blocks],
+        "parts": [block_part(recorded.block, recorded.tool_name) for recorded in message.blocks],
         "convstore": facts,
     }
 
 
-def part(block: Block, tool_name: str | None = None) -> dict[str, JsonValue]:
+def block_part(block: Block, tool_name: str | None = None) -> dict[str, JsonValue]:
     """One block as a message part of the conventions' schemas."""
     match block:
         case TextBlock():
@@ -159,7 +159,7 @@ def part(block: Block, tool_name: str | None = None) -> dict[str, JsonValue]:
             response: JsonValue = (
                 block.content
                 if isinstance(block.content, str)
-                else [part(inner) for inner in block.content]
+                else [block_part(inner) for inner in block.content]
             )
             facts: dict[str, JsonValue] = {"is_error": block.is_error}
             name = tool_name or block.name
