@@ -1,7 +1,8 @@
 """Export: one conversation in a format people read or tools take (`convstore export`).
 
 The request bodies are exactly replay's; Markdown is the readable transcript; ``jsonl`` the raw
-events; ``html`` the `convstore serve` conversation page as one file that needs nothing else.
+events; ``html`` the `convstore serve` conversation page as one file that needs nothing else;
+``otel`` the OpenTelemetry GenAI span attributes (messages in the conventions' JSON schemas).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from convstore.projections.messages import collect_history
 from convstore.store import Store
 from convstore.views.html import View, Window, conversation_body, document, side_html
 from convstore.views.markdown import Transcript, markdown_transcript
+from convstore.views.otel import otel_document
 
-ExportFormat: TypeAlias = Literal["openai-chat", "anthropic", "markdown", "jsonl", "html"]
+ExportFormat: TypeAlias = Literal["openai-chat", "anthropic", "markdown", "jsonl", "html", "otel"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
 
 
@@ -36,7 +38,10 @@ def export_conversation(
     ``markdown`` is a readable transcript whose images go to files under ``image_dir`` (or
     become markers without one); ``jsonl`` is the raw events, one JSON object per line;
     ``html`` is `convstore serve`'s conversation page as one self-contained file (images and
-    CSS inline, no script, nothing fetched), with the replay for ``vision`` beside it.
+    CSS inline, no script, nothing fetched), with the replay for ``vision`` beside it;
+    ``otel`` is one JSON object of OpenTelemetry GenAI span attributes
+    (``gen_ai.input.messages``, ``gen_ai.output.messages``: every message with its tool
+    calls, results, reasoning and images kept as typed parts; see :mod:`convstore.views.otel`).
     """
     match fmt:
         case "openai-chat" | "anthropic":
@@ -50,6 +55,9 @@ def export_conversation(
             return Transcript("".join(lines))
         case "html":
             return Transcript(html_page(store, conversation, vision=vision))
+        case "otel":
+            document = otel_document(store.events(conversation))
+            return Transcript(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
         case _:
             assert_never(fmt)
 

@@ -312,7 +312,8 @@ def _input(source: str) -> Iterator[BinaryIO]:
     type=click.Choice(EXPORT_FORMATS),
     required=True,
     help="openai-chat / anthropic: the replay as a request body; markdown: a readable "
-    "transcript; jsonl: the raw events; html: the `serve` page as one self-contained file.",
+    "transcript; jsonl: the raw events; html: the `serve` page as one self-contained file; "
+    "otel: OpenTelemetry GenAI span attributes (gen_ai.input.messages / output.messages).",
 )
 @click.option(
     "--output",
@@ -330,7 +331,9 @@ def export(
 
     openai-chat and anthropic give exactly what `replay` gives (every block as prose)
     with no model key: add the model (and for Anthropic max_tokens) when sending it.
-    `convstore import` reads both back.
+    `convstore import` reads both back. otel keeps the structure instead (tool calls with
+    their ids, results linked by id, reasoning, images) as OpenTelemetry GenAI semantic
+    conventions 1.41.0 messages, for a tracing backend.
 
     \b
     Example:
@@ -338,6 +341,7 @@ def export(
         convstore export $CONV --format html --output triage.html
         convstore export $CONV --format anthropic --vision \\
           | jq '. + {model: "claude-sonnet-4-5", max_tokens: 1024}'
+        convstore export $CONV --format otel | jq '."gen_ai.output.messages"'
     """
     store = store_from(ctx, create=False)
     target = None if output is None else writable(output, store)
