@@ -39,7 +39,7 @@ from convstore.projections.wording import (
 if TYPE_CHECKING:
     from convstore.domain.blocks import ImageBlock
     from convstore.domain.events import Role
-    from convstore.engine.plan import JSONDict, Shape
+    from convstore.engine.options import JSONDict, Shape
     from convstore.projections.prose import Image
 
 Content: TypeAlias = "str | list[str | Image]"

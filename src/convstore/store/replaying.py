@@ -49,8 +49,7 @@ class Replayer(LogReader):
         full: bool | None = None,
         keep_tool_results: int | None = None,
     ) -> JSONDict:
-        """The conversation as provider wire messages (see :mod:`convstore.engine.plan`),
-        rendered from the stored replay model caught up with the log.
+        """The conversation as provider wire messages (see :mod:`convstore.engine.plan`).
 
         ``vision`` says whether the model can see images. ``full`` ignores compaction;
         ``keep_tool_results`` clears the output of all but the newest N tool results.
