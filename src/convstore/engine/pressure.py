@@ -111,8 +111,8 @@ def _count_message(
     sent = _content_tokens(content, shape, count) + MESSAGE_FRAMING_TOKENS
     by_kind: dict[str, int] = {}
     attributed = 0
-    for kind, items in planned.parts(source, cleared_from):
-        tokens = sum(_item_tokens(s, shape, count) for s in items)
+    for kind, item in planned.parts(source, cleared_from):
+        tokens = _item_tokens(item, shape, count)
         by_kind[kind] = by_kind.get(kind, 0) + tokens
         attributed += tokens
     by_kind["framing"] = by_kind.get("framing", 0) + sent - attributed

@@ -11,8 +11,8 @@ microcompact clears) once, and then:
 
 - :meth:`Plan.content` is one window message's content as sent: a text, or texts (never
   blank) with the images shown between them;
-- :meth:`Plan.parts` is the same content block by block, with the kind of each (what
-  pressure attributes its tokens to);
+- :meth:`Plan.parts` is the same content's segments before they are joined, each with the
+  kind of block it comes from (what pressure attributes its tokens to);
 - :func:`wire` puts the contents in the OpenAI or Anthropic shape.
 
 It imports nothing of the domain's models at run time (an image is built only when a vision
@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeAlias, assert_never
 
-from convstore.engine.state import ImageLoader, MessagePlan, PartData, RenderOptions, ReplayState
+from convstore.engine.state import ImageLoader, MessagePlan, RenderOptions, ReplayState
 from convstore.projections.wording import (
     BLANK_MESSAGE,
     BLOCK_SEPARATOR,
@@ -94,53 +94,82 @@ class Plan:
             or (cleared_from and source.results)
             or (self.unanswered and source.calls and not self.unanswered.isdisjoint(source.calls))
         ):
-            merged = _merge(self._items(source, cleared_from), BLOCK_SEPARATOR)
-            merged = [s for s in merged if not (isinstance(s, str) and not s.strip())]
-            only = merged[0] if len(merged) == 1 else None
-            return only if isinstance(only, str) else merged
+            return self._joined(source, cleared_from)
         plain = source.plain
         return source.content() if plain is None else plain
 
-    def _items(self, message: MessagePlan, cleared_from: int) -> list[str | Image]:
-        return [s for _, segments in self._parts(message, cleared_from) for s in segments]
+    def _joined(self, message: MessagePlan, cleared_from: int) -> Content:
+        merged = _merge(self._items(message, cleared_from), BLOCK_SEPARATOR)
+        merged = [s for s in merged if not (isinstance(s, str) and not s.strip())]
+        only = merged[0] if len(merged) == 1 else None
+        return only if isinstance(only, str) else merged
 
-    def parts(self, source: Source, cleared_from: int = 0) -> list[tuple[str, list[str | Image]]]:
-        """The content block by block (unmerged, blank text kept), each with its kind: a block
-        kind, ``summary``, or ``marker`` (a call left unanswered, a blank message, an
-        interruption). A message read back sealed from storage keeps no blocks: it is one
-        ``text`` part."""
+    def parts(self, source: Source, cleared_from: int = 0) -> list[tuple[str, str | Image]]:
+        """The content's segments before they are joined (blank text kept), each with the kind
+        of what it comes from: a block kind, ``summary``, or ``marker`` (a call left
+        unanswered, a blank message, an interruption). A message read back sealed from storage
+        keeps no blocks: its content is one ``text`` segment."""
         if isinstance(source, str):
-            return [("summary", [source])]
+            return [("summary", source)]
         if not source.parts and source.plain is not None and not source.blank:
-            return [("text", [source.plain])]
-        return list(self._parts(source, cleared_from))
+            return [("text", source.plain)]
+        kinds: list[str] = []
+        items = self._items(source, cleared_from, kinds)
+        return list(zip(kinds, items, strict=True))
 
-    def _parts(
-        self, message: MessagePlan, cleared_from: int
-    ) -> Iterator[tuple[str, list[str | Image]]]:
+    def _items(
+        self, message: MessagePlan, cleared_from: int, kinds: list[str] | None = None
+    ) -> list[str | Image]:
+        """The message's segments in order, unjoined; with ``kinds``, the kind of each is
+        appended to it."""
         vision, load, unanswered = self.vision, self.load, self.unanswered
         user = message.role == "user"
+        items: list[str | Image] = []
         result = 0
         for part in message.parts:
             code = part[0]
             if code in {"x", "g"}:
-                yield KINDS[code], [part[1]]
+                items.append(part[1])
             elif code == "u":
-                yield "tool_use", [part[1]]
+                items.append(part[1])
                 if part[2] in unanswered:
-                    yield "marker", [NO_RESULT]
+                    items.append(NO_RESULT)
+                    if kinds is not None:
+                        kinds += ("tool_use", "marker")
+                    continue
             elif code == "r":
-                yield "tool_result", _result(part, result < cleared_from, vision, user, load)
+                head, content = part[1], part[3]
+                if result < cleared_from:
+                    segments: list[str | Image] = [head + part[2]]
+                elif isinstance(content, str):
+                    segments = [head + content]
+                else:
+                    pieces: list[str | Image] = [head]
+                    pieces.extend(
+                        p if isinstance(p, str) else _image(p, vision, user, load) for p in content
+                    )
+                    segments = _merge(pieces, PART_SEPARATOR, first_joins_bare=True)
+                items.extend(segments)
                 result += 1
+                if kinds is not None:
+                    kinds.extend(["tool_result"] * len(segments))
+                continue
             elif code == "i":
-                yield "image", [_image(part[1], vision, user, load)]
+                items.append(_image(part[1], vision, user, load))
             else:  # pragma: no cover - parts are checked when added
                 msg = f"unknown part code {code!r}"
                 raise ValueError(msg)
+            if kinds is not None:
+                kinds.append(KINDS[code])
         if message.blank:
-            yield "marker", [BLANK_MESSAGE if message.parts else NOTHING_RECORDED]
+            items.append(BLANK_MESSAGE if message.parts else NOTHING_RECORDED)
+            if kinds is not None:
+                kinds.append("marker")
         if message.status == "interrupted":
-            yield "marker", [interruption_marker(message.reason)]
+            items.append(interruption_marker(message.reason))
+            if kinds is not None:
+                kinds.append("marker")
+        return items
 
 
 def plan(state: ReplayState, options: RenderOptions, load: ImageLoader | None = None) -> Plan:
@@ -201,19 +230,6 @@ def _merge(
     return merged
 
 
-def _result(
-    part: PartData, cleared: bool, vision: bool, user: bool, load: ImageLoader | None
-) -> list[str | Image]:
-    head, content = part[1], part[3]
-    if cleared:
-        return [head + part[2]]
-    if isinstance(content, str):
-        return [head + content]
-    pieces: list[str | Image] = [head]
-    pieces.extend(p if isinstance(p, str) else _image(p, vision, user, load) for p in content)
-    return _merge(pieces, PART_SEPARATOR, first_joins_bare=True)
-
-
 def _image(ref: list[Any], vision: bool, user: bool, load: ImageLoader | None) -> str | Image:
     if not vision:
         return str(ref[4])
@@ -272,10 +288,10 @@ def wire(planned: Plan, shape: Shape) -> JSONDict:
     system: list[str] = []
     # Nothing cleared, no call unanswered, no image shown: each message is its plain text.
     plain = not (planned.vision or planned.to_clear or planned.unanswered)
-    content_of = planned.content
-    cleared = planned.cleared_from()
+    joined = planned._joined
+    to_clear, seen = planned.to_clear, 0
+    vision, unanswered = planned.vision, planned.unanswered
     for source in planned.window:
-        cleared_from = next(cleared)
         content: Content
         role: Role
         if isinstance(source, str):
@@ -283,7 +299,17 @@ def wire(planned: Plan, shape: Shape) -> JSONDict:
         elif plain:
             role, content = source.role, source.plain or source.content()
         else:
-            role, content = source.role, content_of(source, cleared_from)
+            role, cleared_from = source.role, max(to_clear - seen, 0)
+            seen += source.results
+            # The test Plan.content makes, inlined: most messages are their plain text.
+            if (
+                (vision and source.images)
+                or (cleared_from and source.results)
+                or (unanswered and source.calls and not unanswered.isdisjoint(source.calls))
+            ):
+                content = joined(source, cleared_from)
+            else:
+                content = source.plain or source.content()
         if isinstance(content, str):
             if openai:
                 out.append({"role": role, "content": content})
