@@ -32,9 +32,9 @@ from convstore import (
 from convstore.app.projector import catch_up, open_audit, rebuild
 from convstore.domain.events import BlockAppended, Event
 from convstore.engine.tokenizer import ENCODING, count_tokens
-from tests.replay_oracle import measure, plan
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
+from tests.replay_oracle import measure, plan
 
 TEXT = {"type": "text", "text": "hello"}
 
