@@ -31,11 +31,10 @@ from convstore import (
 )
 from convstore.app.projector import catch_up, open_audit, rebuild
 from convstore.domain.events import BlockAppended, Event
-from convstore.engine.plan import plan
-from convstore.engine.pressure import measure
 from convstore.engine.tokenizer import ENCODING, count_tokens
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
+from tests.replay_oracle import measure, plan
 
 TEXT = {"type": "text", "text": "hello"}
 
@@ -738,7 +737,7 @@ class StoreContract(ABC):
         assert store.log_position() == before
 
     def test_pressure_counts_exactly_what_replay_sends(self, store: Store, conv: UUID) -> None:
-        """pressure is the count of the pure projection's plan of the stored events, one entry
+        """pressure is the oracle's count of its plan of the stored events, one entry
         per replayed message, its kinds summing to the total; clearing output lowers it."""
         self._tool_round(store, conv, ["hello world " * 20])
         pressure = store.pressure(conv)

@@ -20,7 +20,7 @@ from convstore.app.demo import tiny_png
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import Event
 from convstore.engine.live import live_request
-from convstore.engine.plan import SHAPES, ReplayOptions, Shape, plan, render
+from convstore.engine.plan import SHAPES, ReplayOptions, Shape, replay
 from convstore.engine.pressure import anthropic_image_tokens, openai_image_tokens
 from convstore.projections.messages import collect_messages
 from tests.sdk import rejections, request_body
@@ -335,7 +335,7 @@ def test_sdk_accepts_every_option_combination(
 ) -> None:
     """Replay with any compaction, --full, keep_tool_results and vision is a valid request."""
     events, options, shape = request
-    accepted(shape, render(plan(events, options), shape))
+    accepted(shape, replay(events, options=options, shape=shape))
 
 
 @settings(max_examples=60, deadline=None)

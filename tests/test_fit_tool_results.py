@@ -1,9 +1,9 @@
 """Microcompact by budget, from one fold of the events.
 
-``fit_tool_results`` clears tool results oldest first, one at a time, re-planning and
+``fit_tool_results`` clears tool results oldest first, one at a time, re-rendering and
 re-counting only the message that changed. These tests hold it to the definition: the answer
-is what a linear search over every ``keep_tool_results`` value, each planned and counted from
-scratch, finds.
+is what a linear search over every ``keep_tool_results`` value, each rendered and counted from
+scratch, finds; and the engine's counts to the oracle's (tests/replay_oracle.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ from hypothesis import strategies as st
 
 from convstore import ReplayOptions, open_store
 from convstore.domain.events import Event
-from convstore.engine.plan import SHAPES, fold, plan
+from convstore.engine.model import folded
+from convstore.engine.plan import SHAPES
 from convstore.engine.pressure import Pressure, fit_keep, measure
+from convstore.engine.render import Plan, plan
 from convstore.engine.tokenizer import count_tokens
+from tests import replay_oracle as oracle
 from tests.strategies import histories
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -26,6 +29,15 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 OPTIONS = st.builds(
     ReplayOptions, shape=st.sampled_from(SHAPES), vision=st.booleans(), full=st.booleans()
 )
+
+
+def _plan(events: list[Event], options: ReplayOptions) -> Plan:
+    state, load = folded(events)
+    return plan(state, options, load)
+
+
+def _results(events: list[Event], options: ReplayOptions) -> int:
+    return sum(s.results for s in _plan(events, options).window if not isinstance(s, str))
 
 
 def _linear(
@@ -36,13 +48,13 @@ def _linear(
     planned from the events and counted whole."""
 
     def pressure(keep: int | None) -> Pressure:
-        planned = plan(events, replace(options, keep_tool_results=keep))
+        planned = _plan(events, replace(options, keep_tool_results=keep))
         return measure(planned, options.shape, count_tokens)
 
     whole = pressure(None)
     if whole.total <= budget:
         return None, whole
-    results = fold(events).clearing(options).results
+    results = _results(events, options)
     best: tuple[int | None, Pressure] = (None, whole)
     for keep in range(results - 1, -1, -1):
         candidate = pressure(keep)
@@ -55,21 +67,20 @@ def _linear(
 
 @SETTINGS
 @given(histories(), OPTIONS)
-def test_each_clearing_step_is_the_plan_of_one_keep_less(
+def test_the_engine_counts_what_the_oracle_counts_at_every_keep(
     events: list[Event], options: ReplayOptions
 ) -> None:
-    """After n steps the plan is exactly ``plan(keep_tool_results=results - n)``; there is one
-    step per tool result in the window."""
-    clearing = fold(events).clearing(options)
-    planned = list(clearing.planned)
-    assert planned == plan(events, replace(options, keep_tool_results=None))
-    steps = 0
-    for index, message in clearing.steps:
-        steps += 1
-        planned[index] = message
-        keep = clearing.results - steps
-        assert planned == plan(events, replace(options, keep_tool_results=keep)), keep
-    assert steps == clearing.results
+    """The engine's pressure (total, breakdown by kind and its order, by message) is the
+    oracle's, for every ``keep_tool_results`` the window allows and for none; as is the tool
+    result count the clearing steps go through."""
+    clearing = oracle.fold(events).clearing(options)
+    assert _results(events, options) == clearing.results
+    for keep in [None, *range(clearing.results + 1)]:
+        each = replace(options, keep_tool_results=keep)
+        found = measure(_plan(events, each), options.shape, count_tokens)
+        expected = oracle.measure(oracle.plan(events, each), options.shape, count_tokens)
+        assert found == expected, keep
+        assert list(found.by_kind) == list(expected.by_kind)
 
 
 @SETTINGS
@@ -79,17 +90,19 @@ def test_fit_keep_gives_the_answer_of_a_linear_search(
 ) -> None:
     """For budgets at, just under and just over every candidate's count, the answer and its
     pressure (breakdown and order of kinds included) are the linear search's."""
-    results = fold(events).clearing(options).results
+    results = _results(events, options)
     pressures = [
-        measure(plan(events, replace(options, keep_tool_results=k)), options.shape, count_tokens)
+        measure(_plan(events, replace(options, keep_tool_results=k)), options.shape, count_tokens)
         for k in [None, *range(results)]
     ]
     near = data.draw(st.sampled_from(pressures)).total + data.draw(st.sampled_from((-1, 0, 1)))
     budget = max(near, 1)
-    found = fit_keep(fold(events).clearing(options), options.shape, count_tokens, budget)
+    found = fit_keep(_plan(events, options), options.shape, count_tokens, budget)
     expected = _linear(events, options, budget)
     assert found == expected
     assert list(found[1].by_kind) == list(expected[1].by_kind)
+    oracle_clearing = oracle.fold(events).clearing(options)
+    assert found == oracle.fit_keep(oracle_clearing, options.shape, count_tokens, budget)
 
 
 def test_a_short_output_cleared_can_cost_more_and_the_fit_still_finds_the_keep(

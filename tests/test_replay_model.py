@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 
 from convstore.domain.blocks import ImageBlock, TextBlock, ToolResultBlock
 from convstore.domain.events import BlockAppended, Event
-from convstore.engine.model import ReplayState, render
+from convstore.engine.model import ReplayState
 from convstore.engine.model import fold as fold_into
-from convstore.engine.plan import SHAPES, ReplayOptions, replay
+from convstore.engine.plan import SHAPES, ReplayOptions
+from convstore.engine.render import render
+from tests.replay_oracle import replay
 from tests.strategies import HistoryBuilder, histories
 
 SETTINGS = settings(
@@ -145,3 +147,21 @@ def test_a_gap_in_the_versions_is_refused() -> None:
     state = ReplayState()
     with pytest.raises(ValueError, match="given the event at version 2"):
         fold_into(state, events[1:])
+
+
+@SETTINGS
+@given(histories(max_messages=10))
+def test_the_public_replay_renders_what_the_oracle_renders(events: list[Event]) -> None:
+    """``convstore.replay(events, options=…)`` is the engine over a state folded fresh: the
+    same request as the oracle in every mode and both shapes."""
+    import convstore  # noqa: PLC0415
+
+    for options in OPTIONS:
+        for shape in SHAPES:
+            each = ReplayOptions(
+                shape=shape,
+                vision=options.vision,
+                full=options.full,
+                keep_tool_results=options.keep_tool_results,
+            )
+            assert convstore.replay(events, options=each) == replay(events, options=each), each

@@ -4,7 +4,8 @@ line (click, pydantic, eventsourcing) is imported.
 A new process replaying a conversation spends most of its time importing: the domain's pydantic
 models are built before any row is read. When the stored replay model already holds the whole
 conversation, nothing needs them: this reads the model's rows through a read-only connection
-and renders them (:mod:`convstore.engine.state` imports no model at run time).
+and renders them (:mod:`convstore.engine.state` and :mod:`convstore.engine.render` import no
+model at run time).
 
 It answers only when every condition holds; otherwise it returns ``False`` and the full command
 line runs, with its own checks and messages:
@@ -47,7 +48,8 @@ from convstore.backends.common.log_changes import (
     SELECT_CHANGE_COUNT,
 )
 from convstore.backends.common.replay_tables import HEADS, MESSAGES
-from convstore.engine.state import ReplayState, render
+from convstore.engine.render import render
+from convstore.engine.state import ReplayState
 
 if TYPE_CHECKING:
     from convstore.engine.plan import Shape

@@ -1,10 +1,12 @@
 """The tool round in progress inside a running turn, with real call-id linkage.
 
-Replay of persisted history never links calls to results (see :mod:`.replay`). The one place
-linkage is needed is the request made *during* a turn, after the model called tools and the
-runtime recorded their results: the provider expects its own calls and their results in native
-form. This module builds exactly that round; the history before it is ordinary replay. Once
-the turn has moved on, the same messages replay as prose like any other history.
+Replay of persisted history never links calls to results (see :mod:`convstore.engine.plan`).
+The one place linkage is needed is the request made *during* a turn, after the model called
+tools and the runtime recorded their results: the provider expects its own calls and their
+results in native form. This module builds exactly that round from the recorded blocks (which
+carry what the round needs natively: call ids, arguments, thinking signatures); the history
+before it is ordinary replay, rendered by the engine from the same events' fold. Once the turn
+has moved on, the same messages replay as prose like any other history.
 """
 
 from __future__ import annotations
@@ -23,17 +25,10 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.errors import InvalidInput, MessageNotFound
 from convstore.domain.events import Event
-from convstore.engine.plan import (
-    CANNOT_SEE,
-    JSONDict,
-    ReplayOptions,
-    Shape,
-    anthropic_image_source,
-    fold,
-    render,
-    replay_options,
-)
-from convstore.projections.messages import RecordedMessage
+from convstore.engine.model import folded
+from convstore.engine.plan import CANNOT_SEE, JSONDict, ReplayOptions, Shape, replay_options
+from convstore.engine.render import anthropic_image_source, plan, wire
+from convstore.projections.messages import RecordedMessage, collect_history
 from convstore.projections.prose import Text, block_segments, image_marker
 
 
@@ -206,14 +201,15 @@ def live_request(
     turn has already moved on.
     """
     options = replay_options(options, shape=shape)
-    folded = fold(events)  # once: the round and the history before it are read from it
-    assistant, results = _split_round(folded.visible, live)
-    planned = folded.plan(options)
-    cut = next((i for i, m in enumerate(planned) if m.message_id == live), None)
-    if cut is None:
+    events = list(events)  # read once: the round and the history before it come from them
+    visible = [m for m in collect_history(events).messages if not m.withdrawn]
+    assistant, results = _split_round(visible, live)
+    state, load = folded(events)
+    history = plan(state, options, load).before(live.hex)
+    if history is None:
         msg = f"message {live} was compacted away; it cannot be a live round"
         raise InvalidInput(msg)
-    request = render(planned[:cut], options.shape)
+    request = wire(history, options.shape)
     build = openai_round if options.shape == "openai" else anthropic_round
     request["messages"].extend(build(assistant, results, vision=options.vision))
     return request

@@ -1,10 +1,10 @@
-"""Replay as a read model: the fold of events into per-message plans.
+"""The replay engine's one fold: events into a :class:`ReplayState`, one at a time.
 
-:func:`convstore.engine.plan.plan` folds the whole log on every call. The read model
-keeps what does not depend on the caller's options (see
-:mod:`convstore.engine.state` for what is kept and how it renders); this module
-folds events into it, one at a time, so a state at version ``V`` plus the events after ``V``
-equals a state folded from scratch.
+The state keeps what does not depend on the caller's options (see
+:mod:`convstore.engine.state`; :mod:`convstore.engine.render` renders it). A state at version
+``V`` plus the events after ``V`` equals a state folded from scratch, so the same fold keeps
+the stored replay model caught up (:mod:`convstore.backends.common.replay_tables`) and answers
+a replay, a live round or a token count from events alone (:func:`folded`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from convstore.engine.state import ImageLoader as ImageLoader  # noqa: PLC0414
 from convstore.engine.state import MessagePlan as MessagePlan  # noqa: PLC0414
 from convstore.engine.state import PartData as PartData  # noqa: PLC0414
 from convstore.engine.state import ReplayState as ReplayState  # noqa: PLC0414
-from convstore.engine.state import render as render  # noqa: PLC0414
 from convstore.projections.prose import (
     cleared_marker,
     image_marker,
@@ -116,6 +115,30 @@ def fold(state: ReplayState, events: Iterable[Event]) -> None:
             raise ValueError(msg)
         _apply(state, event)
         state.version = event.originator_version
+
+
+def folded(events: Iterable[Event]) -> tuple[ReplayState, ImageLoader]:
+    """A conversation's events (read once) folded into a fresh state, and the loader that reads
+    the images a vision render shows back from those same events. Unlike :func:`fold` it takes
+    the events as given, without checking that their versions follow on from 1."""
+    state = ReplayState()
+    by_version: dict[int, BlockAppended] = {}
+    for event in events:
+        if isinstance(event, BlockAppended):
+            by_version[event.originator_version] = event
+        _apply(state, event)
+        state.version = event.originator_version
+
+    def load(version: int, index: int | None) -> ImageBlock:
+        block = by_version[version].block
+        if index is not None:
+            assert isinstance(block, ToolResultBlock)
+            assert not isinstance(block.content, str)
+            block = block.content[index]
+        assert isinstance(block, ImageBlock)
+        return block
+
+    return state, load
 
 
 def _message(state: ReplayState, message_id: str) -> MessagePlan:

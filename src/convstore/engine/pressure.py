@@ -1,9 +1,11 @@
 """Context pressure: the tokens of exactly what replay sends, by block kind and by message.
 
-Counting reads the same plan the renderers turn into wire messages, so every block is counted
-as it is actually sent: text, tool input, tool output, reasoning, the markers that stand in
-for unseen images or cleared output, the compaction summary, and images sent natively
-(estimated from their pixel dimensions with the providers' published formulas).
+Counting reads the replay engine's own render (:class:`convstore.engine.render.Plan`): each
+message's content exactly as the wire carries it, and the same content block by block for the
+breakdown. So every block is counted as it is actually sent: text, tool input, tool output,
+reasoning, the markers that stand in for unseen images or cleared output, the compaction
+summary, and images sent natively (estimated from their pixel dimensions with the providers'
+published formulas).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from convstore.domain.images import dimensions
-from convstore.engine.plan import Clearing, PlannedMessage, Shape
-from convstore.projections.prose import Image, Text
+from convstore.engine.plan import Shape
+from convstore.engine.render import Content, Plan, Source
+from convstore.projections.prose import Image
 
 TokenCounter = Callable[[str], int]
 
@@ -80,88 +83,107 @@ class Pressure:
     tokenizer: str = ""
 
 
-def _segment_tokens(segment: Text | Image, shape: Shape, count: TokenCounter) -> int:
-    if isinstance(segment, Text):
-        return count(segment.text) if segment.text.strip() else 0
-    return image_tokens(segment, shape)
+def _item_tokens(item: str | Image, shape: Shape, count: TokenCounter) -> int:
+    if isinstance(item, str):
+        return count(item) if item.strip() else 0
+    return image_tokens(item, shape)
+
+
+def _content_tokens(content: Content, shape: Shape, count: TokenCounter) -> int:
+    if isinstance(content, str):
+        return count(content) if content.strip() else 0
+    return sum(_item_tokens(s, shape, count) for s in content)
 
 
 @dataclass(frozen=True, slots=True)
 class _Counted:
     """One wire message's tokens: as sent, and by part kind (``framing`` last)."""
 
+    role: str
     sent: int
     by_kind: dict[str, int]
 
 
-def _count_message(message: PlannedMessage, shape: Shape, count: TokenCounter) -> _Counted:
-    sent = sum(_segment_tokens(s, shape, count) for s in message.segments())
-    sent += MESSAGE_FRAMING_TOKENS
+def _count_message(
+    planned: Plan, source: Source, cleared_from: int, shape: Shape, count: TokenCounter
+) -> _Counted:
+    content = planned.content(source, cleared_from)
+    sent = _content_tokens(content, shape, count) + MESSAGE_FRAMING_TOKENS
     by_kind: dict[str, int] = {}
     attributed = 0
-    for part in message.parts:
-        tokens = sum(_segment_tokens(s, shape, count) for s in part.segments)
-        by_kind[part.kind] = by_kind.get(part.kind, 0) + tokens
+    for kind, item in planned.parts(source, cleared_from):
+        tokens = _item_tokens(item, shape, count)
+        by_kind[kind] = by_kind.get(kind, 0) + tokens
         attributed += tokens
     by_kind["framing"] = by_kind.get("framing", 0) + sent - attributed
-    return _Counted(sent, by_kind)
+    role = "user" if isinstance(source, str) else source.role
+    return _Counted(role, sent, by_kind)
 
 
-def _pressure(
-    planned: list[PlannedMessage], counted: list[_Counted], tokenizer: str = ""
-) -> Pressure:
+def _pressure(counted: list[_Counted], tokenizer: str = "") -> Pressure:
     """The request's pressure from its messages' counts (in order, so ``by_kind`` lists the
     kinds in the order they first appear)."""
     by_kind: dict[str, int] = {}
     by_message: list[MessagePressure] = []
-    for index, (message, counts) in enumerate(zip(planned, counted, strict=True)):
+    for index, counts in enumerate(counted):
         for kind, tokens in counts.by_kind.items():
             by_kind[kind] = by_kind.get(kind, 0) + tokens
-        by_message.append(MessagePressure(index, message.role, counts.sent))
+        by_message.append(MessagePressure(index, counts.role, counts.sent))
     total = sum(m.tokens for m in by_message) + REQUEST_FRAMING_TOKENS
     by_kind["framing"] = by_kind.get("framing", 0) + REQUEST_FRAMING_TOKENS
     return Pressure(total=total, by_kind=by_kind, by_message=by_message, tokenizer=tokenizer)
 
 
-def measure(
-    planned: list[PlannedMessage], shape: Shape, count: TokenCounter, tokenizer: str = ""
-) -> Pressure:
-    """Count the tokens of a replay plan as ``shape`` sends it."""
-    return _pressure(planned, [_count_message(m, shape, count) for m in planned], tokenizer)
+def _count(planned: Plan, shape: Shape, count: TokenCounter) -> list[_Counted]:
+    return [
+        _count_message(planned, source, cleared_from, shape, count)
+        for source, cleared_from in zip(planned.window, planned.cleared_from(), strict=True)
+    ]
+
+
+def measure(planned: Plan, shape: Shape, count: TokenCounter, tokenizer: str = "") -> Pressure:
+    """Count the tokens of what replay sends for a plan, as ``shape`` sends it."""
+    return _pressure(_count(planned, shape, count), tokenizer)
 
 
 def fit_keep(
-    clearing: Clearing, shape: Shape, count: TokenCounter, max_tokens: int
+    planned: Plan, shape: Shape, count: TokenCounter, max_tokens: int
 ) -> tuple[int | None, Pressure]:
-    """The most tool results microcompact can keep with the request within ``max_tokens``.
+    """The most tool results microcompact can keep with the request within ``max_tokens``
+    (``planned`` is the plan keeping every result: its ``keep_tool_results`` is ``None``).
 
     Returns ``None`` when everything fits as it is; with the pressure of the request at that
     setting. When no setting fits, returns the one whose request is smallest (the most kept
     among equals), which need not be ``0``: clearing a short output can add tokens (its
     marker is longer). So the count is not monotone in ``keep``: rather than search, this
     clears results oldest first, one at a time, recounting only the message that changed,
-    and stops at the first request that fits. So every message is planned and counted about
+    and stops at the first request that fits. So every message is rendered and counted about
     once, not once per candidate ``keep``.
     """
-    planned = list(clearing.planned)
-    counted = [_count_message(m, shape, count) for m in planned]
+    counted = _count(planned, shape, count)
     total = sum(c.sent for c in counted) + REQUEST_FRAMING_TOKENS
     if total <= max_tokens:
-        return None, _pressure(planned, counted)
-    whole = list(planned), list(counted)
-    steps: list[tuple[int, PlannedMessage, _Counted]] = []
+        return None, _pressure(counted)
+    results = sum(s.results for s in planned.window if not isinstance(s, str))
+    whole = list(counted)
+    steps: list[tuple[int, _Counted]] = []
     best, best_total = 0, total
-    for cleared, (index, message) in enumerate(clearing.steps, 1):
-        counts = _count_message(message, shape, count)
-        total += counts.sent - counted[index].sent
-        planned[index], counted[index] = message, counts
-        if total <= max_tokens:
-            return clearing.results - cleared, _pressure(planned, counted)
-        steps.append((index, message, counts))
-        if total < best_total:
-            best, best_total = cleared, total
+    cleared = 0
+    for index, source in enumerate(planned.window):
+        if isinstance(source, str):
+            continue
+        for step in range(1, source.results + 1):
+            cleared += 1
+            counts = _count_message(planned, source, step, shape, count)
+            total += counts.sent - counted[index].sent
+            counted[index] = counts
+            if total <= max_tokens:
+                return results - cleared, _pressure(counted)
+            steps.append((index, counts))
+            if total < best_total:
+                best, best_total = cleared, total
     # Nothing fits: rebuild the smallest request from the whole one and its first steps.
-    planned, counted = whole
-    for index, message, counts in steps[:best]:
-        planned[index], counted[index] = message, counts
-    return (None if best == 0 else clearing.results - best), _pressure(planned, counted)
+    counted = whole
+    for index, counts in steps[:best]:
+        counted[index] = counts
+    return (None if best == 0 else results - best), _pressure(counted)

@@ -1,12 +1,12 @@
-"""The replay read model's state: each stored message's plan, stored, read back and rendered.
+"""The replay engine's state: each stored message's plan, stored and read back.
 
-:func:`convstore.engine.plan.plan` folds the whole log on every call. This module keeps
-what does not depend on the caller's options: per stored message, its role, how it closed,
-and each block's prose (a *part*), plus the conversation's compactions and rewinds. What the
-options change is worked out at render time from those facts: which messages a rewind
+The one replay engine folds a conversation's events into a :class:`ReplayState`
+(:func:`convstore.engine.model.fold`) and renders it (:mod:`convstore.engine.render`). The
+state keeps what does not depend on the caller's options: per stored message, its role, how it
+closed, and each block's prose (a *part*), plus the conversation's compactions and rewinds.
+What the options change is worked out at render time from those facts: which messages a rewind
 withdrew, the compaction window (``full``), which tool results microcompact clears
 (``keep_tool_results``), which calls no result answered, and how images show (``vision``).
-:func:`render` then gives exactly what ``render(plan(events, options), shape)`` gives.
 
 A state is folded event by event (:func:`convstore.engine.model.fold`), so a
 state at version ``V`` plus the events after ``V`` equals a state folded from scratch. Its
@@ -30,7 +30,8 @@ Parts are JSON arrays, kept decoded as lists (cheap to read back in bulk):
   never copied: a vision replay that shows an image reads it from the log by its version.
 
 This module imports nothing of the domain's models at run time (the fold, which reads events,
-is :mod:`convstore.engine.model`), so a reader that only renders stored plans, such
+is :mod:`convstore.engine.model`; the render, :mod:`convstore.engine.render`, imports none
+either), so a reader that only renders stored plans, such
 as the command line's quick replay, starts without loading pydantic.
 """
 
@@ -40,15 +41,13 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from json.scanner import make_scanner
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from convstore.projections.wording import (
     BLANK_MESSAGE,
     BLOCK_SEPARATOR,
-    NO_RESULT,
     NOTHING_RECORDED,
     PART_SEPARATOR,
-    SUMMARY_HEAD,
     interruption_marker,
 )
 
@@ -56,8 +55,6 @@ if TYPE_CHECKING:
     from convstore.domain.blocks import ImageBlock
     from convstore.domain.conversation import MessageStatus
     from convstore.domain.events import Role
-    from convstore.engine.plan import JSONDict, Shape
-    from convstore.projections.prose import Image
 
 
 class RenderOptions(Protocol):
@@ -414,217 +411,3 @@ class ReplayState:
     def clean(self) -> None:
         """Mark everything stored."""
         self.dirty.clear()
-
-
-# -- rendering ---------------------------------------------------------------------------------
-
-
-def _merge(
-    items: list[str | Image], separator: str, *, first_joins_bare: bool
-) -> list[str | Image]:
-    """:func:`convstore.projections.prose.merge_text` over plain strings and images."""
-    merged: list[str | Image] = []
-    for position, item in enumerate(items):
-        if isinstance(item, str) and merged and isinstance(merged[-1], str):
-            glue = "" if first_joins_bare and position == 1 else separator
-            merged[-1] = merged[-1] + glue + item
-        else:
-            merged.append(item)
-    return merged
-
-
-def _image(ref: list[Any], vision: bool, user: bool, load: ImageLoader | None) -> str | Image:
-    if not vision:
-        return str(ref[4])
-    if not user:
-        return str(ref[5])
-    from convstore.projections.prose import Image  # noqa: PLC0415 - only to show an image
-
-    version, index, media_type, url = ref[0], ref[1], ref[2], ref[3]
-    if url is not None:
-        return Image(media_type, None, url)
-    if load is None:
-        msg = "a vision replay showing a stored image needs an image loader"
-        raise ValueError(msg)
-    image = load(version, index)
-    return Image(image.media_type, image.data, image.url)
-
-
-def _segments(
-    message: MessagePlan,
-    *,
-    vision: bool,
-    cleared_from: int,
-    unanswered: set[str],
-    load: ImageLoader | None,
-) -> list[str | Image]:
-    """The merged content of a message whose results before ordinal ``cleared_from`` are
-    cleared: texts (never blank) and the images shown between them."""
-    user = message.role == "user"
-    items: list[str | Image] = []
-    result = 0
-    for part in message.parts:
-        code = part[0]
-        if code in {"x", "g"}:
-            items.append(part[1])
-        elif code == "u":
-            items.append(part[1])
-            if part[2] in unanswered:
-                items.append(NO_RESULT)
-        elif code == "r":
-            head, content = part[1], part[3]
-            if result < cleared_from:
-                items.append(head + part[2])
-            elif isinstance(content, str):
-                items.append(head + content)
-            else:
-                pieces: list[str | Image] = [head]
-                pieces.extend(
-                    p if isinstance(p, str) else _image(p, vision, user, load) for p in content
-                )
-                items.extend(_merge(pieces, PART_SEPARATOR, first_joins_bare=True))
-            result += 1
-        elif code == "i":
-            items.append(_image(part[1], vision, user, load))
-        else:  # pragma: no cover - parts are checked when added
-            msg = f"unknown part code {code!r}"
-            raise ValueError(msg)
-    if message.blank:
-        items.append(BLANK_MESSAGE if message.parts else NOTHING_RECORDED)
-    if message.status == "interrupted":
-        items.append(interruption_marker(message.reason))
-    joined = _merge(items, BLOCK_SEPARATOR, first_joins_bare=False)
-    return [s for s in joined if not (isinstance(s, str) and not s.strip())]
-
-
-def _window(
-    state: ReplayState, full: bool
-) -> tuple[list[MessagePlan], Sequence[MessagePlan | str]]:
-    """The visible messages, and the replayed window (a summary stands as its text)."""
-    messages = state.messages
-    if state.rewinds:
-        withdrawn = bytearray(len(messages))
-        for start, end in state.rewinds.values():
-            withdrawn[start:end] = b"\x01" * (end - start)
-        visible = [m for m, gone in zip(messages, withdrawn, strict=True) if not gone]
-    else:
-        withdrawn = None
-        visible = messages
-    if full or not state.compactions:
-        return visible, visible
-    shown = [c for c in state.compactions if c[0] >= 0 and not (withdrawn and withdrawn[c[0]])]
-    if not shown:
-        return visible, visible
-    through, summary = shown[-1]
-    boundary = through if withdrawn is None else through - sum(withdrawn[:through])
-    kept_system: list[MessagePlan | str] = [
-        m for m in visible[: boundary + 1] if m.role == "system"
-    ]
-    return visible, [*kept_system, SUMMARY_HEAD + summary, *visible[boundary + 1 :]]
-
-
-def _decisions(
-    visible: list[MessagePlan], window: Sequence[MessagePlan | str], keep: int | None
-) -> tuple[set[str], int]:
-    """The calls no result answers, made before the last visible message; and how many of the
-    window's tool results microcompact clears (the oldest first)."""
-    unanswered: set[str] = set()
-    calling = [i for i, m in enumerate(visible) if m.calls]
-    if calling and calling[0] < len(visible) - 1:
-        answered = {a for m in visible if m.answers for a in m.answers}
-        last = len(visible) - 1
-        unanswered = {c for i in calling if i < last for c in visible[i].calls if c not in answered}
-    to_clear = 0
-    if keep is not None:
-        total = sum(m.results for m in window if not isinstance(m, str))
-        to_clear = max(total - keep, 0)
-    return unanswered, to_clear
-
-
-def render(
-    state: ReplayState,
-    options: RenderOptions,
-    shape: Shape,
-    load: ImageLoader | None = None,
-) -> JSONDict:
-    """Exactly ``render(plan(events, options), shape)`` for the events ``state`` folded."""
-    visible, window = _window(state, options.full)
-    unanswered, to_clear = _decisions(visible, window, options.keep_tool_results)
-    vision = options.vision
-    match shape:
-        case "openai":
-            openai = True
-        case "anthropic":
-            openai = False
-        case _:
-            assert_never(shape)
-    out: list[JSONDict] = []
-    system: list[str] = []
-    seen_results = 0
-    for message in window:
-        content: str | list[str | Image]
-        role: Role
-        if isinstance(message, str):
-            role, content = "user", message
-        else:
-            role = message.role
-            cleared_from = max(to_clear - seen_results, 0)
-            seen_results += message.results
-            if (
-                (message.images and vision)
-                or (cleared_from and message.results)
-                or (unanswered and message.calls and not unanswered.isdisjoint(message.calls))
-            ):
-                merged = _segments(
-                    message,
-                    vision=vision,
-                    cleared_from=cleared_from,
-                    unanswered=unanswered,
-                    load=load,
-                )
-                only = merged[0] if len(merged) == 1 else None
-                content = only if isinstance(only, str) else merged
-            else:
-                plain = message.plain
-                content = message.content() if plain is None else plain
-        if isinstance(content, str):  # one text: built here, as replay's renderer would
-            if openai:
-                out.append({"role": role, "content": content})
-            elif role == "system":
-                system.append(content)
-            else:
-                out.append({"role": role, "content": [{"type": "text", "text": content}]})
-            continue
-        out_message = _with_images(role, content, openai=openai)
-        if out_message is None:
-            system.append(BLOCK_SEPARATOR.join(s for s in content if isinstance(s, str)))
-        else:
-            out.append(out_message)
-    if openai:
-        return {"messages": out}
-    if out and out[-1]["role"] == "assistant":
-        # The Messages API refuses a final assistant turn ending in whitespace.
-        last = out[-1]["content"][-1]
-        last["text"] = last["text"].rstrip()
-    return {"system": BLOCK_SEPARATOR.join(system), "messages": out}
-
-
-def _with_images(role: Role, content: list[str | Image], *, openai: bool) -> JSONDict | None:
-    """A message whose content is not one text, through replay's own renderers (as a plan of
-    one part holding its merged segments: merging them again changes nothing); ``None`` for a
-    system message in the Messages API shape, which goes to ``system`` as its texts."""
-    if not openai and role == "system":
-        return None
-    from convstore.engine.plan import (  # noqa: PLC0415
-        Part,
-        PlannedMessage,
-        anthropic_content,
-        openai_message,
-    )
-    from convstore.projections.prose import Text  # noqa: PLC0415 - the domain's models
-
-    segments = tuple(Text(s) if isinstance(s, str) else s for s in content)
-    planned = PlannedMessage(role, (Part("text", segments),))
-    if openai:
-        return openai_message(planned)
-    return {"role": role, "content": anthropic_content(planned)}

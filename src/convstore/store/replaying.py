@@ -1,7 +1,9 @@
 """Replay: a conversation as the wire messages a provider takes, and what they cost.
 
-The rules live in :mod:`convstore.engine.plan` (and ``live``, ``pressure``); this part
-of the store reads the events and checks the caller's options.
+The rules live in the replay engine (:mod:`convstore.engine`: one fold,
+:func:`convstore.engine.model.fold`, and one render, :mod:`convstore.engine.render`, which
+``live`` and ``pressure`` read); this part of the store reads the events or the stored model
+and checks the caller's options.
 """
 
 from __future__ import annotations
@@ -16,16 +18,10 @@ from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.events import BlockAppended
 from convstore.domain.parsing import parse_count, parse_id
 from convstore.engine.live import live_request
-from convstore.engine.model import differences
-from convstore.engine.plan import (
-    JSONDict,
-    ReplayOptions,
-    Shape,
-    fold,
-    plan,
-    replay_options,
-)
+from convstore.engine.model import differences, folded
+from convstore.engine.plan import JSONDict, ReplayOptions, Shape, replay_options
 from convstore.engine.pressure import Pressure, fit_keep, measure
+from convstore.engine.render import plan
 from convstore.store.reading import LogReader
 
 
@@ -136,8 +132,8 @@ class Replayer(LogReader):
         checked = replay_options(
             options, shape=shape, vision=vision, full=full, keep_tool_results=keep_tool_results
         )
-        planned = plan(self.events(conversation), checked)
-        return measure(planned, checked.shape, count_tokens, tokenizer=ENCODING)
+        state, load = folded(self.events(conversation))
+        return measure(plan(state, checked, load), checked.shape, count_tokens, ENCODING)
 
     def fit_tool_results(
         self,
@@ -165,6 +161,7 @@ class Replayer(LogReader):
                 "give options whose keep_tool_results is None"
             )
             raise InvalidInput(msg)
-        clearing = fold(self.events(conversation)).clearing(checked)
-        keep, pressure = fit_keep(clearing, checked.shape, count_tokens, max_tokens)
+        state, load = folded(self.events(conversation))
+        planned = plan(state, checked, load)
+        keep, pressure = fit_keep(planned, checked.shape, count_tokens, max_tokens)
         return keep, replace(pressure, tokenizer=ENCODING)

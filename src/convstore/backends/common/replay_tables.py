@@ -34,7 +34,8 @@ from uuid import UUID
 
 from convstore.backends.common.gc_pause import paused_gc
 from convstore.backends.sqlite.transaction import delete_securely, immediate
-from convstore.engine.state import ImageLoader, ReplayState, render
+from convstore.engine.render import render
+from convstore.engine.state import ImageLoader, ReplayState
 from convstore.ports.erasure import ERASED_TABLE
 
 if TYPE_CHECKING:  # the command line's quick replay imports this module without the models
