@@ -68,7 +68,7 @@ from convstore.backends.common.listing import (
     forget as forget_listing,
 )
 from convstore.backends.common.log_changes import CHANGE_TRIGGERS, CHANGES_TABLE, TRUNCATE_TRIGGER
-from convstore.backends.common.replay_tables import forget_postgres as forget_replays
+from convstore.backends.postgres.replay_tables import forget_postgres as forget_replays
 from convstore.domain.errors import ConversationErased, ConversationNotFound
 from convstore.domain.events import Event
 from convstore.ports.chain import (
