@@ -20,8 +20,6 @@ from convstore.backends.common.locations import redact, url_scheme
 from convstore.domain.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from convstore.ports.backend import Backend
 
 FILE_BACKEND = "convstore.backends.sqlite.backend:SQLiteBackend"
@@ -82,9 +80,3 @@ def backend_for(location: str) -> Backend:
         )
         raise InvalidInput(msg)
     return load_backend(target)
-
-
-def known_backends() -> Iterator[Backend]:
-    """Every registered backend, the file backend first, each loaded."""
-    for target in dict.fromkeys([FILE_BACKEND, *BACKENDS.values()]):
-        yield load_backend(target)

@@ -431,12 +431,12 @@ class Store(Importing, Transferring, Replayer):
         except ConversationErased:
             # Erased before, perhaps by an erasure that stopped before emptying the log (its
             # process killed, or a reader in the way): finish that job, then say so.
-            self._empty_wal(conversation_id)
+            self._after_erase(conversation_id)
             raise
-        self._empty_wal(conversation_id)
+        self._after_erase(conversation_id)
         return self.erasures(seq - 1)[0]
 
-    def _empty_wal(self, conversation_id: UUID | None) -> None:
+    def _after_erase(self, conversation_id: UUID | None) -> None:
         """What the backend does after an erasure of ``conversation_id`` (or a vacuum: None):
         on SQLite, empty the write-ahead log, trying for :data:`WAL_WAIT_SECONDS`."""
         recorder = self._log.store_recorder
@@ -460,7 +460,7 @@ class Store(Importing, Transferring, Replayer):
         recorder = self._log.store_recorder
         report = progress or (lambda _: None)
         if not self._guarded(lambda: recorder.vacuum(report)):
-            self._empty_wal(None)
+            self._after_erase(None)
 
 
 def _named(recorded: RecordedBlock, fork: Conversation) -> Block:

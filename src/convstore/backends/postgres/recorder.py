@@ -55,7 +55,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from convstore.backends.common.listing import (
     LISTING_TABLE,
-    POSTGRES,
+    Dialect,
     apply_changes,
     clear_statements,
     create_statements,
@@ -81,6 +81,9 @@ from convstore.ports.chain import (
 from convstore.ports.erasure import ERASED_TABLE, Erasure
 from convstore.ports.recorder import Decision, RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
+
+POSTGRES = Dialect("%s", "uuid", "ILIKE", lambda u: u)
+"""How PostgreSQL spells the listing index's statements: ``%s``, ids as ``uuid``."""
 
 TX_COLUMN = "tx"
 """The events table's column holding the id (``xid8``) of the transaction that wrote the row."""

@@ -29,7 +29,7 @@ from eventsourcing.sqlite import (
 
 from convstore.backends.common.listing import (
     LISTING_TABLE,
-    SQLITE,
+    Dialect,
     apply_changes,
     clear_statements,
     create_statements,
@@ -65,6 +65,9 @@ from convstore.ports.erasure import (
 )
 from convstore.ports.recorder import Decision, RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
+
+SQLITE = Dialect("?", "TEXT", "LIKE", lambda u: u.hex)
+"""How SQLite spells the listing index's statements: ``?``, ids as hex text."""
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
 """How long a writer waits for another process's write lock before failing, unless
