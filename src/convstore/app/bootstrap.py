@@ -4,38 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import importlib.util
 import os
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
-from convstore.backends.common.application import EventLog, StoreMarker
+from convstore.backends import backend_for
+from convstore.backends.common.application import EventLog
 from convstore.backends.common.replay_tables import DEFAULT_CACHE_BYTES
-from convstore.backends.postgres.factory import (
-    PostgresSettings,
-    is_postgres_url,
-    redact,
-    refuse_mangled_url,
-    url_scheme,
-)
-from convstore.backends.sqlite.files import (
-    claim_store_file,
-    create_store_file,
-    remove_leftovers,
-)
-from convstore.backends.sqlite.recorder import (
-    default_path,
-    lock_timeout_seconds,
-    refuse_sqlite_uri,
-    sqlite_env,
-)
-from convstore.domain.errors import ConvstoreError, InvalidInput, NoStore, StoreError
+from convstore.backends.sqlite.recorder import default_path
+from convstore.domain.errors import InvalidInput, StoreError
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count
-from convstore.ports.extras import missing_extra
+from convstore.ports.backend import Backend, Opening
 from convstore.ports.records import failure_detail
 from convstore.store import Store
 from convstore.store.aio import READER_THREADS, AsyncStore
@@ -102,54 +83,9 @@ def open_store(
         msg = f"replay_model must be True or False, not {replay_model!r}"
         raise InvalidInput(msg)
     replay = ReplaySettings(cache, model=replay_model)
-    scheme = url_scheme(resolved)
-    if scheme is not None:
-        if is_postgres_url(resolved):
-            return _open_postgres(resolved, limits, replay)
-        msg = (
-            f"unknown store URL scheme {scheme!r} in {redact(resolved)}: use a SQLite file path"
-            " or a postgresql:// URL"
-        )
-        raise InvalidInput(msg)
-    refuse_mangled_url(resolved)
-    refuse_sqlite_uri(resolved)
-    return _open_sqlite(Path(resolved), limits, replay, create=create, make_directory=not location)
-
-
-def _open_sqlite(
-    given: Path, limits: Limits, replay: ReplaySettings, *, create: bool, make_directory: bool
-) -> Store:
-    # The file itself: a symbolic link (even a dangling one) is followed to where it points,
-    # and that one file is what is checked, created, opened and shown.
-    path = Path(os.path.realpath(given))
-    lock_timeout = lock_timeout_seconds()
-    if not path.exists():
-        if not create:
-            msg = f"no store at {given} (nothing has been recorded there yet)"
-            raise NoStore(msg)
-        if make_directory:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.parent.is_dir():
-            msg = f"cannot create a store at {given}: directory {path.parent} does not exist"
-            raise StoreError(msg)
-        remove_leftovers(path)
-        try:
-            create_store_file(path, _build)
-        except ConvstoreError:
-            raise
-        except (OSError, sqlite3.Error) as exc:
-            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            msg = f"cannot create a store at {given}: {detail}"
-            raise StoreError(" ".join(msg.split())) from None
-    remove_leftovers(path)
-    try:  # made just now (by this process or another), or an existing store
-        marker = claim_store_file(path, lock_timeout)
-    except (OSError, sqlite3.Error) as exc:
-        msg = f"cannot open the store at {given}: {exc}"
-        raise StoreError(" ".join(msg.split())) from None
-    return _open(
-        sqlite_env(path), str(path), secret="", limits=limits, replay=replay, marker=marker
-    )
+    backend = backend_for(resolved)
+    with backend.opening(resolved, create=create, make_directory=not location) as opening:
+        return _open(backend, opening, limits=limits, replay=replay)
 
 
 def fill_new_store(
@@ -169,110 +105,37 @@ def fill_new_store(
     made this way: a PostgreSQL schema is opened as usual with :func:`open_store`.
     """
     resolved = resolve_location(location)
-    if url_scheme(resolved) is not None:
-        msg = f"only a SQLite file is made whole from the start, not {redact(resolved)}"
-        raise InvalidInput(msg)
-    refuse_mangled_url(resolved)
-    refuse_sqlite_uri(resolved)
+    backend = backend_for(resolved)
     limits = limits or Limits.from_env()
-    given = Path(resolved)
-    path = Path(os.path.realpath(given))
-    if not location:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.parent.is_dir():
-        msg = f"cannot create a store at {given}: directory {path.parent} does not exist"
-        raise StoreError(msg)
-    if path.exists():
-        msg = f"a store already exists at {given}"
-        raise InvalidInput(msg)
-    filled: list[T] = []
 
-    def build(temporary: Path) -> None:
-        _build(temporary)
-        store = _open(
-            sqlite_env(temporary),
-            str(temporary),
-            secret="",
-            limits=limits,
-            replay=ReplaySettings(DEFAULT_CACHE_BYTES),
-            marker=claim_store_file(temporary, lock_timeout_seconds()),
-        )
+    def filled(opening: Opening) -> T:
+        store = _open(backend, opening, limits=limits, replay=ReplaySettings(DEFAULT_CACHE_BYTES))
         try:
-            filled.append(fill(store))
+            return fill(store)
         finally:
             store.close()
 
-    remove_leftovers(path)
+    return backend.create_filled(resolved, filled, make_directory=not location)
+
+
+def _open(backend: Backend, opening: Opening, *, limits: Limits, replay: ReplaySettings) -> Store:
+    """The store ``opening`` makes ready: its event log opened, its listing index built if
+    it has none."""
     try:
-        made = create_store_file(path, build)
-    except ConvstoreError:
-        raise
-    except (OSError, sqlite3.Error) as exc:
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        msg = f"cannot create a store at {given}: {detail}"
-        raise StoreError(" ".join(msg.split())) from None
-    if not made:
-        msg = f"another process made a store at {given} meanwhile: it is kept, nothing was added"
-        raise InvalidInput(msg)
-    return filled[0], str(path)
-
-
-def _build(temporary: Path) -> None:
-    """Make convstore's tables in a new file, exactly as opening a store makes them."""
-    try:
-        log = EventLog(env=sqlite_env(temporary))
-    except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
-        msg = f"cannot create a store: {failure_detail(exc)}"
-        raise StoreError(msg) from None
-    log.close()
-
-
-def _open_postgres(url: str, limits: Limits, replay: ReplaySettings) -> Store:
-    settings = PostgresSettings.from_url(url)
-    shown = redact(url)
-    if importlib.util.find_spec("psycopg") is None:
-        msg = missing_extra("a PostgreSQL store", "postgres", "'psycopg[binary]' psycopg-pool")
-        raise InvalidInput(msg)
-    try:
-        with settings.setup_lock() as marker:
-            return _open(
-                settings.env(),
-                shown,
-                secret=settings.password,
-                limits=limits,
-                replay=replay,
-                marker=marker,
-            )
-    except ConvstoreError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any driver failure is reported as one line
-        msg = f"cannot reach the store at {shown}: {failure_detail(exc, settings.password)}"
-        raise StoreError(msg) from None
-
-
-def _open(
-    env: dict[str, str],
-    shown: str,
-    *,
-    secret: str,
-    limits: Limits,
-    replay: ReplaySettings,
-    marker: StoreMarker,
-) -> Store:
-    try:
-        log = EventLog(env=env, store_format=marker.format)
+        log = EventLog(env=opening.env, store_format=opening.store_format)
         log.recorder.max_notification_id()  # fail here, not at first use, if it is no store
     except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
-        msg = f"cannot open the store at {shown}: {failure_detail(exc, secret)}"
+        msg = f"cannot open the store at {opening.shown}: {failure_detail(exc, opening.secret)}"
         raise StoreError(msg) from None
     store = Store(
         log,
-        shown,
-        secret=secret,
-        identity=marker.identity,
+        opening.shown,
+        secret=opening.secret,
+        identity=opening.identity,
         limits=limits,
         replay_cache_bytes=replay.cache_bytes,
         replay_model=replay.model,
+        backend=backend,
     )
     if log.store_recorder.listing_missing:
         try:

@@ -47,20 +47,19 @@ from convstore.backends.common.log_changes import (
     CHANGES_TABLE,
     SELECT_CHANGE_COUNT,
 )
-from convstore.backends.common.replay_tables import HEADS, MESSAGES
+from convstore.backends.common.tables import HEADS, MESSAGES
+from convstore.backends.common.tables import MARKER_TABLE as MARKER_TABLE  # noqa: PLC0414
+from convstore.backends.common.tables import STORE_FORMATS as FORMATS
+from convstore.backends.sqlite.tables import EVENTS_TABLE as EVENTS_TABLE  # noqa: PLC0414
 from convstore.engine.render import render
 from convstore.engine.state import ReplayState
 
 if TYPE_CHECKING:
     from convstore.engine.plan import Shape
 
-MARKER_TABLE = "convstore_store"
-"""The store's marker table (``convstore.backends.common.application.MARKER_TABLE``)."""
-STORE_FORMATS = ("1", "2")
-"""The store formats it reads (``convstore.backends.common.application.STORE_FORMATS``): the
-model tables are the same in both."""
-EVENTS_TABLE = "stored_events"
-"""The SQLite events table eventsourcing makes."""
+STORE_FORMATS = tuple(map(str, FORMATS))
+"""The store formats it reads, as the marker writes them: the model tables are the same in
+every one."""
 
 _WHOLE_ID = re.compile(
     r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"

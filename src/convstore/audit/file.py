@@ -9,16 +9,13 @@ is the single gate every command passes before it opens, writes or replaces the 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
 from convstore.audit.db import STORE_ID
-from convstore.backends.postgres.factory import is_postgres_url
-from convstore.backends.sqlite.recorder import default_path
+from convstore.backends import backend_for
 from convstore.domain.errors import InvalidInput, StoreError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -35,8 +32,8 @@ AUDIT_ENV_VAR = "CONVSTORE_AUDIT_DB"
 
 
 def store_file_of(location: str) -> Path | None:
-    """The SQLite file a store location names, or None for a PostgreSQL store."""
-    return None if is_postgres_url(location) else Path(location)
+    """The file a store location names (a SQLite store's), or None (a PostgreSQL store)."""
+    return backend_for(location).store_file(location)
 
 
 def default_audit_file(location: str) -> Path:
@@ -51,15 +48,7 @@ def default_audit_file(location: str) -> Path:
     digest of the whole location: the readable part alone would fold ``schema=ten_a`` and
     ``schema=ten__a`` (and any other runs of punctuation) into one name.
     """
-    store_file = store_file_of(location)
-    if store_file is None:
-        slug = re.sub(r"[^A-Za-z0-9]+", "-", location.split("://", 1)[1]).strip("-")[:120]
-        digest = hashlib.sha256(location.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return default_path().parent / f"audit-{slug}-{digest}.db"
-    name = store_file.name
-    if name.endswith(".db") and len(name) > len(".db"):
-        return store_file.with_name(name[: -len(".db")] + ".audit.db")
-    return store_file.with_name(name + "-audit.db")
+    return backend_for(location).default_audit_file(location)
 
 
 def audit_file(

@@ -14,7 +14,6 @@ This module holds the commands (each parsed here, decided by the domain, saved b
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -24,12 +23,10 @@ from uuid import UUID, uuid4
 from eventsourcing.persistence import IntegrityError
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
+from convstore.backends import backend_for
 from convstore.backends.common.application import FULL_JSON_FORMAT, EventLog
-from convstore.backends.common.replay_tables import (
-    DEFAULT_CACHE_BYTES,
-    ReplayReader,
-    replay_tables_for,
-)
+from convstore.backends.common.replay_tables import DEFAULT_CACHE_BYTES, ReplayReader
+from convstore.backends.sqlite.backend import WAL_RETRY_PAUSE_SECONDS, WAL_WAIT_SECONDS
 from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
 from convstore.domain.conversation import Conversation, EntryMessage
 from convstore.domain.errors import (
@@ -37,7 +34,6 @@ from convstore.domain.errors import (
     InvalidBlock,
     InvalidInput,
     MessageNotFound,
-    StoreError,
 )
 from convstore.domain.events import (
     UNKNOWN_TOOL,
@@ -63,6 +59,7 @@ from convstore.domain.parsing import (
     parse_role,
     parse_text,
 )
+from convstore.ports.backend import Backend
 from convstore.ports.chain import chain_key
 from convstore.ports.erasure import Erasure
 from convstore.projections.messages import RecordedBlock, collect_history
@@ -71,13 +68,14 @@ from convstore.store.listing import ConversationInfo, Page, parse_moment
 from convstore.store.replaying import Replayer
 from convstore.store.transfer import Transferring
 
-__all__ = ["ConversationInfo", "EntryBatch", "Page", "Store"]
-
-WAL_WAIT_SECONDS = 5.0
-"""How long an erasure keeps trying to empty SQLite's write-ahead log before it fails."""
-
-WAL_RETRY_PAUSE_SECONDS = 0.1
-"""The pause between those tries, in which other writers take their turns."""
+__all__ = [
+    "WAL_RETRY_PAUSE_SECONDS",
+    "WAL_WAIT_SECONDS",
+    "ConversationInfo",
+    "EntryBatch",
+    "Page",
+    "Store",
+]
 
 
 class Store(Importing, Transferring, Replayer):
@@ -93,8 +91,12 @@ class Store(Importing, Transferring, Replayer):
         limits: Limits | None = None,
         replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
         replay_model: bool = True,
+        backend: Backend | None = None,
     ) -> None:
         super().__init__(log, location, secret=secret, limits=limits)
+        self.backend = backend or backend_for(location)
+        """The backend that keeps this store (:class:`convstore.ports.backend.Backend`),
+        chosen from its location by :func:`convstore.backends.backend_for` unless given."""
         self.identity = identity
         """The store's random identity (written once in its ``convstore_store`` table): what
         a read model built from it records, so no other store's is ever taken for its own."""
@@ -103,7 +105,7 @@ class Store(Importing, Transferring, Replayer):
         # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
         # Replay then folds the log (and still caches in memory).
         keep = replay_model and log.mapper.cipher is None and log.store_format != FULL_JSON_FORMAT
-        tables = replay_tables_for(log.recorder, chain_key()) if keep else None
+        tables = self.backend.replay_tables(log.store_recorder, chain_key()) if keep else None
         self._replays = ReplayReader(tables, self._counted_stream, cache_bytes=replay_cache_bytes)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -429,31 +431,16 @@ class Store(Importing, Transferring, Replayer):
         except ConversationErased:
             # Erased before, perhaps by an erasure that stopped before emptying the log (its
             # process killed, or a reader in the way): finish that job, then say so.
-            self._empty_wal(conversation_id)
+            self._after_erase(conversation_id)
             raise
-        self._empty_wal(conversation_id)
+        self._after_erase(conversation_id)
         return self.erasures(seq - 1)[0]
 
-    def _empty_wal(self, conversation_id: UUID | None) -> None:
-        """Empty SQLite's write-ahead log after an erasure of ``conversation_id`` (or a
-        vacuum: None), trying for :data:`WAL_WAIT_SECONDS` (each try holds other writers up
-        for at most a moment)."""
+    def _after_erase(self, conversation_id: UUID | None) -> None:
+        """What the backend does after an erasure of ``conversation_id`` (or a vacuum: None):
+        on SQLite, empty the write-ahead log, trying for :data:`WAL_WAIT_SECONDS`."""
         recorder = self._log.store_recorder
-        deadline = time.monotonic() + WAL_WAIT_SECONDS
-        while not self._guarded(recorder.truncate_wal):
-            if time.monotonic() >= deadline:
-                done, again = (
-                    ("the store was vacuumed", "vacuum")
-                    if conversation_id is None
-                    else (f"conversation {conversation_id} was erased", "erase")
-                )
-                msg = (
-                    f"{done}, but a reader kept the "
-                    f"write-ahead log in use for {WAL_WAIT_SECONDS:g} s, so its old bytes may "
-                    f"still be in the store's files: run {again} again once that reader is done"
-                )
-                raise StoreError(msg)
-            time.sleep(WAL_RETRY_PAUSE_SECONDS)
+        self.backend.after_erase(lambda: self._guarded(recorder.truncate_wal), conversation_id)
 
     def vacuum(self, progress: Callable[[str], None] | None = None) -> None:
         """Rewrite the store's files so no erased (or otherwise deleted) row's bytes stay in
@@ -473,7 +460,7 @@ class Store(Importing, Transferring, Replayer):
         recorder = self._log.store_recorder
         report = progress or (lambda _: None)
         if not self._guarded(lambda: recorder.vacuum(report)):
-            self._empty_wal(None)
+            self._after_erase(None)
 
 
 def _named(recorded: RecordedBlock, fork: Conversation) -> Block:

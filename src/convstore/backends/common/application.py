@@ -11,16 +11,16 @@ from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import Environment, EnvType
 
 from convstore.backends.common.mapper import PydanticMapper
+from convstore.backends.common.tables import FULL_JSON_FORMAT as FULL_JSON_FORMAT  # noqa: PLC0414
+from convstore.backends.common.tables import MARKER_TABLE as MARKER_TABLE  # noqa: PLC0414
+from convstore.backends.common.tables import STORE_FORMAT as STORE_FORMAT  # noqa: PLC0414
+from convstore.backends.common.tables import STORE_FORMATS as STORE_FORMATS  # noqa: PLC0414
 from convstore.ports.recorder import StoreRecorder
 
 APPLICATION_NAME = "convstore"
 """Pinned: PostgreSQL table names (``convstore_events``) and setting prefixes follow it."""
 
 ENV_PREFIX = APPLICATION_NAME.upper() + "_"
-
-MARKER_TABLE = "convstore_store"
-"""The table that marks a SQLite file or a PostgreSQL schema as a convstore store; it holds
-``('format', '2')`` (or ``'1'``) and ``('id', …)``, the store's identity."""
 
 IDENTITY_KEY = "id"
 """The marker row holding the store's identity: random, written once (a store made before
@@ -41,16 +41,6 @@ class StoreMarker:
     """The store's identity; ``""`` only for a store made before identities that could not be
     given one (a SQLite file opened read-only)."""
 
-
-FULL_JSON_FORMAT = 1
-"""Stores whose states are each event's full JSON: what convstore 0.2.0 reads and writes.
-This version keeps writing such a store in that form, so hosts of both versions can share it."""
-
-STORE_FORMAT = 2
-"""The format this version gives a new store: compact states (convstore 0.2.0 refuses it)."""
-
-STORE_FORMATS = (FULL_JSON_FORMAT, STORE_FORMAT)
-"""The store formats this version reads and writes."""
 
 READS = "this version reads formats " + " and ".join(map(str, STORE_FORMATS))
 """How a refusal of any other format ends."""

@@ -4,7 +4,8 @@ Two tables beside the events: ``convstore_listing`` (one row per conversation) a
 ``convstore_labels`` (one row per label). Every insert applies the
 :class:`~convstore.projections.listing.ListingChange` of its events before it commits, so
 the index is exactly the log: nothing to catch up, read-your-writes, on both backends.
-The same statements serve SQLite (``?``, ids as hex text) and PostgreSQL (``%s``, ``uuid``).
+The same statements serve every backend, each spelling them in its own :class:`Dialect`
+(SQLite's ``?`` and ids as hex text, in its recorder; PostgreSQL's ``%s`` and ``uuid``).
 """
 
 from __future__ import annotations
@@ -41,10 +42,6 @@ class Dialect:
 
     def sql(self, text: str) -> str:
         return text.replace("?", self.mark)
-
-
-SQLITE = Dialect("?", "TEXT", "LIKE", lambda u: u.hex)
-POSTGRES = Dialect("%s", "uuid", "ILIKE", lambda u: u)
 
 
 def create_statements(d: Dialect, prefix: str = "") -> list[str]:

@@ -30,6 +30,8 @@ from convstore.backends.common.application import (
     known_format,
     new_identity,
 )
+from convstore.backends.common.locations import redact as redact  # noqa: PLC0414
+from convstore.backends.common.locations import url_scheme as url_scheme  # noqa: PLC0414
 from convstore.backends.common.mapper import TOPIC_PREFIX
 from convstore.domain.errors import InvalidInput
 
@@ -61,16 +63,8 @@ _INT_OPTIONS = {
 
 _OPTIONS = ("schema", "password", *_INT_OPTIONS)
 
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_$]*")
 _OPTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
-_QUERY_SECRET = re.compile(r"(?i)(password=)[^&#]*")
-
-
-def url_scheme(location: str) -> str | None:
-    """The scheme of a ``scheme://…`` location, lowercased; ``None`` for a file path."""
-    found = _SCHEME.match(location)
-    return found.group(1).lower() if found else None
 
 
 _MANGLED = re.compile(r"(?i)postgres(?:ql)?(?:\+[a-z0-9_]+)?:/?(?!/)")
@@ -93,23 +87,6 @@ def is_postgres_url(location: str) -> bool:
     """Whether ``location`` names a PostgreSQL store rather than a SQLite file."""
     scheme = url_scheme(location)
     return scheme is not None and scheme.split("+", 1)[0] in SCHEMES
-
-
-def redact(url: str) -> str:
-    """The URL with every secret replaced by ``***``, safe to print and log.
-
-    Masks the password of the user part and the value of any ``password=`` option. Works on
-    the raw text, not a parse: a password holding an unencoded ``/``, ``?`` or ``#`` would
-    fool a URL parser into showing part of it. Everything between the first ``:`` after
-    ``//`` and the last ``@`` is masked, which masks too much rather than too little.
-    """
-    scheme, separator, rest = url.partition("://")
-    if not separator:
-        return url
-    at = rest.rfind("@")
-    if at >= 0 and ":" in rest[:at]:
-        rest = f"{rest[: rest.index(':')]}:***{rest[at:]}"
-    return f"{scheme}://" + _QUERY_SECRET.sub(r"\1***", rest)
 
 
 def check_schema_name(schema: str) -> None:

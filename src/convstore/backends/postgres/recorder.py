@@ -55,7 +55,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from convstore.backends.common.listing import (
     LISTING_TABLE,
-    POSTGRES,
+    Dialect,
     apply_changes,
     clear_statements,
     create_statements,
@@ -68,7 +68,7 @@ from convstore.backends.common.listing import (
     forget as forget_listing,
 )
 from convstore.backends.common.log_changes import CHANGE_TRIGGERS, CHANGES_TABLE, TRUNCATE_TRIGGER
-from convstore.backends.common.replay_tables import forget_postgres as forget_replays
+from convstore.backends.postgres.replay_tables import forget_postgres as forget_replays
 from convstore.domain.errors import ConversationErased, ConversationNotFound
 from convstore.domain.events import Event
 from convstore.ports.chain import (
@@ -81,6 +81,9 @@ from convstore.ports.chain import (
 from convstore.ports.erasure import ERASED_TABLE, Erasure
 from convstore.ports.recorder import Decision, RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
+
+POSTGRES = Dialect("%s", "uuid", "ILIKE", lambda u: u)
+"""How PostgreSQL spells the listing index's statements: ``%s``, ids as ``uuid``."""
 
 TX_COLUMN = "tx"
 """The events table's column holding the id (``xid8``) of the transaction that wrote the row."""

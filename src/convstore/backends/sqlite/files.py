@@ -31,11 +31,10 @@ from convstore.backends.common.listing import LABELS_TABLE, LISTING_TABLE
 from convstore.backends.common.log_changes import CHANGES_TABLE
 from convstore.backends.common.mapper import TOPIC_PREFIX
 from convstore.backends.sqlite.recorder import create_private_file, file_uri
+from convstore.backends.sqlite.tables import EVENTS_TABLE
 from convstore.domain.errors import InvalidInput
 from convstore.ports.chain import HEADS_TABLE
 from convstore.ports.erasure import ERASED_TABLE
-
-EVENTS_TABLE = "stored_events"
 
 _CREATING = ".creating-"
 

@@ -29,7 +29,7 @@ from eventsourcing.sqlite import (
 
 from convstore.backends.common.listing import (
     LISTING_TABLE,
-    SQLITE,
+    Dialect,
     apply_changes,
     clear_statements,
     create_statements,
@@ -41,12 +41,13 @@ from convstore.backends.common.listing import (
 from convstore.backends.common.listing import (
     forget as forget_listing,
 )
+from convstore.backends.common.locations import data_directory
 from convstore.backends.common.log_changes import (
     CHANGE_TRIGGERS,
     CHANGES_TABLE,
     SELECT_CHANGE_COUNT,
 )
-from convstore.backends.common.replay_tables import forget_sqlite as forget_replays
+from convstore.backends.sqlite.replay_tables import forget_sqlite as forget_replays
 from convstore.backends.sqlite.transaction import POLL_SECONDS, delete_securely, immediate
 from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
 from convstore.domain.events import Event
@@ -64,6 +65,9 @@ from convstore.ports.erasure import (
 )
 from convstore.ports.recorder import Decision, RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
+
+SQLITE = Dialect("?", "TEXT", "LIKE", lambda u: u.hex)
+"""How SQLite spells the listing index's statements: ``?``, ids as hex text."""
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10
 """How long a writer waits for another process's write lock before failing, unless
@@ -86,8 +90,7 @@ def default_path() -> Path:
     ``$XDG_DATA_HOME/convstore/convstore.db``, which is ``~/.local/share/convstore/convstore.db``
     when ``XDG_DATA_HOME`` is unset.
     """
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "convstore" / "convstore.db"
+    return data_directory() / "convstore.db"
 
 
 def create_private_file(path: Path) -> None:

@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, cast
 from uuid import UUID
 
-from convstore.backends.postgres.factory import is_postgres_url
+from convstore.backends.postgres.backend import WRITER_THREADS
 from convstore.domain.errors import StoreError
 from convstore.domain.limits import Limits
 from convstore.ports.records import Recorded
@@ -29,8 +29,9 @@ _V = TypeVar("_V")
 READER_THREADS = 4
 """Reader threads per store unless told otherwise."""
 
-POSTGRES_WRITER_THREADS = 4
-"""Writer threads per PostgreSQL store unless told otherwise (SQLite gets one)."""
+POSTGRES_WRITER_THREADS = WRITER_THREADS
+"""Writer threads per PostgreSQL store unless told otherwise (SQLite gets one): each store's
+own is its backend's ``writer_threads``."""
 
 DUMP_PAGE = 1000
 """Dump lines handed from the worker thread to the loop at a time."""
@@ -56,7 +57,7 @@ class AsyncStoreBase:
         self, store: Store, *, readers: int = READER_THREADS, writers: int | None = None
     ) -> None:
         if writers is None:
-            writers = POSTGRES_WRITER_THREADS if is_postgres_url(store.location) else 1
+            writers = store.backend.writer_threads
         self.store = store
         """The sync store every call runs on; use it from threads, never from the loop."""
         self._writes = concurrent.futures.ThreadPoolExecutor(

@@ -1,0 +1,7 @@
+"""The names of a SQLite store's tables that are SQLite's alone (see also
+:mod:`convstore.backends.common.tables`); imports nothing, for the quick replay path."""
+
+from __future__ import annotations
+
+EVENTS_TABLE = "stored_events"
+"""The events table eventsourcing's SQLite recorder makes."""

@@ -1,0 +1,94 @@
+"""What the store and the composition root ask of a backend, as one object.
+
+A backend is chosen once, from the store's location, by :func:`convstore.backends.backend_for`
+(the registry: one line per URL scheme). Everything that differs between backends is behind
+:class:`Backend`: opening the event log's settings for a location, where the replay model is
+kept, how many writer threads suit it, what an erasure must do after it commits, where the
+audit read model lives by default, and how the location is shown. Above ``backends/`` nothing
+asks which backend it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+from uuid import UUID
+
+from convstore.ports.recorder import StoreRecorder
+from convstore.ports.replay import ReplayTables
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """A store's location made ready to open: the event log's settings and what its marker
+    says about it."""
+
+    env: dict[str, str]
+    """The eventsourcing settings (``PERSISTENCE_MODULE``, the recorder's topic, …)."""
+    shown: str
+    """The location as every message and :attr:`convstore.Store.location` show it."""
+    secret: str
+    """What no message may hold (a password), or ``""``."""
+    store_format: int
+    """The store's format, as its marker says."""
+    identity: str
+    """The store's random identity, as its marker says."""
+
+
+class Backend(Protocol):
+    """One kind of store: SQLite files, PostgreSQL schemas, …"""
+
+    name: str
+    """What people call it (``"SQLite"``, ``"PostgreSQL"``), in messages."""
+
+    writer_threads: int
+    """How many writer threads an :class:`~convstore.AsyncStore` gives it unless told."""
+
+    def show(self, location: str) -> str:
+        """The location with every secret masked, safe to print and log."""
+        ...
+
+    def opening(
+        self, location: str, *, create: bool, make_directory: bool
+    ) -> AbstractContextManager[Opening]:
+        """Make the store at ``location`` ready (created if missing and ``create``; with
+        ``make_directory`` its directory too) and hold whatever must be held while the event
+        log is opened on it; raises :class:`~convstore.StoreError` (one line, no secret)
+        when it cannot, :class:`~convstore.NoStore` when it is missing and not ``create``."""
+        ...
+
+    def create_filled(
+        self, location: str, fill: Callable[[Opening], T], *, make_directory: bool
+    ) -> tuple[T, str]:
+        """Make a new store at ``location`` holding what ``fill`` writes into the store it is
+        given, all at once (none is left if ``fill`` raises); ``fill``'s result and the
+        store's location as shown. A backend that cannot refuses with
+        :class:`~convstore.InvalidInput`."""
+        ...
+
+    def replay_tables(self, recorder: StoreRecorder, key: bytes) -> ReplayTables | None:
+        """The replay model's tables beside the events ``recorder`` keeps (``None``: it has
+        nowhere to keep them); ``key`` is the chain key the stored heads' digests use."""
+        ...
+
+    def after_erase(self, empty_log: Callable[[], bool], conversation: UUID | None) -> None:
+        """What must follow an erasure of ``conversation`` (or a vacuum: ``None``) once it
+        has committed, so no deleted byte stays behind; ``empty_log`` is one try at
+        :meth:`StoreRecorder.truncate_wal`. Raises :class:`~convstore.StoreError` when that
+        could not be done."""
+        ...
+
+    def store_file(self, location: str) -> Path | None:
+        """The one file that holds the store at ``location`` (its shown form), if any: the
+        audit read model must never be it."""
+        ...
+
+    def default_audit_file(self, location: str) -> Path:
+        """Where the audit read model of the store at ``location`` (its shown form) lives
+        unless told; a one-to-one function of the location."""
+        ...
