@@ -1,0 +1,161 @@
+"""OpenAI Codex CLI rollout files (``~/.codex/sessions/**/rollout-*.jsonl``) into a history.
+
+Every line is ``{"timestamp", "type", "payload"}``. What each line type becomes:
+
+- ``session_meta``: its ``payload.id`` is the history's key (so a second import is refused);
+  nothing else is recorded.
+- ``response_item``: the model's history, read as Responses API items (``message``,
+  ``function_call`` / ``function_call_output``, ``reasoning`` with its summary or content),
+  plus Codex's own ``custom_tool_call`` / ``custom_tool_call_output`` and ``local_shell_call``
+  (→ a ``tool_use`` named ``local_shell`` whose input is the ``action``; its output arrives
+  as a ``function_call_output``). ``ghost_snapshot`` items (the harness's git snapshots) are
+  counted as ignored. Consecutive assistant-side items form one assistant message.
+- ``compacted``: a compaction whose summary is its ``message``, through the last message so far.
+- ``event_msg`` and ``turn_context``: counted as ignored (they repeat what the response items
+  hold, or describe the turn's settings).
+
+Refused, naming the line and item: ``web_search_call``, ``image_generation_call``,
+``tool_search_call`` / ``tool_search_output`` (hosted tools, until convstore has a kind for
+them), and any other item or line type. A ``compaction`` item (encrypted, with no readable
+summary) is skipped and reported. Each line's ``timestamp`` is in the source; convstore's
+history has no place for it yet, so it is not kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
+from convstore.convert.parts import as_dict, check_keys, checked, refuse, text_of, tidy
+from convstore.convert.responses import ITEM_TYPES, Side, item_blocks
+from convstore.domain.blocks import Block, ToolResultBlock, ToolUseBlock
+from convstore.domain.errors import InvalidInput
+
+LINE_TYPES = ("session_meta", "response_item", "compacted", "event_msg", "turn_context")
+LINE_KEYS = frozenset({"timestamp", "type", "payload"})
+CODEX_ITEMS = ("custom_tool_call", "custom_tool_call_output", "local_shell_call")
+IGNORED_ITEMS = ("ghost_snapshot",)
+PENDING_ITEMS = (
+    "web_search_call",
+    "image_generation_call",
+    "tool_search_call",
+    "tool_search_output",
+    "mcp_tool_call",
+)
+"""Item types refused until convstore has a block kind for hosted tool calls."""
+
+ITEM_KEYS: dict[str, frozenset[str]] = {
+    "custom_tool_call": frozenset({"type", "id", "status", "call_id", "name", "input"}),
+    "custom_tool_call_output": frozenset({"type", "call_id", "name", "output"}),
+    "local_shell_call": frozenset({"type", "id", "call_id", "status", "action"}),
+}
+
+
+def _codex_item(item: Mapping[str, Any], kind: str, where: str) -> tuple[Side, list[Block]]:
+    check_keys(item, ITEM_KEYS[kind], where)
+    if kind == "custom_tool_call":
+        data = {
+            "id": item.get("call_id"),
+            "name": item.get("name"),
+            "input": text_of(item.get("input"), f"{where} input"),
+        }
+        return "assistant", [checked(lambda: ToolUseBlock.model_validate(data), where)]
+    if kind == "custom_tool_call_output":
+        output = item.get("output")
+        result = {
+            "tool_use_id": item.get("call_id"),
+            "name": item.get("name"),
+            "content": output if isinstance(output, str) else json.dumps(output),
+        }
+        return "results", [checked(lambda: ToolResultBlock.model_validate(result), where)]
+    call = {
+        "id": item.get("call_id") or item.get("id"),
+        "name": "local_shell",
+        "input": as_dict(item.get("action"), f"{where} action"),
+    }
+    return "assistant", [checked(lambda: ToolUseBlock.model_validate(call), where)]
+
+
+def _other_line(
+    history: History, kind: str, payload: Mapping[str, Any], number: int, where: str
+) -> None:
+    """A line other than a ``response_item``: the session's key, a compaction, or ignored."""
+    if kind == "session_meta":
+        if history.key is None and isinstance(payload.get("id"), str):
+            history.key = payload["id"]
+        return
+    if kind == "compacted":
+        summary = text_of(payload.get("message"), f"{where} message")
+        if history.messages:
+            through = len(history.messages) - 1
+            history.compactions.append(HistoryCompaction(summary, through))
+        else:
+            history.skipped.append(Skipped("a compaction before any message", number))
+        return
+    sub = payload.get("type")
+    history.ignored[f"{kind}:{sub}" if isinstance(sub, str) else kind] += 1
+
+
+def _line(raw: str, where: str) -> dict[str, Any]:
+    try:
+        return as_dict(json.loads(raw), where)
+    except ValueError:
+        msg = f"{where}: not a JSON object"
+        raise InvalidInput(msg) from None
+
+
+def histories_from_rollout(text: str) -> list[History]:
+    """A Codex rollout file's text as one :class:`History` (see the module docstring)."""
+    history = History()
+    side: Side | None = None
+    run: list[Block] = []
+
+    def close() -> None:
+        if side is not None and run:
+            role = "user" if side == "results" else side
+            history.messages.append(HistoryMessage(role, tidy(run)))
+
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        where = f"line {number}"
+        line = _line(raw, where)
+        kind = line.get("type")
+        if kind not in LINE_TYPES:
+            refuse("line type", kind, where, LINE_TYPES)
+        where = f"line {number} ({kind})"
+        check_keys(line, LINE_KEYS, where)
+        payload = as_dict(line.get("payload"), f"{where} payload")
+        if kind != "response_item":
+            if kind == "compacted":  # the messages so far are what the summary replaces
+                close()
+                side, run = None, []
+            _other_line(history, str(kind), payload, number, where)
+            continue
+        item_type = payload.get("type")
+        at = f"{where}, item {item_type!r}"
+        if item_type in IGNORED_ITEMS:
+            history.ignored[str(item_type)] += 1
+            continue
+        if item_type in ("compaction", "compaction_summary"):
+            reason = "an encrypted compaction item (no readable summary)"
+            history.skipped.append(Skipped(reason, number))
+            continue
+        if item_type in PENDING_ITEMS:
+            msg = f"{at}: a hosted tool call cannot be recorded yet (no convstore block kind)"
+            raise InvalidInput(msg)
+        if item_type in CODEX_ITEMS:
+            item_side, blocks = _codex_item(payload, str(item_type), at)
+        elif item_type in ITEM_TYPES:
+            item_side, blocks = item_blocks(payload, where)
+        else:
+            refuse("item type", item_type, where, (*ITEM_TYPES, *CODEX_ITEMS))
+        if item_side in ("assistant", "results") and item_side == side:
+            run += blocks
+            continue
+        close()
+        side, run = item_side, list(blocks)
+    close()
+    return [history]
