@@ -116,8 +116,10 @@ def check_keys(fields: Mapping[str, Any], known: frozenset[str], where: str) -> 
     Vercel ``parts`` list given as a Chat Completions message), so it is never ignored."""
     unknown = [key for key in fields if key not in known]
     if unknown:
+        named = ", ".join(repr(key) for key in unknown)
+        keys = f"key {named} is" if len(unknown) == 1 else f"keys {named} are"
         msg = (
-            f"{where}: key {unknown[0]!r} is not part of this format (accepted: "
+            f"{where}: {keys} not part of this format (accepted: "
             f"{', '.join(sorted(known))}); is the input another format?"
         )
         raise InvalidInput(msg)

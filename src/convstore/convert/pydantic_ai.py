@@ -70,6 +70,8 @@ MESSAGE_KEYS: dict[str, frozenset[str]] = {
             "provider_response_id",
             "provider_url",
             "usage",
+            "vendor_details",
+            "vendor_id",
             "workspace_ref",
         }
     ),
@@ -77,13 +79,13 @@ MESSAGE_KEYS: dict[str, frozenset[str]] = {
 """The keys of each message kind; any other is refused."""
 
 _PROVIDER = {"id", "part_kind", "provider_details", "provider_name"}
-_RETURN = {"content", "metadata", "outcome", "part_kind", "retry", "timestamp"}
+_RETURN = {"content", "content_file_digests", "metadata", "outcome", "part_kind", "retry"}
 REQUEST_PARTS: dict[str, frozenset[str]] = {
     "system-prompt": frozenset(
         {"content", "context_id", "dynamic_ref", "metadata", "part_kind", "scope", "timestamp"}
     ),
     "user-prompt": frozenset({"content", "part_kind", "timestamp"}),
-    "tool-return": frozenset({*_RETURN, "tool_call_id", "tool_kind", "tool_name"}),
+    "tool-return": frozenset({*_RETURN, "timestamp", "tool_call_id", "tool_kind", "tool_name"}),
     "retry-prompt": frozenset({"content", "part_kind", "timestamp", "tool_call_id", "tool_name"}),
     "retry-feedback": frozenset({"content", "part_kind", "retry", "timestamp"}),
 }
@@ -118,6 +120,9 @@ CONTENT_KINDS: dict[str, frozenset[str]] = {
 """The kinds of user content (besides plain strings) the converter accepts."""
 
 
+_STANDARD_BASE64 = str.maketrans("-_", "+/")
+
+
 def _json_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
@@ -127,7 +132,10 @@ def _binary_image(item: Mapping[str, Any], where: str) -> ImageBlock:
     if not media.startswith("image/"):
         msg = f"{where}: binary content of media type {media!r} cannot be recorded yet"
         raise InvalidInput(msg)
-    data = {"media_type": media, "data": text_of(item.get("data"), f"{where} data")}
+    # Pydantic serialises bytes as URL-safe base64; the image block holds the standard alphabet
+    # (the same bytes).
+    encoded = text_of(item.get("data"), f"{where} data").translate(_STANDARD_BASE64)
+    data = {"media_type": media, "data": encoded}
     return checked(partial(ImageBlock.model_validate, data), where)
 
 
