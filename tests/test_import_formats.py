@@ -398,6 +398,55 @@ def test_gemini_jsonl_replaces_records_by_id_and_honours_rewinds() -> None:
     assert len(read.messages[2].blocks) == 2  # the finished record, with both results
 
 
+def test_gemini_content_synced_from_history_is_not_recorded_twice() -> None:
+    """After Gemini CLI syncs its history back, a model record's content may repeat its
+    toolCalls as functionCall parts, and a user record repeat their results as
+    functionResponse parts: each call and result is recorded once."""
+    call = {"id": "c1", "name": "ls", "args": {}}
+    response = {"id": "c1", "name": "ls", "response": {"output": "a.txt"}}
+    session = {
+        "sessionId": "s-sync",
+        "projectHash": "h",
+        "startTime": "t",
+        "lastUpdated": "t",
+        "messages": [
+            {"id": "u", "timestamp": "t", "type": "user", "content": [{"text": "ls"}]},
+            {
+                "id": "g",
+                "timestamp": "t",
+                "type": "gemini",
+                "content": [{"functionCall": call, "thoughtSignature": "sig"}],
+                "toolCalls": [
+                    {**call, "status": "success", "timestamp": "t"}
+                    | {"result": [{"functionResponse": response}]}
+                ],
+            },
+            {
+                "id": "r",
+                "timestamp": "t",
+                "type": "user",
+                "content": [{"functionResponse": response}],
+            },
+            {
+                "id": "g2",
+                "timestamp": "t",
+                "type": "gemini",
+                "content": [{"text": "one file"}, {"functionCall": {**call, "id": "c2"}}],
+            },
+        ],
+    }
+    [read] = read_histories("gemini-cli", json.dumps(session))
+    kinds = [(m.role, [b.type for b in m.blocks]) for m in read.messages]
+    assert kinds == [
+        ("user", ["text"]),
+        ("assistant", ["tool_use"]),
+        ("user", ["tool_result"]),
+        ("assistant", ["text", "tool_use"]),
+    ]
+    assert read.ignored["functionCall part repeating a toolCall"] == 1
+    assert read.ignored["functionResponse part repeating a toolCall result"] == 1
+
+
 def _gemini(record: dict[str, Any]) -> dict[str, Any]:
     base = {"sessionId": "s", "projectHash": "h", "startTime": "t", "lastUpdated": "t"}
     return {**base, "messages": [{"id": "m", "timestamp": "t", **record}]}
@@ -485,3 +534,21 @@ def test_import_help_lists_every_format_and_ends_with_detection_examples() -> No
     description = result.output.split("Options:")[0].rstrip().splitlines()
     assert description[-1].strip().startswith("convstore import ~/")
     assert "detected" in result.output
+
+
+CORPUS_FORMATS: dict[str, ImportFormat] = {
+    "claude-code": "claude-code",
+    "openai-chat": "openai-chat",
+    "anthropic-messages": "anthropic",
+    "openai-responses": "responses",
+}
+
+
+def test_every_corpus_file_is_detected_as_its_own_format(corpus_dir: Path) -> None:
+    """Real transcripts and request bodies: each is read by exactly the format it is."""
+    seen = 0
+    for folder, fmt in CORPUS_FORMATS.items():
+        for path in sorted((corpus_dir / folder).iterdir()):
+            assert detect_format(path.read_text()) == fmt, path.name
+            seen += 1
+    assert seen > 0

@@ -97,8 +97,10 @@ TOOL_CALL_KEYS = frozenset(
         "renderOutputAsMarkdown",
     }
 )
-PART_FIELDS = ("text", "inlineData", "fileData", "functionResponse")
-"""The ``Part`` fields the converter reads (``functionResponse`` only in a tool's result)."""
+USER_FIELDS = ("text", "inlineData", "fileData", "functionResponse")
+ASSISTANT_FIELDS = ("text", "functionCall")
+RESULT_FIELDS = ("text", "inlineData", "fileData", "functionResponse")
+"""The Gemini ``Part`` fields read in user content, model content and a tool's result."""
 _PART_EXTRAS = frozenset({"thought", "thoughtSignature", "partMetadata"})
 
 
@@ -122,31 +124,129 @@ def _part_field(part: Mapping[str, Any], where: str, accepted: tuple[str, ...]) 
     return fields[0]
 
 
-def _content(content: object, where: str, *, assistant: bool) -> list[Block]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [TextBlock(text=content)] if content else []
-    parts = content if isinstance(content, list) else [content]
-    blocks: list[Block] = []
-    accepted = ("text",) if assistant else ("text", "inlineData", "fileData")
-    for index, raw in enumerate(parts):
-        at = f"{where} content part {index}"
-        if isinstance(raw, str):
-            blocks.append(TextBlock(text=raw))
-            continue
-        part = as_dict(raw, at)
+def _response_text(part: Mapping[str, Any], where: str) -> str:
+    """A ``functionResponse``'s ``response``: its ``output`` when that is all it holds, else
+    its JSON (an ``error``, or structured output)."""
+    response = as_dict(part["functionResponse"], f"{where} functionResponse").get("response")
+    output = response.get("output") if isinstance(response, Mapping) else None
+    if isinstance(output, str) and isinstance(response, Mapping) and len(response) == 1:
+        return output
+    return json.dumps(response, ensure_ascii=False)
+
+
+class _Reader:
+    """One session's records into messages; remembers the calls and results seen, since
+    Gemini CLI may write a turn's ``functionCall`` / ``functionResponse`` parts into
+    ``content`` as well as into ``toolCalls`` (when it syncs its history back)."""
+
+    def __init__(self, ignored: Counter[str]) -> None:
+        self.ignored = ignored
+        self.answered: set[str] = set()
+
+    def content(self, content: object, where: str, *, calls: set[str] | None) -> list[Block]:
+        """``content`` as blocks; ``calls`` (the ids in the record's ``toolCalls``) is given for
+        an assistant record, ``None`` for a user one."""
+        if content is None:
+            return []
+        if isinstance(content, str):
+            return [TextBlock(text=content)] if content else []
+        parts = content if isinstance(content, list) else [content]
+        blocks: list[Block] = []
+        for index, raw in enumerate(parts):
+            at = f"{where} content part {index}"
+            if isinstance(raw, str):
+                blocks.append(TextBlock(text=raw))
+                continue
+            part = as_dict(raw, at)
+            block = self.part(part, at, calls)
+            if block is not None:
+                blocks.append(block)
+        return blocks
+
+    def part(self, part: Mapping[str, Any], at: str, calls: set[str] | None) -> Block | None:
+        accepted = ASSISTANT_FIELDS if calls is not None else USER_FIELDS
         field = _part_field(part, at, accepted)
-        if field != "text":
-            blocks.append(_image(part, field, at))
-        elif part.get("thought"):
-            text = text_of(part["text"], f"{at} text")
-            signature = part.get("thoughtSignature")
-            data = {"text": text, "signature": signature}
-            blocks.append(checked(partial(ReasoningBlock.model_validate, data), at))
-        else:
-            blocks.append(TextBlock(text=text_of(part["text"], f"{at} text")))
-    return blocks
+        if field == "text" and part.get("thought"):
+            thought = {"text": part["text"], "signature": part.get("thoughtSignature")}
+            return checked(partial(ReasoningBlock.model_validate, thought), at)
+        if field == "text":
+            return TextBlock(text=text_of(part["text"], f"{at} text"))
+        if field in ("inlineData", "fileData"):
+            return _image(part, field, at)
+        inner = as_dict(part[field], f"{at} {field}")
+        call_id = inner.get("id")
+        if field == "functionCall":
+            if calls is not None and call_id in calls:
+                self.ignored["functionCall part repeating a toolCall"] += 1
+                return None
+            call = {
+                "id": call_id,
+                "name": inner.get("name"),
+                "input": tool_arguments(inner.get("args") or {}, f"{at} args"),
+            }
+            return checked(partial(ToolUseBlock.model_validate, call), at)
+        if call_id in self.answered:
+            self.ignored["functionResponse part repeating a toolCall result"] += 1
+            return None
+        result = {
+            "tool_use_id": call_id,
+            "name": inner.get("name"),
+            "content": _response_text(part, at),
+        }
+        return checked(partial(ToolResultBlock.model_validate, result), at)
+
+    def message(self, record: Mapping[str, Any], where: str) -> list[HistoryMessage]:
+        kind = record.get("type")
+        if kind not in MESSAGE_TYPES:
+            refuse("message type", kind, where, MESSAGE_TYPES)
+        where = f"{where} ({kind})"
+        check_keys(record, MESSAGE_KEYS, where)
+        if kind in ("info", "error", "warning"):
+            self.ignored[str(kind)] += 1
+            return []
+        content = record.get("content")
+        if kind == "user":
+            if not content:
+                msg = f"{where}: the user message has no content"
+                raise InvalidInput(msg)
+            blocks = self.content(content, where, calls=None)
+            return [HistoryMessage("user", tidy(blocks))] if blocks else []
+        return self.model_turn(record, where)
+
+    def model_turn(self, record: Mapping[str, Any], where: str) -> list[HistoryMessage]:
+        blocks: list[Block] = []
+        for index, raw in enumerate(as_list(record.get("thoughts") or [], f"{where} thoughts")):
+            at = f"{where} thought {index}"
+            thought = as_dict(raw, at)
+            check_keys(thought, frozenset({"subject", "description", "timestamp"}), at)
+            text = "\n\n".join(str(thought.get(k) or "") for k in ("subject", "description"))
+            blocks.append(ReasoningBlock(text=text.strip()))
+        listed = as_list(record.get("toolCalls") or [], f"{where} toolCalls")
+        calls = [as_dict(raw, f"{where} tool call {i}") for i, raw in enumerate(listed)]
+        ids = {call["id"] for call in calls if isinstance(call.get("id"), str)}
+        blocks += self.content(record.get("content"), where, calls=ids)
+        results: list[Block] = []
+        for index, call in enumerate(calls):
+            at = f"{where} tool call {index}"
+            check_keys(call, TOOL_CALL_KEYS, at)
+            data = {
+                "id": call.get("id"),
+                "name": call.get("name"),
+                "input": tool_arguments(call.get("args") or {}, f"{at} args"),
+            }
+            use = checked(partial(ToolUseBlock.model_validate, data), at)
+            blocks.append(use)
+            result = _result(call, use.id, at)
+            if result is not None:
+                results.append(result)
+                self.answered.add(use.id)
+        if not blocks:
+            self.ignored["empty gemini message"] += 1
+            return []
+        out = [HistoryMessage("assistant", tidy(blocks))]
+        if results:
+            out.append(HistoryMessage("user", tuple(results)))
+        return out
 
 
 def _result(call: Mapping[str, Any], call_id: str, where: str) -> ToolResultBlock | None:
@@ -162,14 +262,9 @@ def _result(call: Mapping[str, Any], call_id: str, where: str) -> ToolResultBloc
             texts.append(item)
             continue
         part = as_dict(item, at)
-        field = _part_field(part, at, PART_FIELDS)
+        field = _part_field(part, at, RESULT_FIELDS)
         if field == "functionResponse":
-            response = as_dict(part[field], f"{at} functionResponse").get("response")
-            output = response.get("output") if isinstance(response, Mapping) else None
-            if isinstance(output, str) and len(response or {}) == 1:
-                texts.append(output)
-            else:
-                texts.append(json.dumps(response, ensure_ascii=False))
+            texts.append(_response_text(part, at))
         elif field == "text":
             texts.append(text_of(part["text"], f"{at} text"))
         else:
@@ -185,52 +280,6 @@ def _result(call: Mapping[str, Any], call_id: str, where: str) -> ToolResultBloc
         "is_error": call.get("status") == "error",
     }
     return checked(partial(ToolResultBlock.model_validate, data), where)
-
-
-def _message(record: Mapping[str, Any], where: str, ignored: Counter[str]) -> list[HistoryMessage]:
-    kind = record.get("type")
-    if kind not in MESSAGE_TYPES:
-        refuse("message type", kind, where, MESSAGE_TYPES)
-    where = f"{where} ({kind})"
-    check_keys(record, MESSAGE_KEYS, where)
-    if kind in ("info", "error", "warning"):
-        ignored[str(kind)] += 1
-        return []
-    if kind == "user":
-        blocks = _content(record.get("content"), where, assistant=False)
-        if not blocks:
-            msg = f"{where}: the user message has no content"
-            raise InvalidInput(msg)
-        return [HistoryMessage("user", tidy(blocks))]
-    blocks = []
-    for index, raw in enumerate(as_list(record.get("thoughts") or [], f"{where} thoughts")):
-        thought = as_dict(raw, f"{where} thought {index}")
-        check_keys(thought, frozenset({"subject", "description", "timestamp"}), where)
-        text = "\n\n".join(str(thought.get(k) or "") for k in ("subject", "description"))
-        blocks.append(ReasoningBlock(text=text.strip()))
-    blocks += _content(record.get("content"), where, assistant=True)
-    results: list[Block] = []
-    for index, raw in enumerate(as_list(record.get("toolCalls") or [], f"{where} toolCalls")):
-        at = f"{where} tool call {index}"
-        call = as_dict(raw, at)
-        check_keys(call, TOOL_CALL_KEYS, at)
-        data = {
-            "id": call.get("id"),
-            "name": call.get("name"),
-            "input": tool_arguments(call.get("args") or {}, f"{at} args"),
-        }
-        use = checked(partial(ToolUseBlock.model_validate, data), at)
-        blocks.append(use)
-        result = _result(call, use.id, at)
-        if result is not None:
-            results.append(result)
-    if not blocks:
-        ignored["empty gemini message"] += 1
-        return []
-    out = [HistoryMessage("assistant", tidy(blocks))]
-    if results:
-        out.append(HistoryMessage("user", tuple(results)))
-    return out
 
 
 def _records(text: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
@@ -291,10 +340,11 @@ def histories_from_session(text: str) -> list[History]:
     """A Gemini CLI session file's text (either layout) as one :class:`History`."""
     metadata, records = _records(text)
     history = History()
+    reader = _Reader(history.ignored)
     if isinstance(metadata.get("sessionId"), str):
         history.key = metadata["sessionId"]
     if isinstance(metadata.get("summary"), str) and metadata["summary"]:
         history.title = metadata["summary"]
     for where, record in records:
-        history.messages += _message(record, where, history.ignored)
+        history.messages += reader.message(record, where)
     return [history]
