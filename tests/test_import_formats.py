@@ -10,6 +10,7 @@ ai ``UIMessage`` types). Each is detected as exactly one format.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -552,3 +553,11 @@ def test_every_corpus_file_is_detected_as_its_own_format(corpus_dir: Path) -> No
             assert detect_format(path.read_text()) == fmt, path.name
             seen += 1
     assert seen > 0
+
+
+def test_the_import_formats_page_examples_run() -> None:
+    page = (Path(__file__).parents[1] / "docs" / "import-formats.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    assert blocks
+    for index, code in enumerate(blocks):
+        exec(compile(code, f"import-formats.md python block {index}", "exec"), {})  # noqa: S102
