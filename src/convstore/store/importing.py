@@ -4,6 +4,8 @@ The converters in :mod:`convstore.convert` read a file into :class:`History` val
 module records them. Every event is decided by the domain's :class:`Conversation` commands, so
 an imported conversation obeys exactly the rules a live one does, and every history of one
 input is saved in a single recorder transaction: a refused input leaves the store as it was.
+Which converter reads an input is named by one :data:`ImportFormat`, or found by
+:func:`detect_format` (the one format that reads it; ambiguous input is refused).
 
 Each imported conversation's ``ConversationStarted`` names its ``source``: ``FORMAT:KEY`` when
 the history has a stable key (a Claude Code session or agent id; a key that already starts
