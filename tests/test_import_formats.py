@@ -353,6 +353,27 @@ def test_codex_items_without_a_block_kind_are_refused_naming_them(
     assert named in str(caught.value)
 
 
+def test_an_aborted_codex_turn_marks_its_assistant_message_interrupted() -> None:
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+    said = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "I"}],
+    }
+    text = _rollout(user, said) + json.dumps(
+        {
+            "timestamp": "t",
+            "type": "event_msg",
+            "payload": {"type": "turn_aborted", "reason": "interrupted"},
+        }
+    )
+    [read] = read_histories("codex", text)
+    assert [(m.role, m.status, m.reason) for m in read.messages] == [
+        ("user", "ended", None),
+        ("assistant", "interrupted", "interrupted"),
+    ]
+
+
 def test_an_encrypted_codex_compaction_is_skipped_and_reported() -> None:
     text = _rollout(
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},

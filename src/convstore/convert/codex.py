@@ -11,8 +11,10 @@ Every line is ``{"timestamp", "type", "payload"}``. What each line type becomes:
   as a ``function_call_output``). ``ghost_snapshot`` items (the harness's git snapshots) are
   counted as ignored. Consecutive assistant-side items form one assistant message.
 - ``compacted``: a compaction whose summary is its ``message``, through the last message so far.
-- ``event_msg`` and ``turn_context``: counted as ignored (they repeat what the response items
-  hold, or describe the turn's settings).
+- ``event_msg`` ``turn_aborted``: the assistant message it cut short is marked interrupted
+  (with the event's ``reason``).
+- other ``event_msg`` lines and ``turn_context``: counted as ignored (they repeat what the
+  response items hold, or describe the turn's settings).
 
 Refused, naming the line and item: ``web_search_call``, ``image_generation_call``,
 ``tool_search_call`` / ``tool_search_output`` (hosted tools, until convstore has a kind for
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
@@ -95,6 +98,12 @@ def _other_line(
             history.skipped.append(Skipped("a compaction before any message", number))
         return
     sub = payload.get("type")
+    last = history.messages[-1] if history.messages else None
+    if sub == "turn_aborted" and last is not None and last.role == "assistant":
+        reason = payload.get("reason")
+        shown = reason if isinstance(reason, str) else None
+        history.messages[-1] = replace(last, status="interrupted", reason=shown)
+        return
     history.ignored[f"{kind}:{sub}" if isinstance(sub, str) else kind] += 1
 
 
@@ -129,7 +138,8 @@ def histories_from_rollout(text: str) -> list[History]:
         check_keys(line, LINE_KEYS, where)
         payload = as_dict(line.get("payload"), f"{where} payload")
         if kind != "response_item":
-            if kind == "compacted":  # the messages so far are what the summary replaces
+            aborted = kind == "event_msg" and payload.get("type") == "turn_aborted"
+            if kind == "compacted" or aborted:  # both are about the messages so far
                 close()
                 side, run = None, []
             _other_line(history, str(kind), payload, number, where)
