@@ -31,6 +31,7 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.errors import InvalidInput
 from convstore.store.importing import IMPORT_FORMATS, ImportFormat, detect_format, read_histories
+from convstore.store.verify import Verifier
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 CONVSTORE = Path(sys.executable).parent / "convstore"
@@ -536,6 +537,15 @@ def test_every_fixture_imports_through_the_command_without_format(
     assert summary["format"] == fmt
     assert summary["messages"] > 0
     assert sum(summary["blocks"].values()) >= summary["messages"]
+    again = invoke(db, "import", str(FIXTURES / name))
+    assert again.exit_code == 2
+    assert "already imported as conversation" in again.stderr.splitlines()[-1]
+    with convstore.open_store(db) as store:
+        verifier = Verifier()
+        verifier.check_all(store.scan())
+        assert verifier.problems == []
+        [conversation] = store.conversations()
+        assert store.replay(conversation.id)["messages"]
 
 
 def test_ambiguous_input_is_refused_by_the_command_in_one_line(tmp_path: Path) -> None:
