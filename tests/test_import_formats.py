@@ -42,6 +42,7 @@ FIXTURE_FORMATS: dict[str, ImportFormat] = {
     "anthropic.json": "anthropic",
     "responses.json": "responses",
     "codex-rollout.jsonl": "codex",
+    "codex-rollout-legacy.jsonl": "codex",
     "gemini-cli-session.json": "gemini-cli",
     "gemini-cli-session.jsonl": "gemini-cli",
     "pydantic-ai.json": "pydantic-ai",
@@ -292,7 +293,8 @@ def test_pydantic_ai_parts_without_a_block_kind_are_refused_naming_them(
 def test_a_codex_rollout_keeps_items_calls_outputs_and_its_compaction() -> None:
     read = history("codex", "codex-rollout.jsonl")
     assert read.key == "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
-    kinds = [(m.role, [b.type for b in m.blocks]) for m in read.messages]
+    assert read.messages[0].blocks == (TextBlock(text="You are Codex, a coding agent."),)
+    kinds = [(m.role, [b.type for b in m.blocks]) for m in read.messages[1:]]
     assert kinds == [
         ("system", ["text"]),
         ("user", ["text"]),
@@ -307,26 +309,43 @@ def test_a_codex_rollout_keeps_items_calls_outputs_and_its_compaction() -> None:
         ("user", ["text"]),
         ("assistant", ["text"]),
     ]
-    reasoning = read.messages[3].blocks[0]
+    reasoning = read.messages[4].blocks[0]
     assert isinstance(reasoning, ReasoningBlock)
     assert reasoning.text == "**Reading the log**"
     assert reasoning.encrypted_content == "gAAAAB-opaque"
-    shell = read.messages[5].blocks[0]
+    shell = read.messages[6].blocks[0]
     assert isinstance(shell, ToolUseBlock)
     assert (shell.id, shell.name) == ("call_ls_1", "local_shell")
     assert isinstance(shell.input, dict)
     assert shell.input["command"] == ["ls", "include"]
-    patch = read.messages[7].blocks[0]
+    patch = read.messages[8].blocks[0]
     assert isinstance(patch, ToolUseBlock)
     assert patch.name == "apply_patch"
     assert isinstance(patch.input, str)
     assert patch.input.startswith("*** Begin Patch")
     [compaction] = read.compactions
-    assert compaction.through == 9
+    assert compaction.through == 10
     assert compaction.summary.startswith("The user asked why")
     assert read.ignored["event_msg:agent_message"] == 1
     assert read.ignored["ghost_snapshot"] == 1
     assert read.ignored["turn_context"] == 1
+
+
+def test_an_older_codex_rollout_reads_the_same_way() -> None:
+    """Before every line was {timestamp, type, payload}: a bare header, bare items, and
+    state markers."""
+    read = history("codex", "codex-rollout-legacy.jsonl")
+    assert read.key == "5973b6c0-94b8-487b-a530-2aeb6098ae0e"
+    kinds = [(m.role, [b.type for b in m.blocks]) for m in read.messages]
+    assert kinds == [
+        ("system", ["text"]),
+        ("user", ["text"]),
+        ("assistant", ["reasoning", "tool_use"]),
+        ("user", ["tool_result"]),
+        ("assistant", ["text"]),
+    ]
+    assert read.messages[0].blocks == (TextBlock(text="Prefer small diffs."),)
+    assert read.ignored == {"state": 2}
 
 
 def _rollout(*payloads: dict[str, Any]) -> str:

@@ -3,7 +3,8 @@
 Every line is ``{"timestamp", "type", "payload"}``. What each line type becomes:
 
 - ``session_meta``: its ``payload.id`` is the history's key (so a second import is refused);
-  nothing else is recorded.
+  its ``base_instructions`` (what Codex sends as the Responses ``instructions``) become the
+  first, system, message. Nothing else of it is recorded.
 - ``response_item``: the model's history, read as Responses API items (``message``,
   ``function_call`` / ``function_call_output``, ``reasoning`` with its summary or content),
   plus Codex's own ``custom_tool_call`` / ``custom_tool_call_output`` and ``local_shell_call``
@@ -15,6 +16,9 @@ Every line is ``{"timestamp", "type", "payload"}``. What each line type becomes:
   (with the event's ``reason``).
 - other ``event_msg`` lines and ``turn_context``: counted as ignored (they repeat what the
   response items hold, or describe the turn's settings).
+
+The older layout (a bare ``{id, timestamp, instructions, git}`` header line, bare response
+items, ``{"record_type": "state"}`` markers) is read the same way.
 
 Refused, naming the line and item: ``web_search_call``, ``image_generation_call``,
 ``tool_search_call`` / ``tool_search_output`` (hosted tools, until convstore has a kind for
@@ -33,7 +37,7 @@ from typing import Any
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
 from convstore.convert.parts import as_dict, check_keys, checked, refuse, text_of, tidy
 from convstore.convert.responses import ITEM_TYPES, Side, item_blocks
-from convstore.domain.blocks import Block, ToolResultBlock, ToolUseBlock
+from convstore.domain.blocks import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.errors import InvalidInput
 
 LINE_TYPES = ("session_meta", "response_item", "compacted", "event_msg", "turn_context")
@@ -88,6 +92,9 @@ def _other_line(
     if kind == "session_meta":
         if history.key is None and isinstance(payload.get("id"), str):
             history.key = payload["id"]
+            base = payload.get("base_instructions")
+            text = base.get("text") if isinstance(base, Mapping) else None
+            _instructions(history, text, where)
         return
     if kind == "compacted":
         summary = text_of(payload.get("message"), f"{where} message")
@@ -107,12 +114,70 @@ def _other_line(
     history.ignored[f"{kind}:{sub}" if isinstance(sub, str) else kind] += 1
 
 
+LEGACY_HEADER_KEYS = frozenset({"id", "timestamp", "instructions", "git"})
+
+
+def _instructions(history: History, text: object, where: str) -> None:
+    """The session's instructions (Codex sends them as the Responses ``instructions``) as
+    the first, system, message."""
+    if text is None or text == "":
+        return
+    block = TextBlock(text=text_of(text, f"{where} instructions"))
+    history.messages.insert(0, HistoryMessage("system", (block,)))
+    history.compactions[:] = [replace(c, through=c.through + 1) for c in history.compactions]
+
+
+def _legacy(line: dict[str, Any], number: int, history: History) -> dict[str, Any] | None:
+    """A line of the older rollout layout (before every line was ``{timestamp, type,
+    payload}``) in the newer one: the bare session header (``id``, ``timestamp``,
+    ``instructions``, ``git``) keys the history, ``{"record_type": "state"}`` markers are
+    ignored, and bare response items are wrapped. ``None`` for a line fully handled here."""
+    if "payload" in line:
+        return line
+    where = f"line {number}"
+    if "type" not in line and "record_type" not in line and "id" in line:
+        check_keys(line, LEGACY_HEADER_KEYS, f"{where} (session header)")
+        if history.key is None and isinstance(line["id"], str):
+            history.key = line["id"]
+            _instructions(history, line.get("instructions"), where)
+        return None
+    if line.get("record_type") == "state":
+        history.ignored["state"] += 1
+        return None
+    if isinstance(line.get("type"), str) and line["type"] not in LINE_TYPES:
+        return {"type": "response_item", "payload": line}
+    return line
+
+
 def _line(raw: str, where: str) -> dict[str, Any]:
     try:
         return as_dict(json.loads(raw), where)
     except ValueError:
         msg = f"{where}: not a JSON object"
         raise InvalidInput(msg) from None
+
+
+def _response_item(
+    history: History, payload: Mapping[str, Any], number: int, where: str
+) -> tuple[Side, list[Block]] | None:
+    """A ``response_item``'s side and blocks; ``None`` for one that is ignored or skipped."""
+    item_type = payload.get("type")
+    at = f"{where}, item {item_type!r}"
+    if item_type in IGNORED_ITEMS:
+        history.ignored[str(item_type)] += 1
+        return None
+    if item_type in ("compaction", "compaction_summary"):
+        reason = "an encrypted compaction item (no readable summary)"
+        history.skipped.append(Skipped(reason, number))
+        return None
+    if item_type in PENDING_ITEMS:
+        msg = f"{at}: a hosted tool call cannot be recorded yet (no convstore block kind)"
+        raise InvalidInput(msg)
+    if item_type in CODEX_ITEMS:
+        return _codex_item(payload, str(item_type), at)
+    if item_type not in ITEM_TYPES:
+        refuse("item type", item_type, where, (*ITEM_TYPES, *CODEX_ITEMS))
+    return item_blocks(payload, where)
 
 
 def histories_from_rollout(text: str) -> list[History]:
@@ -130,7 +195,9 @@ def histories_from_rollout(text: str) -> list[History]:
         if not raw.strip():
             continue
         where = f"line {number}"
-        line = _line(raw, where)
+        line = _legacy(_line(raw, where), number, history)
+        if line is None:
+            continue
         kind = line.get("type")
         if kind not in LINE_TYPES:
             refuse("line type", kind, where, LINE_TYPES)
@@ -144,24 +211,10 @@ def histories_from_rollout(text: str) -> list[History]:
                 side, run = None, []
             _other_line(history, str(kind), payload, number, where)
             continue
-        item_type = payload.get("type")
-        at = f"{where}, item {item_type!r}"
-        if item_type in IGNORED_ITEMS:
-            history.ignored[str(item_type)] += 1
+        read = _response_item(history, payload, number, where)
+        if read is None:
             continue
-        if item_type in ("compaction", "compaction_summary"):
-            reason = "an encrypted compaction item (no readable summary)"
-            history.skipped.append(Skipped(reason, number))
-            continue
-        if item_type in PENDING_ITEMS:
-            msg = f"{at}: a hosted tool call cannot be recorded yet (no convstore block kind)"
-            raise InvalidInput(msg)
-        if item_type in CODEX_ITEMS:
-            item_side, blocks = _codex_item(payload, str(item_type), at)
-        elif item_type in ITEM_TYPES:
-            item_side, blocks = item_blocks(payload, where)
-        else:
-            refuse("item type", item_type, where, (*ITEM_TYPES, *CODEX_ITEMS))
+        item_side, blocks = read
         if item_side in ("assistant", "results") and item_side == side:
             run += blocks
             continue
