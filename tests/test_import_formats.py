@@ -9,6 +9,7 @@ ai ``UIMessage`` types). Each is detected as exactly one format.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import convstore
+from convstore.app.demo import tiny_png
 from convstore.cli import cli
 from convstore.convert.history import History
 from convstore.domain.blocks import (
@@ -49,6 +51,7 @@ FIXTURE_FORMATS: dict[str, ImportFormat] = {
     "vercel-ai.json": "vercel-ai",
 }
 
+PNG = base64.b64encode(tiny_png()).decode()
 UI_MESSAGES = [
     {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
     {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "hello"}]},
@@ -255,6 +258,35 @@ def test_pydantic_ai_history_keeps_instructions_images_calls_and_retries() -> No
     assert isinstance(retried, ToolResultBlock)
     assert retried.is_error
     assert retried.content == "city 'Rome' is not supported"
+
+
+def test_a_pydantic_ai_tool_returning_an_image_keeps_it_as_a_result_part() -> None:
+    """Written by Pydantic AI itself: a multimodal return keeps its text and image; any other
+    non-string return is its JSON."""
+    messages = pytest.importorskip("pydantic_ai.messages")
+    png = base64.b64decode(PNG)
+    history_json = messages.ModelMessagesTypeAdapter.dump_json(
+        [
+            messages.ModelRequest(parts=[messages.UserPromptPart("shot")]),
+            messages.ModelResponse(parts=[messages.ToolCallPart("snap", {}, tool_call_id="c1")]),
+            messages.ModelRequest(
+                parts=[
+                    messages.ToolReturnPart(
+                        "snap", ["here", messages.BinaryContent(png, media_type="image/png")], "c1"
+                    ),
+                    messages.ToolReturnPart("nums", [1, 2], "c2"),
+                ]
+            ),
+        ]
+    )
+    [read] = read_histories("pydantic-ai", history_json.decode())
+    image, numbers = read.messages[2].blocks
+    assert image == ToolResultBlock(
+        tool_use_id="c1",
+        name="snap",
+        content=[TextBlock(text="here"), ImageBlock(media_type="image/png", data=PNG)],
+    )
+    assert numbers == ToolResultBlock(tool_use_id="c2", name="nums", content="[1, 2]")
 
 
 def _pyd(part: dict[str, Any], kind: str = "response") -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ message an object with ``kind`` ``request`` or ``response`` and ``parts`` tagged
   message first; ``system-prompt`` parts → a system message; ``user-prompt`` (a string, or a
   list of strings, ``text-content``, and images as ``image-url`` or ``binary`` with an
   ``image/*`` media type), ``tool-return`` (→ ``tool_result``; ``outcome`` other than
-  ``success`` marks it an error; non-string content kept as its JSON), ``retry-prompt`` (with
+  ``success`` marks it an error; multimodal content as text and image parts, any other
+  non-string content as its JSON), ``retry-prompt`` (with
   a tool call id → an error ``tool_result``, else user text) and ``retry-feedback`` (user
   text) → a user message, in order.
 - ``response``: ``text`` → text, ``thinking`` → reasoning (with its ``signature``),
@@ -168,11 +169,28 @@ def _user_content(content: object, where: str) -> list[Block]:
     return blocks
 
 
+def _is_content(item: object) -> bool:
+    return isinstance(item, str) or (
+        isinstance(item, Mapping) and item.get("kind") in CONTENT_KINDS
+    )
+
+
+def _result_content(content: object, where: str) -> str | list[Block]:
+    """A tool's return as text (its JSON unless a string), or as text and image parts when it
+    is multimodal content (``binary`` images, ``image-url``, ``text-content``)."""
+    if isinstance(content, Mapping) and _is_content(content):
+        content = [content]
+    items: list[Any] = content if isinstance(content, list) else []
+    if any(not isinstance(i, str) for i in items) and all(_is_content(i) for i in items):
+        return _user_content(items, where)
+    return _json_text(content)
+
+
 def _result(part: Mapping[str, Any], where: str, *, error: bool) -> ToolResultBlock:
     data = {
         "tool_use_id": part.get("tool_call_id"),
         "name": part.get("tool_name"),
-        "content": _json_text(part.get("content")),
+        "content": _result_content(part.get("content"), where),
         "is_error": error,
     }
     return checked(partial(ToolResultBlock.model_validate, data), where)
