@@ -643,3 +643,20 @@ def test_the_import_formats_page_examples_run() -> None:
     assert blocks
     for index, code in enumerate(blocks):
         exec(compile(code, f"import-formats.md python block {index}", "exec"), {})  # noqa: S102
+
+
+@pytest.mark.parametrize("fmt", IMPORT_FORMATS)
+def test_every_other_fixture_given_as_a_format_is_one_line_exit_2(
+    tmp_path: Path, fmt: ImportFormat
+) -> None:
+    """Each format refuses every other format's fixture: one line naming it, nothing made."""
+    db = tmp_path / "s.db"
+    for name, own in FIXTURE_FORMATS.items():
+        if own == fmt:
+            continue
+        result = invoke(db, "import", "--format", fmt, str(FIXTURES / name))
+        assert result.exit_code == 2, (name, result.stdout)
+        [line] = result.stderr.splitlines()
+        assert line.startswith("error: "), name
+        assert fmt in line or "malformed JSON" in line, (name, line)
+    assert not db.exists()
