@@ -12,8 +12,10 @@ from convstore.cli.options import input_argument, json_option, store_from
 from convstore.cli.output import counted
 from convstore.store.importing import (
     IMPORT_FORMATS,
+    LINE_FORMATS,
     ImportFormat,
     ImportReport,
+    detect_format,
     read_histories,
     sources_for,
 )
@@ -25,17 +27,20 @@ from convstore.store.importing import (
     "-f",
     "fmt",
     type=click.Choice(IMPORT_FORMATS),
-    required=True,
+    default=None,
     help="claude-code: a session transcript (JSON lines); openai-chat: a Chat Completions "
     "body or message list; anthropic: a Messages body, message list or response; "
-    "responses: a Responses API body or input item list.",
+    "responses: a Responses API body or input item list; codex: a Codex CLI rollout "
+    "(JSON lines); gemini-cli: a Gemini CLI session (session-*.json or .jsonl); "
+    "pydantic-ai: ModelMessagesTypeAdapter JSON; vercel-ai: an AI SDK UIMessage array. "
+    "Default: detected from the content (named on stderr; ambiguous input is refused).",
 )
 @input_argument
 @click.option("--again", is_flag=True, help="Record a new copy of a history imported before.")
 @json_option
 @click.pass_context
 def import_(
-    ctx: click.Context, fmt: ImportFormat, source: str | None, again: bool, as_json: bool
+    ctx: click.Context, fmt: ImportFormat | None, source: str | None, again: bool, as_json: bool
 ) -> None:
     """Record another system's history as new conversations; print their ids.
 
@@ -46,13 +51,22 @@ def import_(
     recorded whole or not at all; importing the same history twice is refused unless
     --again.
 
+    Without --format the format is detected from the content and named on stderr
+    ("detected format: codex"); input that more than one format reads (a list of plain
+    role/content messages) is refused with the candidates, to be settled with --format.
+
     \b
-    Example:
+    Examples:
         convstore import --format claude-code ~/.claude/projects/myproj/SESSION.jsonl
         convstore import --format openai-chat request.json --json | jq -r '.conversations[].id'
+        convstore import ~/.codex/sessions/2026/01/02/rollout-2026-01-02T10-00-00-ID.jsonl
+        convstore import ~/.gemini/tmp/PROJECT/chats/session-2026-01-02T10-00-ID.jsonl
     """
-    text, where = read_input(source, f"a {fmt} history")
-    data = None if fmt == "claude-code" else parse_json(text, where)
+    text, where = read_input(source, f"a {fmt} history" if fmt else "a history")
+    if fmt is None:
+        fmt = detect_format(text)
+        click.echo(f"detected format: {fmt}", err=True)
+    data = None if fmt in LINE_FORMATS else parse_json(text, where)
     histories = read_histories(fmt, text, data)
     store = store_from(ctx, create=True)
     sources = sources_for(fmt, histories, text.encode())

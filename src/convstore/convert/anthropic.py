@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from convstore.convert.history import History, HistoryMessage
+from convstore.convert.parts import check_keys
 from convstore.domain.blocks import (
     Block,
     ImageBlock,
@@ -201,6 +202,10 @@ def blocks_from_content(content: object, where: str) -> list[Block]:
     return [block_from_anthropic(b, f"{where}, block {i}") for i, b in enumerate(content)]
 
 
+MESSAGE_KEYS = frozenset({"role", "content"})
+"""The keys of a request ``MessageParam``; any other is refused."""
+
+
 def message_from_param(param: object, where: str = "message") -> HistoryMessage:
     """One request ``MessageParam`` (``role`` user or assistant, ``content``)."""
     data = plain(param)
@@ -211,6 +216,7 @@ def message_from_param(param: object, where: str = "message") -> HistoryMessage:
     if role not in ("user", "assistant"):
         msg = f"{where}: role must be 'user' or 'assistant', not {role!r}"
         raise InvalidInput(msg)
+    check_keys(data, MESSAGE_KEYS, f"{where} ({role})")
     checked: Role = "user" if role == "user" else "assistant"
     return HistoryMessage(checked, tuple(blocks_from_content(data.get("content"), where)))
 

@@ -1,7 +1,8 @@
 """A history read from another system's format, before it is recorded.
 
 Every importer (Claude Code transcripts, Chat Completions and Messages request bodies,
-Responses API item lists) turns its input into :class:`History` values: messages of checked
+Responses API item lists, Codex rollouts, Gemini CLI sessions, Pydantic AI message history,
+Vercel AI SDK UIMessages) turns its input into :class:`History` values: messages of checked
 convstore blocks, compactions, and an account of what was skipped. Recording a history is the
 store's job; reading one does no I/O.
 """

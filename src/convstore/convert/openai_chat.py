@@ -28,6 +28,7 @@ from convstore.convert.history import History, HistoryMessage
 from convstore.convert.parts import (
     as_dict,
     as_list,
+    check_keys,
     checked,
     image_from_url,
     refuse,
@@ -59,6 +60,17 @@ TEXT_PARTS = ("text",)
 """Content part types accepted in system, developer and tool messages."""
 
 TOOL_CALL_TYPES = ("function", "custom")
+
+_ASSISTANT_KEYS = {"tool_calls", "refusal", "reasoning_content", "function_call", "audio"}
+MESSAGE_KEYS: dict[str, frozenset[str]] = {
+    "system": frozenset({"role", "content", "name"}),
+    "developer": frozenset({"role", "content", "name"}),
+    "user": frozenset({"role", "content", "name"}),
+    "assistant": frozenset({"role", "content", "name", "annotations", *_ASSISTANT_KEYS}),
+    "tool": frozenset({"role", "content", "tool_call_id", "name"}),
+}
+"""The keys each role's message may have; any other is refused (it would be content the
+converter drops). ``audio`` and ``annotations`` are accepted only empty."""
 """Tool call types accepted in an assistant message's ``tool_calls``."""
 
 
@@ -111,6 +123,10 @@ def assistant_blocks(message: object, where: str = "assistant message") -> tuple
     fields = as_dict(message, where)
     if fields.get("function_call") is not None:
         refuse("field", "function_call", where, ("tool_calls",))
+    for key in ("audio", "annotations"):
+        if fields.get(key):
+            msg = f"{where}: {key} cannot be recorded (no block kind holds it yet)"
+            raise InvalidInput(msg)
     blocks: list[Block] = []
     reasoning = fields.get("reasoning_content")
     if reasoning:
@@ -167,6 +183,7 @@ def chat_messages(messages: Iterable[object]) -> list[HistoryMessage]:
         if role not in ROLES:
             refuse("role", role, where, ROLES)
         where = f"message {index} ({role})"
+        check_keys(fields, MESSAGE_KEYS[role], where)
         if role == "tool":
             results.append(tool_result_block(fields, where, names))
             continue

@@ -109,3 +109,17 @@ def tidy(blocks: list[Block]) -> tuple[Block, ...]:
     ``content: ""`` next to tool calls); a message of nothing but empty text keeps it."""
     kept = [b for b in blocks if not (isinstance(b, TextBlock) and b.text == "")]
     return tuple(kept) if kept else tuple(blocks[:1])
+
+
+def check_keys(fields: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    """Refuse a key the converter does not read: an unknown key is content it would drop (a
+    Vercel ``parts`` list given as a Chat Completions message), so it is never ignored."""
+    unknown = [key for key in fields if key not in known]
+    if unknown:
+        named = ", ".join(repr(key) for key in unknown)
+        keys = f"key {named} is" if len(unknown) == 1 else f"keys {named} are"
+        msg = (
+            f"{where}: {keys} not part of this format (accepted: "
+            f"{', '.join(sorted(known))}); is the input another format?"
+        )
+        raise InvalidInput(msg)

@@ -33,6 +33,7 @@ from convstore.convert.history import History, HistoryMessage
 from convstore.convert.parts import (
     as_dict,
     as_list,
+    check_keys,
     checked,
     image_from_url,
     refuse,
@@ -61,6 +62,16 @@ MESSAGE_PARTS = ("input_text", "output_text", "refusal", "input_image")
 
 OUTPUT_PARTS = ("input_text", "input_image")
 """Part types accepted in a ``function_call_output`` item's ``output`` list."""
+
+ITEM_KEYS: dict[str, frozenset[str]] = {
+    "message": frozenset({"type", "role", "content", "id", "status", "phase", "end_turn"}),
+    "function_call": frozenset(
+        {"type", "call_id", "name", "arguments", "id", "status", "namespace"}
+    ),
+    "function_call_output": frozenset({"type", "call_id", "output", "id", "status"}),
+    "reasoning": frozenset({"type", "id", "summary", "content", "encrypted_content", "status"}),
+}
+"""The keys each item type may have; any other is refused, never dropped."""
 
 Side = Literal["assistant", "results", "user", "system"]
 
@@ -123,6 +134,7 @@ def item_blocks(item: object, where: str = "item") -> tuple[Side, list[Block]]:
     if kind not in ITEM_TYPES:
         refuse("item type", kind, where, ITEM_TYPES)
     where = f"{where} ({kind})"
+    check_keys(fields, ITEM_KEYS[kind], where)
     match kind:
         case "message":
             role = fields.get("role")

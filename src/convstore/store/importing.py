@@ -4,6 +4,8 @@ The converters in :mod:`convstore.convert` read a file into :class:`History` val
 module records them. Every event is decided by the domain's :class:`Conversation` commands, so
 an imported conversation obeys exactly the rules a live one does, and every history of one
 input is saved in a single recorder transaction: a refused input leaves the store as it was.
+Which converter reads an input is named by one :data:`ImportFormat`, or found by
+:func:`detect_format` (the one format that reads it; ambiguous input is refused).
 
 Each imported conversation's ``ConversationStarted`` names its ``source``: ``FORMAT:KEY`` when
 the history has a stable key (a Claude Code session or agent id; a key that already starts
@@ -36,6 +38,7 @@ from convstore.domain.errors import (
     StoreError,
 )
 from convstore.domain.events import Event, MessageStarted
+from convstore.domain.json_values import strict_loads
 from convstore.domain.parsing import (
     describe_value,
     parse_block,
@@ -45,8 +48,21 @@ from convstore.domain.parsing import (
 from convstore.store.listing import Listing
 from convstore.store.writer import Writer
 
-ImportFormat: TypeAlias = Literal["claude-code", "openai-chat", "anthropic", "responses"]
+ImportFormat: TypeAlias = Literal[
+    "claude-code",
+    "openai-chat",
+    "anthropic",
+    "responses",
+    "codex",
+    "gemini-cli",
+    "pydantic-ai",
+    "vercel-ai",
+]
 IMPORT_FORMATS: tuple[ImportFormat, ...] = get_args(ImportFormat)
+
+LINE_FORMATS: frozenset[ImportFormat] = frozenset({"claude-code", "codex", "gemini-cli"})
+"""The formats whose converter reads the text itself (JSON lines, or either Gemini layout);
+the others are one JSON document, parsed before conversion."""
 
 IMPORT_NAMESPACE = UUID("0d7e4b9a-3c61-4f52-8e0b-6a2f9c1d5e37")
 """The UUID5 namespace that turns an imported history's source into its conversation id."""
@@ -114,13 +130,23 @@ class ImportReport:
 # -- reading ----------------------------------------------------------------------------------
 
 
-def read_histories(fmt: ImportFormat, text: str, data: Any) -> list[History]:
-    """The histories an input holds, through the converter for ``fmt``.
+def read_histories(fmt: ImportFormat | None, text: str, data: Any = None) -> list[History]:
+    """The histories an input holds, through the converter for ``fmt`` (``None``: the format
+    :func:`detect_format` finds).
 
-    ``text`` is the input as text (Claude Code transcripts are JSON lines); ``data`` is the
-    parsed JSON for the other formats. A converter's complaint about the input's shape is
-    an :class:`InvalidInput` naming the format, since the likeliest cause is a wrong --format.
+    ``text`` is the input as text (the line formats read it themselves); ``data`` is the
+    parsed JSON for the other formats, parsed here when not given. A converter's complaint
+    about the input's shape is an :class:`InvalidInput` naming the format, since the likeliest
+    cause is a wrong --format.
     """
+    if fmt is None:
+        fmt = detect_format(text)
+    if data is None and fmt not in LINE_FORMATS:
+        try:
+            data = strict_loads(text)
+        except (ValueError, RecursionError) as exc:
+            msg = f"not a valid {fmt} history: the input is not JSON ({exc})"
+            raise InvalidInput(msg) from None
     try:
         return _read_histories(fmt, text, data)
     except ModuleNotFoundError as exc:
@@ -143,6 +169,18 @@ def _read_histories(fmt: ImportFormat, text: str, data: Any) -> list[History]:
             case "responses":
                 module = importlib.import_module("convstore.convert.responses")
                 histories = [module.history_from_responses(data)]
+            case "codex":
+                module = importlib.import_module("convstore.convert.codex")
+                histories = module.histories_from_rollout(text)
+            case "gemini-cli":
+                module = importlib.import_module("convstore.convert.gemini_cli")
+                histories = module.histories_from_session(text)
+            case "pydantic-ai":
+                module = importlib.import_module("convstore.convert.pydantic_ai")
+                histories = [module.history_from_model_messages(data)]
+            case "vercel-ai":
+                module = importlib.import_module("convstore.convert.vercel_ai")
+                histories = [module.history_from_ui_messages(data)]
             case _:
                 assert_never(fmt)
     except InvalidInput as exc:
@@ -155,6 +193,46 @@ def _read_histories(fmt: ImportFormat, text: str, data: Any) -> list[History]:
         msg = f"found no messages to import: is the input really {fmt}? (--format)"
         raise InvalidInput(msg)
     return histories
+
+
+def detect_format(text: str) -> ImportFormat:
+    """The one format whose converter reads ``text`` into at least one message.
+
+    Every converter is tried (they are pure, and each refuses keys and types it does not
+    know, so a foreign input fails them); no reader, or more than one (a list of plain
+    ``role``/``content`` messages is both a Chat Completions and a Messages history), is an
+    :class:`InvalidInput` naming the candidates, to be settled with an explicit format.
+    """
+    try:
+        data: Any = strict_loads(text)
+    except (ValueError, RecursionError):
+        data = _NOT_JSON
+    readers: list[ImportFormat] = []
+    for fmt in IMPORT_FORMATS:
+        if fmt not in LINE_FORMATS and data is _NOT_JSON:
+            continue
+        try:
+            histories = _read_histories(fmt, text, data)
+        except (InvalidInput, ModuleNotFoundError):
+            continue
+        if any(history.messages for history in histories):
+            readers.append(fmt)
+    if len(readers) == 1:
+        return readers[0]
+    if readers:
+        msg = (
+            f"the input reads as more than one format ({', '.join(readers)}); "
+            "choose one with --format (the format argument of read_histories)"
+        )
+    else:
+        msg = (
+            "cannot tell the input's format: none of the importers reads it; name one with "
+            f"--format to see why ({', '.join(IMPORT_FORMATS)})"
+        )
+    raise InvalidInput(msg)
+
+
+_NOT_JSON = object()
 
 
 def sources_for(fmt: ImportFormat, histories: Sequence[History], raw: bytes) -> list[str]:

@@ -1,0 +1,296 @@
+"""Pydantic AI message history (``ModelMessagesTypeAdapter`` JSON) into convstore messages.
+
+The input is the JSON list ``ModelMessagesTypeAdapter.dump_json(messages)`` writes: each
+message an object with ``kind`` ``request`` or ``response`` and ``parts`` tagged by
+``part_kind``. It is read as plain JSON (Pydantic AI need not be installed). What becomes what:
+
+- ``request``: its ``instructions``, when they differ from the last request's, → a system
+  message first; ``system-prompt`` parts → a system message; ``user-prompt`` (a string, or a
+  list of strings, ``text-content``, and images as ``image-url`` or ``binary`` with an
+  ``image/*`` media type), ``tool-return`` (→ ``tool_result``; ``outcome`` other than
+  ``success`` marks it an error; multimodal content as text and image parts, any other
+  non-string content as its JSON), ``retry-prompt`` (with
+  a tool call id → an error ``tool_result``, else user text) and ``retry-feedback`` (user
+  text) → a user message, in order.
+- ``response``: ``text`` → text, ``thinking`` → reasoning (with its ``signature``),
+  ``tool-call`` → ``tool_use`` (``args`` a dict or a JSON string), ``file`` holding an image →
+  an image block.
+
+Refused, naming the part and its position, until convstore has a block kind for them:
+``builtin-tool-call`` / ``builtin-tool-return`` (hosted tools), ``compaction``, ``speech``,
+``document-url``, ``audio-url``, ``video-url``, ``uploaded-file`` and non-image ``binary``
+content, and the instruction and delta parts. An unknown key, part kind or message kind is
+refused too. Every part's and response's ``timestamp`` is in the source; convstore's history
+has no place for it yet, so it is not kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from convstore.convert.history import History, HistoryMessage
+from convstore.convert.parts import (
+    as_dict,
+    as_list,
+    check_keys,
+    checked,
+    image_from_url,
+    refuse,
+    text_of,
+    tidy,
+    tool_arguments,
+)
+from convstore.domain.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.errors import InvalidInput
+from convstore.domain.events import Role
+
+_COMMON = {"conversation_id", "kind", "metadata", "parts", "run_id", "state", "timestamp"}
+MESSAGE_KEYS: dict[str, frozenset[str]] = {
+    "request": frozenset({*_COMMON, "instructions"}),
+    "response": frozenset(
+        {
+            *_COMMON,
+            "canonical_system",
+            "failed_attempts",
+            "finish_reason",
+            "history_digest",
+            "model_id",
+            "model_name",
+            "provider_details",
+            "provider_name",
+            "provider_response_id",
+            "provider_url",
+            "usage",
+            "vendor_details",
+            "vendor_id",
+            "workspace_ref",
+        }
+    ),
+}
+"""The keys of each message kind; any other is refused."""
+
+_PROVIDER = {"id", "part_kind", "provider_details", "provider_name"}
+_RETURN = {"content", "content_file_digests", "metadata", "outcome", "part_kind", "retry"}
+REQUEST_PARTS: dict[str, frozenset[str]] = {
+    "system-prompt": frozenset(
+        {"content", "context_id", "dynamic_ref", "metadata", "part_kind", "scope", "timestamp"}
+    ),
+    "user-prompt": frozenset({"content", "part_kind", "timestamp"}),
+    "tool-return": frozenset({*_RETURN, "timestamp", "tool_call_id", "tool_kind", "tool_name"}),
+    "retry-prompt": frozenset({"content", "part_kind", "timestamp", "tool_call_id", "tool_name"}),
+    "retry-feedback": frozenset({"content", "part_kind", "retry", "timestamp"}),
+}
+RESPONSE_PARTS: dict[str, frozenset[str]] = {
+    "text": frozenset({*_PROVIDER, "content", "citations"}),
+    "thinking": frozenset({*_PROVIDER, "content", "signature"}),
+    "tool-call": frozenset({*_PROVIDER, "args", "tool_call_id", "tool_kind", "tool_name"}),
+    "file": frozenset({*_PROVIDER, "content"}),
+}
+PENDING_PARTS = (
+    "builtin-tool-call",
+    "builtin-tool-return",
+    "compaction",
+    "speech",
+    "instruction",
+    "instruction-baseline",
+    "instruction-delta",
+    "instruction-digest",
+    "model-settings-delta",
+    "tool-availability-delta",
+    "capability-load-delta",
+)
+"""Part kinds refused until convstore has a block kind (or a place) for them."""
+
+CONTENT_KINDS: dict[str, frozenset[str]] = {
+    "image-url": frozenset(
+        {"url", "force_download", "vendor_metadata", "kind", "media_type", "identifier"}
+    ),
+    "binary": frozenset({"data", "media_type", "vendor_metadata", "kind", "identifier"}),
+    "text-content": frozenset({"content", "kind", "metadata"}),
+}
+"""The kinds of user content (besides plain strings) the converter accepts."""
+
+
+_STANDARD_BASE64 = str.maketrans("-_", "+/")
+
+
+def _json_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _binary_image(item: Mapping[str, Any], where: str) -> ImageBlock:
+    media = text_of(item.get("media_type"), f"{where} media_type")
+    if not media.startswith("image/"):
+        msg = f"{where}: binary content of media type {media!r} cannot be recorded yet"
+        raise InvalidInput(msg)
+    # Pydantic serialises bytes as URL-safe base64; the image block holds the standard alphabet
+    # (the same bytes).
+    encoded = text_of(item.get("data"), f"{where} data").translate(_STANDARD_BASE64)
+    data = {"media_type": media, "data": encoded}
+    return checked(partial(ImageBlock.model_validate, data), where)
+
+
+def _user_content(content: object, where: str) -> list[Block]:
+    if isinstance(content, str):
+        return [TextBlock(text=content)]
+    blocks: list[Block] = []
+    for index, raw in enumerate(as_list(content, f"{where} content")):
+        at = f"{where} content {index}"
+        if isinstance(raw, str):
+            blocks.append(TextBlock(text=raw))
+            continue
+        item = as_dict(raw, at)
+        kind = item.get("kind")
+        if kind not in CONTENT_KINDS:
+            if not isinstance(kind, str):
+                refuse("content kind", kind, at, tuple(CONTENT_KINDS))
+            msg = (
+                f"{at}: user content of kind {kind!r} cannot be recorded yet "
+                f"(accepted: {', '.join(CONTENT_KINDS)})"
+            )
+            raise InvalidInput(msg)
+        check_keys(item, CONTENT_KINDS[kind], f"{at} ({kind})")
+        if kind == "image-url":
+            blocks.append(image_from_url(item.get("url"), f"{at} url"))
+        elif kind == "binary":
+            blocks.append(_binary_image(item, at))
+        else:
+            blocks.append(TextBlock(text=text_of(item.get("content"), f"{at} content")))
+    return blocks
+
+
+def _is_content(item: object) -> bool:
+    return isinstance(item, str) or (
+        isinstance(item, Mapping) and item.get("kind") in CONTENT_KINDS
+    )
+
+
+def _result_content(content: object, where: str) -> str | list[Block]:
+    """A tool's return as text (its JSON unless a string), or as text and image parts when it
+    is multimodal content (``binary`` images, ``image-url``, ``text-content``)."""
+    if isinstance(content, Mapping) and _is_content(content):
+        content = [content]
+    items: list[Any] = content if isinstance(content, list) else []
+    if any(not isinstance(i, str) for i in items) and all(_is_content(i) for i in items):
+        return _user_content(items, where)
+    return _json_text(content)
+
+
+def _result(part: Mapping[str, Any], where: str, *, error: bool) -> ToolResultBlock:
+    data = {
+        "tool_use_id": part.get("tool_call_id"),
+        "name": part.get("tool_name"),
+        "content": _result_content(part.get("content"), where),
+        "is_error": error,
+    }
+    return checked(partial(ToolResultBlock.model_validate, data), where)
+
+
+def _part_kind(part: Mapping[str, Any], known: Mapping[str, frozenset[str]], where: str) -> str:
+    kind = part.get("part_kind")
+    if kind in PENDING_PARTS:
+        msg = f"{where}: a {kind!r} part cannot be recorded yet (no convstore block kind for it)"
+        raise InvalidInput(msg)
+    if kind not in known:
+        refuse("part kind", kind, where, tuple(known))
+    check_keys(part, known[str(kind)], f"{where} ({kind})")
+    return str(kind)
+
+
+def _request(message: Mapping[str, Any], where: str) -> list[HistoryMessage]:
+    out: list[HistoryMessage] = []
+    role: Role | None = None
+    blocks: list[Block] = []
+
+    def add(target: Role, new: list[Block]) -> None:
+        nonlocal role, blocks
+        if role is not None and role != target:
+            out.append(HistoryMessage(role, tidy(blocks)))
+            blocks = []
+        role = target
+        blocks += new
+
+    for index, raw in enumerate(as_list(message.get("parts"), f"{where} parts")):
+        at = f"{where} part {index}"
+        part = as_dict(raw, at)
+        kind = _part_kind(part, REQUEST_PARTS, at)
+        at = f"{at} ({kind})"
+        if kind == "system-prompt":
+            add("system", [TextBlock(text=text_of(part.get("content"), f"{at} content"))])
+        elif kind == "user-prompt":
+            add("user", _user_content(part.get("content"), at))
+        elif kind == "tool-return":
+            add("user", [_result(part, at, error=part.get("outcome", "success") != "success")])
+        elif kind == "retry-prompt" and part.get("tool_call_id") and part.get("tool_name"):
+            add("user", [_result(part, at, error=True)])
+        else:
+            add("user", [TextBlock(text=_json_text(part.get("content")))])
+    if role is not None:
+        out.append(HistoryMessage(role, tidy(blocks)))
+    return out
+
+
+def _response(message: Mapping[str, Any], where: str) -> HistoryMessage:
+    blocks: list[Block] = []
+    for index, raw in enumerate(as_list(message.get("parts"), f"{where} parts")):
+        at = f"{where} part {index}"
+        part = as_dict(raw, at)
+        kind = _part_kind(part, RESPONSE_PARTS, at)
+        at = f"{at} ({kind})"
+        if kind == "text":
+            blocks.append(TextBlock(text=text_of(part.get("content"), f"{at} content")))
+        elif kind == "thinking":
+            data = {"text": part.get("content"), "signature": part.get("signature")}
+            blocks.append(checked(partial(ReasoningBlock.model_validate, data), at))
+        elif kind == "tool-call":
+            args = part.get("args")
+            call = {
+                "id": part.get("tool_call_id"),
+                "name": part.get("tool_name"),
+                "input": {} if args is None else tool_arguments(args, f"{at} args"),
+            }
+            blocks.append(checked(partial(ToolUseBlock.model_validate, call), at))
+        else:
+            content = as_dict(part.get("content"), f"{at} content")
+            if content.get("kind") != "binary":
+                refuse("file content kind", content.get("kind"), at, ("binary",))
+            blocks.append(_binary_image(content, f"{at} content"))
+    if not blocks:
+        msg = f"{where}: the response has no parts (nothing to record)"
+        raise InvalidInput(msg)
+    return HistoryMessage("assistant", tidy(blocks))
+
+
+def history_from_model_messages(data: object) -> History:
+    """A ``ModelMessagesTypeAdapter`` JSON list as a :class:`History` (see the module)."""
+    messages = as_list(data, "model messages")
+    history = History()
+    instructions: str | None = None
+    for index, raw in enumerate(messages):
+        where = f"message {index}"
+        message = as_dict(raw, where)
+        kind = message.get("kind")
+        if kind not in MESSAGE_KEYS:
+            refuse("message kind", kind, where, tuple(MESSAGE_KEYS))
+        where = f"message {index} ({kind})"
+        check_keys(message, MESSAGE_KEYS[kind], where)
+        if kind == "response":
+            history.messages.append(_response(message, where))
+            continue
+        given = message.get("instructions")
+        if given is not None and given != instructions:
+            text = text_of(given, f"{where} instructions")
+            history.messages.append(HistoryMessage("system", (TextBlock(text=text),)))
+            instructions = text
+        history.messages += _request(message, where)
+    return history

@@ -1,0 +1,240 @@
+"""Vercel AI SDK (v5 and later) ``UIMessage`` arrays into convstore messages.
+
+The input is a JSON array of ``UIMessage`` objects (``id``, ``role``, ``parts``, optional
+``metadata``), or a ``useChat`` request body holding one under ``messages``. What each part
+becomes:
+
+- ``text`` → text; ``reasoning`` → reasoning (an Anthropic ``signature`` or OpenAI
+  ``reasoningEncryptedContent`` in ``providerMetadata`` rides along on the block).
+- ``tool-NAME`` and ``dynamic-tool`` (``toolName``) → a ``tool_use`` block (``toolCallId``,
+  ``input``); its outcome (``state`` ``output-available`` → ``output``, ``output-error`` →
+  ``errorText`` as an error) → a ``tool_result`` block in a user message placed right after
+  the assistant blocks of that step. A call still streaming, awaiting approval or denied has
+  no result. ``output`` is kept as its text when a string, else as its JSON.
+- ``file`` with an ``image/*`` media type → an image block (``url`` a ``data:`` URL or an
+  http(s) address).
+- ``step-start`` closes the step (counted as ignored: it carries nothing).
+
+Refused, naming the part and its position, until convstore has a block kind for them: ``file``
+parts that are not images, ``source-url``, ``source-document``, ``reasoning-file``,
+``custom`` and ``data-*`` parts, and tool parts the provider executed
+(``providerExecuted: true``, a hosted tool). An unknown key on a message or part is refused
+too, and so is a message with no parts. ``UIMessage`` carries no timestamps; ``metadata`` is
+application-defined and is not recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from convstore.convert.history import History, HistoryMessage
+from convstore.convert.parts import (
+    as_dict,
+    as_list,
+    check_keys,
+    checked,
+    image_from_url,
+    refuse,
+    text_of,
+    tidy,
+)
+from convstore.domain.blocks import Block, ReasoningBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from convstore.domain.errors import InvalidInput
+from convstore.domain.events import Role
+
+ROLES = ("system", "user", "assistant")
+MESSAGE_KEYS = frozenset({"id", "role", "parts", "metadata"})
+PART_TYPES = ("text", "reasoning", "tool-NAME", "dynamic-tool", "file", "step-start")
+"""The part types the converter accepts (``tool-NAME`` stands for any ``tool-`` prefix)."""
+
+PENDING_PARTS = ("source-url", "source-document", "reasoning-file", "custom")
+"""Part types refused until convstore has a block kind for them (``data-*`` parts too)."""
+
+_TOOL_KEYS = frozenset(
+    {
+        "type",
+        "toolName",
+        "toolCallId",
+        "title",
+        "toolMetadata",
+        "providerExecuted",
+        "state",
+        "input",
+        "rawInput",
+        "output",
+        "errorText",
+        "callProviderMetadata",
+        "resultProviderMetadata",
+        "preliminary",
+        "approval",
+    }
+)
+PART_KEYS: dict[str, frozenset[str]] = {
+    "text": frozenset({"type", "text", "state", "providerMetadata"}),
+    "reasoning": frozenset({"type", "id", "text", "state", "providerMetadata"}),
+    "file": frozenset(
+        {"type", "mediaType", "filename", "url", "providerReference", "providerMetadata"}
+    ),
+    "step-start": frozenset({"type"}),
+    "tool": _TOOL_KEYS,
+}
+TOOL_STATES = (
+    "input-streaming",
+    "input-available",
+    "approval-requested",
+    "approval-responded",
+    "output-available",
+    "output-error",
+    "output-denied",
+)
+
+
+def _reasoning(part: Mapping[str, Any], where: str) -> ReasoningBlock:
+    meta = part.get("providerMetadata") or {}
+    anthropic = as_dict(meta.get("anthropic") or {}, f"{where} providerMetadata.anthropic")
+    openai = as_dict(meta.get("openai") or {}, f"{where} providerMetadata.openai")
+    data = {
+        "text": text_of(part.get("text"), f"{where} text"),
+        "signature": anthropic.get("signature"),
+        "encrypted_content": openai.get("reasoningEncryptedContent"),
+    }
+    if anthropic.get("redactedData") is not None:
+        data.update(text="", encrypted_content=anthropic["redactedData"], redacted=True)
+    return checked(lambda: ReasoningBlock.model_validate(data), where)
+
+
+def _result_text(output: object) -> str:
+    if isinstance(output, str):
+        return output
+    return json.dumps(output, ensure_ascii=False)
+
+
+def _tool(part: Mapping[str, Any], kind: str, where: str) -> tuple[ToolUseBlock, Block | None]:
+    if part.get("providerExecuted"):
+        msg = f"{where}: a provider-executed (hosted) tool call cannot be recorded yet"
+        raise InvalidInput(msg)
+    name = part.get("toolName") if kind == "dynamic-tool" else kind.removeprefix("tool-")
+    state = part.get("state")
+    if state not in TOOL_STATES:
+        refuse("tool state", state, where, TOOL_STATES)
+    raw = part.get("input")
+    arguments: dict[str, Any] | str
+    if isinstance(raw, Mapping):
+        arguments = dict(raw)
+    elif raw is None and state in ("input-streaming", "output-error"):
+        arguments = _result_text(part["rawInput"]) if "rawInput" in part else {}
+    else:
+        arguments = _result_text(raw)
+    call_id = part.get("toolCallId")
+    data = {"id": call_id, "name": name, "input": arguments}
+    call = checked(lambda: ToolUseBlock.model_validate(data), where)
+    result: Block | None = None
+    if state == "output-available":
+        fields = {"tool_use_id": call_id, "name": name, "content": _result_text(part["output"])}
+        result = checked(lambda: ToolResultBlock.model_validate(fields), where)
+    elif state == "output-error":
+        text = text_of(part.get("errorText"), f"{where} errorText")
+        fields = {"tool_use_id": call_id, "name": name, "content": text, "is_error": True}
+        result = checked(lambda: ToolResultBlock.model_validate(fields), where)
+    return call, result
+
+
+def _part_kind(part: Mapping[str, Any], where: str) -> str:
+    kind = part.get("type")
+    if not isinstance(kind, str):
+        refuse("part type", kind, where, PART_TYPES)
+    if kind in PENDING_PARTS or kind.startswith("data-"):
+        msg = f"{where}: a {kind!r} part cannot be recorded yet (no convstore block kind for it)"
+        raise InvalidInput(msg)
+    if kind.startswith("tool-") or kind == "dynamic-tool":
+        return "tool"
+    if kind not in PART_KEYS:
+        refuse("part type", kind, where, PART_TYPES)
+    return kind
+
+
+def _file(part: Mapping[str, Any], where: str) -> Block:
+    media = text_of(part.get("mediaType"), f"{where} mediaType")
+    if not media.lower().startswith("image/"):
+        msg = (
+            f"{where}: a file part of media type {media!r} cannot be recorded yet "
+            "(only images have a block kind)"
+        )
+        raise InvalidInput(msg)
+    return image_from_url(part.get("url"), f"{where} url")
+
+
+def message_history(message: object, where: str, ignored: Counter[str]) -> list[HistoryMessage]:
+    """One ``UIMessage`` as convstore messages: an assistant message splits where a step's
+    tool results go (a user message of ``tool_result`` blocks after that step)."""
+    fields = as_dict(message, where)
+    role = fields.get("role")
+    if role not in ROLES:
+        refuse("role", role, where, ROLES)
+    where = f"{where} ({role})"
+    check_keys(fields, MESSAGE_KEYS, where)
+    parts = as_list(fields.get("parts"), f"{where} parts")
+    if not parts:
+        msg = f"{where}: the message has no parts (nothing to record)"
+        raise InvalidInput(msg)
+    target: Role = role
+    out: list[HistoryMessage] = []
+    blocks: list[Block] = []
+    results: list[Block] = []
+
+    def flush() -> None:
+        nonlocal blocks, results
+        if blocks:
+            out.append(HistoryMessage(target, tidy(blocks)))
+        if results:
+            out.append(HistoryMessage("user", tuple(results)))
+        blocks, results = [], []
+
+    for index, raw in enumerate(parts):
+        at = f"{where} part {index}"
+        part = as_dict(raw, at)
+        kind = _part_kind(part, at)
+        check_keys(part, PART_KEYS[kind], f"{at} ({part.get('type')})")
+        at = f"{at} ({part.get('type')})"
+        if kind == "step-start":
+            ignored["step-start"] += 1
+            flush()
+            continue
+        if (kind == "tool" and role != "assistant") or (kind == "reasoning" and role == "user"):
+            msg = f"{at}: a {part.get('type')!r} part belongs in an assistant message"
+            raise InvalidInput(msg)
+        if kind != "text" and role == "system":
+            refuse("part type", part.get("type"), at, ("text",))
+        if results and kind != "tool":
+            flush()
+        if kind == "text":
+            blocks.append(TextBlock(text=text_of(part.get("text"), f"{at} text")))
+        elif kind == "reasoning":
+            blocks.append(_reasoning(part, at))
+        elif kind == "file":
+            blocks.append(_file(part, at))
+        else:
+            call, result = _tool(part, str(part.get("type")), at)
+            blocks.append(call)
+            if result is not None:
+                results.append(result)
+    flush()
+    return out
+
+
+def history_from_ui_messages(data: object) -> History:
+    """A ``UIMessage`` array (or a body with ``messages``) as a :class:`History`."""
+    if isinstance(data, Mapping) and "messages" in data:
+        messages = as_list(data["messages"], "body messages")
+    elif isinstance(data, list | tuple):
+        messages = list(data)
+    else:
+        msg = "expected a list of UIMessage objects, or a body with 'messages'"
+        raise InvalidInput(msg)
+    history = History()
+    for index, message in enumerate(messages):
+        history.messages += message_history(message, f"message {index}", history.ignored)
+    return history
