@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Literal, TypeAlias, TypeVar, assert_never
 from uuid import UUID, uuid4
 
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 
 from convstore.domain.blocks import (
     Block,
@@ -549,6 +549,18 @@ class Conversation:
             block=block,
             tool_name=tool_name,
         )
+
+
+_E = TypeVar("_E", bound=BaseModel)
+
+
+def as_of(events: Sequence[_E], at: datetime | None) -> list[_E]:
+    """The events, each saying it happened ``at`` (the source's time of what they record: an
+    imported or copied message); as they are when ``at`` is ``None``. Their ``timestamp``
+    stays the moment they are recorded."""
+    if at is None:
+        return list(events)
+    return [event.model_copy(update={"happened_at": at}) for event in events]
 
 
 EntryMessage: TypeAlias = tuple[Role, Sequence[Block], MessageStatus, str | None]

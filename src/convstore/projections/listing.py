@@ -4,6 +4,10 @@ The recorders keep a ``convstore_listing`` row per conversation (title, parentag
 started, when it was last active, how many events) and a ``convstore_labels`` row per label,
 written in the same transaction as the events (see :mod:`convstore.backends.common.listing`).
 This module decides, from the events of one write, what that write changes: a pure fold.
+
+Times are when things happened (:func:`~convstore.domain.events.happened`): an imported
+message's source time, not the moment of the import, so ``list``'s activity, its order and
+retention (``erase --inactive-for``) go by what the source knew.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from convstore.domain.events import (
     MessageStarted,
     RewindUndone,
     Rewound,
+    happened,
 )
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -66,7 +71,7 @@ def listing_changes(events: Iterable[Event]) -> list[ListingChange]:
         change = changes.get(event.originator_id)
         if change is None:
             change = changes[event.originator_id] = ListingChange(event.originator_id)
-        change.last_active = max(change.last_active, micros(event.timestamp))
+        change.last_active = max(change.last_active, micros(happened(event)))
         change.version = max(change.version, event.originator_version)
         match event:
             case ConversationStarted():

@@ -25,7 +25,7 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from convstore.domain.events import Compacted
+from convstore.domain.events import Compacted, happened
 from convstore.engine.plan import SHAPES, JSONDict, ReplayOptions, Shape
 from convstore.engine.pressure import Pressure
 from convstore.projections.messages import History, RecordedMessage
@@ -246,7 +246,7 @@ def compaction_html(compaction: Compacted) -> str:
     """A compaction boundary: replay (unless full) starts with this summary."""
     return (
         f"<div class='compaction'><b>Compaction</b> "
-        f"<span class='meta'>{when(compaction.timestamp)}</span>: replay starts here with "
+        f"<span class='meta'>{when(happened(compaction))}</span>: replay starts here with "
         f"this summary in place of every message above.<pre>{clipped(compaction.summary)}</pre>"
         "</div>"
     )

@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from convstore.domain.errors import ConversationActive
+from convstore.domain.events import happened
 from convstore.projections.listing import (
     ListedRow,
     ListingChange,
@@ -103,7 +104,7 @@ def apply_changes(
                     change.title,
                     parent,
                     started.source,
-                    micros(started.timestamp),
+                    micros(happened(started)),
                     change.last_active,
                     change.version,
                 ),
