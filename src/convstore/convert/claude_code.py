@@ -382,9 +382,7 @@ def _add(thread: _Thread, line: LineMessage, number: int) -> None:
         blocks.append(block)
     previous = history.messages[-1] if history.messages else None
     if _is_interruption(line) and previous is not None and previous.role == "assistant":
-        history.messages[-1] = replace(
-            previous, status="interrupted", reason=INTERRUPTED_REASON
-        )
+        history.messages[-1] = replace(previous, status="interrupted", reason=INTERRUPTED_REASON)
         thread.last_message_id = None
         return
     if not blocks:

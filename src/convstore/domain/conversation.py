@@ -81,6 +81,8 @@ class Conversation:
     """``uuid`` of every runtime entry recorded since the last deletion (the idempotency key)."""
     rewinds: dict[int, list[UUID]] = field(default_factory=dict)
     """Each rewind still in force (by its version): the messages it withdrew."""
+    first_user: UUID | None = None
+    """The first user message ever started (what the listing previews an untitled one by)."""
 
     # -- folding ---------------------------------------------------------------------------
 
@@ -103,6 +105,8 @@ class Conversation:
                 self.created_at = event.timestamp
             case MessageStarted():
                 self.messages[event.message_id] = MessageState(role=event.role)
+                if event.role == "user" and self.first_user is None:
+                    self.first_user = event.message_id
             case BlockAppended():
                 self.messages[event.message_id].block_count += 1
                 if isinstance(event.block, ToolUseBlock):

@@ -34,11 +34,21 @@ class ConversationInfo:
     source: str | None = None
     """Where its history came from (an import's key, a runtime's session key), if recorded."""
     last_active: datetime | None = None
-    """When its newest event was recorded."""
+    """When its newest event happened (an imported message's time as its source gave it)."""
     labels: dict[str, str] = field(default_factory=dict)
     """Its labels (see :meth:`Store.set_labels`)."""
     events: int = 0
     """How many events its log holds."""
+    preview: str | None = None
+    """The start of its first user message's first text (whitespace made single spaces, at
+    most 80 characters): what to show for a conversation without a title."""
+
+    @property
+    def shown_title(self) -> str:
+        """Its title, else its :attr:`preview` in quotes, else ``(untitled)``."""
+        if self.title:
+            return self.title
+        return f"“{self.preview}”" if self.preview else "(untitled)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +175,7 @@ def _info(row: ListedRow, labels: dict[str, str]) -> ConversationInfo:
         last_active=from_micros(row.last_active),
         labels=labels,
         events=row.events,
+        preview=row.preview,
     )
 
 

@@ -256,7 +256,7 @@ class _Turn:
                 stored.append(to_stored(event))
             except UnreadableEvent as exc:
                 raise _unreadable(event, exc) from None
-        return stored, listing_changes(self.events)
+        return stored, listing_changes(self.events, {state.id: state.first_user})
 
 
 def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:

@@ -56,6 +56,8 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 from convstore.backends.common.listing import (
     LISTING_TABLE,
     POSTGRES,
+    PREVIEW_COLUMNS,
+    add_preview_statements,
     apply_changes,
     clear_statements,
     create_statements,
@@ -442,6 +444,19 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             self.listing_missing = True
             for text in create_statements(POSTGRES, self._prefix):
                 curs.execute(text.encode(), prepare=False)
+        else:
+            curs.execute(
+                "SELECT count(*) AS n FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                "AND attname = ANY(%s) AND NOT attisdropped",
+                (self._prefix + LISTING_TABLE, list(PREVIEW_COLUMNS)),
+                prepare=False,
+            )
+            found = curs.fetchone()
+            if found is not None and found["n"] < len(PREVIEW_COLUMNS):
+                self.listing_missing = True  # made before the previews: add, then refill
+                added = add_preview_statements(POSTGRES, self._prefix, if_missing="IF NOT EXISTS")
+                for text in added:
+                    curs.execute(text.encode(), prepare=False)
         for statement in self.sql_create_statements:
             text = statement.as_string()
             if "CREATE TYPE" in text:
@@ -1082,6 +1097,8 @@ def _only_grown(change: ListingChange) -> bool:
         and not change.renamed
         and not change.set_labels
         and not change.removed_labels
+        and change.first_user is None
+        and not change.texts
     )
 
 

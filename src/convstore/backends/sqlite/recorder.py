@@ -29,7 +29,9 @@ from eventsourcing.sqlite import (
 
 from convstore.backends.common.listing import (
     LISTING_TABLE,
+    PREVIEW_COLUMNS,
     SQLITE,
+    add_preview_statements,
     apply_changes,
     clear_statements,
     create_statements,
@@ -216,11 +218,15 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         """The listing index's tables, if missing (then :attr:`listing_missing` is set)."""
         with self._writer_lock:
             conn = self._connection()
-            if conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
+            if conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone() and _has_preview(conn):
                 return
             with immediate(conn):
                 if not conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
                     for statement in create_statements(SQLITE):
+                        conn.execute(statement)
+                    self.listing_missing = True
+                elif not _has_preview(conn):  # made before the previews: add, then refill
+                    for statement in add_preview_statements(SQLITE):
                         conn.execute(statement)
                     self.listing_missing = True
 
@@ -588,6 +594,12 @@ def _close_only_when_returned(datastore: SQLiteDatastore) -> None:
 
 
 _TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+
+
+def _has_preview(conn: sqlite3.Connection) -> bool:
+    """Whether the listing table has its preview columns (added in 0.3.0)."""
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({LISTING_TABLE})")}
+    return set(PREVIEW_COLUMNS) <= columns
 
 
 def _changes_in_batches(
