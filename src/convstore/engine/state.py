@@ -277,8 +277,8 @@ class MessagePlan:
                 texts = [p[1] for p in self.parts]
             else:
                 texts = [_blind_text(p) for p in self.parts]
-            if self.blank:
-                texts.append(BLANK_MESSAGE if self.parts else NOTHING_RECORDED)
+            if self.blank:  # its texts are all whitespace: the marker stands in for them
+                texts = [BLANK_MESSAGE if self.parts else NOTHING_RECORDED]
             if self.status == "interrupted":
                 texts.append(interruption_marker(self.reason))
             plain = BLOCK_SEPARATOR.join(texts)
@@ -489,8 +489,8 @@ def _segments(
         else:  # pragma: no cover - parts are checked when added
             msg = f"unknown part code {code!r}"
             raise ValueError(msg)
-    if message.blank:
-        items.append(BLANK_MESSAGE if message.parts else NOTHING_RECORDED)
+    if message.blank:  # its texts are all whitespace: the marker stands in for them
+        items = [BLANK_MESSAGE if message.parts else NOTHING_RECORDED]
     if message.status == "interrupted":
         items.append(interruption_marker(message.reason))
     joined = _merge(items, BLOCK_SEPARATOR, first_joins_bare=False)

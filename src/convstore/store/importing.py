@@ -70,6 +70,8 @@ class ImportedConversation:
     results_without_call: int
     images_in_results: int = 0
     """Images inside tool results (parts of a result, so not counted in ``blocks``)."""
+    previous_response_id: str | None = None
+    """The Responses body went on from this stored response, which the input lacks."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +84,7 @@ class ImportedConversation:
             "calls_without_result": self.calls_without_result,
             "results_without_call": self.results_without_call,
             "images_in_results": self.images_in_results,
+            "previous_response_id": self.previous_response_id,
         }
 
 
@@ -245,6 +248,7 @@ def history_events(
         calls_without_result=len(calls - answered),
         results_without_call=len(answered - calls),
         images_in_results=result_images,
+        previous_response_id=history.previous_response_id,
     )
     return events, imported
 

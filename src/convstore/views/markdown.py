@@ -113,7 +113,8 @@ class _Writer:
     def message(self, number: int, message: RecordedMessage) -> None:
         status = {"ended": "", "open": " · never ended", "interrupted": " · interrupted"}
         withdrawn = " · withdrawn by a rewind (not replayed)" if message.withdrawn else ""
-        self.emit(f"## {number} · {message.role}{status[message.status]}{withdrawn}")
+        stamp = f" · {message.started_at:%Y-%m-%d %H:%M:%S} UTC"
+        self.emit(f"## {number} · {message.role}{status[message.status]}{withdrawn}{stamp}")
         if not message.blocks:
             self.emit("*(nothing was recorded for this message)*")
         for recorded in message.blocks:
