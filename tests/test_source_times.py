@@ -277,9 +277,11 @@ def test_dump_and_load_keep_source_times(store: Store, tmp_path: Path) -> None:
     lines = list(store.dump())
     events = [e for e in map(json.loads, lines[1:]) if "event" in e]
     imported_lines = [e["event"] for e in events if e["conversation"] == str(main)]
-    assert imported_lines and all("happened_at" in e for e in imported_lines)
+    assert imported_lines
+    assert all("happened_at" in e for e in imported_lines)
     live_lines = [e["event"] for e in events if e["conversation"] == str(live)]
-    assert live_lines and all("happened_at" not in e for e in live_lines)
+    assert live_lines
+    assert all("happened_at" not in e for e in live_lines)
     with convstore.open_store(tmp_path / "copy.db") as copy:
         copy.load(lines)
         assert copy.messages(main) == store.messages(main)
@@ -381,7 +383,8 @@ def test_cli_show_list_and_export_give_the_source_times(tmp_path: Path) -> None:
     shown = run(db, "show", main)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("“Why is the build red?”\n")
-    assert "2025-03-04 10:00:00" in shown.stdout and "2025-03-04 10:03:00" in shown.stdout
+    assert "2025-03-04 10:00:00" in shown.stdout
+    assert "2025-03-04 10:03:00" in shown.stdout
     listed = run(db, "list")
     assert listed.returncode == 0, listed.stderr
     rows = listed.stdout.splitlines()
