@@ -419,3 +419,25 @@ def test_markdown_export_and_web_list_show_the_source_times(store: Store) -> Non
         conversation = client.get(f"/c/{main}").text
         assert "2025-03-04 10:00:00 UTC" in conversation
     assert agent
+
+
+def test_an_encrypted_store_keeps_no_preview(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a cipher, message text stays out of the clear: the listing keeps no preview, not
+    when written and not when rebuilt."""
+    from eventsourcing.cipher import AESCipher  # noqa: PLC0415
+
+    monkeypatch.setenv("CONVSTORE_CIPHER_TOPIC", "eventsourcing.cipher:AESCipher")
+    monkeypatch.setenv("CONVSTORE_CIPHER_KEY", AESCipher.create_key(16))
+    with convstore.open_store(location) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "secret-preview-51c"}])
+        assert store.conversation_info(conv).preview is None
+        store.rebuild_listing()
+        assert store.conversation_info(conv).preview is None
+        assert store.conversation_info(conv).shown_title == "(untitled)"
+    if location.endswith(".db"):
+        for path in (Path(location), Path(f"{location}-wal")):
+            if path.exists():
+                assert b"secret-preview-51c" not in path.read_bytes()

@@ -88,7 +88,10 @@ def preview_of(text: str) -> str:
 
 
 def listing_changes(
-    events: Iterable[Event], first_users: Mapping[UUID, UUID | None] | None = None
+    events: Iterable[Event],
+    first_users: Mapping[UUID, UUID | None] | None = None,
+    *,
+    previews: bool = True,
 ) -> list[ListingChange]:
     """Fold the events of one write into one change per conversation, in first-seen order.
 
@@ -97,6 +100,8 @@ def listing_changes(
     index would ignore (a later user message, a block of a message that is not the first
     user's), so most writes stay plain appends. Without it (a rebuild, a load) every
     candidate is kept and the index's own ``preview_message`` decides: the same rows.
+    ``previews=False`` (an encrypted store, whose message text must not sit in the clear in
+    the index) leaves every preview out.
     """
     changes: dict[UUID, ListingChange] = {}
     known = first_users or {}
@@ -130,7 +135,8 @@ def listing_changes(
                 ):
                     change.first_user = event.message_id
             case BlockAppended():
-                _note_text(change, event)
+                if previews:
+                    _note_text(change, event)
             case (
                 MessageEnded()
                 | MessageInterrupted()

@@ -133,7 +133,9 @@ class Listing(LogReader):
         returns how many conversations it lists. Opening a store made before the index does
         this on its own."""
         decode = self._log.pydantic_mapper.decode_state
-        return self._guarded(lambda: self._log.store_recorder.rebuild_listing(decode))
+        previews = self._log.mapper.cipher is None  # no message text in the clear otherwise
+        recorder = self._log.store_recorder
+        return self._guarded(lambda: recorder.rebuild_listing(decode, previews=previews))
 
     def _listing_query(  # noqa: PLR0917 - the public filters, passed on as they came
         self,

@@ -960,7 +960,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                     labels[found["conversation_id"]][found["key"]] = found["value"]
         return rows, labels
 
-    def rebuild_listing(self, decode: Callable[[bytes], Event]) -> int:
+    def rebuild_listing(self, decode: Callable[[bytes], Event], *, previews: bool = True) -> int:
         """Refill the listing index from every event in one transaction, holding the events
         table's lock so no insert lands meanwhile; returns how many conversations it lists."""
         events = f'{self._prefix}"{self.events_table_name}"'
@@ -979,7 +979,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 rows = curs.fetchall()
                 if not rows:
                     break
-                changes = listing_changes(decode(bytes(row["state"])) for row in rows)
+                changes = listing_changes(
+                    (decode(bytes(row["state"])) for row in rows), previews=previews
+                )
                 with curs.connection.cursor() as index:
                     apply_changes(
                         lambda text, params: index.execute(text.encode(), params, prepare=False),

@@ -247,7 +247,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                     labels[UUID(raw_id)][key] = value
         return rows, labels
 
-    def rebuild_listing(self, decode: Callable[[bytes], Event]) -> int:
+    def rebuild_listing(self, decode: Callable[[bytes], Event], *, previews: bool = True) -> int:
         """Refill the listing index from every event, in one write transaction (writers wait);
         returns how many conversations it lists."""
         with self._writer_lock:
@@ -255,7 +255,9 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             with immediate(conn):
                 for statement in clear_statements():
                     conn.execute(statement)
-                for changes in _changes_in_batches(conn, self.events_table_name, decode):
+                for changes in _changes_in_batches(
+                    conn, self.events_table_name, decode, previews=previews
+                ):
                     apply_changes(conn.execute, SQLITE, changes)
                 (count,) = conn.execute(f"SELECT count(*) FROM {LISTING_TABLE}").fetchone()  # noqa: S608
             self.listing_missing = False
@@ -603,7 +605,7 @@ def _has_preview(conn: sqlite3.Connection) -> bool:
 
 
 def _changes_in_batches(
-    conn: sqlite3.Connection, table: str, decode: Callable[[bytes], Event]
+    conn: sqlite3.Connection, table: str, decode: Callable[[bytes], Event], *, previews: bool
 ) -> Iterator[list[ListingChange]]:
     """The listing changes of every stored event, a few thousand events at a time."""
     after = 0
@@ -614,7 +616,7 @@ def _changes_in_batches(
         ).fetchall()
         if not rows:
             return
-        yield listing_changes(decode(state) for _, state in rows)
+        yield listing_changes((decode(state) for _, state in rows), previews=previews)
         after = rows[-1][0]
 
 
