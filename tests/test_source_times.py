@@ -286,6 +286,7 @@ def test_dump_and_load_keep_source_times(store: Store, tmp_path: Path) -> None:
         copy.load(lines)
         assert copy.messages(main) == store.messages(main)
         assert copy.conversation_info(main).last_active == store.conversation_info(main).last_active
+        assert copy.conversations() == store.conversations()  # previews and parents too
 
 
 def test_an_agent_file_alone_links_to_its_session_imported_before(store: Store) -> None:
