@@ -24,12 +24,14 @@ from convstore.cli.options import (
     shape_option,
     store_from,
 )
+from convstore.domain.blocks import TextBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.errors import InvalidInput, NoStore
 from convstore.domain.events import Compacted, MessageMeta
 from convstore.domain.images import dimensions
 from convstore.engine.plan import ReplayOptions, interruption_marker
-from convstore.projections.messages import collect_history
+from convstore.projections.listing import preview_of
+from convstore.projections.messages import RecordedMessage, collect_history
 from convstore.projections.prose import Image, Text, block_segments
 
 
@@ -285,8 +287,9 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
     events = store_from(ctx, create=False).events(conversation)
     state = Conversation.from_events(events[0].originator_id, events)
     shown = ", ".join(f"{key}={value}" for key, value in sorted(state.labels.items()))
-    click.echo(f"{state.title or '(untitled)'}{' · labels: ' + shown if shown else ''}\n")
     history = collect_history(events)
+    heading = state.title or _first_user_text(history.messages) or "(untitled)"
+    click.echo(f"{heading}{' · labels: ' + shown if shown else ''}\n")
     withdrawn_ids = {m.message_id for m in history.messages if m.withdrawn}
     in_force = [c for c in history.compactions if c.through not in withdrawn_ids][-1:]
     hidden = 0
@@ -333,6 +336,15 @@ def log(ctx: click.Context, conversation: str) -> None:
         click.echo(state.decode())
 
 
+def _first_user_text(messages: list[RecordedMessage]) -> str | None:
+    """The start of the first user text, quoted, as ``list`` shows an untitled conversation."""
+    first = next((message for message in messages if message.role == "user"), None)
+    for recorded in [] if first is None else first.blocks:
+        if isinstance(recorded.block, TextBlock) and recorded.block.text.strip():
+            return f"“{preview_of(recorded.block.text)}”"
+    return None
+
+
 @click.command("list")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only those with it.")
 @click.option("--title", "title", metavar="TEXT", help="Only titles containing TEXT.")
@@ -357,6 +369,11 @@ def list_(
     as_json: bool,
 ) -> None:
     """List conversations, newest activity first: id, last active, title, labels.
+
+    Last active is when the newest message happened (for an imported history, the time its
+    source gave). A conversation without a title shows its first user text in quotes; one
+    that branched from another (a subagent's sidechain, a fork) is marked ↳ and the start
+    of its parent's id.
 
     Served from the store's listing index, so a page costs the same however many
     conversations and events the store holds. With --json: {"conversations": [...],
@@ -397,6 +414,7 @@ def list_(
                     "events": c.events,
                     "parent_id": str(c.parent_id) if c.parent_id else None,
                     "source": c.source,
+                    "preview": c.preview,
                 }
                 for c in rows
             ],
@@ -409,7 +427,8 @@ def list_(
     for c in rows:
         stamp = (c.last_active or c.created_at).strftime("%Y-%m-%d %H:%M:%S")
         shown = " ".join(f"[{key}={value}]" for key, value in sorted(c.labels.items()))
-        click.echo(f"{c.id}  {stamp}  {c.title or ''}  {shown}".rstrip())
+        branch = f"↳ {str(c.parent_id)[:8]} " if c.parent_id else ""
+        click.echo(f"{c.id}  {stamp}  {branch}{c.shown_title}  {shown}".rstrip())
     if next_cursor:
         click.echo(f"more: convstore list --after {next_cursor}", err=True)
 

@@ -99,6 +99,12 @@ def summary_lines(report: ImportReport, fmt: str, where: str) -> list[str]:
         if conversation.results_without_call:
             line += f"; {counted(conversation.results_without_call, 'result')} without its call"
         lines.append(line)
+        if conversation.previous_response_id:
+            lines.append(
+                f"  history continues in a stored response convstore does not have "
+                f"(previous_response_id {conversation.previous_response_id}): only what "
+                "the input holds was imported"
+            )
     if report.skipped:
         lines.append(f"skipped {counted(len(report.skipped), 'part')} of the input:")
         lines.extend(

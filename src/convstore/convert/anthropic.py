@@ -13,7 +13,8 @@ Content blocks accepted: ``text``, ``image`` (a ``base64`` or ``url`` source), `
 blocks). Anything else (``server_tool_use``, ``web_search_tool_result``, ``document``,
 ``search_result``, ``container_upload`` …) is refused with one :class:`InvalidInput` naming
 the type and where it is; nothing is recorded. Fields with no convstore meaning
-(``cache_control``, ``citations``, ``id`` and ``usage`` of a response) are dropped.
+(``cache_control``, ``citations``) are dropped; a response's ``id``, ``model``,
+``stop_reason`` and ``usage`` become its message's metadata.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from convstore.convert.history import History, HistoryMessage
 from convstore.convert.parts import check_keys
+from convstore.convert.source_meta import anthropic_meta
 from convstore.domain.blocks import (
     Block,
     ImageBlock,
@@ -222,7 +224,8 @@ def message_from_param(param: object, where: str = "message") -> HistoryMessage:
 
 
 def message_from_response(message: object) -> HistoryMessage:
-    """A response ``Message`` (``type: "message"``) as one assistant message."""
+    """A response ``Message`` (``type: "message"``) as one assistant message, with its
+    ``model``, ``id``, ``stop_reason`` and ``usage`` as the message's metadata."""
     data = plain(message)
     if not isinstance(data, Mapping) or data.get("type") != "message":
         msg = "expected an Anthropic response Message (an object with type 'message')"
@@ -230,7 +233,8 @@ def message_from_response(message: object) -> HistoryMessage:
     if data.get("role", "assistant") != "assistant":
         msg = f"a response Message has role 'assistant', not {data.get('role')!r}"
         raise InvalidInput(msg)
-    return HistoryMessage("assistant", tuple(blocks_from_content(data.get("content"), "response")))
+    blocks = tuple(blocks_from_content(data.get("content"), "response"))
+    return HistoryMessage("assistant", blocks, meta=anthropic_meta(data))
 
 
 def system_message(system: object) -> HistoryMessage | None:

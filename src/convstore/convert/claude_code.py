@@ -26,27 +26,36 @@ own. The rules, in the order they apply to a line:
   user lines holding only tool results form one message;
 - a user line that is only ``[Request interrupted by user…]`` marks the assistant message
   just before it interrupted; when the message before it is not an assistant's, the line is
-  kept as text.
+  kept as text;
+- each message keeps what its lines say about it (:attr:`HistoryMessage.at` and ``meta``):
+  the first line's ``timestamp``, and the assistant's ``model``, ``message.id``,
+  ``stop_reason`` and ``usage`` (a later line of the same message wins), with every line's
+  ``uuid`` (``extra["uuids"]``) and ``requestId`` (``extra["request_id"]``).
 
 Sidechain lines (``isSidechain``: a subagent's own conversation) go to one history per agent:
 by ``agentId`` where the line has one, else by following ``parentUuid`` back to the first
 line of the sidechain. Histories come main first, then agents in order of first appearance;
 each agent's ``parent`` is the main history's index (0) when the file has a main thread.
-Keys: ``claude-code:<sessionId>`` and ``claude-code:<sessionId>:<agentId>``.
+Keys: ``claude-code:<sessionId>`` and ``claude-code:<sessionId>:<agentId>``. A file of one
+agent's lines alone (Claude Code keeps them in ``agent-<id>.jsonl`` beside the session's)
+names its parent by key instead (:attr:`History.parent_key`, ``claude-code:<sessionId>``), so
+importing it links it to the session imported before.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from convstore.convert.anthropic import block_from_anthropic
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
+from convstore.convert.source_meta import anthropic_meta, source_time
 from convstore.domain.blocks import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.errors import InvalidInput
-from convstore.domain.events import Role
+from convstore.domain.events import MessageMeta, Role
 
 INTERRUPTION_PREFIX = "[Request interrupted by user"
 """How Claude Code records that the user stopped a turn."""
@@ -70,6 +79,37 @@ class LineMessage:
     """``message.id`` of an assistant line (lines of one message share it)."""
     problems: list[str]
     """Blocks of the line left out, and why."""
+    at: datetime | None = None
+    """The line's ``timestamp``."""
+    meta: MessageMeta | None = None
+    """The line's model, usage, stop reason and ids (``uuid``, ``requestId``)."""
+
+
+def line_meta(line: Mapping[str, Any]) -> MessageMeta | None:
+    """What a message line says about its message besides its blocks: an assistant's
+    ``model``, ``message.id``, ``stop_reason`` and ``usage``, and every line's ``uuid`` (in
+    ``extra["uuids"]``: the lines merged into the message) and ``requestId``."""
+    message = line.get("message")
+    fields = message if isinstance(message, Mapping) and line.get("type") == "assistant" else {}
+    uuid, request = line.get("uuid"), line.get("requestId")
+    extra: dict[str, Any] = {
+        "uuids": [uuid] if isinstance(uuid, str) else None,
+        "request_id": request if isinstance(request, str) else None,
+    }
+    return anthropic_meta(fields, extra)
+
+
+def _merged_meta(older: MessageMeta | None, newer: MessageMeta | None) -> MessageMeta | None:
+    """Two lines' metadata as one message's: the newer's fields win, line uuids add up."""
+    if older is None or newer is None:
+        return older or newer
+    uuids = [*_list(older.extra.get("uuids")), *_list(newer.extra.get("uuids"))]
+    merged = older.merged(newer)
+    return merged.model_copy(update={"extra": {**merged.extra, "uuids": uuids}})
+
+
+def _list(value: object) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
 
 
 def line_message(line: Mapping[str, Any]) -> LineMessage:
@@ -89,8 +129,9 @@ def line_message(line: Mapping[str, Any]) -> LineMessage:
     content = message.get("content")
     checked: Role = "user" if role == "user" else "assistant"
     message_id = message.get("id") if isinstance(message.get("id"), str) else None
+    at, meta = source_time(line.get("timestamp")), line_meta(line)
     if isinstance(content, str):
-        return LineMessage(checked, [TextBlock(text=content)], message_id, [])
+        return LineMessage(checked, [TextBlock(text=content)], message_id, [], at, meta)
     if not isinstance(content, list):
         msg = "its message has no content list or string"
         raise MalformedLine(msg)
@@ -106,7 +147,7 @@ def line_message(line: Mapping[str, Any]) -> LineMessage:
             blocks.append(kept)
         if problem is not None:
             problems.append(problem)
-    return LineMessage(checked, blocks, message_id, problems)
+    return LineMessage(checked, blocks, message_id, problems, at, meta)
 
 
 def _line_block(block: Mapping[str, Any], where: str) -> tuple[Block | None, str | None]:
@@ -261,6 +302,9 @@ class _Reader:
             ordered.insert(0, self.main)
             for agent_thread in ordered[1:]:
                 agent_thread.history.parent = 0
+        elif self.session_id is not None:
+            for agent_thread in ordered:
+                agent_thread.history.parent_key = f"claude-code:{self.session_id}"
         histories = [thread.history for thread in ordered]
         histories[0].skipped[:0] = self.stray
         for history in histories:
@@ -306,7 +350,8 @@ def _compact(thread: _Thread, summary: LineMessage, *, standalone: bool = False)
         thread.last_message_id = None
         return
     if text:
-        history.messages.append(HistoryMessage("user", (TextBlock(text=text),)))
+        message = HistoryMessage("user", (TextBlock(text=text),), at=summary.at, meta=summary.meta)
+        history.messages.append(message)
         thread.last_message_id = None
 
 
@@ -337,9 +382,7 @@ def _add(thread: _Thread, line: LineMessage, number: int) -> None:
         blocks.append(block)
     previous = history.messages[-1] if history.messages else None
     if _is_interruption(line) and previous is not None and previous.role == "assistant":
-        history.messages[-1] = HistoryMessage(
-            "assistant", previous.blocks, "interrupted", INTERRUPTED_REASON
-        )
+        history.messages[-1] = replace(previous, status="interrupted", reason=INTERRUPTED_REASON)
         thread.last_message_id = None
         return
     if not blocks:
@@ -351,7 +394,7 @@ def _add(thread: _Thread, line: LineMessage, number: int) -> None:
         and line.message_id is not None
         and line.message_id == thread.last_message_id
     ):
-        history.messages[-1] = HistoryMessage("assistant", (*previous.blocks, *blocks))
+        history.messages[-1] = _joined(previous, blocks, line)
         return
     if (
         line.role == "user"
@@ -360,7 +403,17 @@ def _add(thread: _Thread, line: LineMessage, number: int) -> None:
         and _only_results(blocks)
         and _only_results(previous.blocks)
     ):
-        history.messages[-1] = HistoryMessage("user", (*previous.blocks, *blocks))
+        history.messages[-1] = _joined(previous, blocks, line)
         return
-    history.messages.append(HistoryMessage(line.role, tuple(blocks)))
+    history.messages.append(HistoryMessage(line.role, tuple(blocks), at=line.at, meta=line.meta))
     thread.last_message_id = line.message_id if line.role == "assistant" else None
+
+
+def _joined(previous: HistoryMessage, blocks: list[Block], line: LineMessage) -> HistoryMessage:
+    """``previous`` with a later line's blocks and metadata: it keeps its first line's time."""
+    return replace(
+        previous,
+        blocks=(*previous.blocks, *blocks),
+        at=previous.at or line.at,
+        meta=_merged_meta(previous.meta, line.meta),
+    )

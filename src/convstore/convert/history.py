@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from convstore.domain.blocks import Block
-from convstore.domain.events import Role
+from convstore.domain.events import MessageMeta, Role
 
 HistoryStatus = Literal["ended", "interrupted", "open"]
 
@@ -28,6 +29,10 @@ class HistoryMessage:
     status: HistoryStatus = "ended"
     reason: str | None = None
     """Why an interrupted message was cut short, when the source says."""
+    at: datetime | None = None
+    """When the source says the message was written (timezone-aware), if it says."""
+    meta: MessageMeta | None = None
+    """What the source knew about how it was produced: model, usage, stop reason, its ids."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,12 @@ class History:
     of the same history; ``None`` when only the input's bytes identify it."""
     parent: int | None = None
     """For a subagent's history: the index of its parent in the same import's list."""
+    parent_key: str | None = None
+    """For a subagent's history whose parent is not in the input: the parent's :attr:`key`,
+    to link it to the conversation an earlier import recorded from that source."""
     skipped: list[Skipped] = field(default_factory=list)
     ignored: Counter[str] = field(default_factory=Counter)
     """Lines or items with no conversational content, counted by their type."""
+    previous_response_id: str | None = None
+    """A Responses body's ``previous_response_id``: the history goes on in a response stored
+    by the provider, which the input does not hold."""

@@ -27,6 +27,7 @@ refused input converts to nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from convstore.convert.history import History, HistoryMessage
@@ -50,6 +51,7 @@ from convstore.domain.blocks import (
     ToolUseBlock,
 )
 from convstore.domain.errors import InvalidInput
+from convstore.domain.events import MessageMeta
 
 ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
 """The item types the converter accepts."""
@@ -182,7 +184,9 @@ def response_messages(items: Iterable[object]) -> list[HistoryMessage]:
 
 def history_from_responses(data: object) -> History:
     """A Responses API request body (its ``input``: a string or an item list) or an item list
-    as a :class:`History`; ``instructions`` in a body becomes the first, system, message."""
+    as a :class:`History`; ``instructions`` in a body becomes the first, system, message.
+    A body's ``previous_response_id`` (the history goes on in a response the provider
+    stored) is kept on the first message's metadata (``extra``) and on the history."""
     instructions: str | None = None
     if isinstance(data, Mapping) and "input" in data:
         raw = data["input"]
@@ -198,4 +202,14 @@ def history_from_responses(data: object) -> History:
     messages = response_messages(items)
     if instructions:
         messages.insert(0, HistoryMessage("system", (TextBlock(text=instructions),)))
-    return History(messages=messages)
+    previous = data.get("previous_response_id") if isinstance(data, Mapping) else None
+    if isinstance(previous, str) and previous and messages:
+        # The body goes on from a response the provider stored: the history before it is
+        # not in the input. Kept on the first message, so what it followed stays known.
+        first = messages[0]
+        meta = MessageMeta(extra={"previous_response_id": previous})
+        messages[0] = replace(first, meta=meta if first.meta is None else first.meta.merged(meta))
+    return History(
+        messages=messages,
+        previous_response_id=previous if isinstance(previous, str) and previous else None,
+    )

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Literal, TypeAlias, TypeVar, assert_never
 from uuid import UUID, uuid4
 
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 
 from convstore.domain.blocks import (
     Block,
@@ -81,6 +81,8 @@ class Conversation:
     """``uuid`` of every runtime entry recorded since the last deletion (the idempotency key)."""
     rewinds: dict[int, list[UUID]] = field(default_factory=dict)
     """Each rewind still in force (by its version): the messages it withdrew."""
+    first_user: UUID | None = None
+    """The first user message ever started (what the listing previews an untitled one by)."""
 
     # -- folding ---------------------------------------------------------------------------
 
@@ -103,6 +105,8 @@ class Conversation:
                 self.created_at = event.timestamp
             case MessageStarted():
                 self.messages[event.message_id] = MessageState(role=event.role)
+                if event.role == "user" and self.first_user is None:
+                    self.first_user = event.message_id
             case BlockAppended():
                 self.messages[event.message_id].block_count += 1
                 if isinstance(event.block, ToolUseBlock):
@@ -549,6 +553,18 @@ class Conversation:
             block=block,
             tool_name=tool_name,
         )
+
+
+_E = TypeVar("_E", bound=BaseModel)
+
+
+def as_of(events: Sequence[_E], at: datetime | None) -> list[_E]:
+    """The events, each saying it happened ``at`` (the source's time of what they record: an
+    imported or copied message); as they are when ``at`` is ``None``. Their ``timestamp``
+    stays the moment they are recorded."""
+    if at is None:
+        return list(events)
+    return [event.model_copy(update={"happened_at": at}) for event in events]
 
 
 EntryMessage: TypeAlias = tuple[Role, Sequence[Block], MessageStatus, str | None]

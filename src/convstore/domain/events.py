@@ -26,6 +26,12 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def happened(event: _Event) -> datetime:
+    """When an event's fact happened: the source's time when it has one, else when it was
+    recorded. Shown to people, and the time the listing's activity and retention go by."""
+    return event.happened_at or event.timestamp
+
+
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -34,6 +40,12 @@ class _Event(BaseModel):
     originator_id: UUID
     originator_version: Annotated[int, Field(ge=1)]
     timestamp: AwareDatetime  # every event is stamped in UTC; a time with no zone is refused
+    happened_at: AwareDatetime | None = Field(default=None, exclude_if=lambda value: value is None)
+    """When the source says the fact happened, for an event copied from elsewhere (an
+    imported transcript's message, a fork's copy): ``timestamp`` stays the moment the store
+    recorded it. ``None`` for an event that happened when it was recorded: then it is left out
+    of the event's JSON, so such an event is written (in dumps, in a format-1 store's states)
+    byte for byte as before the field existed. See :func:`happened`."""
 
 
 class ConversationStarted(_Event):

@@ -88,7 +88,7 @@ class StoreRecorder(Protocol):
         """One page of the listing index, and the labels of its conversations."""
         ...
 
-    def rebuild_listing(self, decode: Callable[[bytes], Event]) -> int:
+    def rebuild_listing(self, decode: Callable[[bytes], Event], *, previews: bool = True) -> int:
         """Refill the listing index from every event in one transaction; how many it lists."""
         ...
 

@@ -4,16 +4,21 @@ The recorders keep a ``convstore_listing`` row per conversation (title, parentag
 started, when it was last active, how many events) and a ``convstore_labels`` row per label,
 written in the same transaction as the events (see :mod:`convstore.backends.common.listing`).
 This module decides, from the events of one write, what that write changes: a pure fold.
+
+Times are when things happened (:func:`~convstore.domain.events.happened`): an imported
+message's source time, not the moment of the import, so ``list``'s activity, its order and
+retention (``erase --inactive-for``) go by what the source knew.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import assert_never
 from uuid import UUID
 
+from convstore.domain.blocks import TextBlock
 from convstore.domain.events import (
     BlockAppended,
     Compacted,
@@ -30,6 +35,7 @@ from convstore.domain.events import (
     MessageStarted,
     RewindUndone,
     Rewound,
+    happened,
 )
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -57,16 +63,55 @@ class ListingChange:
     removed_labels: set[str] = field(default_factory=set)
     last_active: int = 0
     version: int = 0
+    first_user: UUID | None = None
+    """The first user message started in this write (the conversation's first user message
+    unless an earlier write started one)."""
+    texts: dict[UUID, str] = field(default_factory=dict)
+    """The preview (see :func:`preview_of`) of the first non-blank text block this write gave
+    each message that may be the conversation's first user message: :attr:`first_user`, and
+    messages started by earlier writes. The index keeps the one of the first user message."""
+    opened: set[UUID] = field(default_factory=set, repr=False)
+    """Messages started in this write."""
+    known_first: tuple[UUID | None, ...] = field(default=(), repr=False)
+    """``(first user message before this write,)`` when the writer knows it, else ``()``."""
 
 
-def listing_changes(events: Iterable[Event]) -> list[ListingChange]:
-    """Fold the events of one write into one change per conversation, in first-seen order."""
+PREVIEW_CHARS = 80
+"""How much of an untitled conversation's first user text the listing keeps."""
+
+
+def preview_of(text: str) -> str:
+    """Text as a listing shows it: whitespace runs made one space, cut to
+    :data:`PREVIEW_CHARS` characters (an ellipsis marking a cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1].rstrip() + "…"
+
+
+def listing_changes(
+    events: Iterable[Event],
+    first_users: Mapping[UUID, UUID | None] | None = None,
+    *,
+    previews: bool = True,
+) -> list[ListingChange]:
+    """Fold the events of one write into one change per conversation, in first-seen order.
+
+    ``first_users`` is what the writer knows of a conversation's first user message before
+    the write (``None``: it has none yet); with it, a change leaves out the preview facts the
+    index would ignore (a later user message, a block of a message that is not the first
+    user's), so most writes stay plain appends. Without it (a rebuild, a load) every
+    candidate is kept and the index's own ``preview_message`` decides: the same rows.
+    ``previews=False`` (an encrypted store, whose message text must not sit in the clear in
+    the index) leaves every preview out.
+    """
     changes: dict[UUID, ListingChange] = {}
+    known = first_users or {}
     for event in events:
         change = changes.get(event.originator_id)
         if change is None:
             change = changes[event.originator_id] = ListingChange(event.originator_id)
-        change.last_active = max(change.last_active, micros(event.timestamp))
+            if event.originator_id in known:
+                change.known_first = (known[event.originator_id],)
+        change.last_active = max(change.last_active, micros(happened(event)))
         change.version = max(change.version, event.originator_version)
         match event:
             case ConversationStarted():
@@ -81,10 +126,19 @@ def listing_changes(events: Iterable[Event]) -> list[ListingChange]:
                 for key in event.keys:
                     change.set_labels.pop(key, None)
                 change.removed_labels.update(event.keys)
+            case MessageStarted():
+                change.opened.add(event.message_id)
+                if (
+                    event.role == "user"
+                    and change.first_user is None
+                    and change.known_first in ((), (None,))
+                ):
+                    change.first_user = event.message_id
+            case BlockAppended():
+                if previews:
+                    _note_text(change, event)
             case (
-                MessageStarted()
-                | BlockAppended()
-                | MessageEnded()
+                MessageEnded()
                 | MessageInterrupted()
                 | Compacted()
                 | Rewound()
@@ -97,6 +151,15 @@ def listing_changes(events: Iterable[Event]) -> list[ListingChange]:
             case _:
                 assert_never(event)
     return list(changes.values())
+
+
+def _note_text(change: ListingChange, event: BlockAppended) -> None:
+    message = event.message_id
+    if not isinstance(event.block, TextBlock) or message in change.texts:
+        return
+    earlier = message not in change.opened and change.known_first in ((), (message,))
+    if (message == change.first_user or earlier) and event.block.text.strip():
+        change.texts[message] = preview_of(event.block.text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,3 +192,4 @@ class ListedRow:
     parent_id: UUID | None
     source: str | None
     events: int
+    preview: str | None = None

@@ -28,6 +28,7 @@ from convstore.domain.events import (
     RewindUndone,
     Rewound,
     Role,
+    happened,
 )
 
 
@@ -46,6 +47,7 @@ class RecordedMessage:
     message_id: UUID
     role: Role
     started_at: datetime
+    """When the message started: the source's time for an imported or copied one."""
     blocks: list[RecordedBlock] = field(default_factory=list)
     status: MessageStatus = "open"
     interrupt_reason: str | None = None
@@ -84,7 +86,7 @@ def collect_history(events: Iterable[Event], *, tail: bool = False) -> History:
                 pass
             case MessageStarted():
                 messages[event.message_id] = RecordedMessage(
-                    event.message_id, event.role, event.timestamp
+                    event.message_id, event.role, happened(event)
                 )
             case BlockAppended():
                 if tail and event.message_id not in messages:

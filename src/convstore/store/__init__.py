@@ -28,7 +28,7 @@ from convstore.backends.common.application import FULL_JSON_FORMAT, EventLog
 from convstore.backends.common.replay_tables import DEFAULT_CACHE_BYTES, ReplayReader
 from convstore.backends.sqlite.backend import WAL_RETRY_PAUSE_SECONDS, WAL_WAIT_SECONDS
 from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
-from convstore.domain.conversation import Conversation, EntryMessage
+from convstore.domain.conversation import Conversation, EntryMessage, as_of
 from convstore.domain.errors import (
     ConversationErased,
     InvalidBlock,
@@ -41,6 +41,7 @@ from convstore.domain.events import (
     Event,
     MessageMeta,
     Role,
+    happened,
     utcnow,
 )
 from convstore.domain.limits import Limits
@@ -350,8 +351,9 @@ class Store(Importing, Transferring, Replayer):
         The copy is of what replay would see: messages a rewind withdrew are left out, and the
         newest compaction through a copied message is copied with it, and a tool result keeps
         the tool name the parent resolved (written on the block when its call is not copied).
-        Every copied message gets a new id. The copy is one transaction, read from one
-        snapshot of the parent.
+        Every copied message gets a new id and keeps when it happened (its events'
+        ``happened_at``: the parent's time, or the source's for an imported one) and its
+        metadata. The copy is one transaction, read from one snapshot of the parent.
         """
         parent = parse_id(conversation, "conversation")
         point = parse_id(at, "message")
@@ -376,18 +378,24 @@ class Store(Importing, Transferring, Replayer):
         record(Conversation.start(fork_id, title, parent_id=parent, forked_at=point))
         new_ids: dict[UUID, UUID] = {}
         for message in copied:
-            started = state.start_message(message.role)
+            when = message.started_at
+            [started] = as_of([state.start_message(message.role)], when)
             record(started)
             new_ids[message.message_id] = started.message_id
             for recorded in message.blocks:
-                record(state.append_block(started.message_id, _named(recorded, state)))
+                block = _named(recorded, state)
+                record(*as_of([state.append_block(started.message_id, block)], when))
             if message.status == "ended":
-                record(state.end_message(started.message_id))
+                record(*as_of([state.end_message(started.message_id)], when))
             elif message.status == "interrupted":
-                record(state.interrupt_message(started.message_id, message.interrupt_reason))
+                reason = message.interrupt_reason
+                record(*as_of([state.interrupt_message(started.message_id, reason)], when))
+            if message.meta is not None:
+                record(*as_of([state.record_meta(started.message_id, message.meta)], when))
         kept = [c for c in history.compactions if c.through in new_ids]
         if kept:
-            record(state.compact(kept[-1].summary, new_ids[kept[-1].through]))
+            summary, through = kept[-1].summary, new_ids[kept[-1].through]
+            record(*as_of([state.compact(summary, through)], happened(kept[-1])))
         self._record_new(events)
         self._remember(state)
         return fork_id

@@ -29,7 +29,7 @@ from uuid import UUID, uuid4, uuid5
 from convstore.backends.common.gc_pause import paused_gc
 from convstore.convert.history import History, Skipped
 from convstore.domain.blocks import BLOCK_CLASSES, ImageBlock, ToolResultBlock, ToolUseBlock
-from convstore.domain.conversation import Conversation
+from convstore.domain.conversation import Conversation, as_of
 from convstore.domain.errors import (
     AlreadyImported,
     ConvstoreError,
@@ -39,12 +39,14 @@ from convstore.domain.errors import (
 )
 from convstore.domain.events import Event, MessageStarted
 from convstore.domain.json_values import strict_loads
+from convstore.domain.metadata import parse_meta
 from convstore.domain.parsing import (
     describe_value,
     parse_block,
     parse_flag,
     parse_optional_name,
 )
+from convstore.projections.listing import ListingQuery
 from convstore.store.listing import Listing
 from convstore.store.writer import Writer
 
@@ -84,6 +86,8 @@ class ImportedConversation:
     results_without_call: int
     images_in_results: int = 0
     """Images inside tool results (parts of a result, so not counted in ``blocks``)."""
+    previous_response_id: str | None = None
+    """The Responses body went on from this stored response, which the input lacks."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +100,7 @@ class ImportedConversation:
             "calls_without_result": self.calls_without_result,
             "results_without_call": self.results_without_call,
             "images_in_results": self.images_in_results,
+            "previous_response_id": self.previous_response_id,
         }
 
 
@@ -261,7 +266,9 @@ def history_events(
 ) -> tuple[list[Event], ImportedConversation]:
     """Every event of one history, decided by the domain's commands; nothing is saved."""
     state = Conversation(id=conversation_id)
-    started = Conversation.start(conversation_id, history.title, parent_id=parent_id, source=source)
+    known = [message.at for message in history.messages if message.at is not None]
+    first = Conversation.start(conversation_id, history.title, parent_id=parent_id, source=source)
+    [started] = as_of([first], min(known) if known else None)
     events: list[Event] = [started]
     state.apply(started)
 
@@ -282,20 +289,25 @@ def history_events(
     result_images = 0
     for index, message in enumerate(history.messages):
         try:
+            meta = None if message.meta is None else parse_meta(message.meta, store.limits)
+        except InvalidInput as exc:
+            msg = f"message {index + 1} ({message.role}): {exc}"
+            raise InvalidInput(msg) from None
+        try:
             blocks = [parse_block(block, store.limits) for block in message.blocks]
             decided = state.record_message(
-                message.role, blocks, leave_open=message.status != "ended"
+                message.role, blocks, leave_open=message.status != "ended", meta=meta
             )
         except InvalidBlock as exc:
             msg = f"message {index + 1} ({message.role}): {exc}"
             raise InvalidBlock(msg) from None
-        record(decided)
+        record(as_of(decided, message.at))
         assert isinstance(decided[0], MessageStarted)
         message_id = decided[0].message_id
         if message.status == "interrupted":
-            record([state.interrupt_message(message_id, message.reason)])
+            record(as_of([state.interrupt_message(message_id, message.reason)], message.at))
         for summary in through.get(index, []):
-            record([state.compact(summary, message_id)])
+            record(as_of([state.compact(summary, message_id)], message.at))
         for block in blocks:
             kinds[block.type] += 1
             if isinstance(block, ToolUseBlock):
@@ -314,6 +326,7 @@ def history_events(
         calls_without_result=len(calls - answered),
         results_without_call=len(answered - calls),
         images_in_results=result_images,
+        previous_response_id=history.previous_response_id,
     )
     return events, imported
 
@@ -382,7 +395,7 @@ def _decide_all(
         if parent is not None and not 0 <= parent < len(histories):
             msg = f"a history names parent {parent}, which the input lacks"
             raise InvalidInput(msg)
-        parent_id = ids[parent] if parent is not None else None
+        parent_id = ids[parent] if parent is not None else _imported_as(store, history.parent_key)
         new, imported = history_events(
             store, history, conversation_id, parent_id=parent_id, source=source
         )
@@ -391,6 +404,24 @@ def _decide_all(
         report.skipped.extend(s for s in history.skipped if s not in report.skipped)
         report.ignored.update(history.ignored)
     return events, report
+
+
+PARENT_CANDIDATES = 8
+"""How many of a source's derived ids are tried when looking for the conversation an earlier
+import recorded from it (the id moves on only past erased ones)."""
+
+
+def _imported_as(store: Importing, source: str | None) -> UUID | None:
+    """The conversation an earlier import recorded from ``source`` (by its derived ids: one
+    indexed read, no scan), if the store holds one."""
+    if source is None:
+        return None
+    candidates = [uuid5(IMPORT_NAMESPACE, source)]
+    candidates += [uuid5(IMPORT_NAMESPACE, f"{source}#{n}") for n in range(1, PARENT_CANDIDATES)]
+    query = ListingQuery(ids=tuple(candidates), limit=PARENT_CANDIDATES)
+    rows, _ = store._select_listing(query)
+    held = {row.id for row in rows if row.source == source}
+    return next((candidate for candidate in candidates if candidate in held), None)
 
 
 def _checked_arguments(

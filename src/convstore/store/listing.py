@@ -34,11 +34,21 @@ class ConversationInfo:
     source: str | None = None
     """Where its history came from (an import's key, a runtime's session key), if recorded."""
     last_active: datetime | None = None
-    """When its newest event was recorded."""
+    """When its newest event happened (an imported message's time as its source gave it)."""
     labels: dict[str, str] = field(default_factory=dict)
     """Its labels (see :meth:`Store.set_labels`)."""
     events: int = 0
     """How many events its log holds."""
+    preview: str | None = None
+    """The start of its first user message's first text (whitespace made single spaces, at
+    most 80 characters): what to show for a conversation without a title."""
+
+    @property
+    def shown_title(self) -> str:
+        """Its title, else its :attr:`preview` in quotes, else ``(untitled)``."""
+        if self.title:
+            return self.title
+        return f"“{self.preview}”" if self.preview else "(untitled)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +133,9 @@ class Listing(LogReader):
         returns how many conversations it lists. Opening a store made before the index does
         this on its own."""
         decode = self._log.pydantic_mapper.decode_state
-        return self._guarded(lambda: self._log.store_recorder.rebuild_listing(decode))
+        previews = self._log.mapper.cipher is None  # no message text in the clear otherwise
+        recorder = self._log.store_recorder
+        return self._guarded(lambda: recorder.rebuild_listing(decode, previews=previews))
 
     def _listing_query(  # noqa: PLR0917 - the public filters, passed on as they came
         self,
@@ -165,6 +177,7 @@ def _info(row: ListedRow, labels: dict[str, str]) -> ConversationInfo:
         last_active=from_micros(row.last_active),
         labels=labels,
         events=row.events,
+        preview=row.preview,
     )
 
 

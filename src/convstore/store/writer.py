@@ -63,6 +63,9 @@ class Writer(LogReader):
         self._states: OrderedDict[UUID, Conversation] = OrderedDict()
         self._locks: dict[UUID, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._previews = log.mapper.cipher is None
+        """Whether the listing index keeps untitled conversations' first user text: not in
+        an encrypted store, whose message text stays out of the clear."""
         self._most_attempts = 0
         """The most attempts one write of this store has taken (1: it never lost a race)."""
         self._contended: set[UUID] = set()
@@ -113,7 +116,8 @@ class Writer(LogReader):
             except UnreadableEvent as exc:
                 raise _unreadable(event, exc) from None
         try:
-            self._log.recorder.insert_events(stored, listing=listing_changes(events))
+            listing = listing_changes(events, previews=self._previews)
+            self._log.recorder.insert_events(stored, listing=listing)
         except IntegrityError:
             raise
         except PersistenceError as exc:
@@ -256,7 +260,8 @@ class _Turn:
                 stored.append(to_stored(event))
             except UnreadableEvent as exc:
                 raise _unreadable(event, exc) from None
-        return stored, listing_changes(self.events)
+        first_users = {state.id: state.first_user}
+        return stored, listing_changes(self.events, first_users, previews=self._writer._previews)
 
 
 def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:

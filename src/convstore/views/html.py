@@ -25,7 +25,7 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from convstore.domain.events import Compacted
+from convstore.domain.events import Compacted, happened
 from convstore.engine.plan import SHAPES, JSONDict, ReplayOptions, Shape
 from convstore.engine.pressure import Pressure
 from convstore.projections.messages import History, RecordedMessage
@@ -246,7 +246,7 @@ def compaction_html(compaction: Compacted) -> str:
     """A compaction boundary: replay (unless full) starts with this summary."""
     return (
         f"<div class='compaction'><b>Compaction</b> "
-        f"<span class='meta'>{when(compaction.timestamp)}</span>: replay starts here with "
+        f"<span class='meta'>{when(happened(compaction))}</span>: replay starts here with "
         f"this summary in place of every message above.<pre>{clipped(compaction.summary)}</pre>"
         "</div>"
     )
@@ -481,6 +481,12 @@ class ListedConversation:
     labels: dict[str, str]
     messages: int | None
     tool_calls: int | None
+    preview: str | None = None
+    """The start of its first user text, shown when it has no title."""
+    parent_id: UUID | None = None
+    """The conversation it branched from (a subagent's session, a fork's parent)."""
+    source: str | None = None
+    """Where it was imported from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,9 +574,23 @@ def count_html(value: int | None) -> str:
 
 def row_html(row: ListedConversation, extra: str = "") -> str:
     """One conversation in the list: title (a link), labels, activity and counts."""
+    if row.title:
+        name = esc(row.title)
+    elif row.preview:
+        name = f"<span class='preview'>“{esc(row.preview)}”</span>"
+    else:
+        name = "(untitled)"
+    branch = ""
+    if row.parent_id is not None:
+        branch = (
+            f"<div class='meta branch'>↳ branch of <a href='/c/{row.parent_id}'>"
+            f"{row.parent_id}</a></div>"
+        )
+    if row.source is not None:
+        branch += f"<div class='meta'>imported from {esc(row.source)}</div>"
     return (
-        f"<tr><td><a class='conv' href='/c/{row.id}'>{esc(row.title or '(untitled)')}</a>"
-        f"{labels_html(row.labels)}<div class='meta'>{row.id}</div>{extra}</td>"
+        f"<tr><td><a class='conv' href='/c/{row.id}'>{name}</a>"
+        f"{labels_html(row.labels)}<div class='meta'>{row.id}</div>{branch}{extra}</td>"
         f"<td>{when(row.last_activity)}</td>"
         f"<td>{count_html(row.messages)}</td><td>{count_html(row.tool_calls)}</td></tr>"
     )

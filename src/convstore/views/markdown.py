@@ -25,7 +25,7 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from convstore.domain.events import ConversationStarted, Event
+from convstore.domain.events import ConversationStarted, Event, happened
 from convstore.engine.plan import interruption_marker
 from convstore.projections.messages import RecordedMessage, collect_history
 from convstore.projections.prose import reasoning_text
@@ -102,7 +102,7 @@ class _Writer:
         self.emit(f"# {started.title or 'Conversation'}")
         facts = [
             f"conversation `{started.originator_id}`",
-            f"started {started.timestamp:%Y-%m-%d %H:%M:%S} UTC",
+            f"started {happened(started):%Y-%m-%d %H:%M:%S} UTC",
         ]
         if started.parent_id is not None:
             facts.append(f"branched from `{started.parent_id}`")
@@ -113,7 +113,8 @@ class _Writer:
     def message(self, number: int, message: RecordedMessage) -> None:
         status = {"ended": "", "open": " · never ended", "interrupted": " · interrupted"}
         withdrawn = " · withdrawn by a rewind (not replayed)" if message.withdrawn else ""
-        self.emit(f"## {number} · {message.role}{status[message.status]}{withdrawn}")
+        stamp = f" · {message.started_at:%Y-%m-%d %H:%M:%S} UTC"
+        self.emit(f"## {number} · {message.role}{status[message.status]}{withdrawn}{stamp}")
         if not message.blocks:
             self.emit("*(nothing was recorded for this message)*")
         for recorded in message.blocks:

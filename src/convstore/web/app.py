@@ -234,7 +234,19 @@ def _counted(
             calls = sum(1 for m in recorded for b in m.blocks if isinstance(b.block, ToolUseBlock))
         else:
             messages = calls = None
-        rows.append(ListedConversation(info.id, info.title, last, info.labels, messages, calls))
+        rows.append(
+            ListedConversation(
+                info.id,
+                info.title,
+                last,
+                info.labels,
+                messages,
+                calls,
+                preview=info.preview,
+                parent_id=info.parent_id,
+                source=info.source,
+            )
+        )
     return rows
 
 
@@ -357,6 +369,9 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
             info.labels,
             messages,
             tool_calls,
+            preview=info.preview,
+            parent_id=info.parent_id,
+            source=info.source,
         )
         rows.append(SearchRow(row, entry.matches, entry.hits))
     return search_body(rows, filters, note=note, skip=first, more=more)
@@ -425,14 +440,14 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
         window, version = _window(store, conversation_id, before, audit_file)
         body = conversation_body(
             conversation_id,
-            info.title,
+            info.title or (f"“{info.preview}”" if info.preview else None),
             window,
             before=before,
             view=view,
             side=None,
             version=version,
         )
-        name = info.title or str(conversation_id)
+        name = info.shown_title if info.title or info.preview else str(conversation_id)
         return _html(document(f"convstore: {name}", body, exported=False))
 
     def transcript(request: Request) -> Response:

@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from convstore.domain.errors import ConversationActive
+from convstore.domain.events import happened
 from convstore.projections.listing import (
     ListedRow,
     ListingChange,
@@ -50,13 +51,26 @@ def create_statements(d: Dialect, prefix: str = "") -> list[str]:
     return [
         f"CREATE TABLE IF NOT EXISTS {listing} (id {d.id_type} PRIMARY KEY, title TEXT, "
         f"parent_id {d.id_type}, source TEXT, created_at BIGINT NOT NULL, "
-        "last_active BIGINT NOT NULL, events BIGINT NOT NULL)",
+        "last_active BIGINT NOT NULL, events BIGINT NOT NULL, "
+        f"preview_message {d.id_type}, preview TEXT)",
         f"CREATE INDEX IF NOT EXISTS {LISTING_TABLE}_active ON {listing} (last_active, id)",
         f"CREATE INDEX IF NOT EXISTS {LISTING_TABLE}_started ON {listing} (created_at, id)",
         f"CREATE TABLE IF NOT EXISTS {labels} (conversation_id {d.id_type} NOT NULL, "
         "key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (conversation_id, key))",
         f"CREATE INDEX IF NOT EXISTS {LABELS_TABLE}_kv ON {labels} (key, value)",
     ]
+
+
+PREVIEW_COLUMNS = ("preview_message", "preview")
+"""Columns added to the listing row after it was first made (0.3.0): a store whose row lacks
+them gets them (:func:`add_preview_statements`) and its index is rebuilt to fill them."""
+
+
+def add_preview_statements(d: Dialect, prefix: str = "", *, if_missing: str = "") -> list[str]:
+    """Add the preview columns to a listing table made before them (``if_missing``:
+    PostgreSQL's ``IF NOT EXISTS``; SQLite has none, its callers check under the lock)."""
+    add = f"ALTER TABLE {prefix}{LISTING_TABLE} ADD COLUMN {if_missing}".rstrip() + " "
+    return [f"{add}preview_message {d.id_type}", f"{add}preview TEXT"]
 
 
 def forget(execute: Execute, d: Dialect, conversation: UUID, prefix: str = "") -> None:
@@ -88,41 +102,30 @@ def apply_changes(
     for change in changes:
         conv = d.to_id(change.conversation_id)
         started = change.started
+        first_user = None if change.first_user is None else d.to_id(change.first_user)
         if started is not None:
             parent = None if started.parent_id is None else d.to_id(started.parent_id)
+            first_text = None if change.first_user is None else change.texts.get(change.first_user)
             execute(
                 d.sql(
                     f"INSERT INTO {listing} (id, title, parent_id, source, created_at, "  # noqa: S608
-                    "last_active, events) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    "last_active, events, preview_message, preview) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 ),
                 (
                     conv,
                     change.title,
                     parent,
                     started.source,
-                    micros(started.timestamp),
+                    micros(happened(started)),
                     change.last_active,
                     change.version,
+                    first_user,
+                    first_text,
                 ),
-            )
-        elif change.renamed:
-            execute(
-                d.sql(
-                    f"UPDATE {listing} SET title = ?, events = ?, "  # noqa: S608
-                    "last_active = CASE WHEN last_active > ? THEN last_active ELSE ? END "
-                    "WHERE id = ?"
-                ),
-                (change.title, change.version, change.last_active, change.last_active, conv),
             )
         else:
-            execute(
-                d.sql(
-                    f"UPDATE {listing} SET events = ?, "  # noqa: S608
-                    "last_active = CASE WHEN last_active > ? THEN last_active ELSE ? END "
-                    "WHERE id = ?"
-                ),
-                (change.version, change.last_active, change.last_active, conv),
-            )
+            _update_row(execute, d, listing, change, first_user)
         for key in sorted(change.removed_labels):
             execute(
                 d.sql(f"DELETE FROM {labels} WHERE conversation_id = ? AND key = ?"),  # noqa: S608
@@ -136,6 +139,35 @@ def apply_changes(
                 ),
                 (conv, key, value),
             )
+
+
+def _update_row(
+    execute: Execute, d: Dialect, listing: str, change: ListingChange, first_user: Any
+) -> None:
+    """One statement for a write to a listed conversation: its title when renamed, its
+    event count and activity, and its first user message and that message's text (see
+    :class:`~convstore.projections.listing.ListingChange`): every ``SET`` sees the row as it
+    was, so ``COALESCE(preview_message, ?)`` is the first user message after this write."""
+    sets = ["events = ?", "last_active = CASE WHEN last_active > ? THEN last_active ELSE ? END"]
+    params: list[Any] = [change.version, change.last_active, change.last_active]
+    if change.renamed:
+        sets.insert(0, "title = ?")
+        params.insert(0, change.title)
+    if first_user is not None:
+        sets.append("preview_message = COALESCE(preview_message, ?)")
+        params.append(first_user)
+    if change.texts:
+        cases = ["WHEN preview IS NOT NULL THEN preview"]
+        for message, text in change.texts.items():
+            if first_user is None:
+                cases.append("WHEN preview_message = ? THEN ?")
+                params += [d.to_id(message), text]
+            else:
+                cases.append("WHEN COALESCE(preview_message, ?) = ? THEN ?")
+                params += [first_user, d.to_id(message), text]
+        sets.append(f"preview = CASE {' '.join(cases)} ELSE preview END")
+    params.append(d.to_id(change.conversation_id))
+    execute(d.sql(f"UPDATE {listing} SET {', '.join(sets)} WHERE id = ?"), params)  # noqa: S608
 
 
 def clear_statements(prefix: str = "") -> list[str]:
@@ -177,7 +209,8 @@ def select_page(d: Dialect, query: ListingQuery, prefix: str = "") -> tuple[str,
         params += [query.after[0], d.to_id(UUID(query.after[1]))]
     direction = "DESC" if query.order == "active" else "ASC"
     text = (
-        "SELECT c.id, c.title, c.created_at, c.last_active, c.parent_id, c.source, c.events "  # noqa: S608
+        "SELECT c.id, c.title, c.created_at, c.last_active, c.parent_id, c.source, c.events, "  # noqa: S608
+        "c.preview "
         f"FROM {listing} c"
         + (" WHERE " + " AND ".join(where) if where else "")
         + f" ORDER BY c.{key} {direction}, c.id {direction}"
@@ -199,7 +232,7 @@ def select_labels(d: Dialect, count: int, prefix: str = "") -> str:
 
 def listed_row(row: Sequence[Any]) -> ListedRow:
     """One selected row (ids as hex text or ``uuid``)."""
-    raw_id, title, created_at, last_active, parent, source, events = row
+    raw_id, title, created_at, last_active, parent, source, events, preview = row
     return ListedRow(
         _uuid(raw_id),
         title,
@@ -208,6 +241,7 @@ def listed_row(row: Sequence[Any]) -> ListedRow:
         _uuid(parent) if parent else None,
         source,
         events,
+        preview,
     )
 
 

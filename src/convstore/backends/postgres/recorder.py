@@ -55,7 +55,9 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from convstore.backends.common.listing import (
     LISTING_TABLE,
+    PREVIEW_COLUMNS,
     Dialect,
+    add_preview_statements,
     apply_changes,
     clear_statements,
     create_statements,
@@ -445,6 +447,19 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
             self.listing_missing = True
             for text in create_statements(POSTGRES, self._prefix):
                 curs.execute(text.encode(), prepare=False)
+        else:
+            curs.execute(
+                "SELECT count(*) AS n FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                "AND attname = ANY(%s) AND NOT attisdropped",
+                (self._prefix + LISTING_TABLE, list(PREVIEW_COLUMNS)),
+                prepare=False,
+            )
+            found = curs.fetchone()
+            if found is not None and found["n"] < len(PREVIEW_COLUMNS):
+                self.listing_missing = True  # made before the previews: add, then refill
+                added = add_preview_statements(POSTGRES, self._prefix, if_missing="IF NOT EXISTS")
+                for text in added:
+                    curs.execute(text.encode(), prepare=False)
         for statement in self.sql_create_statements:
             text = statement.as_string()
             if "CREATE TYPE" in text:
@@ -948,7 +963,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                     labels[found["conversation_id"]][found["key"]] = found["value"]
         return rows, labels
 
-    def rebuild_listing(self, decode: Callable[[bytes], Event]) -> int:
+    def rebuild_listing(self, decode: Callable[[bytes], Event], *, previews: bool = True) -> int:
         """Refill the listing index from every event in one transaction, holding the events
         table's lock so no insert lands meanwhile; returns how many conversations it lists."""
         events = f'{self._prefix}"{self.events_table_name}"'
@@ -967,7 +982,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 rows = curs.fetchall()
                 if not rows:
                     break
-                changes = listing_changes(decode(bytes(row["state"])) for row in rows)
+                changes = listing_changes(
+                    (decode(bytes(row["state"])) for row in rows), previews=previews
+                )
                 with curs.connection.cursor() as index:
                     apply_changes(
                         lambda text, params: index.execute(text.encode(), params, prepare=False),
@@ -1085,6 +1102,8 @@ def _only_grown(change: ListingChange) -> bool:
         and not change.renamed
         and not change.set_labels
         and not change.removed_labels
+        and change.first_user is None
+        and not change.texts
     )
 
 

@@ -29,7 +29,9 @@ from eventsourcing.sqlite import (
 
 from convstore.backends.common.listing import (
     LISTING_TABLE,
+    PREVIEW_COLUMNS,
     Dialect,
+    add_preview_statements,
     apply_changes,
     clear_statements,
     create_statements,
@@ -219,11 +221,15 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         """The listing index's tables, if missing (then :attr:`listing_missing` is set)."""
         with self._writer_lock:
             conn = self._connection()
-            if conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
+            if conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone() and _has_preview(conn):
                 return
             with immediate(conn):
                 if not conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
                     for statement in create_statements(SQLITE):
+                        conn.execute(statement)
+                    self.listing_missing = True
+                elif not _has_preview(conn):  # made before the previews: add, then refill
+                    for statement in add_preview_statements(SQLITE):
                         conn.execute(statement)
                     self.listing_missing = True
 
@@ -244,7 +250,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                     labels[UUID(raw_id)][key] = value
         return rows, labels
 
-    def rebuild_listing(self, decode: Callable[[bytes], Event]) -> int:
+    def rebuild_listing(self, decode: Callable[[bytes], Event], *, previews: bool = True) -> int:
         """Refill the listing index from every event, in one write transaction (writers wait);
         returns how many conversations it lists."""
         with self._writer_lock:
@@ -252,7 +258,9 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             with immediate(conn):
                 for statement in clear_statements():
                     conn.execute(statement)
-                for changes in _changes_in_batches(conn, self.events_table_name, decode):
+                for changes in _changes_in_batches(
+                    conn, self.events_table_name, decode, previews=previews
+                ):
                     apply_changes(conn.execute, SQLITE, changes)
                 (count,) = conn.execute(f"SELECT count(*) FROM {LISTING_TABLE}").fetchone()  # noqa: S608
             self.listing_missing = False
@@ -593,8 +601,14 @@ def _close_only_when_returned(datastore: SQLiteDatastore) -> None:
 _TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
 
 
+def _has_preview(conn: sqlite3.Connection) -> bool:
+    """Whether the listing table has its preview columns (added in 0.3.0)."""
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({LISTING_TABLE})")}
+    return set(PREVIEW_COLUMNS) <= columns
+
+
 def _changes_in_batches(
-    conn: sqlite3.Connection, table: str, decode: Callable[[bytes], Event]
+    conn: sqlite3.Connection, table: str, decode: Callable[[bytes], Event], *, previews: bool
 ) -> Iterator[list[ListingChange]]:
     """The listing changes of every stored event, a few thousand events at a time."""
     after = 0
@@ -605,7 +619,7 @@ def _changes_in_batches(
         ).fetchall()
         if not rows:
             return
-        yield listing_changes(decode(state) for _, state in rows)
+        yield listing_changes((decode(state) for _, state in rows), previews=previews)
         after = rows[-1][0]
 
 

@@ -213,8 +213,9 @@ class AsyncStore(AsyncStoreBase):
         The copy is of what replay would see: messages a rewind withdrew are left out, and the
         newest compaction through a copied message is copied with it, and a tool result keeps
         the tool name the parent resolved (written on the block when its call is not copied).
-        Every copied message gets a new id. The copy is one transaction, read from one
-        snapshot of the parent.
+        Every copied message gets a new id and keeps when it happened (its events'
+        ``happened_at``: the parent's time, or the source's for an imported one) and its
+        metadata. The copy is one transaction, read from one snapshot of the parent.
         """
         return await self._write(self.store.fork, conversation, at=at, title=title)
 
