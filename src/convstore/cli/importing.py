@@ -56,7 +56,7 @@ def import_(
     role/content messages) is refused with the candidates, to be settled with --format.
 
     \b
-    Examples:
+    Example:
         convstore import --format claude-code ~/.claude/projects/myproj/SESSION.jsonl
         convstore import --format openai-chat request.json --json | jq -r '.conversations[].id'
         convstore import ~/.codex/sessions/2026/01/02/rollout-2026-01-02T10-00-00-ID.jsonl
