@@ -25,9 +25,9 @@ from uuid import UUID
 import pytest
 from click.testing import CliRunner, Result
 
+import convstore.backends.sqlite.backend as sqlite_opening
 import convstore.backends.sqlite.recorder as sqlite_backend
 from convstore import InvalidInput, StoreError, open_store
-from convstore.app import bootstrap
 from convstore.cli import cli
 from convstore.store.verify import Verifier
 
@@ -50,7 +50,7 @@ def short_lock_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     def env(path: Path, lock_timeout: int = LOCK_TIMEOUT_SECONDS) -> dict[str, str]:
         return real(path, lock_timeout=lock_timeout)
 
-    monkeypatch.setattr(bootstrap, "sqlite_env", env)
+    monkeypatch.setattr(sqlite_opening, "sqlite_env", env)
 
 
 def dump(db: Path) -> list[Any]:
