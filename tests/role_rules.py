@@ -31,6 +31,7 @@ Where each rule is written:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import pairwise
 from typing import Any
 
 
@@ -60,7 +61,7 @@ def alternation_problems(fragment: Mapping[str, Any]) -> list[str]:
     turns = _turns(fragment)
     return [
         f"messages {i} and {i + 1} are both the {a['role']}'s"
-        for i, (a, b) in enumerate(zip(turns, turns[1:], strict=False))
+        for i, (a, b) in enumerate(pairwise(turns))
         if a["role"] == b["role"]
     ]
 

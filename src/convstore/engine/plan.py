@@ -4,9 +4,10 @@ A pure function of the events and of what the caller says about the request: whe
 model can see images, and (optionally) how much to compact. Exactly one wire message per
 stored message in the replayed window, in order, with one exception: when the first
 non-system message is the assistant's, a user message saying so (``HISTORY_STARTS``) goes
-before it, as every provider refuses a first turn that is not the user's. Every block crosses as prose; no tool roles,
-no tool-call ids and no tool blocks appear, so a tool round cut off mid-turn is a plain
-recorded fact that can never make a request fail.
+before it, as Bedrock, Mistral and chat templates refuse a first turn that is not the
+user's. Every block crosses as prose; no tool roles, no tool-call ids and no tool blocks
+appear, so a tool round cut off mid-turn is a plain recorded fact that can never make a
+request fail.
 
 This module holds what the caller says (:class:`ReplayOptions`, the shapes) and
 :func:`replay` over events. The engine itself is one fold and one render: events fold into a
