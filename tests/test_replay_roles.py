@@ -178,6 +178,20 @@ def test_the_corpus_response_opening_with_the_assistant_replays_valid(
             assert blank_text_problems(out) == []
 
 
+def test_every_corpus_messages_body_replays_user_first(corpus_dir: Path, tmp_path: Path) -> None:
+    """Every recorded Messages body and response in the corpus, whichever role it opens with,
+    replays with the user's message first and no blank text, in both shapes."""
+    files = sorted((corpus_dir / "anthropic-messages").glob("*.json"))
+    with convstore.open_store(tmp_path / "s.db") as store:
+        for path in files:
+            history = history_from_messages(json.loads(path.read_text(encoding="utf-8")))
+            conv = record_history(store, history)
+            for shape in SHAPES:
+                out = store.replay(conv, shape=shape)
+                assert first_turn_problems(out) == [], path.name
+                assert blank_text_problems(out) == [], path.name
+
+
 # -- the neighbouring rules --------------------------------------------------------------------
 
 
