@@ -162,7 +162,7 @@ class StoreContract(ABC):
         )
         names = [e.tool_name for e in store.events(conv) if isinstance(e, BlockAppended)]
         assert names == [None, "grep", "cat", "unknown"]
-        text = store.replay(conv)["messages"][1]["content"]
+        text = store.replay(conv)["messages"][2]["content"]  # after the opening marker
         assert text == "Result (grep): found\n\nResult (cat): ?\n\nError (unknown): lost"
 
     def test_duplicate_tool_use_id_is_refused(self, store: Store, conv: UUID) -> None:
@@ -330,7 +330,8 @@ class StoreContract(ABC):
             conv, msg, {"type": "tool_use", "id": "c1", "name": "run", "input": {"n": 1}}
         )
         for shape in ("openai", "anthropic"):
-            [wire] = store.replay(conv, shape=shape)["messages"]
+            [opening, wire] = store.replay(conv, shape=shape)["messages"]
+            assert opening["role"] == "user"  # the marker: the history opens with the assistant
             assert "tool_call" not in str(wire)
             assert 'Tool use: run({"n":1})' in str(wire)
 

@@ -22,6 +22,7 @@ from convstore.domain.events import Compacted, Event, Role
 from convstore.engine.plan import (
     BLANK_MESSAGE,
     CANNOT_SEE,
+    HISTORY_STARTS,
     NO_RESULT,
     NOTHING_RECORDED,
     SUMMARY_HEAD,
@@ -179,6 +180,17 @@ def _message_plan(
     return PlannedMessage(message.role, tuple(parts), None if summary else message.message_id)
 
 
+LEAD = PlannedMessage("user", (Part("marker", (Text(HISTORY_STARTS),)),))
+"""The user message replay puts first when the history opens with the assistant."""
+
+
+def _lead_at(window: list[RecordedMessage]) -> int | None:
+    """Where ``LEAD`` goes: before the first non-system message, if it is the assistant's
+    (Bedrock, Mistral and chat templates refuse any other first turn than the user's)."""
+    first = next((i for i, m in enumerate(window) if m.role != "system"), None)
+    return first if first is not None and window[first].role == "assistant" else None
+
+
 @dataclass(frozen=True, slots=True)
 class Clearing:
     """Microcompact one tool result at a time: the plan keeping every result, then, clearing
@@ -216,7 +228,7 @@ class Folded:
         options = options or ReplayOptions()
         window, summary_at = self.window(options.full)
         cleared = _cleared_results(window, options.keep_tool_results)
-        return [
+        planned = [
             _message_plan(
                 m,
                 vision=options.vision,
@@ -226,6 +238,10 @@ class Folded:
             )
             for i, m in enumerate(window)
         ]
+        lead = _lead_at(window)
+        if lead is not None:
+            planned.insert(lead, LEAD)
+        return planned
 
     def clearing(self, options: ReplayOptions) -> Clearing:
         """Clear tool results oldest first, one per step (``options.keep_tool_results`` is not
@@ -238,14 +254,16 @@ class Folded:
     def _steps(
         self, window: list[RecordedMessage], summary_at: int | None, vision: bool
     ) -> Iterator[tuple[int, PlannedMessage]]:
+        lead = _lead_at(window)
         for index, message in enumerate(window):
+            at = index + (lead is not None and index >= lead)
             positions = [
                 p for p, b in enumerate(message.blocks) if isinstance(b.block, ToolResultBlock)
             ]
             for count in range(1, len(positions) + 1):
                 cleared = {(message.message_id, p) for p in positions[:count]}
                 yield (
-                    index,
+                    at,
                     _message_plan(
                         message,
                         vision=vision,

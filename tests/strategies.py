@@ -341,9 +341,16 @@ def summaries() -> st.SearchStrategy[str]:
 
 @st.composite
 def histories(
-    draw: st.DrawFn, max_messages: int = 8, max_blocks: int = 5, compactions: bool = True
+    draw: st.DrawFn,
+    max_messages: int = 8,
+    max_blocks: int = 5,
+    compactions: bool = True,
+    opening: Role | None = None,
 ) -> list[Event]:
     """A whole conversation's events, as the domain's commands record them.
+
+    Any role may open a history (one recorded from mid-way opens with the assistant); with
+    ``opening``, the first message is that role's, whatever follows.
 
     With ``compactions``, some histories also hold one or more compactions, each through any
     message recorded so far (open, ended or interrupted, of any role). Some hold rewinds, to
@@ -387,6 +394,9 @@ def histories(
             builder.interrupt(message_id, draw(st.none() | texts(20)))
 
     finishes: st.SearchStrategy[Finish] = st.sampled_from(("end", "interrupt", "leave_open"))
+    if opening is not None:
+        first = [draw_block(opening) for _ in range(draw(st.integers(0, max_blocks)))]
+        builder.message(opening, first, leave_open=draw(st.booleans()))
     for _ in range(draw(st.integers(0, max_messages))):
         visible = builder.visible_messages()
         if compactions and visible and draw(st.integers(0, 5)) == 0:

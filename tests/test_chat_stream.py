@@ -87,7 +87,7 @@ def test_each_block_lands_as_soon_as_it_is_complete(tmp_path: Path) -> None:
     recorder.finish()
     assert blocks_of(store, conv) == WANTED
     assert store.messages(conv)[0].status == "ended"
-    content = store.replay(conv)["messages"][0]["content"]
+    content = store.replay(conv)["messages"][1]["content"]  # after the opening marker
     assert content.endswith('Tool use: read({"path": "b")')
 
 
@@ -130,7 +130,7 @@ def test_a_length_cut_completion_is_recorded_interrupted(tmp_path: Path) -> None
     with ChatStreamRecorder(store, conv) as recorder:
         recorder.feed(chunk({"content": "The answer is"}))
         recorder.feed(chunk({}, finish_reason="length"))
-    content = store.replay(conv)["messages"][0]["content"]
+    content = store.replay(conv)["messages"][1]["content"]  # after the opening marker
     assert content.startswith("The answer is\n\n[Interrupted: the model reached its output")
 
 

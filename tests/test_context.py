@@ -145,14 +145,14 @@ def test_microcompact_clears_all_but_the_newest_results(store: Store) -> None:
         ],
     )
     before = list(store.raw_events(conv))
-    cleared = store.replay(conv, keep_tool_results=1, vision=True)["messages"][1]["content"]
+    cleared = store.replay(conv, keep_tool_results=1, vision=True)["messages"][-1]["content"]
     size = len(base64.b64decode(PNG))
     assert cleared == (
         "Result (cat): [Output cleared to save context: 4 bytes]\n\n"
         f"Error (cat): [Output cleared to save context: {size:,} bytes]\n\n"
         "Result (cat): two"
     )
-    everything = store.replay(conv, keep_tool_results=3)["messages"][1]["content"]
+    everything = store.replay(conv, keep_tool_results=3)["messages"][-1]["content"]
     assert "zero" in everything
     assert list(store.raw_events(conv)) == before
     for shape in SHAPES:

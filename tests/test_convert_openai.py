@@ -183,7 +183,7 @@ def test_sdk_completion_with_invalid_json_arguments_is_recorded_faithfully(
         "[1, 2]",
         {"p": "."},
     ]
-    content = store.replay(conv)["messages"][0]["content"]
+    content = store.replay(conv)["messages"][1]["content"]  # after the opening marker
     assert "Tool use: ls({'p': 1)" in content
     assert "Tool use: ls([1, 2])" in content
 
@@ -275,8 +275,8 @@ def test_consecutive_tool_messages_form_one_user_message_named_from_the_calls(
         ],
     )
     messages = accepted_replay(store, conv)
-    assert len(messages) == 2
-    assert messages[1] == {
+    assert len(messages) == 3  # the opening marker, the calls, one user message of results
+    assert messages[2] == {
         "role": "user",
         "content": (
             "Result (read): text of a\n\nResult (grep): no match\n\nResult (unknown): orphan"

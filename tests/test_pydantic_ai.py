@@ -51,6 +51,7 @@ from convstore import (
     open_async_store,
     open_store,
 )
+from convstore.engine.plan import HISTORY_STARTS
 from convstore.integrations.pydantic_ai import (
     amessage_history,
     arecord_messages,
@@ -361,7 +362,7 @@ def test_a_cut_off_response_is_recorded_interrupted_and_a_streaming_one_left_ope
         [first, second] = store.messages(conversation)
         assert (first.status, second.status) == ("interrupted", "open")
         prose = [m["content"] for m in store.replay(conversation)["messages"]]
-        assert prose == ["Let me che\n\n[Interrupted]", "So far"]
+        assert prose == [HISTORY_STARTS, "Let me che\n\n[Interrupted]", "So far"]
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ prints exactly what the full command prints, and steps aside whenever it cannot 
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -20,6 +21,7 @@ from convstore.app.quick_replay import MARKER_TABLE as QUICK_MARKER
 from convstore.app.quick_replay import STORE_FORMATS as QUICK_FORMATS
 from convstore.backends.common.application import MARKER_TABLE, STORE_FORMATS
 from convstore.backends.common.replay_tables import HEADS, MESSAGES
+from convstore.engine.plan import HISTORY_STARTS
 from tests.strategies import IMAGE_BLOCKS
 
 SCRIPT = Path(sys.executable).with_name("convstore")
@@ -79,6 +81,26 @@ def test_the_quick_path_prints_what_the_full_command_prints(
     assert quick_replay(argv) is True  # the full command stored the model
     quick = cli(*argv)
     assert (quick.returncode, quick.stdout, quick.stderr) == (0, full.stdout, b"")
+
+
+@pytest.mark.parametrize("options", [[], ["--shape", "anthropic"]])
+def test_a_history_opening_with_the_assistant_quick_prints_the_marker_first_too(
+    tmp_path: Path, options: list[str]
+) -> None:
+    """The quick path renders through the engine's render, so it puts the same user message
+    before an assistant's opening as the full command does."""
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "assistant", [{"type": "text", "text": "Picking up."}])
+    full = cli("--db", str(db), "replay", str(conv), *options, quick=False)
+    argv = ["--db", str(db), "replay", str(conv), *options]
+    assert quick_replay(argv) is True
+    quick = cli(*argv)
+    assert (quick.returncode, quick.stdout, quick.stderr) == (0, full.stdout, b"")
+    messages = json.loads(quick.stdout)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert HISTORY_STARTS in json.dumps(messages[0])
 
 
 def test_it_steps_aside_when_the_model_lags_the_log_or_the_call_is_not_its_own(

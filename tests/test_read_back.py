@@ -98,7 +98,7 @@ def test_an_integer_past_the_readers_range_is_refused_in_every_field(
         CASES[case](store, conv, assistant, user)
     assert list(store.raw_events(conv)) == before
     store.append_block(conv, assistant, _call({"v": 1}))  # the same writer goes on
-    assert len(store.replay(conv)["messages"]) == 2
+    assert len(store.replay(conv)["messages"]) == 3  # the opening marker, then both
     store.close()
     with open_store(tmp_path / "store.db") as again:  # a new writer folds the log
         again.end_message(conv, assistant)
@@ -115,7 +115,7 @@ def test_the_largest_readable_integer_is_kept_exactly(store: Store, tmp_path: Pa
     block = store.events(conv)[-1].block  # type: ignore[union-attr]
     assert isinstance(block, ToolUseBlock)
     assert block.input == value
-    assert str(LARGEST)[:50] in store.replay(conv)["messages"][0]["content"]
+    assert str(LARGEST)[:50] in store.replay(conv)["messages"][1]["content"]
     store.close()
     with open_store(tmp_path / "store.db") as again:
         assert again.events(conv)[-1].block == block  # type: ignore[union-attr]

@@ -225,7 +225,8 @@ def replay(
 ) -> None:
     """Print the conversation as provider request messages (JSON).
 
-    One wire message per stored message, every block as prose; tool calls and
+    One wire message per stored message (plus one user message first when the
+    history opens with the assistant), every block as prose; tool calls and
     results never become tool roles or call ids. After `convstore compact`, replay
     starts with the summary (--full ignores it). --keep-tool-results N clears the
     output of all but the newest N tool results. --live MSG is the one exception to

@@ -2,9 +2,12 @@
 
 A pure function of the events and of what the caller says about the request: whether the
 model can see images, and (optionally) how much to compact. Exactly one wire message per
-stored message in the replayed window, in order. Every block crosses as prose; no tool roles,
-no tool-call ids and no tool blocks appear, so a tool round cut off mid-turn is a plain
-recorded fact that can never make a request fail.
+stored message in the replayed window, in order, with one exception: when the first
+non-system message is the assistant's, a user message saying so (``HISTORY_STARTS``) goes
+before it, as Bedrock, Mistral and chat templates refuse a first turn that is not the
+user's. Every block crosses as prose; no tool roles, no tool-call ids and no tool blocks
+appear, so a tool round cut off mid-turn is a plain recorded fact that can never make a
+request fail.
 
 This module holds what the caller says (:class:`ReplayOptions`, the shapes) and
 :func:`replay` over events. The engine itself is one fold and one render: events fold into a
@@ -29,6 +32,7 @@ from convstore.engine.options import replay_options as replay_options  # noqa: P
 from convstore.engine.render import render
 from convstore.projections.wording import BLANK_MESSAGE as BLANK_MESSAGE  # noqa: PLC0414 - re-exported
 from convstore.projections.wording import CANNOT_SEE as CANNOT_SEE  # noqa: PLC0414 - re-exported
+from convstore.projections.wording import HISTORY_STARTS as HISTORY_STARTS  # noqa: PLC0414 - re-exported
 from convstore.projections.wording import NO_RESULT as NO_RESULT  # noqa: PLC0414 - re-exported
 from convstore.projections.wording import NOTHING_RECORDED as NOTHING_RECORDED  # noqa: PLC0414 - re-exported
 from convstore.projections.wording import SUMMARY_HEAD as SUMMARY_HEAD  # noqa: PLC0414 - re-exported

@@ -29,6 +29,7 @@ from convstore.engine.state import ImageLoader, MessagePlan, RenderOptions, Repl
 from convstore.projections.wording import (
     BLANK_MESSAGE,
     BLOCK_SEPARATOR,
+    HISTORY_STARTS,
     NO_RESULT,
     NOTHING_RECORDED,
     PART_SEPARATOR,
@@ -46,7 +47,8 @@ Content: TypeAlias = "str | list[str | Image]"
 """A wire message's content: one text, or texts (never blank) and the images shown between."""
 
 Source: TypeAlias = "MessagePlan | str"
-"""A window message: a stored message's plan, or a compaction summary as its text."""
+"""A window message: a stored message's plan, or a user message replay adds as its text (a
+compaction summary, or ``HISTORY_STARTS`` before a history that opens with the assistant)."""
 
 KINDS = {"x": "text", "g": "reasoning", "u": "tool_use", "r": "tool_result", "i": "image"}
 """The block kind each part code stands for (pressure's ``by_kind`` keys)."""
@@ -110,7 +112,7 @@ class Plan:
         unanswered, a blank message, an interruption). A message read back sealed from storage
         keeps no blocks: its content is one ``text`` segment."""
         if isinstance(source, str):
-            return [("summary", source)]
+            return [("marker" if source == HISTORY_STARTS else "summary", source)]
         if not source.parts and source.plain is not None and not source.blank:
             return [("text", source.plain)]
         kinds: list[str] = []
@@ -189,7 +191,18 @@ def plan(state: ReplayState, options: RenderOptions, load: ImageLoader | None = 
     if keep is not None:
         total = sum(m.results for m in window if not isinstance(m, str))
         to_clear = max(total - keep, 0)
-    return Plan(window, unanswered, to_clear, options.vision, load)
+    return Plan(_user_first(window), unanswered, to_clear, options.vision, load)
+
+
+def _user_first(window: Sequence[Source]) -> Sequence[Source]:
+    """The window with ``HISTORY_STARTS`` put before its first non-system message when that
+    is the assistant's (a summary is a user message, so a compacted window needs none)."""
+    for index, source in enumerate(window):
+        if isinstance(source, str) or source.role == "user":
+            return window
+        if source.role == "assistant":
+            return [*window[:index], HISTORY_STARTS, *window[index:]]
+    return window
 
 
 def _window(state: ReplayState, full: bool) -> tuple[list[MessagePlan], Sequence[Source]]:

@@ -13,6 +13,11 @@ PART_SEPARATOR = "\n"
 NOTHING_RECORDED = "[Nothing was recorded for this message.]"
 BLANK_MESSAGE = "[This message's recorded text was blank.]"
 SUMMARY_HEAD = "[Summary of the earlier conversation, which it replaces]: "
+HISTORY_STARTS = "[The recorded conversation starts here, with the assistant's message.]"
+"""The one wire message replay adds that no stored message is: a user turn put before the
+first non-system message when that is the assistant's (a history recorded from mid-way, or
+whose opening was rewound away). The validators in use refuse a first turn that is not the
+user's (Bedrock's Converse, Mistral's chat API, chat templates)."""
 NO_RESULT = "[No result was recorded for this call.]"
 """Follows a tool call whose result never landed, once the history has moved past it: a
 model told so can say it does not know the outcome; one handed silence may assume one."""
