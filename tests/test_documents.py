@@ -1,0 +1,195 @@
+"""Document blocks: their JSON shape and its checks, their replay (natively where the shape has
+a form and the model can see, else a marker saying plainly it was not read), checked against
+the providers' SDK request types, and their place in the store's other outputs."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convstore import InvalidBlock, Limits, open_store
+from convstore.app.export import export_conversation
+from convstore.domain.blocks import DocumentBlock
+from convstore.domain.parsing import parse_block
+from convstore.engine.plan import Shape
+from convstore.engine.pressure import PDF_PAGE_TOKENS, pdf_pages
+from tests.sdk import rejections, request_body
+from tests.strategies import TINY_PDF
+
+PDF_BLOCK: dict[str, Any] = {
+    "type": "document",
+    "media_type": "application/pdf",
+    "data": TINY_PDF,
+    "name": "report.pdf",
+}
+TEXT_BLOCK: dict[str, Any] = {"type": "document", "text": "line one\nline two", "name": "a.txt"}
+URL_BLOCK: dict[str, Any] = {
+    "type": "document",
+    "media_type": "application/pdf",
+    "url": "https://example.com/paper.pdf",
+}
+FILE_BLOCK: dict[str, Any] = {"type": "document", "file_id": "file-123", "name": "spec.docx"}
+
+PDF_MARKER = "[Document not read: report.pdf (application/pdf, {size} bytes) was here, but {why}.]"
+PDF_SIZE = f"{len(base64.b64decode(TINY_PDF)):,}"
+
+
+@pytest.mark.parametrize("block", [PDF_BLOCK, TEXT_BLOCK, URL_BLOCK, FILE_BLOCK])
+def test_each_source_round_trips_exactly(block: dict[str, Any]) -> None:
+    parsed = parse_block(block)
+    assert isinstance(parsed, DocumentBlock)
+    assert parsed.model_dump(exclude_none=True) == block
+
+
+@pytest.mark.parametrize(
+    ("block", "words"),
+    [
+        ({"type": "document", "name": "x"}, "exactly one of"),
+        ({**TEXT_BLOCK, "file_id": "f"}, "exactly one of"),
+        ({"type": "document", "data": TINY_PDF}, "needs its media_type"),
+        ({"type": "document", "media_type": "application/pdf", "data": "not base64!"}, "base64"),
+        (
+            {"type": "document", "media_type": "application/pdf", "data": "aGVsbG8gd29ybGQ="},
+            "%PDF-",
+        ),
+        ({**TEXT_BLOCK, "media_type": "application/pdf"}, "text/ media_type"),
+        ({"type": "document", "url": "file:///etc/passwd"}, "http"),
+        ({**PDF_BLOCK, "pages": 3}, "pages"),
+        ({**PDF_BLOCK, "media_type": "pdf"}, "media_type"),
+    ],
+)
+def test_a_bad_document_is_refused_in_one_line(block: dict[str, Any], words: str) -> None:
+    with pytest.raises(InvalidBlock, match=words):
+        parse_block(block)
+
+
+def test_a_document_over_its_limit_is_refused() -> None:
+    with pytest.raises(InvalidBlock, match=r"document is .* the limit is 10"):
+        parse_block(PDF_BLOCK, Limits(max_document_bytes=10))
+    with pytest.raises(InvalidBlock, match=r"document is .* the limit is 5"):
+        parse_block(TEXT_BLOCK, Limits(max_document_bytes=5))
+
+
+def _store_with_documents(path: Path) -> tuple[Any, Any]:
+    store = open_store(path)
+    conv = store.new_conversation(title="docs")
+    store.append_message(
+        conv, "user", [{"type": "text", "text": "Summarise these."}, PDF_BLOCK, TEXT_BLOCK]
+    )
+    store.append_message(conv, "user", [URL_BLOCK, FILE_BLOCK])
+    store.append_message(conv, "assistant", [PDF_BLOCK, {"type": "text", "text": "Done."}])
+    return store, conv
+
+
+def _replayed(tmp_path: Path, shape: Shape, vision: bool) -> dict[str, Any]:
+    store, conv = _store_with_documents(tmp_path / "s.db")
+    with store:
+        body: dict[str, Any] = store.replay(conv, shape=shape, vision=vision)
+        assert body == store.replay(conv, shape=shape, vision=vision)  # from the stored model
+    assert rejections(shape, request_body(shape, body)) == []
+    return body
+
+
+TEXT_PROSE = "[Document a.txt (text/plain)]:\nline one\nline two"
+FILE_MARKER = (
+    "[Document not read: spec.docx (file, file id file-123) was here, "
+    "but it cannot be sent in this shape.]"
+)
+URL_MARKER = (
+    "[Document not read: (application/pdf, at https://example.com/paper.pdf) was here, "
+    "but it cannot be sent in this shape.]"
+)
+
+
+def test_anthropic_vision_sends_pdfs_as_document_blocks(tmp_path: Path) -> None:
+    body = _replayed(tmp_path, "anthropic", vision=True)
+    first, second, third = body["messages"]
+    assert first["content"] == [
+        {"type": "text", "text": "Summarise these."},
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": TINY_PDF},
+            "title": "report.pdf",
+        },
+        {"type": "text", "text": TEXT_PROSE},
+    ]
+    assert second["content"] == [
+        {"type": "document", "source": {"type": "url", "url": URL_BLOCK["url"]}},
+        {"type": "text", "text": FILE_MARKER},
+    ]
+    why = "assistant messages cannot carry documents"
+    marker = PDF_MARKER.format(size=PDF_SIZE, why=why)
+    assert third["content"] == [{"type": "text", "text": f"{marker}\n\nDone."}]
+
+
+def test_openai_vision_sends_a_pdf_as_a_file_part(tmp_path: Path) -> None:
+    body = _replayed(tmp_path, "openai", vision=True)
+    first, second, _third = body["messages"]
+    assert first["content"] == [
+        {"type": "text", "text": "Summarise these."},
+        {
+            "type": "file",
+            "file": {
+                "file_data": f"data:application/pdf;base64,{TINY_PDF}",
+                "filename": "report.pdf",
+            },
+        },
+        {"type": "text", "text": TEXT_PROSE},
+    ]
+    # Chat Completions takes no document by URL: its marker says so, as text.
+    assert second["content"] == [
+        {"type": "text", "text": URL_MARKER},
+        {"type": "text", "text": FILE_MARKER},
+    ]
+
+
+@pytest.mark.parametrize("shape", ["openai", "anthropic"])
+def test_without_vision_a_pdf_is_a_marker_and_text_still_crosses(
+    tmp_path: Path, shape: Shape
+) -> None:
+    body = _replayed(tmp_path, shape, vision=False)
+    dumped = json.dumps(body)
+    assert '"document"' not in dumped
+    assert '"file"' not in dumped
+    first = body["messages"][0]["content"]
+    text = first if isinstance(first, str) else first[0]["text"]
+    marker = PDF_MARKER.format(size=PDF_SIZE, why="this model cannot see documents")
+    assert text == f"Summarise these.\n\n{marker}\n\n{TEXT_PROSE}"
+
+
+def test_pressure_counts_a_native_pdf_by_its_pages(tmp_path: Path) -> None:
+    assert pdf_pages(base64.b64decode(TINY_PDF)) == 1
+    assert pdf_pages(b"%PDF-1.7 /Type /Page /Type /Page /Type /Pages") == 2
+    store, conv = _store_with_documents(tmp_path / "s.db")
+    with store:
+        seen = store.pressure(conv, shape="anthropic", vision=True)
+        blind = store.pressure(conv, shape="anthropic", vision=False)
+    # The PDF by data and the PDF by URL (one assumed page) cross natively.
+    assert seen.by_kind["document"] > 2 * PDF_PAGE_TOKENS
+    assert blind.by_kind["document"] < PDF_PAGE_TOKENS
+
+
+def test_dump_load_and_every_export_keep_documents(tmp_path: Path) -> None:
+    store, conv = _store_with_documents(tmp_path / "s.db")
+    with store:
+        lines = list(store.dump())
+        markdown = export_conversation(store, conv, "markdown").text
+        html = export_conversation(store, conv, "html").text
+        otel = json.loads(export_conversation(store, conv, "otel").text)
+        before = store.replay(conv, shape="anthropic", vision=True)
+    assert "**Document** report.pdf (application/pdf" in markdown
+    assert "line one\nline two" in markdown
+    assert "document spec.docx (file, file id file-123)" in html
+    parts = [p for m in otel["gen_ai.input.messages"] for p in m["parts"]]
+    assert {"type": "file", "modality": "document", "file_id": "file-123"}.items() <= parts[
+        4
+    ].items()
+    assert parts[1]["type"] == "blob"
+    assert parts[1]["content"] == TINY_PDF
+    with open_store(tmp_path / "copy.db") as copy:
+        copy.load(lines)
+        assert copy.replay(conv, shape="anthropic", vision=True) == before
