@@ -10,14 +10,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from anthropic.types import DocumentBlockParam, MessageParam
+from openai.types.chat import ChatCompletionUserMessageParam
+from openai.types.responses import EasyInputMessageParam
 
-from convstore import InvalidBlock, Limits, open_store
+from convstore import InvalidBlock, InvalidInput, Limits, open_store
 from convstore.app.export import export_conversation
+from convstore.convert.anthropic import history_from_messages
+from convstore.convert.claude_code import histories_from_transcript
+from convstore.convert.openai_chat import history_from_chat
+from convstore.convert.pydantic_ai import history_from_model_messages
+from convstore.convert.responses import history_from_responses
+from convstore.convert.vercel_ai import history_from_ui_messages
 from convstore.domain.blocks import DocumentBlock
 from convstore.domain.parsing import parse_block
 from convstore.engine.plan import Shape
 from convstore.engine.pressure import PDF_PAGE_TOKENS, pdf_pages
-from tests.sdk import rejections, request_body
+from tests.sdk import rejections, request_body, request_problems
 from tests.strategies import TINY_PDF
 
 PDF_BLOCK: dict[str, Any] = {
@@ -193,3 +202,118 @@ def test_dump_load_and_every_export_keep_documents(tmp_path: Path) -> None:
     with open_store(tmp_path / "copy.db") as copy:
         copy.load(lines)
         assert copy.replay(conv, shape="anthropic", vision=True) == before
+
+
+# -- every converter reads documents -----------------------------------------------------------
+
+PDF_DATA_URL = f"data:application/pdf;base64,{TINY_PDF}"
+PDF_DOC = DocumentBlock(media_type="application/pdf", data=TINY_PDF, name="report.pdf")
+
+
+def _only_blocks(history: Any) -> list[Any]:
+    return [block for message in history.messages for block in message.blocks]
+
+
+def test_anthropic_document_blocks_of_every_source_convert() -> None:
+    params: list[Any] = [
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": TINY_PDF},
+            "title": "report.pdf",
+            "context": "quarterly",
+            "citations": {"enabled": True},
+        },
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hi"}},
+        {"type": "document", "source": {"type": "url", "url": "https://example.com/p.pdf"}},
+        {"type": "document", "source": {"type": "file", "file_id": "file_011"}},
+    ]
+    for param in params:  # each is the SDK's own request shape, no key outside it
+        assert request_problems(param, DocumentBlockParam) == []
+    message = {"role": "user", "content": params}
+    assert request_problems(message, MessageParam) == []
+    history = history_from_messages({"messages": [message]})
+    assert _only_blocks(history) == [
+        PDF_DOC,
+        DocumentBlock(text="hi", media_type="text/plain"),
+        DocumentBlock(url="https://example.com/p.pdf"),
+        DocumentBlock(file_id="file_011"),
+    ]
+
+
+def test_an_anthropic_document_whose_bytes_are_not_a_pdf_is_refused_whole() -> None:
+    bad = {"type": "base64", "media_type": "application/pdf", "data": "aGVsbG8="}
+    message = {"role": "user", "content": [{"type": "document", "source": bad}]}
+    with pytest.raises(InvalidInput, match=r"message 0, block 0: .*%PDF-"):
+        history_from_messages({"messages": [message]})
+
+
+def test_openai_chat_file_parts_convert() -> None:
+    message: dict[str, Any] = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "read"},
+            {"type": "file", "file": {"file_data": PDF_DATA_URL, "filename": "report.pdf"}},
+            {"type": "file", "file": {"file_id": "file-abc"}},
+            {"type": "file", "file": {"file_data": TINY_PDF, "filename": "bare.pdf"}},
+        ],
+    }
+    assert request_problems(message, ChatCompletionUserMessageParam) == []
+    blocks = _only_blocks(history_from_chat([message]))
+    assert blocks[1:] == [
+        PDF_DOC,
+        DocumentBlock(file_id="file-abc"),
+        DocumentBlock(media_type="application/pdf", data=TINY_PDF, name="bare.pdf"),
+    ]
+
+
+def test_responses_input_file_items_convert() -> None:
+    text_url = "data:text/plain;base64," + base64.b64encode("héllo".encode()).decode()
+    item: dict[str, Any] = {
+        "role": "user",
+        "content": [
+            {"type": "input_file", "file_data": PDF_DATA_URL, "filename": "report.pdf"},
+            {"type": "input_file", "file_url": "https://example.com/p.pdf"},
+            {"type": "input_file", "file_id": "file-xyz"},
+            {"type": "input_file", "file_data": text_url, "filename": "n.txt"},
+        ],
+    }
+    assert request_problems(item, EasyInputMessageParam) == []
+    assert _only_blocks(history_from_responses([item])) == [
+        PDF_DOC,
+        DocumentBlock(url="https://example.com/p.pdf"),
+        DocumentBlock(file_id="file-xyz"),
+        DocumentBlock(media_type="text/plain", text="héllo", name="n.txt"),
+    ]
+
+
+def test_claude_code_user_lines_carrying_documents_convert() -> None:
+    source = {"type": "base64", "media_type": "application/pdf", "data": TINY_PDF}
+    content = [{"type": "text", "text": "see"}, {"type": "document", "source": source}]
+    line = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": "s1",
+        "isSidechain": False,
+        "message": {"role": "user", "content": content},
+    }
+    (history,) = histories_from_transcript(json.dumps(line))
+    assert _only_blocks(history)[1] == DocumentBlock(media_type="application/pdf", data=TINY_PDF)
+
+
+def test_pydantic_ai_document_urls_and_binaries_convert() -> None:
+    urlsafe = base64.urlsafe_b64encode(base64.b64decode(TINY_PDF)).decode()
+    content = [
+        {"kind": "document-url", "url": "https://example.com/p.pdf"},
+        {"kind": "binary", "data": urlsafe, "media_type": "application/pdf"},
+    ]
+    messages = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": content}]}]
+    assert _only_blocks(history_from_model_messages(messages)) == [
+        DocumentBlock(url="https://example.com/p.pdf"),
+        DocumentBlock(media_type="application/pdf", data=TINY_PDF),
+    ]
+
+
+def test_vercel_file_parts_that_are_not_images_convert() -> None:
+    part = {"type": "file", "mediaType": "application/pdf", "url": PDF_DATA_URL}
+    messages = [{"id": "m", "role": "user", "parts": [{**part, "filename": "report.pdf"}]}]
+    assert _only_blocks(history_from_ui_messages(messages)) == [PDF_DOC]
