@@ -18,6 +18,8 @@ from convstore import InvalidBlock, InvalidInput, Limits, open_store
 from convstore.app.export import export_conversation
 from convstore.convert.anthropic import history_from_messages
 from convstore.convert.claude_code import histories_from_transcript
+from convstore.convert.codex import histories_from_rollout
+from convstore.convert.gemini_cli import histories_from_session
 from convstore.convert.openai_chat import history_from_chat
 from convstore.convert.pydantic_ai import history_from_model_messages
 from convstore.convert.responses import history_from_responses
@@ -317,3 +319,39 @@ def test_vercel_file_parts_that_are_not_images_convert() -> None:
     part = {"type": "file", "mediaType": "application/pdf", "url": PDF_DATA_URL}
     messages = [{"id": "m", "role": "user", "parts": [{**part, "filename": "report.pdf"}]}]
     assert _only_blocks(history_from_ui_messages(messages)) == [PDF_DOC]
+
+
+def test_gemini_cli_inline_and_file_data_documents_convert() -> None:
+    content = [
+        {"inlineData": {"mimeType": "application/pdf", "data": TINY_PDF}},
+        {
+            "fileData": {
+                "mimeType": "application/pdf",
+                "fileUri": "https://example.com/p.pdf",
+                "displayName": "p.pdf",
+            }
+        },
+    ]
+    session = {
+        "sessionId": "s",
+        "projectHash": "h",
+        "startTime": "t",
+        "lastUpdated": "t",
+        "messages": [{"id": "m", "timestamp": "t", "type": "user", "content": content}],
+    }
+    (history,) = histories_from_session(json.dumps(session))
+    assert _only_blocks(history) == [
+        DocumentBlock(media_type="application/pdf", data=TINY_PDF),
+        DocumentBlock(media_type="application/pdf", url="https://example.com/p.pdf", name="p.pdf"),
+    ]
+
+
+def test_codex_rollout_input_files_convert() -> None:
+    item = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_file", "file_data": PDF_DATA_URL, "filename": "report.pdf"}],
+    }
+    line = {"timestamp": "t", "type": "response_item", "payload": item}
+    (history,) = histories_from_rollout(json.dumps(line) + "\n")
+    assert _only_blocks(history) == [PDF_DOC]

@@ -534,8 +534,8 @@ def _gemini(record: dict[str, Any]) -> dict[str, Any]:
             "message 0 (gemini) content part 0: part 'executableCode'",
         ),
         (
-            {"type": "user", "content": [{"inlineData": {"mimeType": "application/pdf"}}]},
-            "inlineData of media type 'application/pdf'",
+            {"type": "user", "content": [{"inlineData": {"mimeType": "audio/wav"}}]},
+            "inlineData of media type 'audio/wav'",
         ),
         ({"type": "user", "content": "hi", "parts": []}, "key 'parts'"),
         ({"type": "user", "content": []}, "has no content"),
