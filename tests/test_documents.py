@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -355,3 +358,26 @@ def test_codex_rollout_input_files_convert() -> None:
     line = {"timestamp": "t", "type": "response_item", "payload": item}
     (history,) = histories_from_rollout(json.dumps(line) + "\n")
     assert _only_blocks(history) == [PDF_DOC]
+
+
+def test_the_command_line_replays_and_verifies_a_store_with_documents(tmp_path: Path) -> None:
+    """Real subprocesses: the quick replay path renders a stored document's marker exactly as
+    the full path does, and verify finds the store and its replay model clean."""
+    db = tmp_path / "s.db"
+    store, conv = _store_with_documents(db)
+    with store:
+        expected = store.replay(conv, shape="openai", vision=False)
+    script = Path(sys.executable).with_name("convstore")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVSTORE_")}
+    for extra in ({}, {"CONVSTORE_DEBUG": "0"}):  # the quick path, then the full one
+        done = subprocess.run(
+            [script, "--db", db, "replay", str(conv)],
+            capture_output=True,
+            env={**env, **extra},
+            check=True,
+        )
+        assert json.loads(done.stdout) == expected
+    verified = subprocess.run(
+        [script, "--db", db, "verify"], capture_output=True, text=True, env=env, check=False
+    )
+    assert verified.returncode == 0, verified.stderr
