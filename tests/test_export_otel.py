@@ -157,6 +157,7 @@ def test_otel_export_keeps_every_kind_as_typed_parts(location: str) -> None:
     assert user["parts"][1:] == [
         {"type": "blob", "modality": "image", "mime_type": "image/png", "content": PNG},
         {"type": "uri", "modality": "image", "uri": "https://example.com/a b.png"},
+        {"type": "text", "content": "notes", "convstore": {"document": True, "name": "n.txt"}},
     ]
     assert assistant["parts"] == [
         {"type": "reasoning", "content": "line one\nline two"},
