@@ -381,3 +381,11 @@ def test_the_command_line_replays_and_verifies_a_store_with_documents(tmp_path: 
         [script, "--db", db, "verify"], capture_output=True, text=True, env=env, check=False
     )
     assert verified.returncode == 0, verified.stderr
+
+
+def test_the_document_limit_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVSTORE_MAX_DOCUMENT_BYTES", "7")
+    limits = Limits.from_env()
+    assert limits.max_document_bytes == 7
+    with pytest.raises(InvalidBlock, match="the limit is 7"):
+        parse_block(PDF_BLOCK, limits)
