@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias, assert_never
 from uuid import UUID
 
-from convstore.domain.blocks import TextBlock, ToolResultBlock, ToolUseBlock
+from convstore.domain.blocks import DocumentBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.events import Compacted, Event, Role
 from convstore.engine.plan import (
     BLANK_MESSAGE,
@@ -38,21 +38,27 @@ from convstore.engine.pressure import (
     MessagePressure,
     Pressure,
     TokenCounter,
+    document_tokens,
     image_tokens,
 )
-from convstore.engine.render import anthropic_image_source
+from convstore.engine.render import anthropic_document_source, anthropic_image_source
 from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_history
 from convstore.projections.prose import (
     BLOCK_SEPARATOR,
+    Document,
     Image,
-    Segment,
     Text,
     block_segments,
-    merge_text,
+    document_marker,
+    document_native,
+    document_text,
 )
+from convstore.projections.wording import CANNOT_READ, NOT_NATIVE
+
+Segment: TypeAlias = Text | Image | Document
 
 PartKind: TypeAlias = Literal[
-    "text", "tool_use", "tool_result", "reasoning", "image", "summary", "marker"
+    "text", "tool_use", "tool_result", "reasoning", "image", "document", "summary", "marker"
 ]
 
 
@@ -75,7 +81,12 @@ class PlannedMessage:
 
     def segments(self) -> list[Segment]:
         """The message's content: adjacent text joined by a blank line, blank text dropped."""
-        joined = merge_text([s for p in self.parts for s in p.segments], BLOCK_SEPARATOR)
+        joined: list[Segment] = []
+        for segment in (s for p in self.parts for s in p.segments):
+            if isinstance(segment, Text) and joined and isinstance(joined[-1], Text):
+                joined[-1] = Text(joined[-1].text + BLOCK_SEPARATOR + segment.text)
+            else:
+                joined.append(segment)
         return [s for s in joined if not (isinstance(s, Text) and not s.text.strip())]
 
 
@@ -89,6 +100,22 @@ def _hidden_because(role: Role, vision: bool) -> str | None:
     if role == "user":
         return None
     return f"{role} messages cannot carry images"
+
+
+def _document_segment(document: DocumentBlock, role: Role, vision: bool) -> Segment:
+    """A document's one segment: a text document's prose always (any model reads text); a PDF
+    by data or URL natively when the model can see and the message is a user message; else
+    its marker saying why it was not read."""
+    if document.text is not None:
+        return Text(document_text(document))
+    if not document_native(document):
+        return Text(document_marker(document, NOT_NATIVE))
+    if not vision:
+        return Text(document_marker(document, CANNOT_READ))
+    if role != "user":
+        return Text(document_marker(document, f"{role} messages cannot carry documents"))
+    unsent = "" if document.url is None else document_marker(document, NOT_NATIVE)
+    return Document(document.media_type, document.data, document.url, document.name, unsent)
 
 
 def _summary_message(compaction: Compacted) -> RecordedMessage:
@@ -161,11 +188,17 @@ def _message_plan(
     hidden = _hidden_because(message.role, vision)
     parts: list[Part] = []
     for position, recorded in enumerate(message.blocks):
-        segments = block_segments(
-            recorded.block,
-            recorded.tool_name,
-            hidden,
-            cleared=(message.message_id, position) in cleared,
+        segments: list[Segment] = (
+            [_document_segment(recorded.block, message.role, vision)]
+            if isinstance(recorded.block, DocumentBlock)
+            else list(
+                block_segments(
+                    recorded.block,
+                    recorded.tool_name,
+                    hidden,
+                    cleared=(message.message_id, position) in cleared,
+                )
+            )
         )
         kind: PartKind = "summary" if summary else recorded.block.type
         parts.append(Part(kind, tuple(segments)))
@@ -300,6 +333,12 @@ def _openai_part(segment: Segment) -> JSONDict:
         case Image():
             url = segment.url or f"data:{segment.media_type};base64,{segment.data}"
             return {"type": "image_url", "image_url": {"url": url}}
+        case Document() if segment.data is None:
+            return {"type": "text", "text": segment.unsent}
+        case Document():
+            data = f"data:{segment.media_type};base64,{segment.data}"
+            file = {"file_data": data, "filename": segment.name or "document.pdf"}
+            return {"type": "file", "file": file}
         case _:
             assert_never(segment)
 
@@ -310,6 +349,11 @@ def _anthropic_block(segment: Segment) -> JSONDict:
             return {"type": "text", "text": segment.text}
         case Image():
             return {"type": "image", "source": anthropic_image_source(segment)}
+        case Document():
+            block: JSONDict = {"type": "document", "source": anthropic_document_source(segment)}
+            if segment.name:
+                block["title"] = segment.name
+            return block
         case _:
             assert_never(segment)
 
@@ -317,7 +361,7 @@ def _anthropic_block(segment: Segment) -> JSONDict:
 def openai_message(message: PlannedMessage) -> JSONDict:
     """One Chat Completions message: content a string, or parts when an image is shown."""
     segments = message.segments()
-    if any(isinstance(s, Image) for s in segments):
+    if any(isinstance(s, Image | Document) for s in segments):
         return {"role": message.role, "content": [_openai_part(s) for s in segments]}
     return {"role": message.role, "content": _plain_text(segments)}
 
@@ -366,9 +410,13 @@ def replay(
 # -- pressure, counted over the plan's parts -------------------------------------------------
 
 
-def _segment_tokens(segment: Text | Image, shape: Shape, count: TokenCounter) -> int:
+def _segment_tokens(segment: Segment, shape: Shape, count: TokenCounter) -> int:
     if isinstance(segment, Text):
         return count(segment.text) if segment.text.strip() else 0
+    if isinstance(segment, Document):
+        if segment.data is None and shape == "openai":
+            return count(segment.unsent)
+        return document_tokens(segment)
     return image_tokens(segment, shape)
 
 

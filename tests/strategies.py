@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -195,6 +196,37 @@ def image_blocks() -> st.SearchStrategy[ImageBlock]:
     return st.one_of(st.sampled_from(IMAGE_BLOCKS), by_url)
 
 
+TINY_PDF = base64.b64encode(
+    b"%PDF-1.4\n1 0 obj <</Type /Pages /Kids [2 0 R] /Count 1>> endobj\n"
+    b"2 0 obj <</Type /Page /Parent 1 0 R>> endobj\n%%EOF\n"
+).decode()
+"""Base64 of a tiny one-page PDF (a valid header and page tree; no content stream)."""
+
+
+def document_blocks() -> st.SearchStrategy[DocumentBlock]:
+    """Documents of every source: a PDF's data or URL (sent natively where they can be), text
+    (crosses as prose), a file id, a binary that is not a PDF, a URL of unknown type."""
+    names = st.none() | st.sampled_from(["report.pdf", "notes.txt", "näme with spaces"])
+    return st.one_of(
+        st.builds(
+            lambda n: DocumentBlock(media_type="application/pdf", data=TINY_PDF, name=n), names
+        ),
+        st.builds(
+            lambda t, m, n: DocumentBlock(text=t, media_type=m, name=n),
+            texts(),
+            st.none() | st.just("text/markdown"),
+            names,
+        ),
+        st.builds(
+            lambda m, n: DocumentBlock(url="https://example.com/doc.pdf", media_type=m, name=n),
+            st.none() | st.just("application/pdf"),
+            names,
+        ),
+        st.builds(lambda n: DocumentBlock(file_id="file-abc123", name=n), names),
+        st.just(DocumentBlock(media_type="application/octet-stream", data="AAEC")),
+    )
+
+
 def tool_ids() -> st.SearchStrategy[str]:
     """Tool call ids, shaped like providers' or arbitrary non-empty text."""
     return st.one_of(
@@ -244,6 +276,7 @@ BLOCK_STRATEGIES: dict[type[Any], st.SearchStrategy[Any]] = {
     ToolResultBlock: tool_result_blocks(),
     ReasoningBlock: reasoning_blocks(),
     ImageBlock: image_blocks(),
+    DocumentBlock: document_blocks(),
 }
 """One strategy per block kind, keyed by the block's class."""
 
@@ -321,14 +354,14 @@ class HistoryBuilder:
         ]
 
 
-BlockKind: TypeAlias = Literal["text", "reasoning", "image", "tool_use", "tool_result"]
+BlockKind: TypeAlias = Literal["text", "reasoning", "image", "document", "tool_use", "tool_result"]
 Finish: TypeAlias = Literal["end", "interrupt", "leave_open"]
 
 _KINDS_BY_ROLE: dict[Role, tuple[BlockKind, ...]] = {
-    "system": ("text", "text", "reasoning", "image"),
+    "system": ("text", "text", "reasoning", "image", "document"),
     # tool_use twice: assistant messages often carry several (parallel) calls.
-    "assistant": ("text", "reasoning", "image", "tool_use", "tool_use"),
-    "user": ("text", "reasoning", "image", "tool_result", "tool_result"),
+    "assistant": ("text", "reasoning", "image", "document", "tool_use", "tool_use"),
+    "user": ("text", "reasoning", "image", "document", "tool_result", "tool_result"),
 }
 
 
@@ -377,6 +410,8 @@ def histories(
                 block = draw(reasoning_blocks())
             case "image":
                 block = draw(image_blocks())
+            case "document":
+                block = draw(document_blocks())
             case "tool_use":
                 block = draw(tool_use_blocks(st.just(fresh_tool_id())))
             case "tool_result":

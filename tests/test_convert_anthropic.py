@@ -145,10 +145,15 @@ def test_a_request_body_with_system_blocks_images_and_errors() -> None:
             {
                 "messages": [
                     {"role": "user", "content": "hi"},
-                    {"role": "user", "content": [{"type": "document", "source": {}}]},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "document", "source": {"type": "content", "content": []}}
+                        ],
+                    },
                 ]
             },
-            "message 1, block 0: unsupported Anthropic content block type 'document'",
+            "message 1, block 0: unsupported document source type 'content'",
         ),
         (
             [

@@ -501,8 +501,8 @@ def test_function_call_output_with_parts_and_images(store: convstore.Store) -> N
             "item 2: item type 'web_search_call'",
         ),
         (
-            {"role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]},
-            "item 2 (message) part 0: part type 'input_file'",
+            {"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]},
+            "item 2 (message) part 0: part type 'input_audio'",
         ),
         ({"role": "tool", "content": "x"}, "item 2 (message): role 'tool'"),
         ({"content": "no type, no role"}, "item 2: item type None"),

@@ -58,6 +58,7 @@ def every_kind(store: Store) -> UUID:
             {"type": "text", "text": "Look at ```this``` and ````that````."},
             {"type": "image", "media_type": "image/png", "data": PNG},
             {"type": "image", "url": "https://example.com/a b.png"},
+            {"type": "document", "text": "notes", "name": "n.txt"},
         ],
     )
     store.append_message(
@@ -138,6 +139,7 @@ def test_markdown_renders_every_block_kind_and_state(tmp_path: Path) -> None:
     shown = {
         "text": "Look at ```this```",
         "image": "*[image: image/png, 73 bytes]*",
+        "document": "**Document** n.txt (text/plain, 5 bytes)\n\n```\nnotes\n```",
         "reasoning": "> **Reasoning**\n>\n> line one\n> line two",
         "tool_use": '**Tool use** `run` · call `c1`\n\n````json\n{\n  "cmd": "echo ```"\n}\n````',
         "tool_result": "**Error** `raw` · call `c2`\n\n```\nbad\n```",

@@ -22,6 +22,7 @@ import convstore
 from convstore.app.demo import tiny_png
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -49,6 +50,7 @@ PART_DEFINITIONS = {
     "tool_call_response": "ToolCallResponsePart",
     "blob": "BlobPart",
     "uri": "UriPart",
+    "file": "FilePart",
 }
 
 
@@ -155,6 +157,7 @@ def test_otel_export_keeps_every_kind_as_typed_parts(location: str) -> None:
     assert user["parts"][1:] == [
         {"type": "blob", "modality": "image", "mime_type": "image/png", "content": PNG},
         {"type": "uri", "modality": "image", "uri": "https://example.com/a b.png"},
+        {"type": "text", "content": "notes", "convstore": {"document": True, "name": "n.txt"}},
     ]
     assert assistant["parts"] == [
         {"type": "reasoning", "content": "line one\nline two"},
@@ -350,6 +353,10 @@ def test_otel_has_one_message_per_stored_message_and_every_block(events: list[Ev
                     assert part["type"] == "reasoning"
                 case ToolResultBlock():
                     assert part["id"] == block.block.tool_use_id
+                case DocumentBlock():
+                    sources = {"data": "blob", "url": "uri", "file_id": "file", "text": "text"}
+                    given = block.block.model_dump(exclude_none=True)
+                    assert part["type"] in {v for k, v in sources.items() if k in given}
                 case _:
                     assert part["id"] == block.block.id
                     assert part["arguments"] == block.block.input

@@ -150,6 +150,7 @@ def test_the_report_counts_blocks_calls_skips_and_ignored_lines(store: Store) ->
         "tool_result": 2,
         "reasoning": 1,
         "image": 1,
+        "document": 0,
     }
     assert report["messages"] == 8
     assert report["calls_without_result"] == 1  # "b"

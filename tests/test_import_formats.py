@@ -192,8 +192,8 @@ def _ui(part: dict[str, Any], role: str = "assistant") -> list[dict[str, Any]]:
         (_ui({"type": "source-url", "sourceId": "s", "url": "https://a"}), "'source-url' part"),
         (_ui({"type": "source-document", "sourceId": "s", "mediaType": "a", "title": "t"}), "'"),
         (
-            _ui({"type": "file", "mediaType": "application/pdf", "url": "data:a;base64,AA=="}),
-            "media type 'application/pdf'",
+            _ui({"type": "file", "mediaType": "audio/wav", "url": "data:a;base64,AA=="}),
+            "media type 'audio/wav'",
         ),
         (_ui({"type": "data-weather", "data": {}}), "'data-weather' part"),
         (_ui({"type": "reasoning-file", "mediaType": "image/png", "url": "x"}), "reasoning-file"),
@@ -303,10 +303,10 @@ def _pyd(part: dict[str, Any], kind: str = "response") -> list[dict[str, Any]]:
         (_pyd({"part_kind": "compaction", "content": "x"}), "'compaction' part"),
         (
             _pyd(
-                {"part_kind": "user-prompt", "content": [{"kind": "document-url", "url": "x"}]},
+                {"part_kind": "user-prompt", "content": [{"kind": "audio-url", "url": "x"}]},
                 "request",
             ),
-            "content 0: user content of kind 'document-url'",
+            "content 0: user content of kind 'audio-url'",
         ),
         (_pyd({"part_kind": "text", "content": "x", "novel": 1}), "key 'novel'"),
         ([{"kind": "request", "parts": [], "novel": 1}], "message 0 (request): key 'novel'"),
@@ -534,8 +534,8 @@ def _gemini(record: dict[str, Any]) -> dict[str, Any]:
             "message 0 (gemini) content part 0: part 'executableCode'",
         ),
         (
-            {"type": "user", "content": [{"inlineData": {"mimeType": "application/pdf"}}]},
-            "inlineData of media type 'application/pdf'",
+            {"type": "user", "content": [{"inlineData": {"mimeType": "audio/wav"}}]},
+            "inlineData of media type 'audio/wav'",
         ),
         ({"type": "user", "content": "hi", "parts": []}, "key 'parts'"),
         ({"type": "user", "content": []}, "has no content"),

@@ -4,6 +4,7 @@ model, no network), and the Session protocol's semantics, on SQLite and PostgreS
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import signal
 import subprocess
@@ -194,6 +195,31 @@ def test_images_come_back_as_input_image_parts_for_a_vision_model(tmp_path: Path
             assert seen[0]["content"] == [text, {**image, "detail": "auto"}]
             blind: list[Any] = await ConvstoreSession("v", store=store).get_items()
             assert "[Image not shown: an image/png image" in blind[0]["content"]
+
+    asyncio.run(go())
+
+
+def test_a_pdf_comes_back_as_an_input_file_part_for_a_vision_model(tmp_path: Path) -> None:
+    """A user's input_file PDF is recorded as a document; with ``vision=True`` it comes back
+    as an ``input_file`` the Responses input type accepts; without it, as the not-read
+    marker."""
+    pdf = base64.b64encode(b"%PDF-1.4\n%%EOF\n").decode()
+
+    async def go() -> None:
+        async with await convstore.open_async_store(tmp_path / "s.db") as store:
+            file = {
+                "type": "input_file",
+                "file_data": f"data:application/pdf;base64,{pdf}",
+                "filename": "a.pdf",
+            }
+            text = {"type": "input_text", "text": "Summarise."}
+            given: list[Any] = [{"role": "user", "content": [text, file]}]
+            await ConvstoreSession("d", store=store).add_items(given)
+            seen: list[Any] = await ConvstoreSession("d", store=store, vision=True).get_items()
+            assert_valid_input(seen)
+            assert seen[0]["content"] == [text, file]
+            blind: list[Any] = await ConvstoreSession("d", store=store).get_items()
+            assert "[Document not read: a.pdf (application/pdf" in blind[0]["content"]
 
     asyncio.run(go())
 

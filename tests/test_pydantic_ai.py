@@ -22,6 +22,7 @@ from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
     BinaryContent,
     CachePoint,
+    DocumentUrl,
     ImageUrl,
     ModelMessage,
     ModelRequest,
@@ -372,9 +373,9 @@ def test_a_cut_off_response_is_recorded_interrupted_and_a_streaming_one_left_ope
         (ModelRequest(parts=[UserPromptPart([VideoUrl(url="https://x/y.mp4")])]), "'video-url'"),
         (
             ModelRequest(
-                parts=[UserPromptPart([BinaryContent(data=b"%PDF", media_type="application/pdf")])]
+                parts=[UserPromptPart([BinaryContent(data=b"RIFF", media_type="audio/wav")])]
             ),
-            "application/pdf",
+            "audio/wav",
         ),
     ],
 )
@@ -423,6 +424,34 @@ def test_images_come_back_as_images_for_a_vision_model(tmp_path: Path) -> None:
         assert isinstance(blind, ModelRequest)
         assert isinstance(blind.parts[0], UserPromptPart)
         assert "[Image not shown" in str(blind.parts[0].content)
+
+
+def test_documents_are_kept_and_a_pdf_comes_back_for_a_vision_model(tmp_path: Path) -> None:
+    """A PDF as BinaryContent and a DocumentUrl are recorded as documents; with vision=True
+    the PDF returns as BinaryContent, without it as the not-read marker."""
+    pdf = b"%PDF-1.4\n1 0 obj <</Type /Page>> endobj\n%%EOF\n"
+    with open_store(tmp_path / "a.db") as store:
+        conversation = store.new_conversation()
+        prompt = UserPromptPart(
+            [
+                BinaryContent(data=pdf, media_type="application/pdf"),
+                DocumentUrl("https://e.x/a.pdf"),
+            ]
+        )
+        record_messages(store, conversation, [ModelRequest(parts=[prompt])])
+        kinds = [b.block.type for m in store.messages(conversation) for b in m.blocks]
+        assert kinds == ["document", "document"]
+        [seen] = message_history(store, conversation, vision=True)
+        assert isinstance(seen, ModelRequest)
+        [part] = seen.parts
+        assert isinstance(part, UserPromptPart)
+        assert not isinstance(part.content, str)
+        document = part.content[0]
+        assert isinstance(document, BinaryContent)
+        assert (document.data, document.media_type) == (pdf, "application/pdf")
+        [blind] = message_history(store, conversation)
+        assert isinstance(blind, ModelRequest)
+        assert "[Document not read" in str(blind.parts[0].content)  # type: ignore[union-attr]
 
 
 def test_the_async_variants_take_either_store(location: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convstore.domain.blocks import ImageBlock, TextBlock, ToolResultBlock
+from convstore.domain.blocks import DocumentBlock, ImageBlock, TextBlock, ToolResultBlock
 from convstore.domain.events import BlockAppended, Event
 from convstore.engine.model import ReplayState
 from convstore.engine.model import fold as fold_into
@@ -66,12 +66,12 @@ class Stored:
 def loader(events: list[Event]) -> Any:
     by_version = {e.originator_version: e for e in events}
 
-    def load(version: int, index: int | None) -> ImageBlock:
+    def load(version: int, index: int | None) -> ImageBlock | DocumentBlock:
         event = by_version[version]
         assert isinstance(event, BlockAppended)
         block = event.block
         if index is None:
-            assert isinstance(block, ImageBlock)
+            assert isinstance(block, ImageBlock | DocumentBlock)
             return block
         assert isinstance(block, ToolResultBlock)
         assert not isinstance(block.content, str)

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -235,6 +236,10 @@ def openai_parts(message: dict[str, Any]) -> list[WirePart]:
     for part in content:
         if part["type"] == "text":
             parts.append(part["text"])
+        elif part["type"] == "file":
+            header, data = part["file"]["file_data"].split(",", 1)
+            assert header == "data:application/pdf;base64"
+            parts.append(WireImage("application/pdf", data))
         else:
             assert part["type"] == "image_url", part
             if not part["image_url"]["url"].startswith("data:"):
@@ -253,6 +258,13 @@ def anthropic_parts(message: dict[str, Any]) -> list[WirePart]:
     for block in message["content"]:
         if block["type"] == "text":
             parts.append(block["text"])
+        elif block["type"] == "document":
+            source = block["source"]
+            if source["type"] == "url":
+                parts.append(WireImage(None, None, source["url"]))
+            else:
+                assert source["type"] == "base64"
+                parts.append(WireImage(source["media_type"], source["data"]))
         else:
             assert block["type"] == "image", block
             source = block["source"]
@@ -323,6 +335,21 @@ def result_fragments(
     return out
 
 
+def document_fragments(document: DocumentBlock, native: bool, shape: Shape) -> list[WirePart]:
+    """A text document's head and text; a PDF (data, or by URL where the shape takes one)
+    natively; else the marker's opening words."""
+    if document.text is not None:
+        name = f" {document.name}" if document.name else ""
+        kind = document.media_type or "text/plain"
+        return [f"[Document{name} ({kind})]:\n{document.text}"]
+    is_pdf = document.media_type == "application/pdf"
+    if native and is_pdf and document.data is not None:
+        return [WireImage("application/pdf", document.data)]
+    if native and is_pdf and document.url is not None and shape == "anthropic":
+        return [WireImage(None, None, document.url)]
+    return ["[Document not read: "]
+
+
 def unanswered_calls(history: History) -> set[str]:
     """Calls with no result anywhere in the visible history, made before its last message."""
     answered = {
@@ -344,6 +371,7 @@ def expected_fragments(
     vision: bool,
     cleared_blocks: Container[int] = (),
     unanswered: Container[str] = (),
+    shape: Shape = "anthropic",
 ) -> list[WirePart]:
     """What must appear, in this order, in the wire form of ``message``: a call whose result
     never landed is followed by the marker saying so."""
@@ -368,6 +396,8 @@ def expected_fragments(
                 out += result_fragments(block, tool_name, native, position in cleared_blocks)
             case ImageBlock():
                 out += image_fragments(block, native)
+            case DocumentBlock():
+                out += document_fragments(block, native, shape)
             case _:
                 assert_never(block)
     if message.interrupted:
@@ -509,7 +539,12 @@ def test_every_block_appears_in_the_replay(events: list[Event], keep: int) -> No
         clear = cleared(sent, mode)
         calls = unanswered_calls(history)
         expected = [
-            (m, expected_fragments(m, mode.vision, {j for i, j in clear if i == index}, calls))
+            (
+                m,
+                expected_fragments(
+                    m, mode.vision, {j for i, j in clear if i == index}, calls, mode.shape
+                ),
+            )
             for index, m in enumerate(sent)
         ]
         kept = [(m, f) for m, f in expected if mode.shape == "openai" or m.role != "system"]
@@ -611,8 +646,8 @@ BLOCK_KINDS: tuple[type[Any], ...] = typing.get_args(typing.get_args(Block)[0])
 
 
 def test_block_union_is_what_the_strategies_cover() -> None:
-    """The Block union has five kinds and the strategies generate every one of them."""
-    assert len(BLOCK_KINDS) == 5
+    """The Block union has six kinds and the strategies generate every one of them."""
+    assert len(BLOCK_KINDS) == 6
     assert set(BLOCK_KINDS) == set(BLOCK_STRATEGIES)
 
 

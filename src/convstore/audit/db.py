@@ -49,7 +49,8 @@ from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
 
 PROJECTION = "audit"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+"""4 added ``messages.document_blocks``."""
 BUSY_TIMEOUT_SECONDS = 10.0
 
 BLOCK_COUNTERS = {
@@ -58,6 +59,7 @@ BLOCK_COUNTERS = {
     "tool_result": "tool_result_blocks",
     "reasoning": "reasoning_blocks",
     "image": "image_blocks",
+    "document": "document_blocks",
 }
 
 TABLES = (
@@ -447,9 +449,9 @@ class AuditDatabase:
                 sql(
                     "INSERT INTO messages (id, conversation_id, position, role, status, "
                     "started_at, blocks, text_blocks, tool_use_blocks, tool_result_blocks, "
-                    "reasoning_blocks, image_blocks, withdrawn) VALUES (?, ?, "
+                    "reasoning_blocks, image_blocks, document_blocks, withdrawn) VALUES (?, ?, "
                     "(SELECT messages + 1 FROM conversations WHERE id = ?), "
-                    "?, 'open', ?, 0, 0, 0, 0, 0, 0, 0)",
+                    "?, 'open', ?, 0, 0, 0, 0, 0, 0, 0, 0)",
                     [str(event.message_id), conv, conv, event.role, at],
                 )
                 sql("UPDATE conversations SET messages = messages + 1 WHERE id = ?", [conv])

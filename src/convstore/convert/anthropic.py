@@ -7,10 +7,12 @@ Accepted, as dicts or as the ``anthropic`` SDK's typed objects (anything with
 - request ``MessageParam`` dicts (``role`` + ``content``, a string or a list of blocks);
 - a request body (``system`` as a string or a list of text blocks, then ``messages``).
 
-Content blocks accepted: ``text``, ``image`` (a ``base64`` or ``url`` source), ``thinking``
+Content blocks accepted: ``text``, ``image`` (a ``base64`` or ``url`` source), ``document``
+(a ``base64``, ``text``, ``url`` or ``file`` source; its ``title`` kept as its name, its
+``context`` and ``citations`` settings dropped), ``thinking``
 (its ``signature`` kept), ``redacted_thinking`` (its ``data`` kept as encrypted content),
 ``tool_use`` and ``tool_result`` (``is_error``; content a string or ``text`` / ``image``
-blocks). Anything else (``server_tool_use``, ``web_search_tool_result``, ``document``,
+blocks). Anything else (``server_tool_use``, ``web_search_tool_result``, a ``content`` document,
 ``search_result``, ``container_upload`` …) is refused with one :class:`InvalidInput` naming
 the type and where it is; nothing is recorded. Fields with no convstore meaning
 (``cache_control``, ``citations``) are dropped; a response's ``id``, ``model``,
@@ -24,10 +26,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from convstore.convert.history import History, HistoryMessage
-from convstore.convert.parts import check_keys
+from convstore.convert.parts import check_keys, document_from
 from convstore.convert.source_meta import anthropic_meta
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -39,6 +42,7 @@ from convstore.domain.parsing import parse_block
 CONTENT_TYPES: tuple[str, ...] = (
     "text",
     "image",
+    "document",
     "thinking",
     "redacted_thinking",
     "tool_use",
@@ -86,6 +90,36 @@ def _image(source: object, where: str) -> ImageBlock:
     block = _checked(data, where)
     assert isinstance(block, ImageBlock)
     return block
+
+
+DOCUMENT_SOURCES: tuple[str, ...] = ("base64", "text", "url", "file")
+"""The ``document`` source types the converters accept (a ``content`` source is refused)."""
+
+
+def _document(data: Mapping[str, Any], where: str) -> DocumentBlock:
+    source = plain(data.get("source"))
+    if not isinstance(source, Mapping):
+        msg = f"{where}: a document needs a source object"
+        raise InvalidInput(msg)
+    title = data.get("title")
+    match source.get("type"):
+        case "base64":
+            return document_from(
+                where, data=source.get("data"), media_type=source.get("media_type"), name=title
+            )
+        case "text":
+            media = source.get("media_type")
+            return document_from(where, text=source.get("data"), media_type=media, name=title)
+        case "url":
+            return document_from(where, url=source.get("url"), name=title)
+        case "file":
+            return document_from(where, file_id=source.get("file_id"), name=title)
+        case other:
+            msg = (
+                f"{where}: unsupported document source type {other!r} "
+                f"(accepted: {', '.join(DOCUMENT_SOURCES)})"
+            )
+            raise InvalidInput(msg)
 
 
 def _checked(data: Mapping[str, Any], where: str) -> Block:
@@ -185,6 +219,8 @@ def block_from_anthropic(block: object, where: str = "block") -> Block:
             )
         case "image":
             return _image(data.get("source"), where)
+        case "document":
+            return _document(data, where)
         case _:
             msg = (
                 f"{where}: unsupported Anthropic content block type {kind!r} "

@@ -10,7 +10,8 @@ that metadata (without ``messages``) and then holds one record a line: a message
 unknown), as Gemini CLI itself reads the file.
 
 Message records (``type``): ``user`` → a user message of its ``content`` (a string or Gemini
-``Part`` objects: ``text``, ``inlineData`` / ``fileData`` images); ``gemini`` → an assistant
+``Part`` objects: ``text``, ``inlineData`` / ``fileData`` images, and documents of any other
+type but audio and video, ``fileData.displayName`` their name); ``gemini`` → an assistant
 message: its ``thoughts`` (``subject`` and ``description``) as reasoning, its ``content``
 (``text`` parts; ``thought: true`` ones as reasoning), then each of ``toolCalls`` as a
 ``tool_use`` (``id``, ``name``, ``args``) with its ``result`` (``functionResponse.response``:
@@ -20,7 +21,8 @@ user message right after; ``status: "error"`` marks it an error. ``info``, ``err
 
 ``sessionId`` is the key (a second import is refused); ``summary`` the title. Refused, naming
 the record and part: any other part (``executableCode``, ``codeExecutionResult``,
-``functionCall`` inside content, non-image ``inlineData`` / ``fileData``) or key. Every
+``functionCall`` inside content, audio and video ``inlineData`` / ``fileData``, a non-image
+one in a tool's result) or key. Every
 message's and tool call's ``timestamp`` is in the source; convstore's history has no place
 for it yet, so it is not kept.
 """
@@ -39,6 +41,7 @@ from convstore.convert.parts import (
     as_list,
     check_keys,
     checked,
+    document_from,
     image_from_url,
     refuse,
     text_of,
@@ -47,6 +50,7 @@ from convstore.convert.parts import (
 )
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -102,6 +106,18 @@ ASSISTANT_FIELDS = ("text", "functionCall")
 RESULT_FIELDS = ("text", "inlineData", "fileData", "functionResponse")
 """The Gemini ``Part`` fields read in user content, model content and a tool's result."""
 _PART_EXTRAS = frozenset({"thought", "thoughtSignature", "partMetadata"})
+
+
+def _file(part: Mapping[str, Any], field: str, where: str) -> ImageBlock | DocumentBlock:
+    """Inline or referenced data: an image, or a document of any type but audio and video."""
+    data = as_dict(part[field], f"{where} {field}")
+    media = text_of(data.get("mimeType"), f"{where} {field}.mimeType")
+    if media.startswith(("image/", "audio/", "video/")):  # _image refuses the last two
+        return _image(part, field, where)
+    if field == "fileData":
+        uri = text_of(data.get("fileUri"), f"{where} fileData.fileUri")
+        return document_from(where, url=uri, media_type=media, name=data.get("displayName"))
+    return document_from(where, data=data.get("data"), media_type=media)
 
 
 def _image(part: Mapping[str, Any], field: str, where: str) -> ImageBlock:
@@ -172,7 +188,7 @@ class _Reader:
         if field == "text":
             return TextBlock(text=text_of(part["text"], f"{at} text"))
         if field in ("inlineData", "fileData"):
-            return _image(part, field, at)
+            return _file(part, field, at)
         inner = as_dict(part[field], f"{at} {field}")
         call_id = inner.get("id")
         if field == "functionCall":

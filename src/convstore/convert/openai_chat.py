@@ -14,9 +14,11 @@ Accepts dicts (the request params are TypedDicts) and the ``openai`` SDK's typed
   name comes from the matching call (or the message's own ``name``), else the store records
   ``unknown``.
 
-Anything else (the ``function`` role and the legacy ``function_call``, ``input_audio`` and
-``file`` parts, …) is refused with one :class:`~convstore.domain.errors.InvalidInput` naming it and
-where it is; a refused input converts to nothing.
+A user message's ``file`` part (``file_data`` as a ``data:`` URL or base64, or ``file_id``;
+``filename``) is a ``document`` block. Anything else (the ``function`` role and the legacy
+``function_call``, ``input_audio`` parts, …) is refused with one
+:class:`~convstore.domain.errors.InvalidInput` naming it and where it is; a refused input
+converts to nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from convstore.convert.parts import (
     check_keys,
     checked,
     image_from_url,
+    openai_file,
     refuse,
     text_of,
     tidy,
@@ -50,7 +53,7 @@ from convstore.domain.events import Role
 ROLES = ("system", "developer", "user", "assistant", "tool")
 """The message roles the converter accepts."""
 
-USER_PARTS = ("text", "image_url")
+USER_PARTS = ("text", "image_url", "file")
 """Content part types accepted in user messages."""
 
 ASSISTANT_PARTS = ("text", "refusal")
@@ -91,6 +94,8 @@ def _content(content: object, where: str, accepted: tuple[str, ...]) -> list[Blo
             blocks.append(TextBlock(text=text_of(part.get("text"), f"{at} text")))
         elif kind == "refusal":
             blocks.append(TextBlock(text=text_of(part.get("refusal"), f"{at} refusal")))
+        elif kind == "file":
+            blocks.append(openai_file(as_dict(part.get("file"), f"{at} file"), f"{at} file"))
         else:
             image = as_dict(part.get("image_url"), f"{at} image_url")
             blocks.append(image_from_url(image.get("url"), f"{at} image_url.url"))

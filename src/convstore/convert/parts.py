@@ -7,16 +7,18 @@ line names the item (or part) type at fault and where it is.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from convstore.domain.blocks import Block, ImageBlock, TextBlock
-from convstore.domain.errors import InvalidInput
+from convstore.domain.blocks import Block, DocumentBlock, ImageBlock, TextBlock
+from convstore.domain.errors import InvalidBlock, InvalidInput
 from convstore.domain.json_values import strict_loads
-from convstore.domain.parsing import format_validation_error
+from convstore.domain.parsing import format_validation_error, parse_block
 
 _T = TypeVar("_T")
 
@@ -96,6 +98,65 @@ def image_from_url(url: object, where: str) -> ImageBlock:
     shown = text if len(text) <= 40 else text[:37] + "..."
     msg = f"{where}: image url {shown!r} is neither a base64 data: URL nor an http(s) address"
     raise InvalidInput(msg)
+
+
+def document_from(
+    where: str,
+    *,
+    data: object = None,
+    media_type: object = None,
+    text: object = None,
+    url: object = None,
+    file_id: object = None,
+    name: object = None,
+) -> DocumentBlock:
+    """A document block from one source: base64 ``data`` (or a ``data:`` URL of it, whose
+    media type then stands), ``text``, an ``http(s)`` ``url`` or a provider's ``file_id``."""
+    if isinstance(data, str) and (found := _DATA_URL.match(data)):
+        media_type, data = found["media"].lower(), data[found.end() :]
+    if isinstance(data, str) and isinstance(media_type, str) and media_type.startswith("text/"):
+        # A text file sent as bytes is kept as its text: any model can read that.
+        with contextlib.suppress(ValueError):  # not base64 or not UTF-8: kept as data
+            text, data = base64.b64decode(data, validate=True).decode("utf-8"), None
+    fields = {
+        "media_type": media_type,
+        "data": data,
+        "text": text,
+        "url": url,
+        "file_id": file_id,
+        "name": name or None,
+    }
+    given = {key: value for key, value in fields.items() if value is not None}
+    block = checked(lambda: DocumentBlock.model_validate(given), where)
+    return cast("DocumentBlock", checked_block(block, where))
+
+
+def openai_file(
+    part: Mapping[str, Any], where: str, *, url_key: str | None = None
+) -> DocumentBlock:
+    """A document from an OpenAI file's fields: ``file_data`` (a ``data:`` URL, or bare base64:
+    a PDF when its bytes say so), ``file_id``, or (Responses) ``file_url``; ``filename``."""
+    data = part.get("file_data")
+    media_type = None
+    if isinstance(data, str) and not _DATA_URL.match(data):
+        media_type = "application/pdf" if data.startswith("JVBERi0") else "application/octet-stream"
+    return document_from(
+        where,
+        data=data,
+        media_type=media_type,
+        file_id=part.get("file_id"),
+        url=part.get(url_key) if url_key else None,
+        name=part.get("filename"),
+    )
+
+
+def checked_block(block: Block, where: str) -> Block:
+    """A block within the default limits, refused in one line naming ``where``."""
+    try:
+        return parse_block(block)
+    except InvalidBlock as exc:
+        msg = f"{where}: {exc}"
+        raise InvalidInput(msg) from None
 
 
 def refuse(kind: str, value: object, where: str, accepted: tuple[str, ...]) -> NoReturn:

@@ -6,22 +6,23 @@ message an object with ``kind`` ``request`` or ``response`` and ``parts`` tagged
 
 - ``request``: its ``instructions``, when they differ from the last request's, → a system
   message first; ``system-prompt`` parts → a system message; ``user-prompt`` (a string, or a
-  list of strings, ``text-content``, and images as ``image-url`` or ``binary`` with an
-  ``image/*`` media type), ``tool-return`` (→ ``tool_result``; ``outcome`` other than
+  list of strings, ``text-content``, images as ``image-url`` or ``binary`` with an
+  ``image/*`` media type, and documents as ``document-url`` or any other ``binary`` but audio
+  and video), ``tool-return`` (→ ``tool_result``; ``outcome`` other than
   ``success`` marks it an error; multimodal content as text and image parts, any other
   non-string content as its JSON), ``retry-prompt`` (with
   a tool call id → an error ``tool_result``, else user text) and ``retry-feedback`` (user
   text) → a user message, in order.
 - ``response``: ``text`` → text, ``thinking`` → reasoning (with its ``signature``),
-  ``tool-call`` → ``tool_use`` (``args`` a dict or a JSON string), ``file`` holding an image →
-  an image block.
+  ``tool-call`` → ``tool_use`` (``args`` a dict or a JSON string), ``file`` → an image block
+  (an image) or a document block (any other file but audio and video).
 
 Refused, naming the part and its position, until convstore has a block kind for them:
 ``builtin-tool-call`` / ``builtin-tool-return`` (hosted tools), ``compaction``, ``speech``,
-``document-url``, ``audio-url``, ``video-url``, ``uploaded-file`` and non-image ``binary``
-content, and the instruction and delta parts. An unknown key, part kind or message kind is
-refused too. Every part's and response's ``timestamp`` is in the source; convstore's history
-has no place for it yet, so it is not kept.
+``audio-url``, ``video-url``, ``uploaded-file``, audio and video ``binary`` content, a
+document inside a tool's return, and the instruction and delta parts. An unknown key, part kind
+or message kind is refused too. Every part's and response's ``timestamp`` is in the source;
+convstore's history has no place for it yet, so it is not kept.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from convstore.convert.parts import (
     as_list,
     check_keys,
     checked,
+    document_from,
     image_from_url,
     refuse,
     text_of,
@@ -45,6 +47,7 @@ from convstore.convert.parts import (
 )
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -115,6 +118,9 @@ CONTENT_KINDS: dict[str, frozenset[str]] = {
     "image-url": frozenset(
         {"url", "force_download", "vendor_metadata", "kind", "media_type", "identifier"}
     ),
+    "document-url": frozenset(
+        {"url", "force_download", "vendor_metadata", "kind", "media_type", "identifier"}
+    ),
     "binary": frozenset({"data", "media_type", "vendor_metadata", "kind", "identifier"}),
     "text-content": frozenset({"content", "kind", "metadata"}),
 }
@@ -128,19 +134,38 @@ def _json_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _binary_image(item: Mapping[str, Any], where: str) -> ImageBlock:
+def _binary(
+    item: Mapping[str, Any], where: str, *, documents: bool = True
+) -> ImageBlock | DocumentBlock:
+    """Binary content: an image, or (``documents``) a document of any type but audio and
+    video."""
     media = text_of(item.get("media_type"), f"{where} media_type")
-    if not media.startswith("image/"):
-        msg = f"{where}: binary content of media type {media!r} cannot be recorded yet"
-        raise InvalidInput(msg)
-    # Pydantic serialises bytes as URL-safe base64; the image block holds the standard alphabet
+    # Pydantic serialises bytes as URL-safe base64; the blocks hold the standard alphabet
     # (the same bytes).
     encoded = text_of(item.get("data"), f"{where} data").translate(_STANDARD_BASE64)
+    if not media.startswith("image/"):
+        if not documents or media.startswith(("audio/", "video/")):
+            msg = f"{where}: binary content of media type {media!r} cannot be recorded yet"
+            raise InvalidInput(msg)
+        return document_from(where, data=encoded, media_type=media)
     data = {"media_type": media, "data": encoded}
     return checked(partial(ImageBlock.model_validate, data), where)
 
 
-def _user_content(content: object, where: str) -> list[Block]:
+def _binary_image(item: Mapping[str, Any], where: str) -> ImageBlock:
+    block = _binary(item, where, documents=False)
+    assert isinstance(block, ImageBlock)
+    return block
+
+
+def _document_url(item: Mapping[str, Any], where: str) -> DocumentBlock:
+    url = text_of(item.get("url"), f"{where} url")
+    if url.startswith("data:"):
+        return document_from(where, data=url)
+    return document_from(where, url=url, media_type=item.get("media_type"))
+
+
+def _user_content(content: object, where: str, *, documents: bool = True) -> list[Block]:
     if isinstance(content, str):
         return [TextBlock(text=content)]
     blocks: list[Block] = []
@@ -163,7 +188,12 @@ def _user_content(content: object, where: str) -> list[Block]:
         if kind == "image-url":
             blocks.append(image_from_url(item.get("url"), f"{at} url"))
         elif kind == "binary":
-            blocks.append(_binary_image(item, at))
+            blocks.append(_binary(item, at, documents=documents))
+        elif kind == "document-url" and documents:
+            blocks.append(_document_url(item, at))
+        elif kind == "document-url":
+            msg = f"{at}: a document in a tool's return cannot be recorded yet"
+            raise InvalidInput(msg)
         else:
             blocks.append(TextBlock(text=text_of(item.get("content"), f"{at} content")))
     return blocks
@@ -182,7 +212,7 @@ def _result_content(content: object, where: str) -> str | list[Block]:
         content = [content]
     items: list[Any] = content if isinstance(content, list) else []
     if any(not isinstance(i, str) for i in items) and all(_is_content(i) for i in items):
-        return _user_content(items, where)
+        return _user_content(items, where, documents=False)
     return _json_text(content)
 
 
@@ -264,7 +294,7 @@ def _response(message: Mapping[str, Any], where: str) -> HistoryMessage:
             content = as_dict(part.get("content"), f"{at} content")
             if content.get("kind") != "binary":
                 refuse("file content kind", content.get("kind"), at, ("binary",))
-            blocks.append(_binary_image(content, f"{at} content"))
+            blocks.append(_binary(content, f"{at} content"))
     if not blocks:
         msg = f"{where}: the response has no parts (nothing to record)"
         raise InvalidInput(msg)

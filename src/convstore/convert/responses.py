@@ -6,7 +6,8 @@ each item type becomes:
 
 - ``message`` (also the short form without ``type``): role ``user`` → a user message,
   ``system`` / ``developer`` → a system message, ``assistant`` → assistant text. Content is a
-  string or a list of ``input_text``, ``output_text``, ``refusal`` and ``input_image`` parts
+  string or a list of ``input_text``, ``output_text``, ``refusal``, ``input_image`` and
+  ``input_file`` (a ``document``: ``file_data``, ``file_id`` or ``file_url``; ``filename``) parts
   (``image_url`` a ``data:`` URL or an ``http(s)`` address; ``detail`` is ignored).
 - ``function_call`` → a ``tool_use`` block (``call_id``, ``name``; ``arguments`` parsed when it
   is a JSON object, else kept as the raw text).
@@ -19,7 +20,7 @@ each item type becomes:
 
 Consecutive assistant-side items (assistant messages, reasoning, function calls) form one
 assistant message; consecutive ``function_call_output`` items one user message. Any other item
-or part type (hosted tool calls, ``file_search_call``, ``input_file``, ``item_reference``, …)
+or part type (hosted tool calls, ``file_search_call``, ``item_reference``, …)
 is refused with one :class:`~convstore.domain.errors.InvalidInput` naming it and its position; a
 refused input converts to nothing.
 """
@@ -37,6 +38,7 @@ from convstore.convert.parts import (
     check_keys,
     checked,
     image_from_url,
+    openai_file,
     refuse,
     text_of,
     tidy,
@@ -44,6 +46,7 @@ from convstore.convert.parts import (
 )
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -59,7 +62,7 @@ ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
 MESSAGE_ROLES = ("user", "system", "developer", "assistant")
 """The roles a ``message`` item may have."""
 
-MESSAGE_PARTS = ("input_text", "output_text", "refusal", "input_image")
+MESSAGE_PARTS = ("input_text", "output_text", "refusal", "input_image", "input_file")
 """Content part types accepted in a ``message`` item."""
 
 OUTPUT_PARTS = ("input_text", "input_image")
@@ -85,8 +88,10 @@ def _image(part: Mapping[str, Any], where: str) -> ImageBlock:
     return image_from_url(part.get("image_url"), f"{where} image_url")
 
 
-def _parts(content: object, where: str, accepted: tuple[str, ...]) -> list[TextBlock | ImageBlock]:
-    blocks: list[TextBlock | ImageBlock] = []
+def _parts(
+    content: object, where: str, accepted: tuple[str, ...]
+) -> list[TextBlock | ImageBlock | DocumentBlock]:
+    blocks: list[TextBlock | ImageBlock | DocumentBlock] = []
     for index, raw in enumerate(as_list(content, f"{where} content")):
         at = f"{where} part {index}"
         part = as_dict(raw, at)
@@ -95,6 +100,8 @@ def _parts(content: object, where: str, accepted: tuple[str, ...]) -> list[TextB
             refuse("part type", kind, at, accepted)
         if kind == "input_image":
             blocks.append(_image(part, at))
+        elif kind == "input_file":
+            blocks.append(openai_file(part, at, url_key="file_url"))
         else:
             field = "refusal" if kind == "refusal" else "text"
             blocks.append(TextBlock(text=text_of(part.get(field), f"{at} {field}")))

@@ -12,11 +12,11 @@ becomes:
   the assistant blocks of that step. A call still streaming, awaiting approval or denied has
   no result. ``output`` is kept as its text when a string, else as its JSON.
 - ``file`` with an ``image/*`` media type → an image block (``url`` a ``data:`` URL or an
-  http(s) address).
+  http(s) address); any other but audio and video → a document block (``filename`` its name).
 - ``step-start`` closes the step (counted as ignored: it carries nothing).
 
-Refused, naming the part and its position, until convstore has a block kind for them: ``file``
-parts that are not images, ``source-url``, ``source-document``, ``reasoning-file``,
+Refused, naming the part and its position, until convstore has a block kind for them: audio
+and video ``file`` parts, ``source-url``, ``source-document``, ``reasoning-file``,
 ``custom`` and ``data-*`` parts, and tool parts the provider executed
 (``providerExecuted: true``, a hosted tool). An unknown key on a message or part is refused
 too, and so is a message with no parts. ``UIMessage`` carries no timestamps; ``metadata`` is
@@ -36,6 +36,7 @@ from convstore.convert.parts import (
     as_list,
     check_keys,
     checked,
+    document_from,
     image_from_url,
     refuse,
     text_of,
@@ -158,12 +159,18 @@ def _part_kind(part: Mapping[str, Any], where: str) -> str:
 
 def _file(part: Mapping[str, Any], where: str) -> Block:
     media = text_of(part.get("mediaType"), f"{where} mediaType")
-    if not media.lower().startswith("image/"):
+    if media.lower().startswith(("audio/", "video/")):
         msg = (
             f"{where}: a file part of media type {media!r} cannot be recorded yet "
-            "(only images have a block kind)"
+            "(images and documents have block kinds)"
         )
         raise InvalidInput(msg)
+    if not media.lower().startswith("image/"):
+        url = text_of(part.get("url"), f"{where} url")
+        name = part.get("filename")
+        if url.startswith("data:"):
+            return document_from(where, data=url, name=name)
+        return document_from(where, url=url, media_type=media, name=name)
     return image_from_url(part.get("url"), f"{where} url")
 
 

@@ -125,6 +125,84 @@ class ImageBlock(_Block):
         return len(self.data) * 3 // 4 - padding
 
 
+PDF = "application/pdf"
+"""The media type of a PDF, the one binary document kind replay can send natively."""
+
+
+class DocumentBlock(_Block):
+    """A document (a PDF, plain text or any other file), from exactly one source: base64
+    ``data`` of ``media_type`` (a PDF's bytes are checked to start ``%PDF-``), its ``text``
+    (``media_type`` a ``text/…`` type, ``text/plain`` unless told), a ``url`` it was given by
+    (``http``/``https``, kept and never fetched) or a provider's ``file_id``; ``name`` is the
+    file name or title it came with.
+    """
+
+    type: Literal["document"] = "document"
+    media_type: Annotated[str, Field(pattern=r"^[\w.+-]+/[\w.+-]+$", max_length=255)] | None = None
+    data: str | None = None
+    text: str | None = None
+    url: str | None = None
+    file_id: Annotated[str, Field(min_length=1)] | None = None
+    name: Annotated[str, Field(min_length=1)] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.lower().startswith(("http://", "https://")):
+            msg = "document url must be an http:// or https:// address"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("data")
+    @classmethod
+    def _data_is_base64(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        limit = (info.context or {}).get("max_document_bytes")
+        size = len(value) // 4 * 3 - value[-2:].count("=")
+        if limit is not None and size > limit:
+            msg = f"document is {size:,} bytes; the limit is {limit:,}"
+            raise ValueError(msg)
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            msg = f"document data is not valid base64 ({exc})"
+            raise ValueError(msg) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DocumentBlock:
+        sources = [self.data, self.text, self.url, self.file_id]
+        if sum(source is not None for source in sources) != 1:
+            msg = "a document needs exactly one of data (base64), text, url or file_id"
+            raise ValueError(msg)
+        if self.data is not None:
+            if self.media_type is None:
+                msg = "a document given as data needs its media_type"
+                raise ValueError(msg)
+            if self.media_type == PDF and not base64.b64decode(self.data[:8]).startswith(b"%PDF-"):
+                msg = "document data is not a PDF (its bytes do not start with %PDF-)"
+                raise ValueError(msg)
+        if (
+            self.text is not None
+            and self.media_type is not None
+            and not self.media_type.startswith("text/")
+        ):
+            msg = f"a document given as text needs a text/ media_type, not {self.media_type}"
+            raise ValueError(msg)
+        return self
+
+    @property
+    def byte_size(self) -> int:
+        """Size of the document in bytes: decoded data, or its text as UTF-8 (0 when given by
+        URL or file id)."""
+        if self.data is not None:
+            return len(self.data) * 3 // 4 - self.data[-2:].count("=")
+        if self.text is not None:
+            return len(self.text.encode("utf-8", "surrogatepass"))
+        return 0
+
+
 ToolResultPart: TypeAlias = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
 
 
@@ -157,7 +235,7 @@ class ToolResultBlock(_Block):
 
 
 Block: TypeAlias = Annotated[
-    TextBlock | ToolUseBlock | ToolResultBlock | ReasoningBlock | ImageBlock,
+    TextBlock | ToolUseBlock | ToolResultBlock | ReasoningBlock | ImageBlock | DocumentBlock,
     Field(discriminator="type"),
 ]
 
@@ -189,7 +267,7 @@ def block_images(block: Block) -> list[ImageBlock]:
             if isinstance(block.content, str):
                 return []
             return [part for part in block.content if isinstance(part, ImageBlock)]
-        case TextBlock() | ReasoningBlock() | ToolUseBlock():
+        case TextBlock() | ReasoningBlock() | ToolUseBlock() | DocumentBlock():
             return []
         case _:
             assert_never(block)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, JsonValue
 
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -540,7 +541,7 @@ class Conversation:
                     msg = f"tool_result blocks belong in user messages, not {role}"
                     raise InvalidBlock(msg)
                 tool_name = block.name or self.tool_names.get(block.tool_use_id, UNKNOWN_TOOL)
-            case TextBlock() | ReasoningBlock() | ImageBlock():
+            case TextBlock() | ReasoningBlock() | ImageBlock() | DocumentBlock():
                 pass
             case _:
                 assert_never(block)

@@ -18,7 +18,7 @@ class Limits:
     A compaction summary may be as large as a block (UTF-8), a conversation title or an
     interrupt reason, a label value or a message's metadata ``max_note_bytes``. The defaults
     follow the providers: 20 MiB is OpenAI's per-image limit. The environment variables
-    ``CONVSTORE_MAX_BLOCK_BYTES``, ``CONVSTORE_MAX_IMAGE_BYTES``,
+    ``CONVSTORE_MAX_BLOCK_BYTES``, ``CONVSTORE_MAX_IMAGE_BYTES``, ``CONVSTORE_MAX_DOCUMENT_BYTES``,
     ``CONVSTORE_MAX_INPUT_BYTES`` (the CLI's largest input) and ``CONVSTORE_MAX_NOTE_BYTES``
     override them.
     """
@@ -26,6 +26,8 @@ class Limits:
     max_block_bytes: int = 32 * MIB
     max_image_bytes: int = 20 * MIB
     max_input_bytes: int = 64 * MIB
+    max_document_bytes: int = 32 * MIB
+    """A document's data, decoded (32 MiB is the Messages API's whole-request limit)."""
     max_note_bytes: int = 64 * 1024
     max_label_key_bytes: int = 64
     """A label key: 1 to this many characters from ``A-Z a-z 0-9 . _ - : /``."""
@@ -40,6 +42,7 @@ class Limits:
             "max_block_bytes",
             "max_image_bytes",
             "max_input_bytes",
+            "max_document_bytes",
             "max_note_bytes",
         ):
             variable = f"CONVSTORE_{field_name.upper()}"

@@ -18,6 +18,7 @@ from convstore.domain.blocks import (
     BLOCK_CLASSES,
     BLOCK_TYPES,
     Block,
+    DocumentBlock,
     block_images,
     block_json,
 )
@@ -80,7 +81,11 @@ def parse_block(value: Block | Mapping[str, Any], limits: Limits | None = None) 
     else:
         try:
             block = BLOCK_ADAPTER.validate_python(
-                value, context={"max_image_bytes": limits.max_image_bytes}
+                value,
+                context={
+                    "max_image_bytes": limits.max_image_bytes,
+                    "max_document_bytes": limits.max_document_bytes,
+                },
             )
         except ValidationError as exc:
             raise InvalidBlock(format_validation_error(exc)) from None
@@ -88,6 +93,9 @@ def parse_block(value: Block | Mapping[str, Any], limits: Limits | None = None) 
         if image.byte_size > limits.max_image_bytes:
             msg = f"image is {image.byte_size:,} bytes; the limit is {limits.max_image_bytes:,}"
             raise InvalidBlock(msg)
+    if isinstance(block, DocumentBlock) and block.byte_size > limits.max_document_bytes:
+        msg = f"document is {block.byte_size:,} bytes; the limit is {limits.max_document_bytes:,}"
+        raise InvalidBlock(msg)
     try:
         size = len(block_json(block).encode())
     except PydanticSerializationError as exc:

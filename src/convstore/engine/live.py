@@ -17,6 +17,7 @@ from typing import assert_never
 from uuid import UUID
 
 from convstore.domain.blocks import (
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -77,8 +78,10 @@ def _check_linkage(calls: list[ToolUseBlock], results: list[ToolResultBlock]) ->
         raise InvalidInput(msg)
 
 
-def _assistant_prose(blocks: Iterable[TextBlock | ReasoningBlock | ImageBlock]) -> list[str]:
-    """Text, reasoning and images of the assistant's turn, as replay writes them."""
+def _assistant_prose(
+    blocks: Iterable[TextBlock | ReasoningBlock | ImageBlock | DocumentBlock],
+) -> list[str]:
+    """Text, reasoning, images and documents of the assistant's turn, as replay writes them."""
     hidden = "assistant messages cannot carry images"
     texts = [s.text for b in blocks for s in block_segments(b, None, hidden) if isinstance(s, Text)]
     return [t for t in texts if t.strip()]
@@ -104,7 +107,7 @@ def openai_round(
 ) -> list[JSONDict]:
     """Assistant ``tool_calls``, then one ``tool`` message per call id."""
     calls: list[JSONDict] = []
-    prose_blocks: list[TextBlock | ReasoningBlock | ImageBlock] = []
+    prose_blocks: list[TextBlock | ReasoningBlock | ImageBlock | DocumentBlock] = []
     for recorded in assistant.blocks:
         block = recorded.block
         match block:
@@ -113,7 +116,7 @@ def openai_round(
                 arguments = block.input if raw else json.dumps(block.input, ensure_ascii=False)
                 function = {"name": block.name, "arguments": arguments}
                 calls.append({"id": block.id, "type": "function", "function": function})
-            case TextBlock() | ReasoningBlock() | ImageBlock():
+            case TextBlock() | ReasoningBlock() | ImageBlock() | DocumentBlock():
                 prose_blocks.append(block)
             case ToolResultBlock():
                 pass  # refused on append: results never sit in assistant messages
@@ -161,7 +164,7 @@ def anthropic_round(
                 # Extended thinking: the API wants the block back, signature and all.
                 thinking = {"type": "thinking", "thinking": block.text}
                 content.append({**thinking, "signature": block.signature})
-            case TextBlock() | ReasoningBlock() | ImageBlock():
+            case TextBlock() | ReasoningBlock() | ImageBlock() | DocumentBlock():
                 content.extend({"type": "text", "text": t} for t in _assistant_prose([block]))
             case ToolResultBlock():
                 pass  # refused on append: results never sit in assistant messages

@@ -17,6 +17,7 @@ from uuid import UUID
 
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -47,11 +48,14 @@ from convstore.engine.state import PartData as PartData  # noqa: PLC0414
 from convstore.engine.state import ReplayState as ReplayState  # noqa: PLC0414
 from convstore.projections.prose import (
     cleared_marker,
+    document_marker,
+    document_native,
+    document_text,
     image_marker,
     reasoning_text,
     tool_input_json,
 )
-from convstore.projections.wording import CANNOT_SEE
+from convstore.projections.wording import CANNOT_READ, CANNOT_SEE, NOT_NATIVE
 
 
 def _hidden_because(role: Role, vision: bool) -> str | None:
@@ -72,6 +76,32 @@ def _image_ref(image: ImageBlock, version: int, index: int | None, role: Role) -
         image.url,
         image_marker(image, CANNOT_SEE),
         None if seen is None else image_marker(image, seen),
+    ]
+
+
+def _document_part(document: DocumentBlock, version: int, role: Role) -> PartData:
+    """A document's part: its prose (``t``), or a reference a vision replay may send (``d``)."""
+    if document.text is not None:
+        return ["t", document_text(document)]
+    if not document_native(document):
+        return ["t", document_marker(document, NOT_NATIVE)]
+    seen = (
+        None
+        if role == "user"
+        else document_marker(document, f"{role} messages cannot carry documents")
+    )
+    by_url = None if document.url is None else document_marker(document, NOT_NATIVE)
+    return [
+        "d",
+        [
+            version,
+            document.media_type,
+            document.url,
+            document.name,
+            document_marker(document, CANNOT_READ),
+            seen,
+            by_url,
+        ],
     ]
 
 
@@ -100,6 +130,8 @@ def block_part(block: Block, tool_name: str | None, version: int, role: Role) ->
             return ["r", head, cleared_marker(block), content, block.tool_use_id]
         case ImageBlock():
             return ["i", _image_ref(block, version, None, role)]
+        case DocumentBlock():
+            return _document_part(block, version, role)
         case _:
             assert_never(block)
 
@@ -129,13 +161,13 @@ def folded(events: Iterable[Event]) -> tuple[ReplayState, ImageLoader]:
         _apply(state, event)
         state.version = event.originator_version
 
-    def load(version: int, index: int | None) -> ImageBlock:
+    def load(version: int, index: int | None) -> ImageBlock | DocumentBlock:
         block = by_version[version].block
         if index is not None:
             assert isinstance(block, ToolResultBlock)
             assert not isinstance(block.content, str)
             block = block.content[index]
-        assert isinstance(block, ImageBlock)
+        assert isinstance(block, ImageBlock | DocumentBlock)
         return block
 
     return state, load

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from convstore.domain.images import dimensions
 from convstore.engine.plan import Shape
 from convstore.engine.render import Content, Plan, Source
-from convstore.projections.prose import Image
+from convstore.projections.prose import Document, Image
 
 TokenCounter = Callable[[str], int]
 
@@ -49,6 +50,28 @@ def anthropic_image_tokens(width: int, height: int) -> int:
     within 1568 px (larger images are scaled down before the model sees them)."""
     scale = min(1.0, 1568 / max(width, height))
     return math.ceil(width * scale * height * scale / 750)
+
+
+PDF_PAGE_TOKENS = 2_250
+"""Tokens assumed per PDF page sent natively: the middle of Anthropic's published 1,500 to
+3,000 per page (each page crosses as its text and an image of it; OpenAI's file inputs do the
+same)."""
+
+_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def pdf_pages(data: bytes) -> int:
+    """Pages of a PDF, counted from its ``/Type /Page`` objects (at least 1: a PDF by URL, or
+    one whose pages sit in compressed object streams, counts as one page)."""
+    return max(1, len(_PAGE.findall(data)))
+
+
+def document_tokens(document: Document) -> int:
+    """Tokens a natively sent PDF costs: :data:`PDF_PAGE_TOKENS` per page (in both shapes).
+    When the shape sends its marker instead (a PDF by URL in the OpenAI shape) the marker is
+    counted as text by the caller."""
+    raw = base64.b64decode(document.data) if document.data is not None else b""
+    return PDF_PAGE_TOKENS * pdf_pages(raw)
 
 
 def image_tokens(image: Image, shape: Shape) -> int:
@@ -83,9 +106,13 @@ class Pressure:
     tokenizer: str = ""
 
 
-def _item_tokens(item: str | Image, shape: Shape, count: TokenCounter) -> int:
+def _item_tokens(item: str | Image | Document, shape: Shape, count: TokenCounter) -> int:
     if isinstance(item, str):
         return count(item) if item.strip() else 0
+    if isinstance(item, Document):
+        if item.data is None and shape == "openai":
+            return count(item.unsent)
+        return document_tokens(item)
     return image_tokens(item, shape)
 
 

@@ -41,16 +41,24 @@ if TYPE_CHECKING:
     from convstore.domain.blocks import ImageBlock
     from convstore.domain.events import Role
     from convstore.engine.options import JSONDict, Shape
-    from convstore.projections.prose import Image
+    from convstore.projections.prose import Document, Image
 
-Content: TypeAlias = "str | list[str | Image]"
+Content: TypeAlias = "str | list[str | Image | Document]"
 """A wire message's content: one text, or texts (never blank) and the images shown between."""
 
 Source: TypeAlias = "MessagePlan | str"
 """A window message: a stored message's plan, or a user message replay adds as its text (a
 compaction summary, or ``HISTORY_STARTS`` before a history that opens with the assistant)."""
 
-KINDS = {"x": "text", "g": "reasoning", "u": "tool_use", "r": "tool_result", "i": "image"}
+KINDS = {
+    "x": "text",
+    "g": "reasoning",
+    "u": "tool_use",
+    "r": "tool_result",
+    "i": "image",
+    "t": "document",
+    "d": "document",
+}
 """The block kind each part code stands for (pressure's ``by_kind`` keys)."""
 
 
@@ -106,7 +114,9 @@ class Plan:
         only = merged[0] if len(merged) == 1 else None
         return only if isinstance(only, str) else merged
 
-    def parts(self, source: Source, cleared_from: int = 0) -> list[tuple[str, str | Image]]:
+    def parts(
+        self, source: Source, cleared_from: int = 0
+    ) -> list[tuple[str, str | Image | Document]]:
         """The content's segments before they are joined (blank text kept), each with the kind
         of what it comes from: a block kind, ``summary``, or ``marker`` (a call left
         unanswered, a blank message, an interruption). A message read back sealed from storage
@@ -121,16 +131,16 @@ class Plan:
 
     def _items(
         self, message: MessagePlan, cleared_from: int, kinds: list[str] | None = None
-    ) -> list[str | Image]:
+    ) -> list[str | Image | Document]:
         """The message's segments in order, unjoined; with ``kinds``, the kind of each is
         appended to it."""
         vision, load, unanswered = self.vision, self.load, self.unanswered
         user = message.role == "user"
-        items: list[str | Image] = []
+        items: list[str | Image | Document] = []
         result = 0
         for part in message.parts:
             code = part[0]
-            if code in {"x", "g"}:
+            if code in {"x", "g", "t"}:
                 items.append(part[1])
             elif code == "u":
                 items.append(part[1])
@@ -142,11 +152,11 @@ class Plan:
             elif code == "r":
                 head, content = part[1], part[3]
                 if result < cleared_from:
-                    segments: list[str | Image] = [head + part[2]]
+                    segments: list[str | Image | Document] = [head + part[2]]
                 elif isinstance(content, str):
                     segments = [head + content]
                 else:
-                    pieces: list[str | Image] = [head]
+                    pieces: list[str | Image | Document] = [head]
                     pieces.extend(
                         p if isinstance(p, str) else _image(p, vision, user, load) for p in content
                     )
@@ -158,6 +168,8 @@ class Plan:
                 continue
             elif code == "i":
                 items.append(_image(part[1], vision, user, load))
+            elif code == "d":
+                items.append(_document(part[1], vision, user, load))
             else:  # pragma: no cover - parts are checked when added
                 msg = f"unknown part code {code!r}"
                 raise ValueError(msg)
@@ -229,11 +241,11 @@ def _window(state: ReplayState, full: bool) -> tuple[list[MessagePlan], Sequence
 
 
 def _merge(
-    items: list[str | Image], separator: str, *, first_joins_bare: bool = False
-) -> list[str | Image]:
+    items: list[str | Image | Document], separator: str, *, first_joins_bare: bool = False
+) -> list[str | Image | Document]:
     """Join runs of adjacent texts with ``separator`` (with ``first_joins_bare``, the first
     item, a tool result's head, joins the next text with nothing between)."""
-    merged: list[str | Image] = []
+    merged: list[str | Image | Document] = []
     for position, item in enumerate(items):
         if isinstance(item, str) and merged and isinstance(merged[-1], str):
             glue = "" if first_joins_bare and position == 1 else separator
@@ -243,7 +255,9 @@ def _merge(
     return merged
 
 
-def _image(ref: list[Any], vision: bool, user: bool, load: ImageLoader | None) -> str | Image:
+def _image(
+    ref: list[Any], vision: bool, user: bool, load: ImageLoader | None
+) -> str | Image | Document:
     if not vision:
         return str(ref[4])
     if not user:
@@ -260,6 +274,23 @@ def _image(ref: list[Any], vision: bool, user: bool, load: ImageLoader | None) -
     return Image(image.media_type, image.data, image.url)
 
 
+def _document(ref: list[Any], vision: bool, user: bool, load: ImageLoader | None) -> str | Document:
+    if not vision:
+        return str(ref[4])
+    if not user:
+        return str(ref[5])
+    from convstore.projections.prose import Document  # noqa: PLC0415 - only to send one
+
+    version, media_type, url, name = ref[0], ref[1], ref[2], ref[3]
+    if url is not None:
+        return Document(media_type, None, url, name, str(ref[6]))
+    if load is None:
+        msg = "a vision replay sending a stored document needs a loader"
+        raise ValueError(msg)
+    document = load(version, None)
+    return Document(media_type, document.data, None, name, "")
+
+
 # -- the wire shapes ---------------------------------------------------------------------------
 
 
@@ -270,20 +301,42 @@ def anthropic_image_source(image: Image | ImageBlock) -> JSONDict:
     return {"type": "base64", "media_type": image.media_type, "data": image.data}
 
 
-def _openai_part(item: str | Image) -> JSONDict:
+def anthropic_document_source(document: Document) -> JSONDict:
+    """The Messages API ``source`` of a PDF: by URL, or its base64 data."""
+    if document.url is not None:
+        return {"type": "url", "url": document.url}
+    return {"type": "base64", "media_type": document.media_type, "data": document.data}
+
+
+def _openai_part(item: str | Image | Document) -> JSONDict:
     if isinstance(item, str):
         return {"type": "text", "text": item}
+    from convstore.projections.prose import Document  # noqa: PLC0415 - loaded with the segment
+
+    if isinstance(item, Document):
+        if item.data is None:
+            return {"type": "text", "text": item.unsent}
+        filename = item.name or "document.pdf"
+        data = f"data:{item.media_type};base64,{item.data}"
+        return {"type": "file", "file": {"file_data": data, "filename": filename}}
     url = item.url or f"data:{item.media_type};base64,{item.data}"
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _anthropic_block(item: str | Image) -> JSONDict:
+def _anthropic_block(item: str | Image | Document) -> JSONDict:
     if isinstance(item, str):
         return {"type": "text", "text": item}
+    from convstore.projections.prose import Document  # noqa: PLC0415 - loaded with the segment
+
+    if isinstance(item, Document):
+        block: JSONDict = {"type": "document", "source": anthropic_document_source(item)}
+        if item.name:
+            block["title"] = item.name
+        return block
     return {"type": "image", "source": anthropic_image_source(item)}
 
 
-def _texts(content: list[str | Image]) -> str:
+def _texts(content: list[str | Image | Document]) -> str:
     return BLOCK_SEPARATOR.join(s for s in content if isinstance(s, str))
 
 

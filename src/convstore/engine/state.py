@@ -28,6 +28,15 @@ Parts are JSON arrays, kept decoded as lists (cheap to read back in bulk):
   and the markers shown to a model that cannot see (``blind``) and to one that can, when the
   message's role cannot carry images (``seen``, ``None`` for a user message). Image data is
   never copied: a vision replay that shows an image reads it from the log by its version.
+- ``["t", text]`` a document's prose: a text document's head and text, or the marker of one
+  with no native form (a file id, a binary that is not a PDF); like text and reasoning it
+  lets a closed message seal;
+- ``["d", ref]`` a PDF a vision replay may send natively, where ``ref`` is ``[version,
+  media_type, url, name, blind, seen, by_url]``: the event holding it, and the markers sent
+  to a model that cannot see (``blind``), when the message's role cannot carry documents
+  (``seen``, ``None`` for a user message) and, for a PDF given by URL, to a shape that takes
+  none by URL (``by_url``). Like an image's, its data is read back from the log.
+  ``images`` is set by either: the message holds something a vision replay shows natively.
 
 This module imports nothing of the domain's models at run time (the fold, which reads events,
 is :mod:`convstore.engine.model`; the render, :mod:`convstore.engine.render`, imports none
@@ -52,7 +61,7 @@ from convstore.projections.wording import (
 )
 
 if TYPE_CHECKING:
-    from convstore.domain.blocks import ImageBlock
+    from convstore.domain.blocks import DocumentBlock, ImageBlock
     from convstore.domain.conversation import MessageStatus
     from convstore.domain.events import Role
 
@@ -71,9 +80,9 @@ class RenderOptions(Protocol):
 PartData: TypeAlias = list[Any]
 """One block's prose as a JSON array (see the module's docstring)."""
 
-ImageLoader: TypeAlias = "Callable[[int, int | None], ImageBlock]"
+ImageLoader: TypeAlias = "Callable[[int, int | None], ImageBlock | DocumentBlock]"
 """Reads the image recorded at a version (``index`` into a tool result's content, or ``None``
-for an image block) back from the log."""
+for an image block, or a document block) back from the log."""
 
 MESSAGE_OVERHEAD = 240
 """Bytes a message's plan costs in memory beyond its text (objects, lists, the id)."""
@@ -163,9 +172,9 @@ class MessagePlan:
             self.size += 2 * len(part[1])
             return
         self.blank = False
-        if code != "g":
+        if code not in {"g", "t"}:
             self.simple = False
-        if code == "g":
+        if code in {"g", "t"}:
             self.size += 2 * len(part[1])
         elif code == "u":
             self.calls.append(part[2])
@@ -187,6 +196,9 @@ class MessagePlan:
         elif code == "i":
             self.images = True
             self.size += 64 + len(part[1][4]) + len(part[1][5] or "")
+        elif code == "d":
+            self.images = True
+            self.size += 64 + len(part[1][4]) + len(part[1][5] or "") + len(part[1][6] or "")
         else:
             msg = f"unknown part code {code!r}"
             raise ValueError(msg)
@@ -308,7 +320,7 @@ def model_digest(  # noqa: PLR0917 - each part of what is digested, in order
 def _blind_text(part: PartData) -> str:
     """A part's prose for a model that cannot see, uncleared."""
     code = part[0]
-    if code == "i":
+    if code in {"i", "d"}:
         return str(part[1][4])
     if code != "r":
         return str(part[1])

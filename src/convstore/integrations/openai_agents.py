@@ -61,6 +61,8 @@ def _input_item(message: dict[str, Any]) -> TResponseInputItem:
         for part in content:
             if part["type"] == "text":
                 parts.append({"type": "input_text", "text": part["text"]})
+            elif part["type"] == "file":  # a PDF replay sends natively
+                parts.append({"type": "input_file", **part["file"]})
             else:
                 url = part["image_url"]["url"]
                 parts.append({"type": "input_image", "image_url": url, "detail": "auto"})

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn, get_args
 from uuid import UUID
@@ -28,6 +29,7 @@ try:
         ERROR_OUTCOMES,
         BinaryContent,
         CachePoint,
+        DocumentUrl,
         FilePart,
         ImageUrl,
         ModelMessage,
@@ -264,17 +266,25 @@ def _user_content(index: int, content: str | Sequence[UserContent]) -> list[JSON
                 blocks.append(_text(item))
             case TextContent():  # StructuredContent too: its rendered text is what models see
                 blocks.append(_text(item.content))
+            case BinaryContent() if item.media_type not in IMAGE_TYPES and not (
+                item.is_audio or item.is_video
+            ):
+                data = base64.b64encode(item.data).decode("ascii")
+                blocks.append({"type": "document", "media_type": item.media_type, "data": data})
             case BinaryContent():
                 blocks.append(_image(index, item, "a user prompt"))
             case ImageUrl():
                 blocks.append(_image_url(item))
+            case DocumentUrl():
+                blocks.append(_document_url(item))
             case CachePoint():
                 pass  # a caching hint for the provider; it carries no content
             case _:
                 kind = getattr(item, "kind", type(item).__name__)
                 _refuse(
                     f"part {index} (user-prompt): {kind!r} content cannot be recorded; convstore "
-                    "keeps text and images (BinaryContent of PNG, JPEG, GIF or WebP, or ImageUrl)"
+                    "keeps text, images and documents (BinaryContent other than audio or video, "
+                    "ImageUrl, DocumentUrl)"
                 )
     return blocks
 
@@ -298,6 +308,18 @@ def _image_url(image: ImageUrl) -> JSONBlock:
         media_type = None
     if media_type in IMAGE_TYPES:
         block["media_type"] = media_type
+    return block
+
+
+def _document_url(document: DocumentUrl) -> JSONBlock:
+    """A document by its address (kept as given, never fetched), or a ``data:`` URL's bytes."""
+    if document.url.startswith("data:"):
+        header, _, data = document.url.partition(",")
+        media_type = header.removeprefix("data:").removesuffix(";base64")
+        return {"type": "document", "media_type": media_type, "data": data}
+    block: JSONBlock = {"type": "document", "url": document.url}
+    with contextlib.suppress(ValueError):  # no media type given, and none to infer from it
+        block["media_type"] = document.media_type
     return block
 
 
@@ -430,6 +452,9 @@ def _prompt(content: str | list[Mapping[str, Any]]) -> str | list[UserContent]:
     for part in content:
         if part["type"] == "text":
             items.append(part["text"])
+        elif part["type"] == "file":  # a PDF replay sends natively
+            _, _, data = part["file"]["file_data"].partition(",")
+            items.append(BinaryContent(data=base64.b64decode(data), media_type="application/pdf"))
         elif not part["image_url"]["url"].startswith("data:"):
             items.append(ImageUrl(url=part["image_url"]["url"]))
         else:

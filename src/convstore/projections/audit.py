@@ -13,6 +13,7 @@ from typing import assert_never
 
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -89,5 +90,9 @@ def block_facts(block: Block) -> BlockFacts:
         case ImageBlock():
             facts = image_facts(block)
             return BlockFacts(block.type, None, facts.byte_size, (facts,))
+        case DocumentBlock():
+            # Its name and (a text document's) text are searchable; a binary's bytes are not.
+            found = [t for t in (block.name, block.text) if t is not None]
+            return BlockFacts(block.type, "\n".join(found) or None, block.byte_size)
         case _:
             assert_never(block)

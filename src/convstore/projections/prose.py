@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import TypeAlias, assert_never
 
 from convstore.domain.blocks import (
+    PDF,
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -21,6 +23,7 @@ from convstore.domain.blocks import (
     block_images,
 )
 from convstore.projections.wording import BLOCK_SEPARATOR as BLOCK_SEPARATOR  # noqa: PLC0414
+from convstore.projections.wording import CANNOT_READ, NOT_NATIVE
 from convstore.projections.wording import PART_SEPARATOR as PART_SEPARATOR  # noqa: PLC0414
 
 
@@ -40,7 +43,21 @@ class Image:
     url: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A PDF to send natively: base64 ``data``, or a ``url``; ``name`` its file name, and
+    ``unsent`` the marker a shape with no native form for it sends instead."""
+
+    media_type: str | None
+    data: str | None
+    url: str | None
+    name: str | None
+    unsent: str
+
+
 Segment: TypeAlias = Text | Image
+"""What :func:`block_segments` gives: a document is always text there (its prose, or its
+marker); only the replay engine sends one natively, as a :class:`Document`."""
 
 
 REDACTED_REASONING = "[encrypted by the provider: its content cannot be shown]"
@@ -66,6 +83,36 @@ def image_marker(image: ImageBlock, why: str) -> str:
         f"[Image not shown: an {image.media_type} image ({image.byte_size:,} bytes) "
         f"was here, but {why}.]"
     )
+
+
+def document_marker(document: DocumentBlock, why: str) -> str:
+    """The text that stands where a document was not sent: its name, media type and size (or
+    where it is), saying plainly that the model did not read it."""
+    return f"[Document not read: {document_caption(document)} was here, but {why}.]"
+
+
+def document_caption(document: DocumentBlock) -> str:
+    """A document named for people: its name, media type and size or where it is."""
+    facts = [document.media_type or ("text/plain" if document.text is not None else "file")]
+    if document.url is not None:
+        facts.append(f"at {document.url}")
+    elif document.file_id is not None:
+        facts.append(f"file id {document.file_id}")
+    else:
+        facts.append(f"{document.byte_size:,} bytes")
+    name = f"{document.name} " if document.name else ""
+    return f"{name}({', '.join(facts)})"
+
+
+def document_text(document: DocumentBlock) -> str:
+    """The prose of a document given as text: a head naming it, then its text."""
+    name = f" {document.name}" if document.name else ""
+    return f"[Document{name} ({document.media_type or 'text/plain'})]:\n{document.text}"
+
+
+def document_native(document: DocumentBlock) -> bool:
+    """Whether a document has a native form in some replayed shape: a PDF, by data or URL."""
+    return document.media_type == PDF and (document.data is not None or document.url is not None)
 
 
 def tool_input_json(block: ToolUseBlock) -> str:
@@ -143,8 +190,17 @@ def block_segments(
             return merge_text(parts, PART_SEPARATOR, first_joins_bare=True)
         case ImageBlock():
             return [_image(block, hidden_because)]
+        case DocumentBlock():
+            return [Text(_document_prose(block))]
         case _:
             assert_never(block)
+
+
+def _document_prose(block: DocumentBlock) -> str:
+    """A document as text only (replay's native form is the engine's)."""
+    if block.text is not None:
+        return document_text(block)
+    return document_marker(block, CANNOT_READ if document_native(block) else NOT_NATIVE)
 
 
 def merge_text(

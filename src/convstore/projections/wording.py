@@ -29,3 +29,11 @@ CANNOT_SEE = "this model cannot see images"
 def interruption_marker(reason: str | None) -> str:
     """The line that closes a message that was interrupted."""
     return f"[Interrupted: {reason}]" if reason else "[Interrupted]"
+
+
+CANNOT_READ = "this model cannot see documents"
+"""Why a PDF is not sent to a model that cannot see (it reads a PDF's pages as images)."""
+
+NOT_NATIVE = "it cannot be sent in this shape"
+"""Why a document with no native form in the replayed shape is not sent (a file id, a binary
+that is not a PDF, a PDF by URL in the OpenAI shape)."""

@@ -13,7 +13,7 @@ from functools import partial
 from uuid import UUID
 
 from convstore.backends.common.replay_tables import ReplayReader
-from convstore.domain.blocks import ImageBlock, ToolResultBlock
+from convstore.domain.blocks import DocumentBlock, ImageBlock, ToolResultBlock
 from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.events import BlockAppended
 from convstore.domain.parsing import parse_count, parse_id
@@ -83,9 +83,11 @@ class Replayer(LogReader):
         events = self.events(conversation_id)
         return differences(conversation_id.hex, stored.version, stored.head, stored.rows, events)
 
-    def _image(self, conversation_id: UUID, version: int, index: int | None) -> ImageBlock:
-        """The image recorded at ``version`` (``index`` into a tool result's content), read
-        back for a vision replay from the model, which keeps no image data."""
+    def _image(
+        self, conversation_id: UUID, version: int, index: int | None
+    ) -> ImageBlock | DocumentBlock:
+        """The image or document recorded at ``version`` (``index`` into a tool result's
+        content), read back for a vision replay from the model, which keeps no such data."""
         event = next(self._stream(conversation_id, version - 1))
         assert isinstance(event, BlockAppended)
         block = event.block
@@ -93,7 +95,7 @@ class Replayer(LogReader):
             assert isinstance(block, ToolResultBlock)
             assert not isinstance(block.content, str)
             block = block.content[index]
-        assert isinstance(block, ImageBlock)
+        assert isinstance(block, ImageBlock | DocumentBlock)
         return block
 
     def live_request(

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -29,6 +30,7 @@ from convstore.domain.events import Compacted, happened
 from convstore.engine.plan import SHAPES, JSONDict, ReplayOptions, Shape
 from convstore.engine.pressure import Pressure
 from convstore.projections.messages import History, RecordedMessage
+from convstore.projections.prose import document_caption
 from convstore.views.hits import MARK_END, MARK_START, Hit
 
 PAGE_SIZE = 200
@@ -187,6 +189,12 @@ def block_html(block: Block, tool_name: str | None, results: dict[str, ToolResul
             )
         case ImageBlock():
             return f"<div class='image'>{image_html(block)}</div>"
+        case DocumentBlock():
+            text = "" if block.text is None else f"<pre>{clipped(block.text)}</pre>"
+            return (
+                f"<details class='document'><summary>document "
+                f"{esc(document_caption(block))}</summary>{text}</details>"
+            )
         case ToolUseBlock():
             result = results.get(block.id)
             answer = (

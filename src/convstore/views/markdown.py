@@ -19,6 +19,7 @@ from uuid import UUID
 
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -28,7 +29,7 @@ from convstore.domain.blocks import (
 from convstore.domain.events import ConversationStarted, Event, happened
 from convstore.engine.plan import interruption_marker
 from convstore.projections.messages import RecordedMessage, collect_history
-from convstore.projections.prose import reasoning_text
+from convstore.projections.prose import document_caption, reasoning_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,10 @@ class _Writer:
                         self.emit(self.image(part))
             case ImageBlock():
                 self.emit(self.image(block))
+            case DocumentBlock():
+                self.emit(f"**Document** {document_caption(block)}")
+                if block.text is not None:
+                    self.emit(fenced(block.text))
             case _:
                 assert_never(block)
 

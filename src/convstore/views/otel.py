@@ -33,6 +33,7 @@ from pydantic import JsonValue
 
 from convstore.domain.blocks import (
     Block,
+    DocumentBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -173,8 +174,29 @@ def block_part(block: Block, tool_name: str | None = None) -> dict[str, JsonValu
             }
         case ImageBlock():
             return _image(block)
+        case DocumentBlock():
+            return _document(block)
         case _:
             assert_never(block)
+
+
+def _document(document: DocumentBlock) -> dict[str, JsonValue]:
+    """A document as a ``blob`` (its bytes), ``uri`` (its address), ``file`` (its file id) or,
+    given as text, a ``text`` part; its name rides in ``convstore``."""
+    facts: dict[str, JsonValue] = {"document": True}
+    if document.name is not None:
+        facts["name"] = document.name
+    if document.text is not None:
+        return {"type": "text", "content": document.text, "convstore": facts}
+    media: dict[str, JsonValue] = {"modality": "document"}
+    if document.media_type is not None:
+        media["mime_type"] = document.media_type
+    if document.data is not None:
+        return {"type": "blob", **media, "content": document.data, "convstore": facts}
+    if document.url is not None:
+        return {"type": "uri", **media, "uri": document.url, "convstore": facts}
+    assert document.file_id is not None  # a document holds exactly one source
+    return {"type": "file", **media, "file_id": document.file_id, "convstore": facts}
 
 
 def _image(image: ImageBlock) -> dict[str, JsonValue]:
