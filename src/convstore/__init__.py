@@ -35,6 +35,9 @@ if TYPE_CHECKING:
         Block as Block,
     )
     from convstore.domain.blocks import (
+        DocumentBlock as DocumentBlock,
+    )
+    from convstore.domain.blocks import (
         ImageBlock as ImageBlock,
     )
     from convstore.domain.blocks import (
@@ -226,6 +229,7 @@ _EXPORTS: dict[str, str] = {
     "ConversationNotFound": "convstore.domain.errors",
     "ConversationRenamed": "convstore.domain.events",
     "ConversationStarted": "convstore.domain.events",
+    "DocumentBlock": "convstore.domain.blocks",
     "ConvstoreError": "convstore.domain.errors",
     "EntriesDeleted": "convstore.domain.events",
     "EntriesRecorded": "convstore.domain.events",
