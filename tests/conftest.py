@@ -149,6 +149,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the other workers.
     """
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        if "postgres_server" in fixtures or item.get_closest_marker("postgres"):
+        if _reaches_postgres(item):
             item.add_marker(pytest.mark.xdist_group("postgres"))
+
+
+def _reaches_postgres(item: pytest.Item) -> bool:
+    """Whether a test uses the server: through the fixtures, the marker, or a backend
+    parameter whose fixture asks for the server only when it is run (``getfixturevalue``)."""
+    if "postgres_server" in getattr(item, "fixturenames", ()):
+        return True
+    if item.get_closest_marker("postgres"):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in callspec.id.lower()
