@@ -7,6 +7,7 @@ written in the same transaction as each insert.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 from uuid import UUID
@@ -42,6 +43,17 @@ def recorded(postgres_url: str) -> tuple[str, UUID]:
     """A PostgreSQL store holding the demo conversation."""
     with open_store(postgres_url) as store:
         conversation = record_demo(store)
+        # Readers see only settled rows: a transaction still running anywhere on the server
+        # (another test's, or the server's own) holds them back for a while; a check that
+        # deletes or edits a row must start from a log the scan reaches whole.
+        written = store.last_event(conversation)
+        assert written is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            seen = [e for _, e in store.notifications(0, 10_000) if e.originator_id == conversation]
+            if seen and seen[-1].originator_version == written.originator_version:
+                break
+            time.sleep(0.1)
     return postgres_url, conversation
 
 
