@@ -53,6 +53,32 @@ class ReasoningBlock(_Block):
     redacted: bool = False
 
 
+def _http_url(value: str | None, what: str, hint: str) -> str | None:
+    """``value`` when it is an ``http``/``https`` address (kept as given, never fetched)."""
+    if value is not None and not value.lower().startswith(("http://", "https://")):
+        msg = f"{what} must be an http:// or https:// address{hint}"
+        raise ValueError(msg)
+    return value
+
+
+def _base64_within(value: str | None, info: ValidationInfo, what: str, limit: str) -> str | None:
+    """``value`` when it is valid base64 of no more bytes than the context's ``limit``."""
+    if value is None:
+        return None
+    most = (info.context or {}).get(limit)
+    size = len(value) // 4 * 3 - value[-2:].count("=")
+    if most is not None and size > most:
+        # Checked on the base64 length, before decoding, so memory stays bounded.
+        msg = f"{what} is {size:,} bytes; the limit is {most:,}"
+        raise ValueError(msg)
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        msg = f"{what} data is not valid base64 ({exc})"
+        raise ValueError(msg) from None
+    return value
+
+
 class ImageBlock(_Block):
     """An image: either the base64 ``data`` it arrived in (checked against its media type), or
     a ``url`` it was given by (an ``http``/``https`` address, kept as given and never fetched).
@@ -66,28 +92,12 @@ class ImageBlock(_Block):
     @field_validator("url")
     @classmethod
     def _url_is_http(cls, value: str | None) -> str | None:
-        if value is not None and not value.lower().startswith(("http://", "https://")):
-            msg = "image url must be an http:// or https:// address (give other images as data)"
-            raise ValueError(msg)
-        return value
+        return _http_url(value, "image url", " (give other images as data)")
 
     @field_validator("data")
     @classmethod
     def _data_is_base64(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None:
-            return None
-        limit = (info.context or {}).get("max_image_bytes")
-        size = len(value) // 4 * 3 - value[-2:].count("=")
-        if limit is not None and size > limit:
-            # Checked on the base64 length, before decoding, so memory stays bounded.
-            msg = f"image is {size:,} bytes; the limit is {limit:,}"
-            raise ValueError(msg)
-        try:
-            base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            msg = f"image data is not valid base64 ({exc})"
-            raise ValueError(msg) from None
-        return value
+        return _base64_within(value, info, "image", "max_image_bytes")
 
     @model_validator(mode="after")
     def _data_matches_media_type(self) -> ImageBlock:
@@ -148,27 +158,12 @@ class DocumentBlock(_Block):
     @field_validator("url")
     @classmethod
     def _url_is_http(cls, value: str | None) -> str | None:
-        if value is not None and not value.lower().startswith(("http://", "https://")):
-            msg = "document url must be an http:// or https:// address"
-            raise ValueError(msg)
-        return value
+        return _http_url(value, "document url", "")
 
     @field_validator("data")
     @classmethod
     def _data_is_base64(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None:
-            return None
-        limit = (info.context or {}).get("max_document_bytes")
-        size = len(value) // 4 * 3 - value[-2:].count("=")
-        if limit is not None and size > limit:
-            msg = f"document is {size:,} bytes; the limit is {limit:,}"
-            raise ValueError(msg)
-        try:
-            base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            msg = f"document data is not valid base64 ({exc})"
-            raise ValueError(msg) from None
-        return value
+        return _base64_within(value, info, "document", "max_document_bytes")
 
     @model_validator(mode="after")
     def _one_source(self) -> DocumentBlock:
