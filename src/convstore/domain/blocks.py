@@ -29,11 +29,35 @@ class _Block(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
+def _annotations_typed(
+    value: list[dict[str, JsonValue]] | None,
+) -> list[dict[str, JsonValue]] | None:
+    """``value`` when every annotation is an object with a non-empty string ``type``."""
+    for position, annotation in enumerate(value or ()):
+        kind = annotation.get("type")
+        if not isinstance(kind, str) or not kind:
+            msg = f"annotation {position} needs a non-empty string type"
+            raise ValueError(msg)
+    return value
+
+
 class TextBlock(_Block):
-    """Plain text, written by any role."""
+    """Plain text, written by any role.
+
+    ``annotations`` are what the provider attached to the text, kept verbatim as it gave them:
+    Anthropic's ``citations`` (``char_location``, ``page_location``,
+    ``web_search_result_location``, …) and OpenAI's ``annotations`` (``url_citation``,
+    ``file_citation``, ``file_path``, …), each an object with a ``type``.
+    """
 
     type: Literal["text"] = "text"
     text: str
+    annotations: list[dict[str, JsonValue]] | None = None
+
+    @field_validator("annotations")
+    @classmethod
+    def _typed(cls, value: list[dict[str, JsonValue]] | None) -> list[dict[str, JsonValue]] | None:
+        return _annotations_typed(value)
 
 
 class ReasoningBlock(_Block):
@@ -198,7 +222,10 @@ class DocumentBlock(_Block):
         return 0
 
 
-ToolResultPart: TypeAlias = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+ToolResultPart: TypeAlias = Annotated[
+    TextBlock | ImageBlock | DocumentBlock, Field(discriminator="type")
+]
+"""What a tool's output may hold besides plain text: text, images and documents."""
 
 
 class ToolUseBlock(_Block):
@@ -229,10 +256,58 @@ class ToolResultBlock(_Block):
     name: Annotated[str, Field(min_length=1)] | None = None
 
 
+class HostedToolUseBlock(_Block):
+    """A tool call the provider ran itself, on its own servers (web search, web fetch, code
+    execution, file search, image generation, a remote MCP server's tool, …), as the model
+    asked for it: its id, the tool's name and its input.
+
+    ``server`` names the MCP server for a call to one. ``provider_data`` is the provider's own
+    item or block exactly as it came (ids, status, anything with no prose form), kept so
+    nothing is lost; replay never sends it.
+    """
+
+    type: Literal["hosted_tool_use"] = "hosted_tool_use"
+    id: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)]
+    input: dict[str, JsonValue] | str
+    server: Annotated[str, Field(min_length=1)] | None = None
+    provider_data: dict[str, JsonValue] | None = None
+
+
+class HostedToolResultBlock(_Block):
+    """What a tool the provider ran returned (or the error it gave) for the hosted call with
+    ``tool_use_id``: its readable ``content`` (search results as text, code output, a
+    generated image, a fetched document), and the provider's own block or item exactly as it
+    came in ``provider_data`` (encrypted page content, file ids, …; replay never sends it).
+
+    ``name`` is optional, resolved like a tool result's from the hosted call recorded earlier.
+    """
+
+    type: Literal["hosted_tool_result"] = "hosted_tool_result"
+    tool_use_id: Annotated[str, Field(min_length=1)]
+    content: str | list[ToolResultPart]
+    is_error: bool = False
+    name: Annotated[str, Field(min_length=1)] | None = None
+    provider_data: dict[str, JsonValue] | None = None
+
+
 Block: TypeAlias = Annotated[
-    TextBlock | ToolUseBlock | ToolResultBlock | ReasoningBlock | ImageBlock | DocumentBlock,
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ReasoningBlock
+    | ImageBlock
+    | DocumentBlock
+    | HostedToolUseBlock
+    | HostedToolResultBlock,
     Field(discriminator="type"),
 ]
+
+AnyToolUse: TypeAlias = ToolUseBlock | HostedToolUseBlock
+"""A call, run by the caller's code or by the provider."""
+
+AnyToolResult: TypeAlias = ToolResultBlock | HostedToolResultBlock
+"""A call's outcome, run by the caller's code or by the provider."""
 
 
 def union_members(union: object) -> tuple[type[Any], ...]:
@@ -258,11 +333,30 @@ def block_images(block: Block) -> list[ImageBlock]:
     match block:
         case ImageBlock():
             return [block]
-        case ToolResultBlock():
+        case ToolResultBlock() | HostedToolResultBlock():
             if isinstance(block.content, str):
                 return []
             return [part for part in block.content if isinstance(part, ImageBlock)]
         case TextBlock() | ReasoningBlock() | ToolUseBlock() | DocumentBlock():
+            return []
+        case HostedToolUseBlock():
+            return []
+        case _:
+            assert_never(block)
+
+
+def block_documents(block: Block) -> list[DocumentBlock]:
+    """Every document a block holds: itself, or the document parts of a tool result's output."""
+    match block:
+        case DocumentBlock():
+            return [block]
+        case ToolResultBlock() | HostedToolResultBlock():
+            if isinstance(block.content, str):
+                return []
+            return [part for part in block.content if isinstance(part, DocumentBlock)]
+        case TextBlock() | ReasoningBlock() | ToolUseBlock() | ImageBlock():
+            return []
+        case HostedToolUseBlock():
             return []
         case _:
             assert_never(block)

@@ -22,6 +22,8 @@ from pydantic import BaseModel, JsonValue
 from convstore.domain.blocks import (
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -110,7 +112,7 @@ class Conversation:
                     self.first_user = event.message_id
             case BlockAppended():
                 self.messages[event.message_id].block_count += 1
-                if isinstance(event.block, ToolUseBlock):
+                if isinstance(event.block, ToolUseBlock | HostedToolUseBlock):
                     self.tool_names[event.block.id] = event.block.name
             case MessageEnded():
                 self.messages[event.message_id].status = "ended"
@@ -231,7 +233,7 @@ class Conversation:
             index=message.block_count,
             version=self.version + 1,
             block=block,
-            pending_tool_ids=set(),
+            pending_tool_ids={},
         )
 
     def end_message(self, message_id: UUID) -> MessageEnded:
@@ -361,7 +363,7 @@ class Conversation:
         """
         started = self.start_message(role)
         events: list[Event] = [started]
-        pending_tool_ids: set[str] = set()
+        pending_tool_ids: dict[str, str] = {}
         for index, block in enumerate(blocks):
             version = started.originator_version + 1 + index
             try:
@@ -520,27 +522,38 @@ class Conversation:
         index: int,
         version: int,
         block: Block,
-        pending_tool_ids: set[str],
+        pending_tool_ids: dict[str, str],
         timestamp: datetime | None = None,
     ) -> BlockAppended:
         tool_name: str | None = None
         match block:
-            case ToolUseBlock():
+            case ToolUseBlock() | HostedToolUseBlock():
                 if role != "assistant":
-                    msg = f"tool_use blocks belong in assistant messages, not {role}"
+                    msg = f"{block.type} blocks belong in assistant messages, not {role}"
                     raise InvalidBlock(msg)
                 if block.id in self.tool_names:
-                    msg = f"tool_use id {block.id!r} is already recorded in this conversation"
+                    msg = f"{block.type} id {block.id!r} is already recorded in this conversation"
                     raise InvalidBlock(msg)
                 if block.id in pending_tool_ids:
-                    msg = f"tool_use id {block.id!r} appears twice in this message"
+                    msg = f"{block.type} id {block.id!r} appears twice in this message"
                     raise InvalidBlock(msg)
-                pending_tool_ids.add(block.id)
+                pending_tool_ids[block.id] = block.name
             case ToolResultBlock():
                 if role != "user":
                     msg = f"tool_result blocks belong in user messages, not {role}"
                     raise InvalidBlock(msg)
                 tool_name = block.name or self.tool_names.get(block.tool_use_id, UNKNOWN_TOOL)
+            case HostedToolResultBlock():
+                # The provider ran the call inside the assistant's turn: its result is part of
+                # that same message, usually right after the call.
+                if role != "assistant":
+                    msg = f"hosted_tool_result blocks belong in assistant messages, not {role}"
+                    raise InvalidBlock(msg)
+                tool_name = (
+                    block.name
+                    or pending_tool_ids.get(block.tool_use_id)
+                    or self.tool_names.get(block.tool_use_id, UNKNOWN_TOOL)
+                )
             case TextBlock() | ReasoningBlock() | ImageBlock() | DocumentBlock():
                 pass
             case _:
@@ -585,7 +598,7 @@ def _fresh_calls(blocks: Sequence[Block], recorded: dict[str, str]) -> list[Bloc
     seen = set(recorded)
     kept: list[Block] = []
     for block in blocks:
-        if isinstance(block, ToolUseBlock):
+        if isinstance(block, ToolUseBlock | HostedToolUseBlock):
             if block.id in seen:
                 continue
             seen.add(block.id)
