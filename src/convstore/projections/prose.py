@@ -11,15 +11,22 @@ import json
 from dataclasses import dataclass
 from typing import TypeAlias, assert_never
 
+from pydantic import JsonValue
+
 from convstore.domain.blocks import (
     PDF,
+    AnyToolResult,
+    AnyToolUse,
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    block_documents,
     block_images,
 )
 from convstore.projections.wording import BLOCK_SEPARATOR as BLOCK_SEPARATOR  # noqa: PLC0414
@@ -115,7 +122,68 @@ def document_native(document: DocumentBlock) -> bool:
     return document.media_type == PDF and (document.data is not None or document.url is not None)
 
 
-def tool_input_json(block: ToolUseBlock) -> str:
+HOSTED = "run by the provider"
+"""What the prose of a hosted call and its result says: the provider ran it, not the caller."""
+
+
+def tool_use_text(block: AnyToolUse) -> str:
+    """A call's prose: ``Tool use: name(input)``; a hosted call says the provider ran it
+    (``Tool use (run by the provider): web_search({…})``, with its MCP server when it has one)."""
+    call = f"{block.name}({tool_input_json(block)})"
+    match block:
+        case ToolUseBlock():
+            return f"Tool use: {call}"
+        case HostedToolUseBlock():
+            server = f", MCP server {block.server}" if block.server else ""
+            return f"Tool use ({HOSTED}{server}): {call}"
+        case _:
+            assert_never(block)
+
+
+def tool_result_head(block: AnyToolResult, tool_name: str | None) -> str:
+    """What a result's prose starts with: ``Result (name): `` or ``Error (name): ``; a hosted
+    call's result says the provider ran it (``Result (web_search, run by the provider): ``)."""
+    label = "Error" if block.is_error else "Result"
+    name = tool_name or block.name or "unknown"
+    match block:
+        case ToolResultBlock():
+            return f"{label} ({name}): "
+        case HostedToolResultBlock():
+            return f"{label} ({name}, {HOSTED}): "
+        case _:
+            assert_never(block)
+
+
+def annotation_source(annotation: dict[str, JsonValue]) -> str | None:
+    """What one annotation on text cites, for people and for prose: ``title (url)``, the url,
+    or the cited document's title or file name; ``None`` when it names no source (a
+    ``file_path`` link, or a citation of a document given without a title)."""
+    strings = {key: value for key, value in annotation.items() if isinstance(value, str) and value}
+    title = strings.get("title") or strings.get("document_title")
+    url = strings.get("url")
+    if url is not None:
+        return f"{title} ({url})" if title else url
+    return title or strings.get("filename") or strings.get("source")
+
+
+def sources_line(annotations: list[dict[str, JsonValue]] | None) -> str | None:
+    """The line replay adds after a text whose annotations cite sources:
+    ``[Sources: A (https://a); B]``, each source once, in the order first cited; ``None``
+    when none names one."""
+    found = dict.fromkeys(
+        source for source in map(annotation_source, annotations or ()) if source is not None
+    )
+    return f"[Sources: {'; '.join(found)}]" if found else None
+
+
+def text_prose(block: TextBlock) -> str:
+    """A text block's prose: the text, then the sources its annotations cite, on a line of
+    their own (what the provider attached to the text is kept in the record either way)."""
+    line = sources_line(block.annotations)
+    return block.text if line is None else f"{block.text}{PART_SEPARATOR}{line}"
+
+
+def tool_input_json(block: AnyToolUse) -> str:
     """A tool call's input as compact JSON, keys in the order they were recorded; raw
     arguments that were not a JSON object are shown exactly as the model emitted them."""
     if isinstance(block.input, str):
@@ -123,31 +191,36 @@ def tool_input_json(block: ToolUseBlock) -> str:
     return json.dumps(block.input, separators=(",", ":"), ensure_ascii=False)
 
 
-def _part_text(part: TextBlock | ImageBlock) -> str | None:
+def _part_text(part: TextBlock | ImageBlock | DocumentBlock) -> str | None:
     match part:
         case TextBlock():
             return part.text
         case ImageBlock():
             return None
+        case DocumentBlock():
+            return part.text
         case _:
             assert_never(part)
 
 
-def tool_output_text(block: ToolResultBlock) -> str:
-    """The text parts of a tool result's output, joined by newlines (images left out)."""
+def tool_output_text(block: AnyToolResult) -> str:
+    """The text parts of a tool result's output (a text document's text included), joined by
+    newlines; images and other documents left out."""
     if isinstance(block.content, str):
         return block.content
     texts = (_part_text(part) for part in block.content)
     return PART_SEPARATOR.join(text for text in texts if text is not None)
 
 
-def tool_output_size(block: ToolResultBlock) -> int:
-    """Bytes of a tool result's output: its text as UTF-8 plus its decoded images."""
+def tool_output_size(block: AnyToolResult) -> int:
+    """Bytes of a tool result's output: its text as UTF-8 plus its decoded images and
+    binary documents."""
     size = len(tool_output_text(block).encode("utf-8", "surrogatepass"))
-    return size + sum(image.byte_size for image in block_images(block))
+    binary = sum(document.byte_size for document in block_documents(block) if document.text is None)
+    return size + sum(image.byte_size for image in block_images(block)) + binary
 
 
-def cleared_marker(block: ToolResultBlock) -> str:
+def cleared_marker(block: AnyToolResult) -> str:
     """What stands in for a tool result's output that microcompact cleared."""
     return f"[Output cleared to save context: {tool_output_size(block):,} bytes]"
 
@@ -169,24 +242,19 @@ def block_segments(
     """
     match block:
         case TextBlock():
-            return [Text(block.text)]
+            return [Text(text_prose(block))]
         case ReasoningBlock():
             return [Text(f"[Reasoning]: {reasoning_text(block)}")]
-        case ToolUseBlock():
-            return [Text(f"Tool use: {block.name}({tool_input_json(block)})")]
-        case ToolResultBlock():
-            label = "Error" if block.is_error else "Result"
-            head = f"{label} ({tool_name or block.name or 'unknown'}): "
+        case ToolUseBlock() | HostedToolUseBlock():
+            return [Text(tool_use_text(block))]
+        case ToolResultBlock() | HostedToolResultBlock():
+            head = tool_result_head(block, tool_name)
             if cleared:
                 return [Text(head + cleared_marker(block))]
             if isinstance(block.content, str):
                 return [Text(head + block.content)]
             parts: list[Segment] = [Text(head)]
-            for part in block.content:
-                segment = (
-                    Text(part.text) if isinstance(part, TextBlock) else _image(part, hidden_because)
-                )
-                parts.append(segment)
+            parts.extend(_part_segment(part, hidden_because) for part in block.content)
             return merge_text(parts, PART_SEPARATOR, first_joins_bare=True)
         case ImageBlock():
             return [_image(block, hidden_because)]
@@ -194,6 +262,21 @@ def block_segments(
             return [Text(_document_prose(block))]
         case _:
             assert_never(block)
+
+
+def _part_segment(
+    part: TextBlock | ImageBlock | DocumentBlock, hidden_because: str | None
+) -> Segment:
+    """One part of a tool's output as a segment (a document always as text here)."""
+    match part:
+        case TextBlock():
+            return Text(text_prose(part))
+        case ImageBlock():
+            return _image(part, hidden_because)
+        case DocumentBlock():
+            return Text(_document_prose(part))
+        case _:
+            assert_never(part)
 
 
 def _document_prose(block: DocumentBlock) -> str:
