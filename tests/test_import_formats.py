@@ -605,6 +605,7 @@ def test_ambiguous_input_is_refused_by_the_command_in_one_line(tmp_path: Path) -
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert "more than one format (openai-chat, anthropic, responses)" in line
+    assert line.endswith("choose one with --format")  # no Python-API words on the command line
     assert not db.exists()
 
 

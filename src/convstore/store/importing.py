@@ -227,7 +227,7 @@ def detect_format(text: str) -> ImportFormat:
     if readers:
         msg = (
             f"the input reads as more than one format ({', '.join(readers)}); "
-            "choose one with --format (the format argument of read_histories)"
+            "choose one with --format"
         )
     else:
         msg = (
