@@ -30,11 +30,14 @@ from convstore import (
     replay,
 )
 from convstore.app.projector import catch_up, open_audit, rebuild
+from convstore.domain.blocks import block_json
 from convstore.domain.events import BlockAppended, Event
 from convstore.engine.tokenizer import ENCODING, count_tokens
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
+from tests import hosted
 from tests.replay_oracle import measure, plan
+from tests.replay_oracle import replay as oracle_replay
 
 TEXT = {"type": "text", "text": "hello"}
 
@@ -345,6 +348,39 @@ class StoreContract(ABC):
                 assert store.replay(conv, shape=shape, vision=vision) == replay(
                     events, shape=shape, vision=vision
                 )
+
+    def test_a_hosted_round_replays_and_round_trips_exactly(self, store: Store, conv: UUID) -> None:
+        """Calls the provider ran, their results (the provider's payload kept aside), a cited
+        text and a PDF in a tool result: replayed as the oracle does in both shapes, vision on
+        and off, from this store and from another reading the stored model; and the events
+        give back every block as it was recorded, provider_data and annotations key for key."""
+        for role, blocks in hosted.ROUND:
+            store.append_message(conv, role, blocks)
+        events = store.events(conv)
+        other = self.open_store()
+        try:
+            for shape in ("openai", "anthropic"):
+                for vision in (False, True):
+                    expected = oracle_replay(events, shape=shape, vision=vision)
+                    assert store.replay(conv, shape=shape, vision=vision) == expected
+                    assert other.replay(conv, shape=shape, vision=vision) == expected
+                    content = expected["messages"][1]["content"]
+                    text = content if shape == "openai" else content[0]["text"]
+                    assert text == hosted.ASSISTANT_TEXT
+                    result = json.dumps(expected["messages"][2])
+                    assert ('"document"' in result or '"file"' in result) == vision
+        finally:
+            other.close()
+        recorded = [block for _, blocks in hosted.ROUND for block in blocks]
+        stored = [e.block for e in events if isinstance(e, BlockAppended)]
+        assert [block_json(b) for b in stored] == [block_json(b) for b in recorded]
+        raw = [json.loads(line) for line in store.raw_events(conv)]
+        raw_blocks = [e["block"] for e in raw if e["type"] == "block_appended"]
+        search_result = raw_blocks[3]
+        assert search_result["provider_data"] == hosted.SEARCH_RESULT
+        assert json.dumps(search_result["provider_data"]) == json.dumps(hosted.SEARCH_RESULT)
+        cited = raw_blocks[7]
+        assert json.dumps(cited["annotations"]) == json.dumps(hosted.CITATIONS)
 
     def test_unknown_shape_is_invalid_input(self, store: Store, conv: UUID) -> None:
         """Replay names the shapes it knows when given another."""

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 from uuid import UUID
 
 import pytest
@@ -23,6 +23,8 @@ from convstore.app.demo import tiny_png
 from convstore.domain.blocks import (
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -350,9 +352,15 @@ def test_otel_has_one_message_per_stored_message_and_every_block(events: list[Ev
                     sources = {"data": "blob", "url": "uri", "file_id": "file", "text": "text"}
                     given = block.block.model_dump(exclude_none=True)
                     assert part["type"] in {v for k, v in sources.items() if k in given}
-                case _:
+                case ToolUseBlock():
                     assert part["id"] == block.block.id
                     assert part["arguments"] == block.block.input
+                case HostedToolUseBlock():
+                    assert part["id"] == block.block.id
+                case HostedToolResultBlock():
+                    assert part["id"] == block.block.tool_use_id
+                case _:
+                    assert_never(block.block)
             assert part["type"] == kinds.get(block.block.type, part["type"])
 
 
