@@ -119,7 +119,7 @@ def test_lines_of_one_message_merge_and_an_interruption_marks_it() -> None:
             _line(
                 type="assistant",
                 uuid="a3",
-                message={"id": "m2", "content": [{"type": "server_tool_use", "id": "s"}]},
+                message={"id": "m2", "content": [{"type": "compaction", "content": "s"}]},
             ),
             _line(type="assistant", uuid="a4", message={"id": "m3", "content": "Let me"}),
             _line(
@@ -139,7 +139,7 @@ def test_lines_of_one_message_merge_and_an_interruption_marks_it() -> None:
         ("assistant", 1, "interrupted"),
     ]
     assert history.messages[3].blocks == (TextBlock(text="Let me"),)
-    assert [(s.line, "server_tool_use" in s.reason) for s in history.skipped] == [
+    assert [(s.line, "'compaction'" in s.reason) for s in history.skipped] == [
         (6, True),
         (9, False),
     ]

@@ -158,7 +158,8 @@ def test_the_live_request_sends_streamed_thinking_back_signed(tmp_path: Path) ->
 
 
 def test_an_unknown_stream_block_is_refused_and_writes_nothing(tmp_path: Path) -> None:
-    """A server_tool_use block in a stream is refused by name and index; nothing lands."""
+    """A block type the recorder does not know (a beta compaction block) in a stream is refused
+    by name and index; nothing lands."""
     with convstore.open_store(tmp_path / "s.db") as store:
         conv = store.new_conversation()
         recorder = MessageStreamRecorder(store, conv)
@@ -167,17 +168,12 @@ def test_an_unknown_stream_block_is_refused_and_writes_nothing(tmp_path: Path) -
         bad = {
             "type": "content_block_start",
             "index": 0,
-            "content_block": {
-                "type": "server_tool_use",
-                "id": "s1",
-                "name": "web_search",
-                "input": {},
-            },
+            "content_block": {"type": "compaction", "content": None},
         }
         with pytest.raises(
             convstore.InvalidInput,
             match="stream event 1, content block 0: unsupported Anthropic content block "
-            "type 'server_tool_use'",
+            "type 'compaction'",
         ):
             recorder.record(bad)
         with pytest.raises(
@@ -247,13 +243,13 @@ def test_a_response_message_with_an_unknown_block_records_nothing(tmp_path: Path
         "role": "assistant",
         "content": [
             {"type": "text", "text": "Searching."},
-            {"type": "web_search_tool_result", "tool_use_id": "s1", "content": []},
+            {"type": "memory_tool_result", "tool_use_id": "s1", "content": []},
         ],
     }
     with convstore.open_store(tmp_path / "s.db") as store:
         conv = store.new_conversation()
         with pytest.raises(
-            convstore.InvalidInput, match=r"response, block 1: .*'web_search_tool_result'"
+            convstore.InvalidInput, match=r"response, block 1: .*'memory_tool_result'"
         ):
             record_message(store, conv, response)
         assert len(store.events(conv)) == 1
