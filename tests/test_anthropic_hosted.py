@@ -10,8 +10,10 @@ from typing import Any, Literal, get_args, get_origin
 import pytest
 from anthropic.types import ContentBlock, ContentBlockParam
 from anthropic.types.beta import BetaContentBlock, BetaContentBlockParam, BetaMessage
+from click.testing import CliRunner
 
 import convstore
+from convstore.cli import cli
 from convstore.convert.anthropic import block_from_anthropic, history_from_messages
 from convstore.convert.anthropic_hosted import SERVER_RESULT_TYPES
 from convstore.domain.blocks import (
@@ -24,7 +26,7 @@ from convstore.domain.blocks import (
 from convstore.domain.events import BlockAppended
 from convstore.recording.anthropic import record_message
 from tests import anthropic_blocks as fx
-from tests.sdk import request_problems
+from tests.sdk import rejections, request_body, request_problems
 
 BETA_ONLY = {"advice", "advice_redacted", "mcp_use", "mcp_result", "mcp_error"}
 
@@ -250,3 +252,71 @@ def test_an_unknown_shape_is_refused_in_one_line_and_nothing_is_written(
             record_message(store, conv, _response([fx.SEARCH, block]))
         assert "\n" not in str(caught.value)
         assert len(store.events(conv)) == before
+
+
+def _search_round() -> dict[str, Any]:
+    """A request body holding a whole web-search round: the question, then the assistant's
+    search, its results and the cited answer, then a tool call of the caller's own."""
+    own_call = {"type": "tool_use", "id": "toolu_01", "name": "save", "input": {"note": "es"}}
+    return {
+        "model": "claude-sonnet-4-5",
+        "system": "Cite sources.",
+        "messages": [
+            {"role": "user", "content": "What is event sourcing?"},
+            {"role": "assistant", "content": [fx.SEARCH, fx.SEARCH_RESULTS, fx.CITED, own_call]},
+        ],
+    }
+
+
+def test_the_import_command_records_a_web_search_round_that_replays_as_prose(
+    tmp_path: Path,
+) -> None:
+    """``convstore import --format anthropic`` takes a body with a web-search round (exit 0)
+    and ``convstore replay`` shows the search and its results as run by the provider, with
+    the answer's sources; both SDKs accept the replayed request."""
+    body = tmp_path / "round.json"
+    body.write_text(json.dumps(_search_round()), encoding="utf-8")
+    db = tmp_path / "s.db"
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["--db", str(db), "import", "--format", "anthropic", str(body)])
+    assert imported.exit_code == 0, imported.stderr
+    with convstore.open_store(db) as store:
+        [conversation] = store.conversations()
+    shown = runner.invoke(cli, ["--db", str(db), "replay", str(conversation.id)])
+    assert shown.exit_code == 0, shown.stderr
+    assistant = json.loads(shown.stdout)["messages"][-1]["content"]
+    assert 'Tool use (run by the provider): web_search({"query":"convstore event sourcing"})' in (
+        assistant
+    )
+    assert (
+        "Result (web_search, run by the provider): Event Sourcing (https://example.com/es), "
+        "page age: April 30, 2025\nStores (https://example.com/stores)"
+    ) in assistant
+    [sources] = [line for line in assistant.splitlines() if line.startswith("[Sources: ")]
+    assert "Event Sourcing (https://example.com/es)" in sources
+    assert fx.ENCRYPTED not in shown.stdout
+    with convstore.open_store(db) as store:
+        for shape in ("openai", "anthropic"):
+            replayed = store.replay(conversation.id, shape=shape)
+            assert rejections(shape, request_body(shape, replayed)) == []
+
+
+def test_a_live_round_sends_hosted_blocks_as_prose_never_as_server_blocks(
+    tmp_path: Path,
+) -> None:
+    """The live request for the caller's own tool call carries the provider's search as text:
+    no server_tool_use or web_search_tool_result goes back, and the SDK accepts the request."""
+    with convstore.open_store(tmp_path / "s.db") as store:
+        report = store.import_histories([history_from_messages(_search_round())])
+        conv = report.conversations[0].id
+        turn = store.messages(conv)[-1].message_id
+        result = {"type": "tool_result", "tool_use_id": "toolu_01", "content": "saved"}
+        store.append_message(conv, "user", [result])
+        live = store.live_request(conv, turn, shape="anthropic")
+    sent = json.dumps(live)
+    assert "server_tool_use" not in sent
+    assert "web_search_tool_result" not in sent
+    assert fx.ENCRYPTED not in sent
+    kinds = [part["type"] for part in live["messages"][-2]["content"]]
+    assert kinds == ["text", "text", "text", "tool_use"]
+    assert rejections("anthropic", request_body("anthropic", live)) == []
