@@ -134,12 +134,19 @@ def test_a_request_body_with_system_blocks_images_and_errors() -> None:
             [
                 {
                     "role": "assistant",
-                    "content": [
-                        {"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}}
-                    ],
+                    "content": [{"type": "mcp_tool_listing", "mcp_server_name": "s", "tools": []}],
                 }
             ],
-            "message 0, block 0: unsupported Anthropic content block type 'server_tool_use'",
+            "message 0, block 0: unsupported Anthropic content block type 'mcp_tool_listing'",
+        ),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "memory_tool_result", "tool_use_id": "s", "content": {}}],
+                }
+            ],
+            "message 0, block 0: unsupported Anthropic content block type 'memory_tool_result'",
         ),
         (
             {
@@ -163,12 +170,12 @@ def test_a_request_body_with_system_blocks_images_and_errors() -> None:
                         {
                             "type": "tool_result",
                             "tool_use_id": "t",
-                            "content": [{"type": "search_result"}],
+                            "content": [{"type": "browser_state", "tabs": []}],
                         }
                     ],
                 }
             ],
-            "message 0, block 0, part 0: unsupported tool_result content type 'search_result'",
+            "message 0, block 0, part 0: unsupported tool_result content type 'browser_state'",
         ),
         ([{"role": "system", "content": "x"}], "message 0: role must be 'user' or 'assistant'"),
         ({"model": "m"}, "expected a Messages request body"),

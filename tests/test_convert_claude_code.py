@@ -12,7 +12,15 @@ import pytest
 
 import convstore
 from convstore.convert.claude_code import histories_from_transcript
-from convstore.domain.blocks import ImageBlock, ReasoningBlock, TextBlock, ToolResultBlock
+from convstore.domain.blocks import (
+    HostedToolResultBlock,
+    HostedToolUseBlock,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+)
+from tests import anthropic_blocks as fx
 from tests.histories import prose_tool_blocks, record_history, source_tool_blocks
 from tests.sdk import rejections, request_body
 
@@ -119,7 +127,7 @@ def test_lines_of_one_message_merge_and_an_interruption_marks_it() -> None:
             _line(
                 type="assistant",
                 uuid="a3",
-                message={"id": "m2", "content": [{"type": "server_tool_use", "id": "s"}]},
+                message={"id": "m2", "content": [{"type": "compaction", "content": "s"}]},
             ),
             _line(type="assistant", uuid="a4", message={"id": "m3", "content": "Let me"}),
             _line(
@@ -139,7 +147,7 @@ def test_lines_of_one_message_merge_and_an_interruption_marks_it() -> None:
         ("assistant", 1, "interrupted"),
     ]
     assert history.messages[3].blocks == (TextBlock(text="Let me"),)
-    assert [(s.line, "server_tool_use" in s.reason) for s in history.skipped] == [
+    assert [(s.line, "'compaction'" in s.reason) for s in history.skipped] == [
         (6, True),
         (9, False),
     ]
@@ -205,3 +213,32 @@ def test_a_line_nested_too_deeply_to_read_is_skipped_and_reported(tmp_path: Path
         replayed = json.dumps(store.replay(conv.id)["messages"])
         assert "before" in replayed
         assert "after" in replayed
+
+
+def test_hosted_blocks_in_lines_join_their_message_and_keep_the_id_rule() -> None:
+    """A web search's call and results (lines sharing message.id) and cited text join one
+    assistant message as hosted blocks and annotated text; a later line repeating the hosted
+    call's id is left out and reported."""
+    text = "\n".join(
+        [
+            _line(type="user", uuid="u1", message={"role": "user", "content": "search"}),
+            _line(type="assistant", uuid="a1", message={"id": "m1", "content": [fx.SEARCH]}),
+            _line(
+                type="assistant", uuid="a2", message={"id": "m1", "content": [fx.SEARCH_RESULTS]}
+            ),
+            _line(type="assistant", uuid="a3", message={"id": "m1", "content": [fx.CITED]}),
+            _line(type="assistant", uuid="a4", message={"id": "m2", "content": [fx.SEARCH]}),
+        ]
+    )
+    [history] = histories_from_transcript(text)
+    assert [m.role for m in history.messages] == ["user", "assistant"]
+    call, results, cited = history.messages[1].blocks
+    assert isinstance(call, HostedToolUseBlock)
+    assert call.name == "web_search"
+    assert isinstance(results, HostedToolResultBlock)
+    assert results.provider_data == fx.SEARCH_RESULTS
+    assert isinstance(cited, TextBlock)
+    assert cited.annotations == fx.CITED["citations"]
+    assert [(s.line, s.reason) for s in history.skipped] == [
+        (5, "hosted_tool_use id 'srvtoolu_01' was already taken; block left out")
+    ]

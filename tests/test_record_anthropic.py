@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 from anthropic.types import RawMessageStreamEvent
+from anthropic.types.beta import BetaRawMessageStreamEvent
 from pydantic import TypeAdapter
 
 import convstore
-from convstore.domain.blocks import ReasoningBlock, TextBlock, ToolUseBlock
+from convstore.convert.anthropic import history_from_messages
+from convstore.domain.blocks import HostedToolResultBlock, ReasoningBlock, TextBlock, ToolUseBlock
 from convstore.recording.anthropic import (
     AsyncMessageStreamRecorder,
     MessageStreamRecorder,
@@ -20,6 +22,7 @@ from convstore.recording.anthropic import (
     record_message,
     record_messages,
 )
+from tests import anthropic_blocks as fx
 
 EVENTS: TypeAdapter[RawMessageStreamEvent] = TypeAdapter(RawMessageStreamEvent)
 
@@ -158,7 +161,8 @@ def test_the_live_request_sends_streamed_thinking_back_signed(tmp_path: Path) ->
 
 
 def test_an_unknown_stream_block_is_refused_and_writes_nothing(tmp_path: Path) -> None:
-    """A server_tool_use block in a stream is refused by name and index; nothing lands."""
+    """A block type the recorder does not know (a beta compaction block) in a stream is refused
+    by name and index; nothing lands."""
     with convstore.open_store(tmp_path / "s.db") as store:
         conv = store.new_conversation()
         recorder = MessageStreamRecorder(store, conv)
@@ -167,17 +171,12 @@ def test_an_unknown_stream_block_is_refused_and_writes_nothing(tmp_path: Path) -
         bad = {
             "type": "content_block_start",
             "index": 0,
-            "content_block": {
-                "type": "server_tool_use",
-                "id": "s1",
-                "name": "web_search",
-                "input": {},
-            },
+            "content_block": {"type": "compaction", "content": None},
         }
         with pytest.raises(
             convstore.InvalidInput,
             match="stream event 1, content block 0: unsupported Anthropic content block "
-            "type 'server_tool_use'",
+            "type 'compaction'",
         ):
             recorder.record(bad)
         with pytest.raises(
@@ -247,13 +246,109 @@ def test_a_response_message_with_an_unknown_block_records_nothing(tmp_path: Path
         "role": "assistant",
         "content": [
             {"type": "text", "text": "Searching."},
-            {"type": "web_search_tool_result", "tool_use_id": "s1", "content": []},
+            {"type": "memory_tool_result", "tool_use_id": "s1", "content": []},
         ],
     }
     with convstore.open_store(tmp_path / "s.db") as store:
         conv = store.new_conversation()
         with pytest.raises(
-            convstore.InvalidInput, match=r"response, block 1: .*'web_search_tool_result'"
+            convstore.InvalidInput, match=r"response, block 1: .*'memory_tool_result'"
         ):
             record_message(store, conv, response)
         assert len(store.events(conv)) == 1
+
+
+BETA_EVENTS: TypeAdapter[BetaRawMessageStreamEvent] = TypeAdapter(BetaRawMessageStreamEvent)
+
+
+def _hosted_stream() -> list[BetaRawMessageStreamEvent]:
+    """A real-shaped beta stream: text whose citations arrive as citations_delta, a web search
+    whose query streams in pieces and whose results arrive whole, then an MCP round."""
+    start: dict[str, Any] = {
+        "id": "msg_2",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 0},
+    }
+    search = {**fx.SEARCH, "input": {}}
+    mcp = {**fx.MCP_USE, "input": {}}
+    raw: list[dict[str, Any]] = [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": search},
+        *_json_pieces(0, '{"query": "convstore ', 'event sourcing"}'),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": fx.SEARCH_RESULTS},
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {"type": "text", "text": "", "citations": None},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "text_delta", "text": fx.CITED["text"]},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "citations_delta", "citation": fx.WEB},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "citations_delta", "citation": fx.CHAR},
+        },
+        {"type": "content_block_stop", "index": 2},
+        {"type": "content_block_start", "index": 3, "content_block": mcp},
+        *_json_pieces(3, '{"text": ', '"ping"}'),
+        {"type": "content_block_stop", "index": 3},
+        {"type": "content_block_start", "index": 4, "content_block": fx.MCP_RESULT},
+        {"type": "content_block_stop", "index": 4},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 9},
+        },
+        {"type": "message_stop"},
+    ]
+    return [BETA_EVENTS.validate_python(event) for event in raw]
+
+
+def _json_pieces(index: int, *pieces: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "input_json_delta", "partial_json": piece},
+        }
+        for piece in pieces
+    ]
+
+
+def test_a_stream_records_hosted_calls_results_and_citations(tmp_path: Path) -> None:
+    """Server tool calls, their results, MCP blocks and citation deltas in a live stream land
+    as the blocks the same content gives in a whole response (provider_data included)."""
+    whole = {**fx.CITED, "citations": [fx.WEB, fx.CHAR]}
+    response = {
+        "type": "message",
+        "role": "assistant",
+        "content": [fx.SEARCH, fx.SEARCH_RESULTS, whole, fx.MCP_USE, fx.MCP_RESULT],
+    }
+    expected = list(history_from_messages(response).messages[0].blocks)
+    with convstore.open_store(tmp_path / "s.db") as store:
+        conv = store.new_conversation()
+        MessageStreamRecorder(store, conv).record_all(_hosted_stream())
+        [turn] = store.messages(conv)
+        assert [b.block for b in turn.blocks] == expected
+        assert turn.status == "ended"
+    [_, results, text, *_] = expected
+    assert isinstance(results, HostedToolResultBlock)
+    assert results.provider_data == fx.SEARCH_RESULTS
+    assert isinstance(text, TextBlock)
+    citations: list[Any] = [fx.WEB, fx.CHAR]
+    assert text.annotations == citations

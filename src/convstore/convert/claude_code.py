@@ -16,12 +16,15 @@ own. The rules, in the order they apply to a line:
   boundary). Other ``system`` lines count as ``system/<subtype>``; every other type
   (``summary``, ``file-history-snapshot``, ``progress``, ``queue-operation`` …) counts under
   its own name. A ``summary`` or ``custom-title`` line also gives the main history its title;
-- blocks are converted as Anthropic blocks (:mod:`convstore.convert.anthropic`): text,
-  ``thinking`` with its signature, ``redacted_thinking``, ``tool_use``, ``tool_result`` with
-  ``is_error`` and text / image parts, images. A block of any other type, or one that does
-  not check (an image whose bytes are not its declared type), is left out and reported; an
-  image inside a tool result is replaced by a text marker, so the result itself is kept. A
-  ``tool_use`` whose id was already taken is left out and reported;
+- blocks are converted as Anthropic blocks (:mod:`convstore.convert.anthropic`): text (its
+  citations kept), ``thinking`` with its signature, ``redacted_thinking``, ``tool_use``,
+  ``tool_result`` with ``is_error`` and text / image / document parts, images, documents,
+  and the provider's own tools (``server_tool_use``, the server ``*_tool_result`` blocks,
+  ``mcp_tool_use`` / ``mcp_tool_result``) as hosted blocks. A block of any other type, or one
+  that does not check (an image whose bytes are not its declared type), is left out and
+  reported; an image inside a tool result is replaced by a text marker, so the result itself
+  is kept. A call (``tool_use`` or hosted) whose id was already taken is left out and
+  reported;
 - consecutive assistant lines with the same ``message.id`` form one message; consecutive
   user lines holding only tool results form one message;
 - a user line that is only ``[Request interrupted by user…]`` marks the assistant message
@@ -53,7 +56,13 @@ from typing import Any
 from convstore.convert.anthropic import block_from_anthropic
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
 from convstore.convert.source_meta import anthropic_meta, source_time
-from convstore.domain.blocks import Block, TextBlock, ToolResultBlock, ToolUseBlock
+from convstore.domain.blocks import (
+    Block,
+    HostedToolUseBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from convstore.domain.errors import InvalidInput
 from convstore.domain.events import MessageMeta, Role
 
@@ -373,9 +382,9 @@ def _add(thread: _Thread, line: LineMessage, number: int) -> None:
     history = thread.history
     blocks: list[Block] = []
     for block in line.blocks:
-        if isinstance(block, ToolUseBlock):
+        if isinstance(block, ToolUseBlock | HostedToolUseBlock):
             if block.id in thread.tool_ids:
-                reason = f"tool_use id {block.id!r} was already taken; block left out"
+                reason = f"{block.type} id {block.id!r} was already taken; block left out"
                 history.skipped.append(Skipped(reason, number))
                 continue
             thread.tool_ids.add(block.id)

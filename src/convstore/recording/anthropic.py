@@ -26,8 +26,9 @@ from convstore.convert.anthropic import (
     block_from_anthropic,
     history_from_messages,
     message_from_response,
-    plain,
 )
+from convstore.convert.anthropic_hosted import SERVER_RESULT_TYPES
+from convstore.convert.anthropic_parts import plain
 from convstore.convert.parts import arguments_text
 from convstore.domain.blocks import Block
 from convstore.domain.errors import InvalidInput
@@ -36,8 +37,20 @@ from convstore.store.aio import AsyncStore, as_async
 if TYPE_CHECKING:
     from convstore.store import Store
 
-STREAM_BLOCK_TYPES: tuple[str, ...] = ("text", "thinking", "redacted_thinking", "tool_use")
-"""Content block types a response stream may open."""
+CALL_TYPES: tuple[str, ...] = ("tool_use", "server_tool_use", "mcp_tool_use")
+"""Blocks whose input may stream in as ``input_json_delta`` pieces."""
+
+STREAM_BLOCK_TYPES: tuple[str, ...] = (
+    "text",
+    "thinking",
+    "redacted_thinking",
+    *CALL_TYPES,
+    "mcp_tool_result",
+    "container_upload",
+    *SERVER_RESULT_TYPES,
+)
+"""Content block types a response stream may open (results and uploads arrive whole in
+their ``content_block_start``)."""
 
 DELTA_TYPES: tuple[str, ...] = (
     "text_delta",
@@ -46,7 +59,8 @@ DELTA_TYPES: tuple[str, ...] = (
     "signature_delta",
     "citations_delta",
 )
-"""Delta types the stream recorder applies (citations are dropped, as in responses)."""
+"""Delta types the stream recorder applies (each citation is added to its text's
+``citations``, kept as the text's annotations)."""
 
 HELPER_EVENT_TYPES: frozenset[str] = frozenset(
     {"text", "input_json", "citation", "thinking", "signature"}
@@ -182,7 +196,8 @@ class MessageStreamAssembler:
                 previous = block.data.get("signature") or ""
                 block.data["signature"] = previous + str(delta.get("signature", ""))
             case "citations_delta":
-                pass
+                citations = block.data.get("citations") or []
+                block.data["citations"] = [*citations, plain(delta.get("citation"))]
             case _:
                 msg = (
                     f"{where}, content block {index}: unsupported delta type {kind!r} "
@@ -203,7 +218,7 @@ class MessageStreamAssembler:
                 final["text"] = str(final.get("text") or "") + streamed
             case "thinking":
                 final["thinking"] = str(final.get("thinking") or "") + streamed
-            case "tool_use" if block.parts:
+            case str() as kind if kind in CALL_TYPES and block.parts:
                 final["input"] = arguments_text(streamed)
             case _:
                 pass
