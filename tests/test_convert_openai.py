@@ -492,13 +492,13 @@ def test_function_call_output_with_parts_and_images(store: convstore.Store) -> N
     ("item", "named"),
     [
         (
-            {"type": "file_search_call", "id": "f", "queries": [], "status": "completed"},
-            "item 2: item type 'file_search_call'",
+            {"type": "compaction", "id": "cmp", "encrypted_content": "gAAA"},
+            "item 2: item type 'compaction'",
         ),
         ({"type": "item_reference", "id": "msg_1"}, "item 2: item type 'item_reference'"),
         (
-            {"type": "web_search_call", "id": "w", "status": "completed"},
-            "item 2: item type 'web_search_call'",
+            {"type": "shell_call", "id": "s", "call_id": "c", "action": {}, "env": {}},
+            "item 2 (shell_call): key 'env' is not part of this format",
         ),
         (
             {"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]},
