@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai.types.responses import ResponseInputItemParam, ResponseOutputItem
+from openai.types.responses import ResponseInputItemParam, ResponseOutputItem, ResponseStreamEvent
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
 import convstore
@@ -31,11 +31,12 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from convstore.recording.openai import record_responses_items
+from convstore.recording.openai import ResponseStreamRecorder, record_responses_items
 from tests import responses_items as items
 from tests.sdk import request_problems
 
 OUTPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(ResponseOutputItem)
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 
 
 def _literal(annotation: object) -> str:
@@ -281,3 +282,58 @@ def test_a_recorded_history_of_every_item_reads_back_whole(tmp_path: Path) -> No
     for message, want in zip(stored, expected, strict=True):
         got = tuple(b.block for b in message.blocks)
         assert [b.model_dump_json() for b in got] == [b.model_dump_json() for b in want.blocks]
+
+
+def _done(item: dict[str, Any], index: int) -> dict[str, Any]:
+    event = {"type": "response.output_item.done", "item": item, "output_index": index}
+    return {**event, "sequence_number": index}
+
+
+def test_a_stream_records_hosted_items_and_annotated_text_as_they_finish(tmp_path: Path) -> None:
+    """A Responses stream (events checked against the SDK's event types) records each done
+    item as the blocks its item converts to, in one assistant message; a stream broken off
+    mid-text keeps the text so far with its annotations."""
+    citation: dict[str, JsonValue] = {
+        "type": "url_citation",
+        "start_index": 0,
+        "end_index": 3,
+        "title": "A",
+        "url": "https://a.example/one",
+    }
+    message = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Yes.", "annotations": [citation]}],
+    }
+    events = [
+        {"type": "response.in_progress", "sequence_number": 0},
+        _done(items.WEB_SEARCH, 1),
+        _done(message, 2),
+    ]
+    for event in events[1:]:
+        EVENT_ADAPTER.validate_python(event)
+    with convstore.open_store(tmp_path / "s.db") as store:
+        conv = store.new_conversation()
+        with ResponseStreamRecorder(store, conv) as recorder:
+            for event in events:
+                recorder.feed(event)
+        (stored,) = store.messages(conv)
+        assert stored.status == "ended"
+        blocks = tuple(b.block for b in stored.blocks)
+        assert blocks == (*item_blocks(items.WEB_SEARCH)[1], *item_blocks(message)[1])
+        broken = [
+            {"type": "response.output_text.delta", "delta": "Par", "item_id": "m"},
+            {"type": "response.output_text.annotation.added", "annotation": citation},
+            {"type": "response.output_text.delta", "delta": "is", "item_id": "m"},
+        ]
+        cut = ResponseStreamRecorder(store, conv)
+        for step in broken:
+            cut.feed(step)
+        cut.interrupt("connection reset")
+        last = store.messages(conv)[-1]
+        assert last.status == "interrupted"
+        assert [b.block for b in last.blocks] == [TextBlock(text="Paris", annotations=[citation])]
+        with pytest.raises(convstore.InvalidInput, match="not a Responses stream event"):
+            ResponseStreamRecorder(store, conv).feed({"type": "message_start"})
