@@ -33,7 +33,7 @@ from convstore.domain.blocks import (
 )
 from convstore.recording.openai import ResponseStreamRecorder, record_responses_items
 from tests import responses_items as items
-from tests.sdk import request_problems
+from tests.sdk import rejections, request_body, request_problems
 
 OUTPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(ResponseOutputItem)
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
@@ -337,3 +337,31 @@ def test_a_stream_records_hosted_items_and_annotated_text_as_they_finish(tmp_pat
         assert [b.block for b in last.blocks] == [TextBlock(text="Paris", annotations=[citation])]
         with pytest.raises(convstore.InvalidInput, match="not a Responses stream event"):
             ResponseStreamRecorder(store, conv).feed({"type": "message_start"})
+
+
+def test_every_item_replays_as_prose_the_sdks_accept(tmp_path: Path) -> None:
+    """Recorded, every tool item replays in both shapes as requests the SDKs accept: hosted
+    calls say the provider ran them (with their MCP server), caller-run rounds read as
+    tool rounds, and cited text names its sources."""
+    given = [{"role": "user", "content": "Do it all."}, *items.EVERY_ITEM]
+    with convstore.open_store(tmp_path / "s.db") as store:
+        conv = store.new_conversation()
+        record_responses_items(store, conv, given)
+        for shape in ("openai", "anthropic"):
+            fragment = store.replay(conv, shape=shape)
+            assert rejections(shape, request_body(shape, fragment)) == []
+        texts = [m["content"] for m in store.replay(conv)["messages"]]
+    hosted_turn = texts[1]
+    assert hosted_turn.startswith(
+        'Tool use (run by the provider): web_search({"type":"search","query":"convstore"})\n\n'
+        "Result (web_search, run by the provider): status: completed\n"
+        "source: https://a.example/one\nsource: https://b.example/two"
+    )
+    assert (
+        'Tool use (run by the provider, MCP server deepwiki): ask_question({"repo":"a/b",'
+        in hosted_turn
+    )
+    assert "Error (ask_question, run by the provider): " in hosted_turn
+    assert "[MCP approval: approved request mcpr_1 (read only)]" in texts
+    assert 'Tool use: computer({"action":' in "\n".join(texts)
+    assert "Error (shell): exit code 0" in "\n".join(texts)
