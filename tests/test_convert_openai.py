@@ -14,6 +14,7 @@ from uuid import UUID
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from openai.types.responses import Response
+from pydantic import JsonValue
 
 import convstore
 from convstore.convert.history import History
@@ -535,7 +536,7 @@ def test_assistant_blocks_drop_empty_text_beside_calls() -> None:
 def test_chat_annotations_ride_on_the_text_verbatim_and_name_their_sources() -> None:
     """A Chat Completions message's ``annotations`` (an SDK ``ChatCompletionMessage``'s
     url citations) are kept on its text exactly, and the prose names the cited page."""
-    citation = {
+    citation: dict[str, JsonValue] = {
         "type": "url_citation",
         "url_citation": {
             "start_index": 0,
