@@ -12,14 +12,16 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from openai.types.responses import Response
+from pydantic import JsonValue
 
 import convstore
 from convstore.convert.history import History
 from convstore.convert.openai_chat import assistant_blocks, history_from_chat
 from convstore.convert.responses import history_from_responses
 from convstore.domain.blocks import ImageBlock, ReasoningBlock, TextBlock, ToolUseBlock
+from convstore.projections.prose import text_prose
 from convstore.recording.anthropic import MessageStreamRecorder
 from convstore.recording.openai import (
     record_chat_message,
@@ -492,13 +494,13 @@ def test_function_call_output_with_parts_and_images(store: convstore.Store) -> N
     ("item", "named"),
     [
         (
-            {"type": "file_search_call", "id": "f", "queries": [], "status": "completed"},
-            "item 2: item type 'file_search_call'",
+            {"type": "compaction", "id": "cmp", "encrypted_content": "gAAA"},
+            "item 2: item type 'compaction'",
         ),
         ({"type": "item_reference", "id": "msg_1"}, "item 2: item type 'item_reference'"),
         (
-            {"type": "web_search_call", "id": "w", "status": "completed"},
-            "item 2: item type 'web_search_call'",
+            {"type": "shell_call", "id": "s", "call_id": "c", "action": {}, "env": {}},
+            "item 2 (shell_call): key 'env' is not part of this format",
         ),
         (
             {"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]},
@@ -529,3 +531,51 @@ def test_assistant_blocks_drop_empty_text_beside_calls() -> None:
         ToolUseBlock(id="c", name="f", input={}),
     )
     assert assistant_blocks({"role": "assistant", "content": ""}) == (TextBlock(text=""),)
+
+
+def test_chat_annotations_ride_on_the_text_verbatim_and_name_their_sources() -> None:
+    """A Chat Completions message's ``annotations`` (an SDK ``ChatCompletionMessage``'s
+    url citations) are kept on its text exactly, and the prose names the cited page."""
+    citation: dict[str, JsonValue] = {
+        "type": "url_citation",
+        "url_citation": {
+            "start_index": 0,
+            "end_index": 5,
+            "title": "Weather",
+            "url": "https://w.example/today",
+        },
+    }
+    message = ChatCompletionMessage.model_validate(
+        {"role": "assistant", "content": "Sunny.", "annotations": [citation]}
+    )
+    (text,) = assistant_blocks(message)
+    assert text == TextBlock(text="Sunny.", annotations=[citation])
+    assert text_prose(text) == "Sunny.\n[Sources: Weather (https://w.example/today)]"
+
+
+def test_openrouter_reasoning_details_become_reasoning_blocks() -> None:
+    """OpenRouter's ``reasoning_details`` (text with its signature, summary, encrypted data)
+    are one reasoning block each; the plain ``reasoning`` counts only without them; an
+    unknown detail type is refused by name."""
+    details = [
+        {"type": "reasoning.text", "text": "Think.", "signature": "sig", "index": 0},
+        {"type": "reasoning.summary", "summary": "Thought.", "format": "openai-responses-v1"},
+        {"type": "reasoning.encrypted", "data": "gAAA", "id": "rs_1"},
+    ]
+    body = {
+        "role": "assistant",
+        "content": "Done.",
+        "reasoning": "Think.",
+        "reasoning_details": details,
+    }
+    assert assistant_blocks(ChatCompletionMessage.model_validate(body)) == (
+        ReasoningBlock(text="Think.", signature="sig"),
+        ReasoningBlock(text="Thought."),
+        ReasoningBlock(text="", encrypted_content="gAAA"),
+        TextBlock(text="Done."),
+    )
+    plain = {"role": "assistant", "content": "Done.", "reasoning": "Think."}
+    assert assistant_blocks(plain)[0] == ReasoningBlock(text="Think.")
+    odd = {**body, "reasoning_details": [{"type": "reasoning.audio"}]}
+    with pytest.raises(convstore.InvalidInput, match=r"reasoning detail type 'reasoning\.audio'"):
+        assistant_blocks(odd)

@@ -168,12 +168,9 @@ def test_an_unknown_item_is_refused_and_nothing_is_recorded(tmp_path: Path) -> N
     async def go() -> None:
         async with await convstore.open_async_store(tmp_path / "s.db") as store:
             session = ConvstoreSession("s", store=store)
-            with pytest.raises(convstore.InvalidInput, match="item 1: item type 'web_search_call'"):
+            with pytest.raises(convstore.InvalidInput, match="item 1: item type 'item_reference'"):
                 await session.add_items(
-                    [
-                        {"role": "user", "content": "Search."},
-                        {"type": "web_search_call", "id": "ws", "status": "completed"},  # type: ignore[list-item]
-                    ]
+                    [{"role": "user", "content": "Search."}, {"type": "item_reference", "id": "ws"}]
                 )
             assert await session.get_items() == []
 

@@ -69,6 +69,11 @@ class ChunkAssembler:
                 self.finish_reason = str(choice["finish_reason"])
         return done
 
+    @property
+    def cut_short(self) -> str | None:
+        """Why the output was cut short, when ``finish_reason`` says it was."""
+        return CUT_SHORT.get(self.finish_reason or "")
+
     def finish(self) -> list[Block]:
         """The block still in progress, now complete (none when the stream ended between)."""
         return self._switch(None)

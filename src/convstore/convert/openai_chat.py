@@ -28,6 +28,7 @@ from typing import Any
 
 from convstore.convert.history import History, HistoryMessage
 from convstore.convert.parts import (
+    annotated_text,
     as_dict,
     as_list,
     check_keys,
@@ -64,7 +65,15 @@ TEXT_PARTS = ("text",)
 
 TOOL_CALL_TYPES = ("function", "custom")
 
-_ASSISTANT_KEYS = {"tool_calls", "refusal", "reasoning_content", "function_call", "audio"}
+_ASSISTANT_KEYS = {
+    "tool_calls",
+    "refusal",
+    "reasoning_content",
+    "reasoning",
+    "reasoning_details",
+    "function_call",
+    "audio",
+}
 MESSAGE_KEYS: dict[str, frozenset[str]] = {
     "system": frozenset({"role", "content", "name"}),
     "developer": frozenset({"role", "content", "name"}),
@@ -73,7 +82,7 @@ MESSAGE_KEYS: dict[str, frozenset[str]] = {
     "tool": frozenset({"role", "content", "tool_call_id", "name"}),
 }
 """The keys each role's message may have; any other is refused (it would be content the
-converter drops). ``audio`` and ``annotations`` are accepted only empty."""
+converter drops). ``audio`` is accepted only empty."""
 """Tool call types accepted in an assistant message's ``tool_calls``."""
 
 
@@ -128,20 +137,63 @@ def assistant_blocks(message: object, where: str = "assistant message") -> tuple
     fields = as_dict(message, where)
     if fields.get("function_call") is not None:
         refuse("field", "function_call", where, ("tool_calls",))
-    for key in ("audio", "annotations"):
-        if fields.get(key):
-            msg = f"{where}: {key} cannot be recorded (no block kind holds it yet)"
-            raise InvalidInput(msg)
+    if fields.get("audio"):
+        msg = f"{where}: audio cannot be recorded (no block kind holds it yet)"
+        raise InvalidInput(msg)
     blocks: list[Block] = []
     reasoning = fields.get("reasoning_content")
     if reasoning:
         blocks.append(ReasoningBlock(text=text_of(reasoning, f"{where} reasoning_content")))
-    blocks += _content(fields.get("content"), where, ASSISTANT_PARTS)
+    blocks += _reasoning_details(fields, where)
+    content = _content(fields.get("content"), where, ASSISTANT_PARTS)
+    if fields.get("annotations"):
+        # Chat Completions gives a message's annotations once, for its whole text: they ride
+        # on the last text block (the only one, unless content came as parts).
+        texts = [i for i, b in enumerate(content) if isinstance(b, TextBlock)]
+        last = texts[-1] if texts else len(content)
+        found = content[last] if texts else None
+        text = found.text if isinstance(found, TextBlock) else ""
+        block = annotated_text(text, fields["annotations"], f"{where} annotations")
+        content = [*content[:last], block, *content[last + 1 :]]
+    blocks += content
     if fields.get("refusal"):
         blocks.append(TextBlock(text=text_of(fields["refusal"], f"{where} refusal")))
     for index, call in enumerate(as_list(fields.get("tool_calls") or [], f"{where} tool_calls")):
         blocks.append(tool_call_block(call, f"{where} tool call {index}"))
     return tidy(blocks)
+
+
+REASONING_DETAILS = ("reasoning.text", "reasoning.summary", "reasoning.encrypted")
+"""The ``reasoning_details`` entry types (OpenRouter) an assistant message may carry."""
+
+
+def _reasoning_details(fields: Mapping[str, Any], where: str) -> list[Block]:
+    """OpenRouter's reasoning on an assistant message: each of ``reasoning_details`` as a
+    reasoning block (``reasoning.text`` with its ``signature``, ``reasoning.summary``, or
+    ``reasoning.encrypted`` whose ``data`` is kept as ``encrypted_content``; their ``id``,
+    ``format`` and ``index`` are dropped); the plain ``reasoning`` text, which repeats
+    them, only when there are none."""
+    details = as_list(fields.get("reasoning_details") or [], f"{where} reasoning_details")
+    if not details:
+        text = fields.get("reasoning")
+        return [ReasoningBlock(text=text_of(text, f"{where} reasoning"))] if text else []
+    blocks: list[Block] = []
+    for index, raw in enumerate(details):
+        at = f"{where} reasoning_details {index}"
+        detail = as_dict(raw, at)
+        kind = detail.get("type")
+        data: dict[str, Any]
+        if kind == "reasoning.text":
+            data = {"text": detail.get("text") or "", "signature": detail.get("signature")}
+        elif kind == "reasoning.summary":
+            data = {"text": detail.get("summary")}
+        elif kind == "reasoning.encrypted":
+            data = {"text": "", "encrypted_content": detail.get("data")}
+        else:
+            refuse("reasoning detail type", kind, at, REASONING_DETAILS)
+        given = {key: value for key, value in data.items() if value is not None}
+        blocks.append(checked(lambda: ReasoningBlock.model_validate(given), at))  # noqa: B023
+    return blocks
 
 
 def completion_message(value: object) -> dict[str, Any]:

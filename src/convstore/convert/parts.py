@@ -150,6 +150,48 @@ def openai_file(
     )
 
 
+def _responses_image(part: Mapping[str, Any], where: str) -> ImageBlock:
+    if part.get("image_url") is None and part.get("file_id") is not None:
+        msg = f"{where}: an input_image given by file_id cannot be recorded; give its image_url"
+        raise InvalidInput(msg)
+    return image_from_url(part.get("image_url"), f"{where} image_url")
+
+
+def responses_parts(
+    content: object, where: str, accepted: tuple[str, ...]
+) -> list[TextBlock | ImageBlock | DocumentBlock]:
+    """A Responses content list of the ``accepted`` part types: ``input_text``,
+    ``output_text`` (its ``annotations`` kept verbatim on the text), ``refusal``,
+    ``input_image`` (an image by data URL or address) and ``input_file`` (a document)."""
+    blocks: list[TextBlock | ImageBlock | DocumentBlock] = []
+    for index, raw in enumerate(as_list(content, f"{where} content")):
+        at = f"{where} part {index}"
+        part = as_dict(raw, at)
+        kind = part.get("type")
+        if kind not in accepted:
+            refuse("part type", kind, at, accepted)
+        if kind == "input_image":
+            blocks.append(_responses_image(part, at))
+        elif kind == "input_file":
+            blocks.append(openai_file(part, at, url_key="file_url"))
+        else:
+            field = "refusal" if kind == "refusal" else "text"
+            text = text_of(part.get(field), f"{at} {field}")
+            blocks.append(annotated_text(text, part.get("annotations"), at))
+    return blocks
+
+
+def annotated_text(text: str, annotations: object, where: str) -> TextBlock:
+    """A text block with what the provider attached to it (``annotations``: a list of
+    objects with a ``type``), verbatim; an absent or empty list attaches nothing."""
+    if not annotations:
+        return TextBlock(text=text)
+    given = [
+        as_dict(a, f"{where} annotation {i}") for i, a in enumerate(as_list(annotations, where))
+    ]
+    return checked(lambda: TextBlock.model_validate({"text": text, "annotations": given}), where)
+
+
 def checked_block(block: Block, where: str) -> Block:
     """A block within the default limits, refused in one line naming ``where``."""
     try:
@@ -168,7 +210,9 @@ def refuse(kind: str, value: object, where: str, accepted: tuple[str, ...]) -> N
 def tidy(blocks: list[Block]) -> tuple[Block, ...]:
     """A message's blocks without empty text blocks beside other content (providers send
     ``content: ""`` next to tool calls); a message of nothing but empty text keeps it."""
-    kept = [b for b in blocks if not (isinstance(b, TextBlock) and b.text == "")]
+    kept = [
+        b for b in blocks if not (isinstance(b, TextBlock) and b.text == "" and not b.annotations)
+    ]
     return tuple(kept) if kept else tuple(blocks[:1])
 
 

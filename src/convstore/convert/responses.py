@@ -6,30 +6,35 @@ each item type becomes:
 
 - ``message`` (also the short form without ``type``): role ``user`` → a user message,
   ``system`` / ``developer`` → a system message, ``assistant`` → assistant text. Content is a
-  string or a list of ``input_text``, ``output_text``, ``refusal``, ``input_image`` and
-  ``input_file`` (a ``document``: ``file_data``, ``file_id`` or ``file_url``; ``filename``) parts
-  (``image_url`` a ``data:`` URL or an ``http(s)`` address; ``detail`` is ignored).
+  string or a list of ``input_text``, ``output_text`` (its ``annotations`` kept verbatim on
+  the text block; ``logprobs`` dropped), ``refusal``, ``input_image`` and ``input_file`` (a
+  ``document``: ``file_data``, ``file_id`` or ``file_url``; ``filename``) parts (``image_url`` a
+  ``data:`` URL or an ``http(s)`` address; ``detail`` is ignored).
 - ``function_call`` → a ``tool_use`` block (``call_id``, ``name``; ``arguments`` parsed when it
   is a JSON object, else kept as the raw text).
-- ``function_call_output`` → a ``tool_result`` block; ``output`` is a string or a list of
-  ``input_text`` / ``input_image`` parts.
+- ``function_call_output`` → a ``tool_result`` block (named by its ``name`` when it has one);
+  ``output`` is a string or a list of ``input_text``, ``input_image`` and ``input_file`` (a
+  document) parts.
 - ``reasoning`` → a reasoning block: its ``content`` ``reasoning_text`` parts when present,
   else its ``summary`` text parts, joined by a blank line; ``encrypted_content`` rides along
   on the block (replay of history shows the text only). An item with neither text nor
   encrypted content adds nothing (an assistant turn of nothing else is left out).
 
-Consecutive assistant-side items (assistant messages, reasoning, function calls) form one
-assistant message; consecutive ``function_call_output`` items one user message. Any other item
-or part type (hosted tool calls, ``file_search_call``, ``item_reference``, …)
-is refused with one :class:`~convstore.domain.errors.InvalidInput` naming it and its position; a
-refused input converts to nothing.
+- hosted tool items (``web_search_call``, ``mcp_call``, …) and caller-run tool items
+  (``computer_call``, ``shell_call``, …) → see :mod:`convstore.convert.responses_tools`.
+
+Consecutive assistant-side items (assistant messages, reasoning, calls, hosted calls and their
+results) form one assistant message; consecutive tool outputs one user message. The item types
+of :data:`REFUSED_ITEMS`, and any other item or part type, are refused with one
+:class:`~convstore.domain.errors.InvalidInput` naming it and its position; a refused input
+converts to nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 from convstore.convert.history import History, HistoryMessage
 from convstore.convert.parts import (
@@ -37,27 +42,38 @@ from convstore.convert.parts import (
     as_list,
     check_keys,
     checked,
-    image_from_url,
-    openai_file,
     refuse,
+    responses_parts,
     text_of,
     tidy,
     tool_arguments,
 )
-from convstore.domain.blocks import (
-    Block,
-    DocumentBlock,
-    ImageBlock,
-    ReasoningBlock,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
+from convstore.convert.responses_tools import (
+    CALLER_RUN,
+    HOSTED,
+    Side,
+    tool_item_blocks,
+    tool_output,
 )
+from convstore.domain.blocks import Block, ReasoningBlock, TextBlock, ToolUseBlock
 from convstore.domain.errors import InvalidInput
 from convstore.domain.events import MessageMeta
 
-ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
-"""The item types the converter accepts."""
+OWN_ITEMS = ("message", "function_call", "function_call_output", "reasoning")
+ITEM_TYPES = (*OWN_ITEMS, *HOSTED, *CALLER_RUN)
+"""The item types the converter accepts (see :mod:`convstore.convert.responses_tools` for
+the tool items)."""
+
+REFUSED_ITEMS = (
+    "item_reference",
+    "compaction",
+    "compaction_trigger",
+    "additional_tools",
+    "configuration_update",
+)
+"""Item types of the SDK's unions that are refused: a reference to an item the provider
+stored (its content is not in the input), an encrypted compaction (no readable summary), and
+request settings (tools offered, a configuration change), which are not conversation."""
 
 MESSAGE_ROLES = ("user", "system", "developer", "assistant")
 """The roles a ``message`` item may have."""
@@ -65,54 +81,24 @@ MESSAGE_ROLES = ("user", "system", "developer", "assistant")
 MESSAGE_PARTS = ("input_text", "output_text", "refusal", "input_image", "input_file")
 """Content part types accepted in a ``message`` item."""
 
-OUTPUT_PARTS = ("input_text", "input_image")
-"""Part types accepted in a ``function_call_output`` item's ``output`` list."""
-
 ITEM_KEYS: dict[str, frozenset[str]] = {
     "message": frozenset({"type", "role", "content", "id", "status", "phase", "end_turn"}),
     "function_call": frozenset(
-        {"type", "call_id", "name", "arguments", "id", "status", "namespace"}
+        {"type", "call_id", "name", "arguments", "id", "status", "namespace", "caller", "async"}
     ),
-    "function_call_output": frozenset({"type", "call_id", "output", "id", "status"}),
+    "function_call_output": frozenset(
+        {"type", "call_id", "output", "id", "status", "name", "namespace", "caller", "created_by"}
+    ),
     "reasoning": frozenset({"type", "id", "summary", "content", "encrypted_content", "status"}),
 }
 """The keys each item type may have; any other is refused, never dropped."""
-
-Side = Literal["assistant", "results", "user", "system"]
-
-
-def _image(part: Mapping[str, Any], where: str) -> ImageBlock:
-    if part.get("image_url") is None and part.get("file_id") is not None:
-        msg = f"{where}: an input_image given by file_id cannot be recorded; give its image_url"
-        raise InvalidInput(msg)
-    return image_from_url(part.get("image_url"), f"{where} image_url")
-
-
-def _parts(
-    content: object, where: str, accepted: tuple[str, ...]
-) -> list[TextBlock | ImageBlock | DocumentBlock]:
-    blocks: list[TextBlock | ImageBlock | DocumentBlock] = []
-    for index, raw in enumerate(as_list(content, f"{where} content")):
-        at = f"{where} part {index}"
-        part = as_dict(raw, at)
-        kind = part.get("type")
-        if kind not in accepted:
-            refuse("part type", kind, at, accepted)
-        if kind == "input_image":
-            blocks.append(_image(part, at))
-        elif kind == "input_file":
-            blocks.append(openai_file(part, at, url_key="file_url"))
-        else:
-            field = "refusal" if kind == "refusal" else "text"
-            blocks.append(TextBlock(text=text_of(part.get(field), f"{at} {field}")))
-    return blocks
 
 
 def _message_blocks(item: Mapping[str, Any], where: str) -> list[Block]:
     content = item.get("content")
     if isinstance(content, str):
         return [TextBlock(text=content)]
-    return list(_parts(content, where, MESSAGE_PARTS))
+    return list(responses_parts(content, where, MESSAGE_PARTS))
 
 
 def _reasoning(item: Mapping[str, Any], where: str) -> list[Block]:
@@ -143,7 +129,8 @@ def item_blocks(item: object, where: str = "item") -> tuple[Side, list[Block]]:
     if kind not in ITEM_TYPES:
         refuse("item type", kind, where, ITEM_TYPES)
     where = f"{where} ({kind})"
-    check_keys(fields, ITEM_KEYS[kind], where)
+    if kind in ITEM_KEYS:
+        check_keys(fields, ITEM_KEYS[kind], where)
     match kind:
         case "message":
             role = fields.get("role")
@@ -159,12 +146,11 @@ def item_blocks(item: object, where: str = "item") -> tuple[Side, list[Block]]:
             }
             return "assistant", [checked(lambda: ToolUseBlock.model_validate(data), where)]
         case "function_call_output":
-            raw = fields.get("output")
-            output = raw if isinstance(raw, str) else _parts(raw, where, OUTPUT_PARTS)
-            result = {"tool_use_id": fields.get("call_id"), "content": output}
-            return "results", [checked(lambda: ToolResultBlock.model_validate(result), where)]
-        case _:
+            return tool_output(fields, where)
+        case "reasoning":
             return "assistant", _reasoning(fields, where)
+        case _:
+            return tool_item_blocks(kind, fields, where)
 
 
 def response_messages(items: Iterable[object]) -> list[HistoryMessage]:

@@ -2,7 +2,9 @@
 
 :class:`ConvstoreSession` implements the SDK's ``Session`` protocol
 (``agents.memory.session.Session``): ``add_items`` records the Responses items the runner saves
-as convstore blocks (see :mod:`convstore.convert.responses`), and ``get_items`` gives back the
+as convstore blocks (see :mod:`convstore.convert.responses`: hosted tool items such as
+``web_search_call`` or ``mcp_call`` are hosted calls and results keeping the provider's item,
+``computer_call`` / ``local_shell_call`` and the like tool rounds), and ``get_items`` gives back the
 replay of that history as plain message items, ``{"role": ..., "content": prose}``, one per
 stored message. No ``function_call`` or ``function_call_output`` item ever comes back, so a run
 killed between a tool call and its output cannot make the next run's request fail.

@@ -156,9 +156,13 @@ def tool_result_head(block: AnyToolResult, tool_name: str | None) -> str:
 
 def annotation_source(annotation: dict[str, JsonValue]) -> str | None:
     """What one annotation on text cites, for people and for prose: ``title (url)``, the url,
-    or the cited document's title or file name; ``None`` when it names no source (a
+    or the cited document's title or file name (read inside the object named by its type when
+    it nests them, as Chat Completions does); ``None`` when it names no source (a
     ``file_path`` link, or a citation of a document given without a title)."""
-    strings = {key: value for key, value in annotation.items() if isinstance(value, str) and value}
+    nested = annotation.get(str(annotation.get("type")))
+    # Chat Completions nests a citation's fields under its type ("url_citation": {url, title}).
+    fields = nested if isinstance(nested, dict) else annotation
+    strings = {key: value for key, value in fields.items() if isinstance(value, str) and value}
     title = strings.get("title") or strings.get("document_title")
     url = strings.get("url")
     if url is not None:

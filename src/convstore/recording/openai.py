@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from convstore.convert.chat_stream import CUT_SHORT, ChunkAssembler
+from convstore.convert.chat_stream import ChunkAssembler
 from convstore.convert.history import HistoryMessage
 from convstore.convert.openai_chat import assistant_blocks, chat_messages, completion_message
 from convstore.convert.parts import as_dict
 from convstore.convert.responses import response_messages
+from convstore.convert.responses_stream import ResponseEventAssembler
 from convstore.domain.blocks import Block
 from convstore.domain.errors import InvalidInput
 from convstore.store.aio import AsyncStore, as_async
@@ -114,6 +115,17 @@ async def arecord_responses_items(
     return await _arecord(store, conversation, response_messages(items))
 
 
+class _Assembler(Protocol):
+    """What a stream recorder folds its stream with (:class:`ChunkAssembler`,
+    :class:`ResponseEventAssembler`)."""
+
+    @property
+    def cut_short(self) -> str | None: ...
+    def feed(self, chunk: object) -> list[Block]: ...
+    def finish(self) -> list[Block]: ...
+    def pending_text(self) -> list[Block]: ...
+
+
 class ChatStreamRecorder:
     """Records a streamed assistant message from ``ChatCompletionChunk`` s.
 
@@ -128,7 +140,11 @@ class ChatStreamRecorder:
         self.conversation = conversation
         self.message_id: UUID | None = None
         """The message being recorded, once the first chunk arrived."""
-        self._assembler = ChunkAssembler()
+        self._assembler: _Assembler = self._new_assembler()
+
+    @staticmethod
+    def _new_assembler() -> _Assembler:
+        return ChunkAssembler()
 
     def feed(self, chunk: object) -> None:
         """Take one chunk, appending the blocks it completed."""
@@ -137,7 +153,7 @@ class ChatStreamRecorder:
     def finish(self) -> UUID:
         """The stream ended: append the last block and close the message; returns its id."""
         message = self._append(self._assembler.finish())
-        cut = CUT_SHORT.get(self._assembler.finish_reason or "")
+        cut = self._assembler.cut_short
         if cut is None:
             self.store.end_message(self.conversation, message)
         else:
@@ -182,7 +198,11 @@ class AsyncChatStreamRecorder:
         self.conversation = conversation
         self.message_id: UUID | None = None
         """The message being recorded, once the first chunk arrived."""
-        self._assembler = ChunkAssembler()
+        self._assembler: _Assembler = self._new_assembler()
+
+    @staticmethod
+    def _new_assembler() -> _Assembler:
+        return ChunkAssembler()
 
     async def feed(self, chunk: object) -> None:
         """Take one chunk, appending the blocks it completed."""
@@ -191,7 +211,7 @@ class AsyncChatStreamRecorder:
     async def finish(self) -> UUID:
         """The stream ended: append the last block and close the message; returns its id."""
         message = await self._append(self._assembler.finish())
-        cut = CUT_SHORT.get(self._assembler.finish_reason or "")
+        cut = self._assembler.cut_short
         if cut is None:
             await self.store.end_message(self.conversation, message)
         else:
@@ -225,3 +245,25 @@ class AsyncChatStreamRecorder:
             await self.finish()
         else:
             await self.interrupt(f"the stream failed: {type(exc).__name__}: {exc}"[:500])
+
+
+class ResponseStreamRecorder(ChatStreamRecorder):
+    """Records a streamed Responses API output from its events (``ResponseStreamEvent`` s) as
+    one assistant message: each output item is appended when its
+    ``response.output_item.done`` arrives, as the blocks :func:`record_responses_items` would
+    make of it (hosted tool calls and their results, annotated text, reasoning, calls).
+    ``response.incomplete`` / ``response.failed`` interrupt the message with their reason; an
+    exception inside the ``with`` keeps what landed plus the text still streaming, with the
+    annotations it had so far."""
+
+    @staticmethod
+    def _new_assembler() -> _Assembler:
+        return ResponseEventAssembler()
+
+
+class AsyncResponseStreamRecorder(AsyncChatStreamRecorder):
+    """:class:`ResponseStreamRecorder` for asyncio."""
+
+    @staticmethod
+    def _new_assembler() -> _Assembler:
+        return ResponseEventAssembler()
