@@ -9,6 +9,7 @@ import dataclasses
 import json
 import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai import Agent
@@ -117,11 +118,13 @@ def test_native_tools_citations_and_files_become_hosted_blocks_annotations_and_f
     )
     assert isinstance(found, HostedToolResultBlock)
     assert found.tool_use_id == "srvtoolu_01"
-    assert json.loads(str(found.content))[0]["url"] == "https://en.wikipedia.org/wiki/Paris"
-    assert found.provider_data == {
-        "provider_name": "anthropic",
-        "provider_details": {"type": "web_search_tool_result"},
-    }
+    [readable] = json.loads(str(found.content))
+    assert readable["url"] == "https://en.wikipedia.org/wiki/Paris"
+    assert "encrypted_content" not in readable  # opaque to any model: kept, never sent
+    kept: Any = found.provider_data
+    assert kept["provider_details"] == {"type": "web_search_tool_result"}
+    [verbatim] = kept["content"]
+    assert verbatim == {**readable, "encrypted_content": verbatim["encrypted_content"]}
     assert answer == TextBlock(
         text="The capital of France is Paris.",
         annotations=[

@@ -46,6 +46,7 @@ from convstore.convert.parts import (
     checked,
     document_from,
     image_from_url,
+    readable_output,
     refuse,
     text_of,
     tidy,
@@ -288,7 +289,7 @@ def _provider_data(part: Mapping[str, Any], kept: frozenset[str]) -> dict[str, A
 
 
 _HOSTED_CALL_FIELDS = frozenset({"part_kind", "tool_call_id", "args", "timestamp"})
-_HOSTED_RETURN_FIELDS = frozenset({"part_kind", "tool_call_id", "tool_name", "content"})
+_HOSTED_RETURN_FIELDS = frozenset({"part_kind", "tool_call_id", "tool_name"})
 
 
 def hosted_call(part: Mapping[str, Any], where: str) -> HostedToolUseBlock:
@@ -314,16 +315,23 @@ def hosted_call(part: Mapping[str, Any], where: str) -> HostedToolUseBlock:
 
 
 def hosted_return(part: Mapping[str, Any], where: str) -> HostedToolResultBlock:
-    """A ``builtin-tool-return`` part as a hosted call's result: its content as text (its JSON
-    unless a string) or as text, image and document parts; the outcome marks an error as a
-    tool return's does; everything else but the timestamp in ``provider_data``."""
+    """A ``builtin-tool-return`` part as a hosted call's result: its content as text (a
+    string, else its JSON without the provider's encrypted fields) or as text, image and
+    document parts; the outcome marks an error as a tool return's does; everything else but
+    the timestamp in ``provider_data`` (the content too, verbatim, when encrypted fields were
+    left out of the text)."""
     kept = _HOSTED_RETURN_FIELDS | {"timestamp"}
     if part.get("outcome", "success") == "success":
         kept |= {"outcome"}  # the default says nothing
+    content = _result_content(part.get("content"), where)
+    readable = readable_output(part.get("content")) if isinstance(content, str) else content
+    if readable == content:
+        kept |= {"content"}  # all there is of it is in the block already
+    content = readable
     data = {
         "tool_use_id": part.get("tool_call_id"),
         "name": part.get("tool_name"),
-        "content": _result_content(part.get("content"), where),
+        "content": content,
         "is_error": part.get("outcome") in ERROR_OUTCOMES,
         "provider_data": _provider_data(part, kept),
     }
