@@ -19,7 +19,13 @@ import sqlite_utils
 
 from convstore.backends.sqlite.recorder import create_private_file
 from convstore.backends.sqlite.transaction import delete_securely
-from convstore.domain.blocks import ToolResultBlock, ToolUseBlock
+from convstore.domain.blocks import (
+    BLOCK_CLASSES,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from convstore.domain.errors import (
     InvalidInput,
     ProjectionConflict,
@@ -49,18 +55,19 @@ from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
 
 PROJECTION = "audit"
-SCHEMA_VERSION = 4
-"""4 added ``messages.document_blocks``."""
+SCHEMA_VERSION = 5
+"""4 added ``messages.document_blocks``; 5 the hosted kinds' counters, ``tool_calls.hosted``
+and the ``documents`` table."""
 BUSY_TIMEOUT_SECONDS = 10.0
 
 BLOCK_COUNTERS = {
-    "text": "text_blocks",
-    "tool_use": "tool_use_blocks",
-    "tool_result": "tool_result_blocks",
-    "reasoning": "reasoning_blocks",
-    "image": "image_blocks",
-    "document": "document_blocks",
+    kind: f"{kind}_blocks"
+    for kind in (str(cls.model_fields["type"].default) for cls in BLOCK_CLASSES)
 }
+"""Each block kind's counter column in ``messages``, in the union's order."""
+
+_COUNTERS = ", ".join(BLOCK_COUNTERS.values())
+_ZEROS = ", ".join("0" for _ in BLOCK_COUNTERS)
 
 TABLES = (
     "conversations",
@@ -69,6 +76,7 @@ TABLES = (
     "blocks",
     "tool_calls",
     "images",
+    "documents",
     "compactions",
     "withdrawals",
 )
@@ -309,6 +317,7 @@ class AuditDatabase:
                     "message_id": str,
                     "called_at": str,
                     "call_found": int,
+                    "hosted": int,
                     "outcome": str,
                     "results": int,
                     "result_message_id": str,
@@ -331,6 +340,20 @@ class AuditDatabase:
                     "height": int,
                 }
             )
+            db.table("documents").create(
+                {
+                    "conversation_id": str,
+                    "version": int,
+                    "message_id": str,
+                    "part": int,
+                    "sha256": str,
+                    "media_type": str,
+                    "name": str,
+                    "byte_size": int,
+                    "url": str,
+                    "file_id": str,
+                }
+            )
             db.table("compactions").create(
                 {
                     "conversation_id": str,
@@ -350,6 +373,8 @@ class AuditDatabase:
             db.table("withdrawals").create_index(["message_id"])
             db.table("images").create_index(["sha256"])
             db.table("images").create_index(["conversation_id", "version"])
+            db.table("documents").create_index(["sha256"])
+            db.table("documents").create_index(["conversation_id", "version"])
             if not self._bulk:
                 db.table("blocks").enable_fts(["text"], create_triggers=True)
 
@@ -447,11 +472,10 @@ class AuditDatabase:
                 return
             case MessageStarted():
                 sql(
-                    "INSERT INTO messages (id, conversation_id, position, role, status, "
-                    "started_at, blocks, text_blocks, tool_use_blocks, tool_result_blocks, "
-                    "reasoning_blocks, image_blocks, document_blocks, withdrawn) VALUES (?, ?, "
+                    "INSERT INTO messages (id, conversation_id, position, role, status, "  # noqa: S608 - fixed columns
+                    f"started_at, blocks, {_COUNTERS}, withdrawn) VALUES (?, ?, "
                     "(SELECT messages + 1 FROM conversations WHERE id = ?), "
-                    "?, 'open', ?, 0, 0, 0, 0, 0, 0, 0, 0)",
+                    f"?, 'open', ?, 0, {_ZEROS}, 0)",
                     [str(event.message_id), conv, conv, event.role, at],
                 )
                 sql("UPDATE conversations SET messages = messages + 1 WHERE id = ?", [conv])
@@ -589,22 +613,42 @@ class AuditDatabase:
                     image.height,
                 ],
             )
-        if isinstance(block, ToolUseBlock):
+        for document in facts.documents:
+            sql(
+                "INSERT INTO documents (conversation_id, version, message_id, part, sha256, "
+                "media_type, name, byte_size, url, file_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    conv,
+                    event.originator_version,
+                    message,
+                    document.part,
+                    document.sha256,
+                    document.media_type,
+                    document.name,
+                    document.byte_size,
+                    document.url,
+                    document.file_id,
+                ],
+            )
+        if isinstance(block, ToolUseBlock | HostedToolUseBlock):
+            hosted = int(isinstance(block, HostedToolUseBlock))
             sql(
                 "INSERT INTO tool_calls (conversation_id, call_id, name, input, message_id, "
-                "called_at, call_found, outcome, results) "
-                "VALUES (?, ?, ?, ?, ?, ?, 1, 'missing', 0) "
+                "called_at, call_found, hosted, outcome, results) "
+                "VALUES (?, ?, ?, ?, ?, ?, 1, ?, 'missing', 0) "
                 "ON CONFLICT (conversation_id, call_id) DO UPDATE SET name = excluded.name, "
                 "input = excluded.input, message_id = excluded.message_id, "
-                "called_at = excluded.called_at, call_found = 1",
-                [conv, block.id, block.name, tool_input_json(block), message, at],
+                "called_at = excluded.called_at, call_found = 1, hosted = excluded.hosted",
+                [conv, block.id, block.name, tool_input_json(block), message, at, hosted],
             )
-        elif isinstance(block, ToolResultBlock):
+        elif isinstance(block, ToolResultBlock | HostedToolResultBlock):
             outcome = "error" if block.is_error else "ok"
+            # A result whose call was never recorded tells by its own kind who ran the call.
+            hosted = int(isinstance(block, HostedToolResultBlock))
             sql(
-                "INSERT INTO tool_calls (conversation_id, call_id, name, call_found, outcome, "
-                "results, result_message_id, result_size, result_at) "
-                "VALUES (?, ?, ?, 0, ?, 1, ?, ?, ?) "
+                "INSERT INTO tool_calls (conversation_id, call_id, name, call_found, hosted, "
+                "outcome, results, result_message_id, result_size, result_at) "
+                "VALUES (?, ?, ?, 0, ?, ?, 1, ?, ?, ?) "
                 "ON CONFLICT (conversation_id, call_id) DO UPDATE SET "
                 "outcome = excluded.outcome, results = results + 1, "
                 "result_message_id = coalesce(result_message_id, excluded.result_message_id), "
@@ -612,7 +656,16 @@ class AuditDatabase:
                 "result_at = coalesce(result_at, excluded.result_at), "
                 "seconds_to_result = coalesce(seconds_to_result, "
                 "round((julianday(excluded.result_at) - julianday(called_at)) * 86400, 3))",
-                [conv, block.tool_use_id, event.tool_name, outcome, message, facts.byte_size, at],
+                [
+                    conv,
+                    block.tool_use_id,
+                    event.tool_name,
+                    hosted,
+                    outcome,
+                    message,
+                    facts.byte_size,
+                    at,
+                ],
             )
 
     # -- queries -------------------------------------------------------------------------

@@ -167,6 +167,12 @@ def audit(ctx: click.Context, stale: bool) -> None:
 @audit.command()
 @click.option("--status", type=click.Choice(["ok", "error", "missing"]), help="Only this outcome.")
 @click.option("--name", help="Only calls of this tool.")
+@click.option(
+    "--hosted/--not-hosted",
+    default=None,
+    help="Only calls the provider ran itself (web search, code execution, …), or only the "
+    "caller's own.",
+)
 @click.option("--conversation", metavar="CONV", help="Only this conversation.")
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
 @format_options
@@ -175,6 +181,7 @@ def tools(
     ctx: click.Context,
     status: str | None,
     name: str | None,
+    hosted: bool | None,
     conversation: str | None,
     limit: int,
     as_json: bool,
@@ -182,20 +189,30 @@ def tools(
 ) -> None:
     """List tool calls with their outcome: ok, error, or missing (no result ever landed).
 
+    Calls the provider ran itself (hosted) are listed too, with hosted 1.
+
     \b
     Example:
         convstore audit tools --status error --name run_tests --json
+        convstore audit tools --hosted --status missing
     """
     fmt = chosen_format(as_json, as_csv)
     rows = _caught_up(ctx).query(
-        "SELECT conversation_id, call_id, name, outcome, called_at, seconds_to_result, "
+        "SELECT conversation_id, call_id, name, outcome, hosted, called_at, seconds_to_result, "
         "result_size, input FROM tool_calls "
         "WHERE (:status IS NULL OR outcome = :status) AND (:name IS NULL OR name = :name) "
+        "AND (:hosted IS NULL OR hosted = :hosted) "
         "AND (:conversation IS NULL OR conversation_id = :conversation) "
         "ORDER BY coalesce(called_at, result_at), call_id LIMIT :limit",
-        {"status": status, "name": name, "conversation": conversation, "limit": limit},
+        {
+            "status": status,
+            "name": name,
+            "hosted": None if hosted is None else int(hosted),
+            "conversation": conversation,
+            "limit": limit,
+        },
     )
-    columns = ["conversation_id", "call_id", "name", "outcome", "called_at"]
+    columns = ["conversation_id", "call_id", "name", "outcome", "hosted", "called_at"]
     emit_dicts(rows, fmt, [*columns, "seconds_to_result", "result_size", "input"])
 
 
@@ -253,10 +270,14 @@ def stats(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
         "GROUP BY role, status "
         "UNION ALL SELECT 'blocks', kind, count(*) FROM blocks GROUP BY kind "
         "UNION ALL SELECT 'tool calls', outcome, count(*) FROM tool_calls GROUP BY outcome "
+        "UNION ALL SELECT 'hosted tool calls', outcome, count(*) FROM tool_calls "
+        "WHERE hosted GROUP BY outcome "
         "UNION ALL SELECT 'tool errors', name, count(*) FROM tool_calls "
         "WHERE outcome = 'error' GROUP BY name "
         "UNION ALL SELECT 'images', 'count', count(*) FROM images "
         "UNION ALL SELECT 'images', 'bytes', coalesce(sum(byte_size), 0) FROM images "
+        "UNION ALL SELECT 'documents', 'count', count(*) FROM documents "
+        "UNION ALL SELECT 'documents', 'bytes', coalesce(sum(byte_size), 0) FROM documents "
         "UNION ALL SELECT 'read model', 'log position', position FROM _tracking"
     )
     emit_dicts(rows, fmt, ["metric", "detail", "value"])
@@ -311,7 +332,7 @@ def sql(
     The connection is read-only: writes, ATTACH and extension loading are refused and
     change nothing. A query stops at --time-limit; no value may grow past 64 MiB; a
     result over --max-rows or --max-bytes stops with an error. Tables: conversations,
-    messages, blocks (and blocks_fts), tool_calls, images, compactions.
+    messages, blocks (and blocks_fts), tool_calls, images, documents, compactions.
 
     \b
     Example:
