@@ -49,6 +49,10 @@ FIXTURE_FORMATS: dict[str, ImportFormat] = {
     "gemini-cli-session.jsonl": "gemini-cli",
     "pydantic-ai.json": "pydantic-ai",
     "vercel-ai.json": "vercel-ai",
+    "codex-rollout-hosted.jsonl": "codex",
+    "gemini-cli-hosted.json": "gemini-cli",
+    "pydantic-ai-hosted.json": "pydantic-ai",
+    "vercel-ai-hosted.json": "vercel-ai",
 }
 
 PNG = base64.b64encode(tiny_png()).decode()

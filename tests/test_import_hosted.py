@@ -32,7 +32,6 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.errors import InvalidInput
 from convstore.store.importing import ImportFormat, detect_format, read_histories
-from tests.engine_pending import replay_or_pending
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 HOSTED_FIXTURES: dict[str, ImportFormat] = {
@@ -293,14 +292,14 @@ def test_a_hosted_tool_part_in_a_user_message_is_refused_in_one_line() -> None:
     assert "\n" not in str(caught.value)
 
 
-# -- replay (waiting on the engine's hosted branches) -----------------------------------------
+# -- replay ------------------------------------------------------------------------------------
 
 
 def test_imported_hosted_blocks_and_sources_replay_as_prose(tmp_path: Path) -> None:
     """A hosted call and result say the provider ran them; a cited text names its sources."""
     with open_store(tmp_path / "a.db") as store:
         conversation = store.import_history(_read("vercel-ai-hosted.json"))
-        messages = replay_or_pending(store, conversation)["messages"]
+        messages = store.replay(conversation)["messages"]
         step = messages[1]["content"]
         assert step.startswith(
             'Tool use (run by the provider): web_search({"query":"Rust 1.90 release notes"})'

@@ -49,7 +49,6 @@ from convstore.domain.blocks import (
 )
 from convstore.integrations.pydantic_ai import convert_messages, record_messages
 from convstore.store.importing import read_histories
-from tests.engine_pending import replay_or_pending
 
 FIXTURE = Path(__file__).parent / "fixtures" / "import" / "pydantic-ai-hosted.json"
 PNG = base64.b64encode(tiny_png()).decode()
@@ -298,7 +297,7 @@ def test_an_agent_run_with_native_tools_is_recorded_as_hosted_blocks(tmp_path: P
         [_, stored] = store.messages(conversation)
         assert [b.block for b in stored.blocks] == list(response.blocks)
         assert [b.tool_name for b in stored.blocks][1] == "web_search"
-        prose = replay_or_pending(store, conversation)["messages"][1]["content"]
+        prose = store.replay(conversation)["messages"][1]["content"]
         assert prose.startswith(
             'Tool use (run by the provider): web_search({"query":"capital of France"})'
         )

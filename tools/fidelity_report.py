@@ -14,8 +14,8 @@ exist is named and skipped.
     .venv/bin/python tools/fidelity_report.py tests/fixtures/import /work/shared/corpus
     .venv/bin/python tools/fidelity_report.py --json /work/shared/corpus | jq .totals
 
-A replay the engine cannot make yet (a kind it has no branch for) is reported as such for
-that file, and its markers are left out of the totals.
+A replay that fails is reported, in one line, for that file, and its markers are left out
+of the totals.
 """
 
 from __future__ import annotations
