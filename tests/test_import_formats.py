@@ -49,6 +49,10 @@ FIXTURE_FORMATS: dict[str, ImportFormat] = {
     "gemini-cli-session.jsonl": "gemini-cli",
     "pydantic-ai.json": "pydantic-ai",
     "vercel-ai.json": "vercel-ai",
+    "codex-rollout-hosted.jsonl": "codex",
+    "gemini-cli-hosted.json": "gemini-cli",
+    "pydantic-ai-hosted.json": "pydantic-ai",
+    "vercel-ai-hosted.json": "vercel-ai",
 }
 
 PNG = base64.b64encode(tiny_png()).decode()
@@ -189,8 +193,8 @@ def _ui(part: dict[str, Any], role: str = "assistant") -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("data", "named"),
     [
-        (_ui({"type": "source-url", "sourceId": "s", "url": "https://a"}), "'source-url' part"),
-        (_ui({"type": "source-document", "sourceId": "s", "mediaType": "a", "title": "t"}), "'"),
+        (_ui({"type": "custom", "kind": "x"}), "'custom' part"),
+        (_ui({"type": "source-url", "sourceId": "s", "url": "https://a", "x": 1}), "key 'x'"),
         (
             _ui({"type": "file", "mediaType": "audio/wav", "url": "data:a;base64,AA=="}),
             "media type 'audio/wav'",
@@ -202,13 +206,12 @@ def _ui(part: dict[str, Any], role: str = "assistant") -> list[dict[str, Any]]:
                 {
                     "type": "tool-web_search",
                     "toolCallId": "c",
-                    "state": "output-available",
+                    "state": "output-ready",
                     "input": {},
-                    "output": {},
                     "providerExecuted": True,
                 }
             ),
-            "provider-executed (hosted) tool call",
+            "tool state 'output-ready'",
         ),
         (_ui({"type": "text", "text": "x", "extra": 1}), "key 'extra'"),
         ([{"id": "m", "role": "user", "parts": []}], "has no parts"),
@@ -297,10 +300,9 @@ def _pyd(part: dict[str, Any], kind: str = "response") -> list[dict[str, Any]]:
     ("data", "named"),
     [
         (
-            _pyd({"part_kind": "builtin-tool-call", "tool_name": "web_search", "args": {}}),
-            "message 0 (response) part 0: a 'builtin-tool-call' part cannot be recorded yet",
+            _pyd({"part_kind": "compaction", "content": "x"}),
+            "message 0 (response) part 0: a 'compaction' part cannot be recorded yet",
         ),
-        (_pyd({"part_kind": "compaction", "content": "x"}), "'compaction' part"),
         (
             _pyd(
                 {"part_kind": "user-prompt", "content": [{"kind": "audio-url", "url": "x"}]},
@@ -389,10 +391,13 @@ def _rollout(*payloads: dict[str, Any]) -> str:
     ("payload", "named"),
     [
         (
-            {"type": "web_search_call", "status": "completed", "action": {"type": "search"}},
-            "line 1 (response_item), item 'web_search_call': a hosted tool call",
+            {"type": "web_search_call", "status": "completed", "action": {}, "results": []},
+            "line 1 (response_item), item 'web_search_call': key 'results'",
         ),
-        ({"type": "image_generation_call", "id": "x"}, "'image_generation_call'"),
+        (
+            {"type": "image_generation_call", "id": "x", "status": "completed", "result": "AAAA"},
+            "'image_generation_call' result",
+        ),
         ({"type": "holographic_call"}, "item type 'holographic_call'"),
         ({"type": "custom_tool_call", "call_id": "c", "name": "n", "input": "", "x": 1}, "'x'"),
     ],
@@ -530,8 +535,12 @@ def _gemini(record: dict[str, Any]) -> dict[str, Any]:
     ("record", "named"),
     [
         (
-            {"type": "gemini", "content": [{"executableCode": {"code": "1"}}]},
-            "message 0 (gemini) content part 0: part 'executableCode'",
+            {"type": "gemini", "content": [{"videoMetadata": {"fps": 1}}]},
+            "message 0 (gemini) content part 0: part 'videoMetadata'",
+        ),
+        (
+            {"type": "gemini", "content": [{"codeExecutionResult": {"outcome": "OUTCOME_OK"}}]},
+            "answers no executableCode before it",
         ),
         (
             {"type": "user", "content": [{"inlineData": {"mimeType": "audio/wav"}}]},

@@ -22,13 +22,13 @@ from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
     BinaryContent,
     CachePoint,
+    CompactionPart,
     DocumentUrl,
     ImageUrl,
     ModelMessage,
     ModelRequest,
     ModelResponse,
     ModelResponsePart,
-    NativeToolCallPart,
     RetryFeedbackPart,
     RetryInfo,
     RetryPromptPart,
@@ -369,7 +369,7 @@ def test_a_cut_off_response_is_recorded_interrupted_and_a_streaming_one_left_ope
 @pytest.mark.parametrize(
     ("message", "named"),
     [
-        (ModelResponse(parts=[NativeToolCallPart("web_search", {})]), "'builtin-tool-call'"),
+        (ModelResponse(parts=[CompactionPart("Earlier: the user asked.")]), "'compaction'"),
         (ModelRequest(parts=[UserPromptPart([VideoUrl(url="https://x/y.mp4")])]), "'video-url'"),
         (
             ModelRequest(

@@ -20,15 +20,30 @@ Every line is ``{"timestamp", "type", "payload"}``. What each line type becomes:
 The older layout (a bare ``{id, timestamp, instructions, git}`` header line, bare response
 items, ``{"record_type": "state"}`` markers) is read the same way.
 
-Refused, naming the line and item: ``web_search_call``, ``image_generation_call``,
-``tool_search_call`` / ``tool_search_output`` (hosted tools, until convstore has a kind for
-them), and any other item or line type. A ``compaction`` item (encrypted, with no readable
-summary) is skipped and reported. Each line's ``timestamp`` is in the source; convstore's
-history has no place for it yet, so it is not kept.
+Tools the provider ran (the whole item kept verbatim in the block's ``provider_data``):
+
+- ``web_search_call`` → a ``hosted_tool_use`` named ``web_search`` whose input is its
+  ``action`` (``search`` with its query, ``open_page``, ``find_in_page``); the rollout holds
+  no results, so there is no result block. Codex does not write the call's ``id``: a call
+  without one gets ``web_search_call:line N`` (its line), stable across imports.
+- ``image_generation_call`` → a ``hosted_tool_use`` named ``image_generation`` (input: its
+  ``revised_prompt``) and its ``hosted_tool_result``: the generated image (``result``, base64,
+  its format read from its bytes), an error when ``status`` is ``failed``; ``provider_data``
+  is the item without the image.
+- ``tool_search_call`` / ``tool_search_output`` with ``execution: "server"`` → a hosted call
+  named ``tool_search`` (input: its ``arguments``) and its result (the ``tools`` found, as
+  JSON) in the same assistant message; with ``execution: "client"`` Codex ran the search,
+  so they are a ``tool_use`` and a ``tool_result``, like any caller-run round.
+
+Refused, naming the line and item: any other item or line type. A ``compaction`` item
+(encrypted, with no readable summary) is skipped and reported. Each line's ``timestamp`` is
+in the source; convstore's history has no place for it yet, so it is not kept.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import replace
@@ -37,26 +52,38 @@ from typing import Any
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
 from convstore.convert.parts import as_dict, check_keys, checked, refuse, text_of, tidy
 from convstore.convert.responses import ITEM_TYPES, Side, item_blocks
-from convstore.domain.blocks import Block, TextBlock, ToolResultBlock, ToolUseBlock
+from convstore.domain.blocks import (
+    Block,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
+    ImageBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from convstore.domain.errors import InvalidInput
+from convstore.domain.images import sniff_media_type
 
 LINE_TYPES = ("session_meta", "response_item", "compacted", "event_msg", "turn_context")
 LINE_KEYS = frozenset({"timestamp", "type", "payload"})
 CODEX_ITEMS = ("custom_tool_call", "custom_tool_call_output", "local_shell_call")
-IGNORED_ITEMS = ("ghost_snapshot",)
-PENDING_ITEMS = (
+HOSTED_ITEMS = (
     "web_search_call",
     "image_generation_call",
     "tool_search_call",
     "tool_search_output",
-    "mcp_tool_call",
 )
-"""Item types refused until convstore has a block kind for hosted tool calls."""
+"""Items of tools the provider runs (a tool search may also be run by Codex itself)."""
+IGNORED_ITEMS = ("ghost_snapshot",)
 
 ITEM_KEYS: dict[str, frozenset[str]] = {
     "custom_tool_call": frozenset({"type", "id", "status", "call_id", "name", "input"}),
     "custom_tool_call_output": frozenset({"type", "call_id", "name", "output"}),
     "local_shell_call": frozenset({"type", "id", "call_id", "status", "action"}),
+    "web_search_call": frozenset({"type", "id", "status", "action"}),
+    "image_generation_call": frozenset({"type", "id", "status", "revised_prompt", "result"}),
+    "tool_search_call": frozenset({"type", "id", "call_id", "status", "execution", "arguments"}),
+    "tool_search_output": frozenset({"type", "id", "call_id", "status", "execution", "tools"}),
 }
 
 
@@ -83,6 +110,79 @@ def _codex_item(item: Mapping[str, Any], kind: str, where: str) -> tuple[Side, l
         "input": as_dict(item.get("action"), f"{where} action"),
     }
     return "assistant", [checked(lambda: ToolUseBlock.model_validate(call), where)]
+
+
+def _hosted_item(
+    item: Mapping[str, Any], kind: str, number: int, where: str
+) -> tuple[Side, list[Block]]:
+    """An item of a tool the provider ran, as hosted blocks (a client-run tool search as a
+    caller's tool round); see the module docstring."""
+    check_keys(item, ITEM_KEYS[kind], where)
+    verbatim = dict(item)
+    if kind == "web_search_call":
+        action = item.get("action")
+        call = {
+            "id": item.get("id") or f"web_search_call:line {number}",
+            "name": "web_search",
+            "input": {} if action is None else as_dict(action, f"{where} action"),
+            "provider_data": verbatim,
+        }
+        return "assistant", [checked(lambda: HostedToolUseBlock.model_validate(call), where)]
+    if kind == "image_generation_call":
+        return "assistant", _image_generation(item, where)
+    server = item.get("execution") == "server"
+    call_id = item.get("call_id") or item.get("id")
+    if kind == "tool_search_call":
+        arguments = item.get("arguments")
+        fields = {
+            "id": call_id,
+            "name": "tool_search",
+            "input": {} if arguments is None else as_dict(arguments, f"{where} arguments"),
+        }
+        if server:
+            data = {**fields, "provider_data": verbatim}
+            return "assistant", [checked(lambda: HostedToolUseBlock.model_validate(data), where)]
+        return "assistant", [checked(lambda: ToolUseBlock.model_validate(fields), where)]
+    result = {
+        "tool_use_id": call_id,
+        "name": "tool_search",
+        "content": json.dumps(item.get("tools"), ensure_ascii=False),
+    }
+    if server:
+        data = {**result, "provider_data": verbatim}
+        return "assistant", [checked(lambda: HostedToolResultBlock.model_validate(data), where)]
+    return "results", [checked(lambda: ToolResultBlock.model_validate(result), where)]
+
+
+def _image_generation(item: Mapping[str, Any], where: str) -> list[Block]:
+    """An image generation call and its result: the image (its format read from its bytes),
+    or, with no image, its status."""
+    prompt = item.get("revised_prompt")
+    call_id = item.get("id")
+    call = {
+        "id": call_id,
+        "name": "image_generation",
+        "input": {} if prompt is None else {"revised_prompt": prompt},
+        "provider_data": {key: value for key, value in item.items() if key != "result"},
+    }
+    use = checked(lambda: HostedToolUseBlock.model_validate(call), where)
+    encoded = item.get("result") or ""
+    status = item.get("status")
+    content: str | list[Block] = f"status: {status}" if isinstance(status, str) else ""
+    if encoded:
+        try:
+            media = sniff_media_type(base64.b64decode(text_of(encoded, f"{where} result")))
+        except binascii.Error:
+            media = None
+        image = {"media_type": media or "image/png", "data": encoded}
+        content = [checked(lambda: ImageBlock.model_validate(image), f"{where} result")]
+    result = {
+        "tool_use_id": call_id,
+        "name": "image_generation",
+        "content": content,
+        "is_error": status == "failed",
+    }
+    return [use, checked(lambda: HostedToolResultBlock.model_validate(result), where)]
 
 
 def _other_line(
@@ -170,13 +270,12 @@ def _response_item(
         reason = "an encrypted compaction item (no readable summary)"
         history.skipped.append(Skipped(reason, number))
         return None
-    if item_type in PENDING_ITEMS:
-        msg = f"{at}: a hosted tool call cannot be recorded yet (no convstore block kind)"
-        raise InvalidInput(msg)
+    if item_type in HOSTED_ITEMS:
+        return _hosted_item(payload, str(item_type), number, at)
     if item_type in CODEX_ITEMS:
         return _codex_item(payload, str(item_type), at)
     if item_type not in ITEM_TYPES:
-        refuse("item type", item_type, where, (*ITEM_TYPES, *CODEX_ITEMS))
+        refuse("item type", item_type, where, (*ITEM_TYPES, *CODEX_ITEMS, *HOSTED_ITEMS))
     return item_blocks(payload, where)
 
 

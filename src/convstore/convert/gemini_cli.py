@@ -13,16 +13,25 @@ Message records (``type``): ``user`` → a user message of its ``content`` (a st
 ``Part`` objects: ``text``, ``inlineData`` / ``fileData`` images, and documents of any other
 type but audio and video, ``fileData.displayName`` their name); ``gemini`` → an assistant
 message: its ``thoughts`` (``subject`` and ``description``) as reasoning, its ``content``
-(``text`` parts; ``thought: true`` ones as reasoning), then each of ``toolCalls`` as a
+(``text`` parts; ``thought: true`` ones as reasoning; ``inlineData`` / ``fileData`` the model
+generated as images or documents; ``executableCode`` → a ``hosted_tool_use`` named
+``code_execution`` whose input is the part's fields, and ``codeExecutionResult`` → its
+``hosted_tool_result``, the ``output`` as text, an error unless the ``outcome`` is
+``OUTCOME_OK``; the part itself kept in ``provider_data``), then each of ``toolCalls`` as a
 ``tool_use`` (``id``, ``name``, ``args``) with its ``result`` (``functionResponse.response``:
-``output`` as text, else its JSON; ``inlineData`` images beside it) as a ``tool_result`` in a
-user message right after; ``status: "error"`` marks it an error. ``info``, ``error`` and
-``warning`` records are the CLI's own notices (never sent to the model): counted as ignored.
+``output`` as text, else its JSON; ``inlineData`` images and documents beside it) as a
+``tool_result`` in a user message right after; ``status: "error"`` marks it an error. The
+CLI's own ``google_web_search`` (grounded in Google Search) is such a call: the CLI ran it.
+``info``, ``error`` and ``warning`` records are the CLI's own notices (never sent to the
+model): counted as ignored.
+
+Code execution parts carry an ``id`` in newer API versions; without one, the call is named
+``RECORD-ID:code N`` (its record and position) and a result answers the latest call of its
+record that has none yet.
 
 ``sessionId`` is the key (a second import is refused); ``summary`` the title. Refused, naming
-the record and part: any other part (``executableCode``, ``codeExecutionResult``,
-``functionCall`` inside content, audio and video ``inlineData`` / ``fileData``, a non-image
-one in a tool's result) or key. Every
+the record and part: any other part or key, and audio and video ``inlineData`` /
+``fileData``. Every
 message's and tool call's ``timestamp`` is in the source; convstore's history has no place
 for it yet, so it is not kept.
 """
@@ -51,6 +60,8 @@ from convstore.convert.parts import (
 from convstore.domain.blocks import (
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -102,7 +113,14 @@ TOOL_CALL_KEYS = frozenset(
     }
 )
 USER_FIELDS = ("text", "inlineData", "fileData", "functionResponse")
-ASSISTANT_FIELDS = ("text", "functionCall")
+ASSISTANT_FIELDS = (
+    "text",
+    "functionCall",
+    "inlineData",
+    "fileData",
+    "executableCode",
+    "codeExecutionResult",
+)
 RESULT_FIELDS = ("text", "inlineData", "fileData", "functionResponse")
 """The Gemini ``Part`` fields read in user content, model content and a tool's result."""
 _PART_EXTRAS = frozenset({"thought", "thoughtSignature", "partMetadata"})
@@ -158,6 +176,9 @@ class _Reader:
     def __init__(self, ignored: Counter[str]) -> None:
         self.ignored = ignored
         self.answered: set[str] = set()
+        self.code_calls: list[str] = []  # this record's code execution calls not yet answered
+        self.code_count = 0
+        self.record_id = ""
 
     def content(self, content: object, where: str, *, calls: set[str] | None) -> list[Block]:
         """``content`` as blocks; ``calls`` (the ids in the record's ``toolCalls``) is given for
@@ -189,6 +210,8 @@ class _Reader:
             return TextBlock(text=text_of(part["text"], f"{at} text"))
         if field in ("inlineData", "fileData"):
             return _file(part, field, at)
+        if field in ("executableCode", "codeExecutionResult"):
+            return self.code(part, field, at)
         inner = as_dict(part[field], f"{at} {field}")
         call_id = inner.get("id")
         if field == "functionCall":
@@ -211,6 +234,38 @@ class _Reader:
         }
         return checked(partial(ToolResultBlock.model_validate, result), at)
 
+    def code(self, part: Mapping[str, Any], field: str, at: str) -> Block:
+        """Code the model had the provider run (``executableCode``), or what it returned
+        (``codeExecutionResult``), as a hosted call or result; the part kept verbatim."""
+        inner = as_dict(part[field], f"{at} {field}")
+        given = inner.get("id")
+        if field == "executableCode":
+            self.code_count += 1
+            call_id = given or f"{self.record_id}:code {self.code_count}"
+            self.code_calls.append(str(call_id))
+            fields = {key: value for key, value in inner.items() if key != "id"}
+            call = {
+                "id": call_id,
+                "name": "code_execution",
+                "input": fields,
+                "provider_data": dict(part),
+            }
+            return checked(partial(HostedToolUseBlock.model_validate, call), at)
+        if given is None and not self.code_calls:
+            msg = f"{at}: a codeExecutionResult answers no executableCode before it"
+            raise InvalidInput(msg)
+        call_id = given if given is not None else self.code_calls[-1]
+        if call_id in self.code_calls:
+            self.code_calls.remove(call_id)
+        result = {
+            "tool_use_id": call_id,
+            "name": "code_execution",
+            "content": text_of(inner.get("output", ""), f"{at} {field}.output"),
+            "is_error": inner.get("outcome") != "OUTCOME_OK",
+            "provider_data": dict(part),
+        }
+        return checked(partial(HostedToolResultBlock.model_validate, result), at)
+
     def message(self, record: Mapping[str, Any], where: str) -> list[HistoryMessage]:
         kind = record.get("type")
         if kind not in MESSAGE_TYPES:
@@ -230,6 +285,7 @@ class _Reader:
         return self.model_turn(record, where)
 
     def model_turn(self, record: Mapping[str, Any], where: str) -> list[HistoryMessage]:
+        self.record_id, self.code_calls, self.code_count = str(record.get("id")), [], 0
         blocks: list[Block] = []
         for index, raw in enumerate(as_list(record.get("thoughts") or [], f"{where} thoughts")):
             at = f"{where} thought {index}"
@@ -271,7 +327,7 @@ def _result(call: Mapping[str, Any], call_id: str, where: str) -> ToolResultBloc
         return None
     parts = raw if isinstance(raw, list) else [raw]
     texts: list[str] = []
-    images: list[TextBlock | ImageBlock] = []
+    files: list[TextBlock | ImageBlock | DocumentBlock] = []
     for index, item in enumerate(parts):
         at = f"{where} result part {index}"
         if isinstance(item, str):
@@ -284,10 +340,10 @@ def _result(call: Mapping[str, Any], call_id: str, where: str) -> ToolResultBloc
         elif field == "text":
             texts.append(text_of(part["text"], f"{at} text"))
         else:
-            images.append(_image(part, field, at))
+            files.append(_file(part, field, at))
     text = "\n".join(texts)
-    content: str | list[TextBlock | ImageBlock] = (
-        [TextBlock(text=text), *images] if images else text
+    content: str | list[TextBlock | ImageBlock | DocumentBlock] = (
+        [TextBlock(text=text), *files] if files else text
     )
     data = {
         "tool_use_id": call_id,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar, cast
@@ -72,6 +73,28 @@ def arguments_text(text: str) -> dict[str, Any] | str:
     except (ValueError, RecursionError):
         return text
     return parsed if isinstance(parsed, dict) else text
+
+
+def _without_encrypted(value: object) -> object:
+    if isinstance(value, Mapping):
+        return {
+            key: _without_encrypted(item)
+            for key, item in value.items()
+            if not (isinstance(key, str) and key.lower().startswith("encrypted"))
+        }
+    if isinstance(value, list | tuple):
+        return [_without_encrypted(item) for item in value]
+    return value
+
+
+def readable_output(value: object) -> str:
+    """A hosted tool's output as the text a model can read: a string as it is, anything else
+    as its JSON without the provider's encrypted fields (``encrypted_content``,
+    ``encryptedContent``, ``encrypted_index``: opaque bytes only the provider reads back,
+    kept verbatim in the block's ``provider_data``)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(_without_encrypted(value), ensure_ascii=False)
 
 
 def checked(make: Callable[[], _T], where: str) -> _T:
@@ -209,7 +232,8 @@ def refuse(kind: str, value: object, where: str, accepted: tuple[str, ...]) -> N
 
 def tidy(blocks: list[Block]) -> tuple[Block, ...]:
     """A message's blocks without empty text blocks beside other content (providers send
-    ``content: ""`` next to tool calls); a message of nothing but empty text keeps it."""
+    ``content: ""`` next to tool calls); a message of nothing but empty text keeps it. An
+    empty text that carries annotations (sources cited with no text of their own) is kept."""
     kept = [
         b for b in blocks if not (isinstance(b, TextBlock) and b.text == "" and not b.annotations)
     ]

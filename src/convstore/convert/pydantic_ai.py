@@ -8,21 +8,27 @@ message an object with ``kind`` ``request`` or ``response`` and ``parts`` tagged
   message first; ``system-prompt`` parts → a system message; ``user-prompt`` (a string, or a
   list of strings, ``text-content``, images as ``image-url`` or ``binary`` with an
   ``image/*`` media type, and documents as ``document-url`` or any other ``binary`` but audio
-  and video), ``tool-return`` (→ ``tool_result``; ``outcome`` other than
-  ``success`` marks it an error; multimodal content as text and image parts, any other
-  non-string content as its JSON), ``retry-prompt`` (with
-  a tool call id → an error ``tool_result``, else user text) and ``retry-feedback`` (user
-  text) → a user message, in order.
-- ``response``: ``text`` → text, ``thinking`` → reasoning (with its ``signature``),
-  ``tool-call`` → ``tool_use`` (``args`` a dict or a JSON string), ``file`` → an image block
-  (an image) or a document block (any other file but audio and video).
+  and video), ``tool-return`` (→ ``tool_result``; an ``outcome`` of ``failed`` or
+  ``retried``, Pydantic AI's ``ERROR_OUTCOMES``, marks it an error; multimodal content as
+  text, image and document parts, any other non-string content as its JSON), ``retry-prompt``
+  (with a tool call id → an error ``tool_result``, else user text) and ``retry-feedback``
+  (user text) → a user message, in order.
+- ``response``: ``text`` → text (its ``citations`` → the block's ``annotations``, one per
+  cited source: ``web_citation`` / ``document_citation`` with the source's fields, the
+  citation's ``anchor`` and its position ``citation``), ``thinking`` → reasoning (with its
+  ``signature``), ``tool-call`` → ``tool_use`` (``args`` a dict or a JSON string), ``file`` →
+  an image block (an image) or a document block (any other file but audio and video),
+  ``builtin-tool-call`` → ``hosted_tool_use`` and ``builtin-tool-return`` →
+  ``hosted_tool_result`` (a tool the provider ran: web search, code execution, image
+  generation, a remote MCP server's tool ``mcp_server:LABEL``, whose label becomes the
+  block's ``server``), with ``provider_name``, ``provider_details`` and the part's other
+  fields kept in ``provider_data``.
 
-Refused, naming the part and its position, until convstore has a block kind for them:
-``builtin-tool-call`` / ``builtin-tool-return`` (hosted tools), ``compaction``, ``speech``,
-``audio-url``, ``video-url``, ``uploaded-file``, audio and video ``binary`` content, a
-document inside a tool's return, and the instruction and delta parts. An unknown key, part kind
-or message kind is refused too. Every part's and response's ``timestamp`` is in the source;
-convstore's history has no place for it yet, so it is not kept.
+Refused, naming the part and its position: ``compaction``, ``speech``, ``audio-url``,
+``video-url``, ``uploaded-file``, audio and video ``binary`` content, and the instruction and
+delta parts. An unknown key, part kind or message kind is refused too. Every part's and
+response's ``timestamp`` is in the source; convstore's history has no place for it yet, so it
+is not kept.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from convstore.convert.parts import (
     checked,
     document_from,
     image_from_url,
+    readable_output,
     refuse,
     text_of,
     tidy,
@@ -48,6 +55,8 @@ from convstore.convert.parts import (
 from convstore.domain.blocks import (
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -98,10 +107,20 @@ RESPONSE_PARTS: dict[str, frozenset[str]] = {
     "thinking": frozenset({*_PROVIDER, "content", "signature"}),
     "tool-call": frozenset({*_PROVIDER, "args", "tool_call_id", "tool_kind", "tool_name"}),
     "file": frozenset({*_PROVIDER, "content"}),
+    "builtin-tool-call": frozenset({*_PROVIDER, "args", "tool_call_id", "tool_kind", "tool_name"}),
+    "builtin-tool-return": frozenset(
+        {*_RETURN - {"retry"}, "provider_details", "provider_name", "timestamp"}
+        | {"tool_call_id", "tool_kind", "tool_name"}
+    ),
 }
+ERROR_OUTCOMES = ("failed", "retried")
+"""The tool-return outcomes that reach the model as an error (Pydantic AI's own
+``ERROR_OUTCOMES``): a denial or an interruption is sent as an ordinary result."""
+
+MCP_SERVER = "mcp_server:"
+"""How Pydantic AI names a remote MCP server's native tool: ``mcp_server:LABEL``."""
+
 PENDING_PARTS = (
-    "builtin-tool-call",
-    "builtin-tool-return",
     "compaction",
     "speech",
     "instruction",
@@ -112,7 +131,8 @@ PENDING_PARTS = (
     "tool-availability-delta",
     "capability-load-delta",
 )
-"""Part kinds refused until convstore has a block kind (or a place) for them."""
+"""Part kinds refused: a provider's compaction (encrypted, or a summary in the middle of a
+response), speech, and the instruction and delta parts (the run's settings, not content)."""
 
 CONTENT_KINDS: dict[str, frozenset[str]] = {
     "image-url": frozenset(
@@ -134,28 +154,19 @@ def _json_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _binary(
-    item: Mapping[str, Any], where: str, *, documents: bool = True
-) -> ImageBlock | DocumentBlock:
-    """Binary content: an image, or (``documents``) a document of any type but audio and
-    video."""
+def _binary(item: Mapping[str, Any], where: str) -> ImageBlock | DocumentBlock:
+    """Binary content: an image, or a document of any type but audio and video."""
     media = text_of(item.get("media_type"), f"{where} media_type")
     # Pydantic serialises bytes as URL-safe base64; the blocks hold the standard alphabet
     # (the same bytes).
     encoded = text_of(item.get("data"), f"{where} data").translate(_STANDARD_BASE64)
     if not media.startswith("image/"):
-        if not documents or media.startswith(("audio/", "video/")):
+        if media.startswith(("audio/", "video/")):
             msg = f"{where}: binary content of media type {media!r} cannot be recorded yet"
             raise InvalidInput(msg)
         return document_from(where, data=encoded, media_type=media)
     data = {"media_type": media, "data": encoded}
     return checked(partial(ImageBlock.model_validate, data), where)
-
-
-def _binary_image(item: Mapping[str, Any], where: str) -> ImageBlock:
-    block = _binary(item, where, documents=False)
-    assert isinstance(block, ImageBlock)
-    return block
 
 
 def _document_url(item: Mapping[str, Any], where: str) -> DocumentBlock:
@@ -165,7 +176,7 @@ def _document_url(item: Mapping[str, Any], where: str) -> DocumentBlock:
     return document_from(where, url=url, media_type=item.get("media_type"))
 
 
-def _user_content(content: object, where: str, *, documents: bool = True) -> list[Block]:
+def _user_content(content: object, where: str) -> list[Block]:
     if isinstance(content, str):
         return [TextBlock(text=content)]
     blocks: list[Block] = []
@@ -188,12 +199,9 @@ def _user_content(content: object, where: str, *, documents: bool = True) -> lis
         if kind == "image-url":
             blocks.append(image_from_url(item.get("url"), f"{at} url"))
         elif kind == "binary":
-            blocks.append(_binary(item, at, documents=documents))
-        elif kind == "document-url" and documents:
-            blocks.append(_document_url(item, at))
+            blocks.append(_binary(item, at))
         elif kind == "document-url":
-            msg = f"{at}: a document in a tool's return cannot be recorded yet"
-            raise InvalidInput(msg)
+            blocks.append(_document_url(item, at))
         else:
             blocks.append(TextBlock(text=text_of(item.get("content"), f"{at} content")))
     return blocks
@@ -206,13 +214,14 @@ def _is_content(item: object) -> bool:
 
 
 def _result_content(content: object, where: str) -> str | list[Block]:
-    """A tool's return as text (its JSON unless a string), or as text and image parts when it
-    is multimodal content (``binary`` images, ``image-url``, ``text-content``)."""
+    """A tool's return as text (its JSON unless a string), or as text, image and document
+    parts when it is multimodal content (``binary``, ``image-url``, ``document-url``,
+    ``text-content``)."""
     if isinstance(content, Mapping) and _is_content(content):
         content = [content]
     items: list[Any] = content if isinstance(content, list) else []
     if any(not isinstance(i, str) for i in items) and all(_is_content(i) for i in items):
-        return _user_content(items, where, documents=False)
+        return _user_content(items, where)
     return _json_text(content)
 
 
@@ -235,6 +244,98 @@ def _part_kind(part: Mapping[str, Any], known: Mapping[str, frozenset[str]], whe
         refuse("part kind", kind, where, tuple(known))
     check_keys(part, known[str(kind)], f"{where} ({kind})")
     return str(kind)
+
+
+def _annotations(citations: object, where: str) -> list[dict[str, Any]] | None:
+    """A text part's ``citations`` as annotations: one per cited source (``web_citation`` or
+    ``document_citation``, the source's fields as they are), each with its citation's
+    ``anchor`` and position (``citation``), so sources cited together stay together."""
+    if citations is None:
+        return None
+    annotations: list[dict[str, Any]] = []
+    for position, raw in enumerate(as_list(citations, where)):
+        citation = as_dict(raw, f"{where} {position}")
+        check_keys(citation, frozenset({"sources", "anchor"}), f"{where} {position}")
+        for index, item in enumerate(as_list(citation.get("sources"), f"{where} {position}")):
+            source = as_dict(item, f"{where} {position} source {index}")
+            kind = source.get("kind")
+            if kind not in ("web", "document"):
+                refuse("citation source kind", kind, f"{where} {position}", ("web", "document"))
+            fields = {key: value for key, value in source.items() if key != "kind"}
+            anchor = {"anchor": citation["anchor"]} if citation.get("anchor") else {}
+            annotations.append(
+                {"type": f"{kind}_citation", **fields, **anchor, "citation": position}
+            )
+    return annotations or None
+
+
+def text_block(part: Mapping[str, Any], where: str) -> TextBlock:
+    """A ``text`` part as a text block, its ``citations`` as the block's annotations."""
+    text = {
+        "text": text_of(part.get("content"), f"{where} content"),
+        "annotations": _annotations(part.get("citations"), f"{where} citations"),
+    }
+    return checked(partial(TextBlock.model_validate, text), where)
+
+
+def _provider_data(part: Mapping[str, Any], kept: frozenset[str]) -> dict[str, Any] | None:
+    """What a part holds beyond the block's fields (``kept``), its unset fields left out."""
+    extra = {
+        key: value
+        for key, value in part.items()
+        if key not in kept and value is not None and value != []
+    }
+    return extra or None
+
+
+_HOSTED_CALL_FIELDS = frozenset({"part_kind", "tool_call_id", "args", "timestamp"})
+_HOSTED_RETURN_FIELDS = frozenset({"part_kind", "tool_call_id", "tool_name"})
+
+
+def hosted_call(part: Mapping[str, Any], where: str) -> HostedToolUseBlock:
+    """A ``builtin-tool-call`` part (``ModelMessagesTypeAdapter`` JSON) as a hosted call: a
+    remote MCP server's tool (``mcp_server:LABEL``) keeps the label as ``server`` and the
+    called tool's name from its args; ``provider_name``, ``provider_details``, ``id``,
+    ``tool_kind`` (and the original ``tool_name`` when it was renamed) in ``provider_data``."""
+    name = text_of(part.get("tool_name"), f"{where} tool_name")
+    args = part.get("args")
+    arguments = {} if args is None else tool_arguments(args, f"{where} args")
+    server = name.removeprefix(MCP_SERVER) if name.startswith(MCP_SERVER) else None
+    called = arguments.get("tool_name") if isinstance(arguments, dict) else None
+    renamed = server is not None and isinstance(called, str) and called != ""
+    kept = _HOSTED_CALL_FIELDS if renamed else _HOSTED_CALL_FIELDS | {"tool_name"}
+    data = {
+        "id": part.get("tool_call_id"),
+        "name": called if renamed else name,
+        "input": arguments,
+        "server": server or None,
+        "provider_data": _provider_data(part, kept),
+    }
+    return checked(partial(HostedToolUseBlock.model_validate, data), where)
+
+
+def hosted_return(part: Mapping[str, Any], where: str) -> HostedToolResultBlock:
+    """A ``builtin-tool-return`` part as a hosted call's result: its content as text (a
+    string, else its JSON without the provider's encrypted fields) or as text, image and
+    document parts; the outcome marks an error as a tool return's does; everything else but
+    the timestamp in ``provider_data`` (the content too, verbatim, when encrypted fields were
+    left out of the text)."""
+    kept = _HOSTED_RETURN_FIELDS | {"timestamp"}
+    if part.get("outcome", "success") == "success":
+        kept |= {"outcome"}  # the default says nothing
+    content = _result_content(part.get("content"), where)
+    readable = readable_output(part.get("content")) if isinstance(content, str) else content
+    if readable == content:
+        kept |= {"content"}  # all there is of it is in the block already
+    content = readable
+    data = {
+        "tool_use_id": part.get("tool_call_id"),
+        "name": part.get("tool_name"),
+        "content": content,
+        "is_error": part.get("outcome") in ERROR_OUTCOMES,
+        "provider_data": _provider_data(part, kept),
+    }
+    return checked(partial(HostedToolResultBlock.model_validate, data), where)
 
 
 def _request(message: Mapping[str, Any], where: str) -> list[HistoryMessage]:
@@ -260,7 +361,7 @@ def _request(message: Mapping[str, Any], where: str) -> list[HistoryMessage]:
         elif kind == "user-prompt":
             add("user", _user_content(part.get("content"), at))
         elif kind == "tool-return":
-            add("user", [_result(part, at, error=part.get("outcome", "success") != "success")])
+            add("user", [_result(part, at, error=part.get("outcome") in ERROR_OUTCOMES)])
         elif kind == "retry-prompt" and part.get("tool_call_id") and part.get("tool_name"):
             add("user", [_result(part, at, error=True)])
         else:
@@ -278,7 +379,11 @@ def _response(message: Mapping[str, Any], where: str) -> HistoryMessage:
         kind = _part_kind(part, RESPONSE_PARTS, at)
         at = f"{at} ({kind})"
         if kind == "text":
-            blocks.append(TextBlock(text=text_of(part.get("content"), f"{at} content")))
+            blocks.append(text_block(part, at))
+        elif kind == "builtin-tool-call":
+            blocks.append(hosted_call(part, at))
+        elif kind == "builtin-tool-return":
+            blocks.append(hosted_return(part, at))
         elif kind == "thinking":
             data = {"text": part.get("content"), "signature": part.get("signature")}
             blocks.append(checked(partial(ReasoningBlock.model_validate, data), at))

@@ -11,16 +11,24 @@ becomes:
   ``errorText`` as an error) → a ``tool_result`` block in a user message placed right after
   the assistant blocks of that step. A call still streaming, awaiting approval or denied has
   no result. ``output`` is kept as its text when a string, else as its JSON.
-- ``file`` with an ``image/*`` media type → an image block (``url`` a ``data:`` URL or an
-  http(s) address); any other but audio and video → a document block (``filename`` its name).
+- A tool part the provider executed (``providerExecuted: true``: web search, code execution,
+  …) → a ``hosted_tool_use`` and, once it has an outcome, its ``hosted_tool_result``, both in
+  the assistant message (the provider ran it inside the turn); the part's other fields
+  (``output`` verbatim, ``callProviderMetadata``, ``resultProviderMetadata``, ``state``, …)
+  in ``provider_data``; the result's content is the ``output`` as text (its JSON without the
+  provider's encrypted fields).
+- ``file`` (from any role, the assistant's generated files too) with an ``image/*`` media
+  type → an image block (``url`` a ``data:`` URL or an http(s) address); any other but audio
+  and video → a document block (``filename`` its name).
+- ``source-url`` and ``source-document`` → annotations, each the part itself, on the text
+  they stand beside: the nearest text part before them in the same step, else the first one
+  after them; a step with sources and no text keeps them on an empty text block of their own.
 - ``step-start`` closes the step (counted as ignored: it carries nothing).
 
-Refused, naming the part and its position, until convstore has a block kind for them: audio
-and video ``file`` parts, ``source-url``, ``source-document``, ``reasoning-file``,
-``custom`` and ``data-*`` parts, and tool parts the provider executed
-(``providerExecuted: true``, a hosted tool). An unknown key on a message or part is refused
-too, and so is a message with no parts. ``UIMessage`` carries no timestamps; ``metadata`` is
-application-defined and is not recorded.
+Refused, naming the part and its position: audio and video ``file`` parts,
+``reasoning-file``, ``custom`` and ``data-*`` parts (the application's own data). An unknown
+key on a message or part is refused too, and so is a message with no parts. ``UIMessage``
+carries no timestamps; ``metadata`` is application-defined and is not recorded.
 """
 
 from __future__ import annotations
@@ -38,21 +46,40 @@ from convstore.convert.parts import (
     checked,
     document_from,
     image_from_url,
+    readable_output,
     refuse,
     text_of,
     tidy,
 )
-from convstore.domain.blocks import Block, ReasoningBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from convstore.domain.blocks import (
+    AnyToolUse,
+    Block,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from convstore.domain.errors import InvalidInput
 from convstore.domain.events import Role
 
 ROLES = ("system", "user", "assistant")
 MESSAGE_KEYS = frozenset({"id", "role", "parts", "metadata"})
-PART_TYPES = ("text", "reasoning", "tool-NAME", "dynamic-tool", "file", "step-start")
+PART_TYPES = (
+    "text",
+    "reasoning",
+    "tool-NAME",
+    "dynamic-tool",
+    "file",
+    "source-url",
+    "source-document",
+    "step-start",
+)
 """The part types the converter accepts (``tool-NAME`` stands for any ``tool-`` prefix)."""
 
-PENDING_PARTS = ("source-url", "source-document", "reasoning-file", "custom")
-"""Part types refused until convstore has a block kind for them (``data-*`` parts too)."""
+PENDING_PARTS = ("reasoning-file", "custom")
+"""Part types refused (``data-*`` parts too): no block kind holds them."""
 
 _TOOL_KEYS = frozenset(
     {
@@ -80,6 +107,10 @@ PART_KEYS: dict[str, frozenset[str]] = {
         {"type", "mediaType", "filename", "url", "providerReference", "providerMetadata"}
     ),
     "step-start": frozenset({"type"}),
+    "source-url": frozenset({"type", "sourceId", "url", "title", "providerMetadata"}),
+    "source-document": frozenset(
+        {"type", "sourceId", "mediaType", "title", "filename", "providerMetadata"}
+    ),
     "tool": _TOOL_KEYS,
 }
 TOOL_STATES = (
@@ -113,10 +144,19 @@ def _result_text(output: object) -> str:
     return json.dumps(output, ensure_ascii=False)
 
 
-def _tool(part: Mapping[str, Any], kind: str, where: str) -> tuple[ToolUseBlock, Block | None]:
-    if part.get("providerExecuted"):
-        msg = f"{where}: a provider-executed (hosted) tool call cannot be recorded yet"
-        raise InvalidInput(msg)
+_HOSTED_FIELDS = frozenset({"type", "toolCallId", "input", "errorText"})
+"""A hosted tool part's keys that the blocks hold; the rest (its ``output`` too, verbatim)
+goes in ``provider_data``."""
+
+
+def _tool(part: Mapping[str, Any], kind: str, where: str) -> tuple[AnyToolUse, Block | None]:
+    """A tool part as its call and, once it has an outcome, its result: hosted blocks when
+    the provider executed it, else a caller's ``tool_use`` and ``tool_result``."""
+    hosted = part.get("providerExecuted") is True
+    use_class = HostedToolUseBlock if hosted else ToolUseBlock
+    result_class = HostedToolResultBlock if hosted else ToolResultBlock
+    extra = {key: value for key, value in part.items() if key not in _HOSTED_FIELDS}
+    provider = {"provider_data": extra} if hosted else {}
     name = part.get("toolName") if kind == "dynamic-tool" else kind.removeprefix("tool-")
     state = part.get("state")
     if state not in TOOL_STATES:
@@ -130,16 +170,17 @@ def _tool(part: Mapping[str, Any], kind: str, where: str) -> tuple[ToolUseBlock,
     else:
         arguments = _result_text(raw)
     call_id = part.get("toolCallId")
-    data = {"id": call_id, "name": name, "input": arguments}
-    call = checked(lambda: ToolUseBlock.model_validate(data), where)
+    data = {"id": call_id, "name": name, "input": arguments, **provider}
+    call: AnyToolUse = checked(lambda: use_class.model_validate(data), where)
     result: Block | None = None
     if state == "output-available":
-        fields = {"tool_use_id": call_id, "name": name, "content": _result_text(part["output"])}
-        result = checked(lambda: ToolResultBlock.model_validate(fields), where)
+        output = readable_output(part["output"]) if hosted else _result_text(part["output"])
+        fields = {"tool_use_id": call_id, "name": name, "content": output}
+        result = checked(lambda: result_class.model_validate({**fields, **provider}), where)
     elif state == "output-error":
         text = text_of(part.get("errorText"), f"{where} errorText")
         fields = {"tool_use_id": call_id, "name": name, "content": text, "is_error": True}
-        result = checked(lambda: ToolResultBlock.model_validate(fields), where)
+        result = checked(lambda: result_class.model_validate({**fields, **provider}), where)
     return call, result
 
 
@@ -174,6 +215,48 @@ def _file(part: Mapping[str, Any], where: str) -> Block:
     return image_from_url(part.get("url"), f"{where} url")
 
 
+class _Steps:
+    """One message's steps as convstore messages: each step's blocks, then (after an
+    assistant step) a user message of the results of the calls it made."""
+
+    def __init__(self, role: Role) -> None:
+        self.role = role
+        self.out: list[HistoryMessage] = []
+        self.blocks: list[Block] = []
+        self.results: list[Block] = []
+        self.sources: list[dict[str, Any]] = []  # sources not yet beside a text of this step
+
+    def flush(self) -> None:
+        if self.sources:
+            self.blocks.append(TextBlock(text="", annotations=self.sources))
+        if self.blocks:
+            self.out.append(HistoryMessage(self.role, tidy(self.blocks)))
+        if self.results:
+            self.out.append(HistoryMessage("user", tuple(self.results)))
+        self.blocks, self.results, self.sources = [], [], []
+
+    def add(self, kind: str, part: Mapping[str, Any], at: str) -> None:
+        if self.results and kind != "tool":
+            self.flush()
+        if kind in ("source-url", "source-document"):
+            _cite(self.blocks, self.sources, dict(part))
+        elif kind == "text":
+            text = text_of(part.get("text"), f"{at} text")
+            self.blocks.append(TextBlock(text=text, annotations=self.sources or None))
+            self.sources = []
+        elif kind == "reasoning":
+            self.blocks.append(_reasoning(part, at))
+        elif kind == "file":
+            self.blocks.append(_file(part, at))
+        else:
+            call, result = _tool(part, str(part.get("type")), at)
+            self.blocks.append(call)
+            if isinstance(result, HostedToolResultBlock):
+                self.blocks.append(result)  # the provider ran it within the assistant's turn
+            elif result is not None:
+                self.results.append(result)
+
+
 def message_history(message: object, where: str, ignored: Counter[str]) -> list[HistoryMessage]:
     """One ``UIMessage`` as convstore messages: an assistant message splits where a step's
     tool results go (a user message of ``tool_result`` blocks after that step)."""
@@ -187,19 +270,7 @@ def message_history(message: object, where: str, ignored: Counter[str]) -> list[
     if not parts:
         msg = f"{where}: the message has no parts (nothing to record)"
         raise InvalidInput(msg)
-    target: Role = role
-    out: list[HistoryMessage] = []
-    blocks: list[Block] = []
-    results: list[Block] = []
-
-    def flush() -> None:
-        nonlocal blocks, results
-        if blocks:
-            out.append(HistoryMessage(target, tidy(blocks)))
-        if results:
-            out.append(HistoryMessage("user", tuple(results)))
-        blocks, results = [], []
-
+    steps = _Steps(role)
     for index, raw in enumerate(parts):
         at = f"{where} part {index}"
         part = as_dict(raw, at)
@@ -208,28 +279,28 @@ def message_history(message: object, where: str, ignored: Counter[str]) -> list[
         at = f"{at} ({part.get('type')})"
         if kind == "step-start":
             ignored["step-start"] += 1
-            flush()
+            steps.flush()
             continue
         if (kind == "tool" and role != "assistant") or (kind == "reasoning" and role == "user"):
             msg = f"{at}: a {part.get('type')!r} part belongs in an assistant message"
             raise InvalidInput(msg)
         if kind != "text" and role == "system":
             refuse("part type", part.get("type"), at, ("text",))
-        if results and kind != "tool":
-            flush()
-        if kind == "text":
-            blocks.append(TextBlock(text=text_of(part.get("text"), f"{at} text")))
-        elif kind == "reasoning":
-            blocks.append(_reasoning(part, at))
-        elif kind == "file":
-            blocks.append(_file(part, at))
-        else:
-            call, result = _tool(part, str(part.get("type")), at)
-            blocks.append(call)
-            if result is not None:
-                results.append(result)
-    flush()
-    return out
+        steps.add(kind, part, at)
+    steps.flush()
+    return steps.out
+
+
+def _cite(blocks: list[Block], waiting: list[dict[str, Any]], source: dict[str, Any]) -> None:
+    """Put a source part on the nearest text before it in this step (``blocks``), or keep it
+    ``waiting`` for the next text."""
+    for index in range(len(blocks) - 1, -1, -1):
+        text = blocks[index]
+        if isinstance(text, TextBlock):
+            cited = [*(text.annotations or []), source]
+            blocks[index] = TextBlock(text=text.text, annotations=cited)
+            return
+    waiting.append(source)
 
 
 def history_from_ui_messages(data: object) -> History:

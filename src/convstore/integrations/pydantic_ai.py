@@ -38,6 +38,8 @@ try:
         ModelResponse,
         ModelResponsePart,
         ModelResponseState,
+        NativeToolCallPart,
+        NativeToolReturnPart,
         RetryFeedbackPart,
         RetryPromptPart,
         SystemPromptPart,
@@ -57,8 +59,12 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
     )
     raise ImportError(_HINT) from None
 
+from pydantic import TypeAdapter
+
 from convstore.convert.history import HistoryMessage, HistoryStatus
 from convstore.convert.parts import arguments_text
+from convstore.convert.pydantic_ai import hosted_call, hosted_return, text_block
+from convstore.domain.blocks import Block
 from convstore.domain.errors import InvalidBlock, InvalidInput
 from convstore.domain.events import Role
 from convstore.domain.images import ImageMediaType
@@ -89,6 +95,11 @@ OPENAI_PROVIDERS = ("openai", "azure")
 """Providers whose thinking signature is a Responses API reasoning item's encrypted_content."""
 
 JSONBlock = dict[str, Any]
+
+RESPONSE_PART: TypeAdapter[ModelResponsePart] = TypeAdapter(ModelResponsePart)
+"""Pydantic AI's own serialiser of a response part: the parts that the history importer
+(``convstore.convert.pydantic_ai``) reads are handed to it in the JSON it reads, so each is
+converted in one place."""
 
 STATUS_OF_RESPONSE: dict[ModelResponseState, HistoryStatus] = {
     "complete": "ended",
@@ -177,14 +188,16 @@ record_messages_async = arecord_messages
 """The old name of :func:`arecord_messages`, kept for one release (see CHANGELOG.md)."""
 
 
-def _message(message: ModelMessage) -> Iterator[tuple[Role, list[JSONBlock], HistoryStatus]]:
+def _message(
+    message: ModelMessage,
+) -> Iterator[tuple[Role, Sequence[Block | JSONBlock], HistoryStatus]]:
     match message:
         case ModelRequest():
             for role, blocks in _request(message.parts):
                 yield role, blocks, "ended"
         case ModelResponse():
-            blocks = [_response_part(index, part) for index, part in enumerate(message.parts)]
-            yield "assistant", blocks, STATUS_OF_RESPONSE[message.state]
+            parts = [_response_part(index, part) for index, part in enumerate(message.parts)]
+            yield "assistant", parts, STATUS_OF_RESPONSE[message.state]
         case _:
             _refuse(f"a message of kind {getattr(message, 'kind', type(message).__name__)!r}")
 
@@ -233,10 +246,17 @@ def _request_part(index: int, part: ModelRequestPart) -> tuple[Role, list[JSONBl
             raise _refused_part(index, part)
 
 
-def _response_part(index: int, part: ModelResponsePart) -> JSONBlock:
+def _response_part(index: int, part: ModelResponsePart) -> Block | JSONBlock:
+    where = f"part {index} ({part.part_kind})"
     match part:
+        case TextPart() if part.citations:
+            return text_block(_part_json(part), where)
         case TextPart():
             return _text(part.content)
+        case NativeToolCallPart():
+            return hosted_call(_part_json(part), where)
+        case NativeToolReturnPart():
+            return hosted_return(_part_json(part), where)
         case ToolCallPart():
             return {
                 "type": "tool_use",
@@ -247,9 +267,14 @@ def _response_part(index: int, part: ModelResponsePart) -> JSONBlock:
         case ThinkingPart():
             return _reasoning(part)
         case FilePart():
-            return _image(index, part.content, "a file part")
+            return _binary(index, part.content, "a file part")
         case _:
             raise _refused_part(index, part)
+
+
+def _part_json(part: ModelResponsePart) -> dict[str, Any]:
+    dumped: dict[str, Any] = RESPONSE_PART.dump_python(part, mode="json")
+    return dumped
 
 
 def _text(text: str) -> JSONBlock:
@@ -266,13 +291,8 @@ def _user_content(index: int, content: str | Sequence[UserContent]) -> list[JSON
                 blocks.append(_text(item))
             case TextContent():  # StructuredContent too: its rendered text is what models see
                 blocks.append(_text(item.content))
-            case BinaryContent() if item.media_type not in IMAGE_TYPES and not (
-                item.is_audio or item.is_video
-            ):
-                data = base64.b64encode(item.data).decode("ascii")
-                blocks.append({"type": "document", "media_type": item.media_type, "data": data})
             case BinaryContent():
-                blocks.append(_image(index, item, "a user prompt"))
+                blocks.append(_binary(index, item, "a user prompt"))
             case ImageUrl():
                 blocks.append(_image_url(item))
             case DocumentUrl():
@@ -287,6 +307,14 @@ def _user_content(index: int, content: str | Sequence[UserContent]) -> list[JSON
                     "ImageUrl, DocumentUrl)"
                 )
     return blocks
+
+
+def _binary(index: int, content: BinaryContent, where: str) -> JSONBlock:
+    """Bytes as an image, or as a document of any type but audio and video."""
+    if content.media_type not in IMAGE_TYPES and not (content.is_audio or content.is_video):
+        data = base64.b64encode(content.data).decode("ascii")
+        return {"type": "document", "media_type": content.media_type, "data": data}
+    return _image(index, content, where)
 
 
 def _image(index: int, content: BinaryContent, where: str) -> JSONBlock:
@@ -331,13 +359,16 @@ def _tool_return(index: int, part: ToolReturnPart) -> JSONBlock:
         content = [_text(text)] if text else []
         for file in files:
             if isinstance(file, BinaryContent):
-                content.append(_image(index, file, "a tool return"))
+                content.append(_binary(index, file, "a tool return"))
             elif isinstance(file, ImageUrl):
                 content.append(_image_url(file))
+            elif isinstance(file, DocumentUrl):
+                content.append(_document_url(file))
             else:
                 _refuse(
                     f"part {index} (tool-return): {file.kind!r} content cannot be recorded; "
-                    "convstore keeps text and images (BinaryContent or ImageUrl)"
+                    "convstore keeps text, images and documents (BinaryContent other than "
+                    "audio or video, ImageUrl, DocumentUrl)"
                 )
     return {
         "type": "tool_result",
@@ -377,7 +408,8 @@ def _refused_part(index: int, part: ModelRequestPart | ModelResponsePart) -> Inv
     return InvalidInput(
         f"part {index}: Pydantic AI {kind!r} parts cannot be recorded; convstore records "
         "system-prompt, user-prompt, tool-return, retry-prompt and retry-feedback parts of a "
-        "request, and text, tool-call, thinking and (image) file parts of a response"
+        "request, and text, tool-call, builtin-tool-call, builtin-tool-return, thinking and "
+        "file parts of a response"
     )
 
 
