@@ -151,6 +151,8 @@ def test_the_report_counts_blocks_calls_skips_and_ignored_lines(store: Store) ->
         "reasoning": 1,
         "image": 1,
         "document": 0,
+        "hosted_tool_use": 0,
+        "hosted_tool_result": 0,
     }
     assert report["messages"] == 8
     assert report["calls_without_result"] == 1  # "b"

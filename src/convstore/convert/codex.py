@@ -51,7 +51,8 @@ from typing import Any
 
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
 from convstore.convert.parts import as_dict, check_keys, checked, refuse, text_of, tidy
-from convstore.convert.responses import ITEM_TYPES, Side, item_blocks
+from convstore.convert.responses import ITEM_TYPES, item_blocks
+from convstore.convert.responses_tools import Side
 from convstore.domain.blocks import (
     Block,
     HostedToolResultBlock,

@@ -28,7 +28,14 @@ from uuid import UUID, uuid4, uuid5
 
 from convstore.backends.common.gc_pause import paused_gc
 from convstore.convert.history import History, Skipped
-from convstore.domain.blocks import BLOCK_CLASSES, ImageBlock, ToolResultBlock, ToolUseBlock
+from convstore.domain.blocks import (
+    BLOCK_CLASSES,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    block_images,
+)
 from convstore.domain.conversation import Conversation, as_of
 from convstore.domain.errors import (
     AlreadyImported,
@@ -310,12 +317,11 @@ def history_events(
             record(as_of([state.compact(summary, message_id)], message.at))
         for block in blocks:
             kinds[block.type] += 1
-            if isinstance(block, ToolUseBlock):
+            if isinstance(block, ToolUseBlock | HostedToolUseBlock):
                 calls.add(block.id)
-            elif isinstance(block, ToolResultBlock):
+            elif isinstance(block, ToolResultBlock | HostedToolResultBlock):
                 answered.add(block.tool_use_id)
-                if not isinstance(block.content, str):
-                    result_images += sum(isinstance(p, ImageBlock) for p in block.content)
+                result_images += len(block_images(block))
     imported = ImportedConversation(
         id=conversation_id,
         title=history.title,
