@@ -25,6 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from convstore.app.export import conversation_facts
 from convstore.app.projector import audit_path
 from convstore.audit.search import (
     AuditState,
@@ -56,6 +57,7 @@ from convstore.views.html import (
     list_body,
     pressure_html,
     replay_html,
+    replayed,
     search_body,
     side_html,
     tool_results,
@@ -446,6 +448,7 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
             view=view,
             side=None,
             version=version,
+            facts=conversation_facts(store, info),
         )
         name = info.shown_title if info.title or info.preview else str(conversation_id)
         return _html(document(f"convstore: {name}", body, exported=False))
@@ -458,13 +461,13 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
 
     def side(request: Request) -> Response:
         conversation_id, view, options = _replay_options(request)
-        replayed = store.replay(conversation_id, **options)
+        replay = replayed(store.events(conversation_id), view.options)
         pressure = store.pressure(conversation_id, **options)
-        return _html(side_html(replayed, pressure, view))
+        return _html(side_html(replay, pressure, view))
 
     def replay_pane(request: Request) -> Response:
-        conversation_id, view, options = _replay_options(request)
-        return _html(replay_html(store.replay(conversation_id, **options), view))
+        conversation_id, view, _ = _replay_options(request)
+        return _html(replay_html(replayed(store.events(conversation_id), view.options), view))
 
     def pressure_pane(request: Request) -> Response:
         conversation_id, _, options = _replay_options(request)
