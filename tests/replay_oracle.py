@@ -17,7 +17,16 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias, assert_never
 from uuid import UUID
 
-from convstore.domain.blocks import DocumentBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from convstore.domain.blocks import (
+    AnyToolResult,
+    DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
+    ImageBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from convstore.domain.events import Compacted, Event, Role
 from convstore.engine.plan import (
     BLANK_MESSAGE,
@@ -45,6 +54,7 @@ from convstore.engine.render import anthropic_document_source, anthropic_image_s
 from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_history
 from convstore.projections.prose import (
     BLOCK_SEPARATOR,
+    PART_SEPARATOR,
     Document,
     Image,
     Text,
@@ -52,14 +62,31 @@ from convstore.projections.prose import (
     document_marker,
     document_native,
     document_text,
+    image_marker,
+    text_prose,
+    tool_result_head,
 )
 from convstore.projections.wording import CANNOT_READ, NOT_NATIVE
 
 Segment: TypeAlias = Text | Image | Document
 
 PartKind: TypeAlias = Literal[
-    "text", "tool_use", "tool_result", "reasoning", "image", "document", "summary", "marker"
+    "text",
+    "tool_use",
+    "tool_result",
+    "reasoning",
+    "image",
+    "document",
+    "hosted_tool_use",
+    "hosted_tool_result",
+    "summary",
+    "marker",
 ]
+
+CALLS = (ToolUseBlock, HostedToolUseBlock)
+"""Calls, the caller's or the provider's: either is answered by a result with its id."""
+RESULTS = (ToolResultBlock, HostedToolResultBlock)
+"""Results, of the caller's tools or the provider's: microcompact clears either."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +145,39 @@ def _document_segment(document: DocumentBlock, role: Role, vision: bool) -> Segm
     return Document(document.media_type, document.data, document.url, document.name, unsent)
 
 
+def _result_segments(
+    block: AnyToolResult, tool_name: str | None, role: Role, vision: bool
+) -> list[Segment]:
+    """A result's head and output, uncleared: text parts with their sources, images by the
+    image rule and documents by the document rule (as in a message of ``role``), the head
+    joined bare to the text after it and the other texts joined by a newline."""
+    head = tool_result_head(block, tool_name)
+    if isinstance(block.content, str):
+        return [Text(head + block.content)]
+    hidden = _hidden_because(role, vision)
+    pieces: list[Segment] = [Text(head)]
+    for part in block.content:
+        match part:
+            case TextBlock():
+                pieces.append(Text(text_prose(part)))
+            case ImageBlock():
+                shown = Image(part.media_type, part.data, part.url)
+                pieces.append(shown if hidden is None else Text(image_marker(part, hidden)))
+            case DocumentBlock():
+                pieces.append(_document_segment(part, role, vision))
+            case _:
+                assert_never(part)
+    merged: list[Segment] = []
+    for position, piece in enumerate(pieces):
+        last = merged[-1] if merged else None
+        if isinstance(piece, Text) and isinstance(last, Text):
+            glue = "" if position == 1 else PART_SEPARATOR
+            merged[-1] = Text(last.text + glue + piece.text)
+        else:
+            merged.append(piece)
+    return merged
+
+
 def _summary_message(compaction: Compacted) -> RecordedMessage:
     block = TextBlock(text=SUMMARY_HEAD + compaction.summary)
     return RecordedMessage(
@@ -155,7 +215,7 @@ def _cleared_results(messages: list[RecordedMessage], keep: int | None) -> set[t
         (m.message_id, i)
         for m in messages
         for i, b in enumerate(m.blocks)
-        if isinstance(b.block, ToolResultBlock)
+        if isinstance(b.block, RESULTS)
     ]
     return set(results[: max(len(results) - keep, 0)])
 
@@ -164,16 +224,13 @@ def _unanswered_calls(messages: list[RecordedMessage]) -> set[str]:
     """Ids of the tool calls no result answers, made before the last message: the history has
     moved past them (a call in the last message may still be getting its result)."""
     answered = {
-        b.block.tool_use_id
-        for m in messages
-        for b in m.blocks
-        if isinstance(b.block, ToolResultBlock)
+        b.block.tool_use_id for m in messages for b in m.blocks if isinstance(b.block, RESULTS)
     }
     return {
         b.block.id
         for m in messages[:-1]
         for b in m.blocks
-        if isinstance(b.block, ToolUseBlock) and b.block.id not in answered
+        if isinstance(b.block, CALLS) and b.block.id not in answered
     }
 
 
@@ -188,22 +245,18 @@ def _message_plan(
     hidden = _hidden_because(message.role, vision)
     parts: list[Part] = []
     for position, recorded in enumerate(message.blocks):
-        segments: list[Segment] = (
-            [_document_segment(recorded.block, message.role, vision)]
-            if isinstance(recorded.block, DocumentBlock)
-            else list(
-                block_segments(
-                    recorded.block,
-                    recorded.tool_name,
-                    hidden,
-                    cleared=(message.message_id, position) in cleared,
-                )
-            )
-        )
-        kind: PartKind = "summary" if summary else recorded.block.type
-        parts.append(Part(kind, tuple(segments)))
         block = recorded.block
-        if isinstance(block, ToolUseBlock) and block.id in unanswered:
+        segments: list[Segment]
+        if isinstance(block, DocumentBlock):
+            segments = [_document_segment(block, message.role, vision)]
+        elif isinstance(block, RESULTS) and (message.message_id, position) not in cleared:
+            segments = _result_segments(block, recorded.tool_name, message.role, vision)
+        else:
+            cut = (message.message_id, position) in cleared
+            segments = list(block_segments(block, recorded.tool_name, hidden, cleared=cut))
+        kind: PartKind = "summary" if summary else block.type
+        parts.append(Part(kind, tuple(segments)))
+        if isinstance(block, CALLS) and block.id in unanswered:
             parts.append(Part("marker", (Text(NO_RESULT),)))
     blank = all(isinstance(s, Text) and not s.text.strip() for p in parts for s in p.segments)
     if blank:
@@ -281,7 +334,7 @@ class Folded:
         read: the steps go through every value of it)."""
         window, summary_at = self.window(options.full)
         planned = self.plan(replace(options, keep_tool_results=None))
-        results = sum(isinstance(b.block, ToolResultBlock) for m in window for b in m.blocks)
+        results = sum(isinstance(b.block, RESULTS) for m in window for b in m.blocks)
         return Clearing(planned, results, self._steps(window, summary_at, options.vision))
 
     def _steps(
@@ -290,9 +343,7 @@ class Folded:
         lead = _lead_at(window)
         for index, message in enumerate(window):
             at = index + (lead is not None and index >= lead)
-            positions = [
-                p for p, b in enumerate(message.blocks) if isinstance(b.block, ToolResultBlock)
-            ]
+            positions = [p for p, b in enumerate(message.blocks) if isinstance(b.block, RESULTS)]
             for count in range(1, len(positions) + 1):
                 cleared = {(message.message_id, p) for p in positions[:count]}
                 yield (

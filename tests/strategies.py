@@ -6,8 +6,9 @@ Histories are lists of events made only by the domain's own commands (``Conversa
 recorded, so every generated history is one the store could really hold. They cover every
 role, empty messages, messages left open (a writer killed mid-turn), interrupted messages with
 and without a reason, blocks landing in an earlier message that is still open, tool results
-whose call is missing, parallel tool calls, unicode and whitespace-only text, and compactions
-through any message.
+whose call is missing, parallel tool calls, calls the provider ran (hosted) with their result
+in the same message or with none, text carrying the providers' annotations, documents inside
+tool output, unicode and whitespace-only text, and compactions through any message.
 
 Images are real: tiny but complete PNG (made here with ``zlib`` and ``struct``), JPEG, GIF and
 WebP files, kept as the base64 text blocks carry.
@@ -27,10 +28,13 @@ from hypothesis import strategies as st
 from convstore.domain.blocks import (
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
     ToolResultBlock,
+    ToolResultPart,
     ToolUseBlock,
 )
 from convstore.domain.conversation import Conversation
@@ -157,9 +161,55 @@ def tool_inputs() -> st.SearchStrategy[dict[str, Any]]:
 # -- blocks --------------------------------------------------------------------------------
 
 
+ANNOTATIONS: tuple[dict[str, Any], ...] = (
+    # OpenAI Responses / Chat Completions
+    {
+        "type": "url_citation",
+        "start_index": 0,
+        "end_index": 4,
+        "url": "https://example.com/a",
+        "title": "Example A",
+    },
+    {"type": "file_citation", "file_id": "file-abc123", "filename": "notes.pdf", "index": 2},
+    {"type": "file_path", "file_id": "file-xyz", "index": 0},
+    # Anthropic
+    {
+        "type": "web_search_result_location",
+        "url": "https://example.org/b",
+        "title": "Example B",
+        "encrypted_index": "EoYBCkYIBxgC",
+        "cited_text": "the cited words",
+    },
+    {
+        "type": "char_location",
+        "cited_text": "quoted",
+        "document_index": 0,
+        "document_title": "Report",
+        "start_char_index": 0,
+        "end_char_index": 6,
+    },
+    {
+        "type": "page_location",
+        "cited_text": "p",
+        "document_index": 1,
+        "document_title": None,
+        "start_page_number": 1,
+        "end_page_number": 2,
+    },
+)
+"""What providers attach to text, shaped as their SDK types give it: citations naming a source
+(a URL and title, a document title, a file name) and some naming none."""
+
+
 def text_blocks() -> st.SearchStrategy[TextBlock]:
-    """Text blocks, including empty, whitespace-only and unicode text."""
-    return texts().map(lambda text: TextBlock(text=text))
+    """Text blocks, including empty, whitespace-only and unicode text, some carrying the
+    provider's annotations (cited sources, or none that name a source)."""
+    annotated = st.builds(
+        lambda text, annotations: TextBlock(text=text, annotations=annotations),
+        texts(),
+        st.lists(st.sampled_from(ANNOTATIONS), max_size=3),
+    )
+    return st.one_of(texts().map(lambda text: TextBlock(text=text)), annotated)
 
 
 def reasoning_blocks() -> st.SearchStrategy[ReasoningBlock]:
@@ -249,9 +299,11 @@ def tool_use_blocks(
     )
 
 
-def tool_result_contents() -> st.SearchStrategy[str | list[TextBlock | ImageBlock]]:
-    """A tool result's content: a string, or a list of text and image parts."""
-    part: st.SearchStrategy[TextBlock | ImageBlock] = st.one_of(text_blocks(), image_blocks())
+def tool_result_contents() -> st.SearchStrategy[str | list[ToolResultPart]]:
+    """A tool result's content: a string, or a list of text, image and document parts."""
+    part: st.SearchStrategy[ToolResultPart] = st.one_of(
+        text_blocks(), image_blocks(), document_blocks()
+    )
     return st.one_of(texts(), st.lists(part, max_size=3))
 
 
@@ -270,6 +322,46 @@ def tool_result_blocks(
     )
 
 
+HOSTED_TOOLS = ("web_search", "web_fetch", "code_execution", "file_search", "image_generation")
+"""Names of tools providers run themselves."""
+
+
+def hosted_tool_use_blocks(
+    tool_id: st.SearchStrategy[str] | None = None,
+) -> st.SearchStrategy[HostedToolUseBlock]:
+    """Calls the provider ran: a JSON-object or raw input, some to an MCP server, some
+    carrying the provider's own item (``tool_id`` draws the id, default any)."""
+    provider_data = st.none() | st.dictionaries(texts(8), json_values(), max_size=3)
+    return st.builds(
+        lambda id_, name, input_, server, data: HostedToolUseBlock(
+            id=id_, name=name, input=input_, server=server, provider_data=data
+        ),
+        tool_id if tool_id is not None else tool_ids(),
+        st.sampled_from(HOSTED_TOOLS) | tool_names(),
+        st.one_of(tool_inputs(), texts(12)),
+        st.none() | st.sampled_from(["deepwiki", "näme server"]),
+        provider_data,
+    )
+
+
+def hosted_tool_result_blocks(
+    tool_use_id: st.SearchStrategy[str] | None = None,
+) -> st.SearchStrategy[HostedToolResultBlock]:
+    """Outcomes of calls the provider ran: text, images and documents, errors or not, named
+    or not, some carrying the provider's own block (``tool_use_id`` draws the call id)."""
+    provider_data = st.none() | st.dictionaries(texts(8), json_values(), max_size=3)
+    return st.builds(
+        lambda id_, content, is_error, name, data: HostedToolResultBlock(
+            tool_use_id=id_, content=content, is_error=is_error, name=name, provider_data=data
+        ),
+        tool_use_id if tool_use_id is not None else tool_ids(),
+        tool_result_contents(),
+        st.booleans(),
+        st.none() | tool_names(),
+        provider_data,
+    )
+
+
 BLOCK_STRATEGIES: dict[type[Any], st.SearchStrategy[Any]] = {
     TextBlock: text_blocks(),
     ToolUseBlock: tool_use_blocks(),
@@ -277,12 +369,14 @@ BLOCK_STRATEGIES: dict[type[Any], st.SearchStrategy[Any]] = {
     ReasoningBlock: reasoning_blocks(),
     ImageBlock: image_blocks(),
     DocumentBlock: document_blocks(),
+    HostedToolUseBlock: hosted_tool_use_blocks(),
+    HostedToolResultBlock: hosted_tool_result_blocks(),
 }
 """One strategy per block kind, keyed by the block's class."""
 
 
 def blocks() -> st.SearchStrategy[Block]:
-    """Any single valid block, of any of the five kinds."""
+    """Any single valid block, of any kind."""
     return st.one_of(*BLOCK_STRATEGIES.values())
 
 
@@ -354,13 +448,32 @@ class HistoryBuilder:
         ]
 
 
-BlockKind: TypeAlias = Literal["text", "reasoning", "image", "document", "tool_use", "tool_result"]
+BlockKind: TypeAlias = Literal[
+    "text",
+    "reasoning",
+    "image",
+    "document",
+    "tool_use",
+    "tool_result",
+    "hosted_tool_use",
+    "hosted_tool_result",
+]
 Finish: TypeAlias = Literal["end", "interrupt", "leave_open"]
 
 _KINDS_BY_ROLE: dict[Role, tuple[BlockKind, ...]] = {
     "system": ("text", "text", "reasoning", "image", "document"),
-    # tool_use twice: assistant messages often carry several (parallel) calls.
-    "assistant": ("text", "reasoning", "image", "document", "tool_use", "tool_use"),
+    # tool_use twice: assistant messages often carry several (parallel) calls. A hosted call
+    # is often followed by its result in the same message (drawn with it), sometimes not.
+    "assistant": (
+        "text",
+        "reasoning",
+        "image",
+        "document",
+        "tool_use",
+        "tool_use",
+        "hosted_tool_use",
+        "hosted_tool_result",
+    ),
     "user": ("text", "reasoning", "image", "document", "tool_result", "tool_result"),
 }
 
@@ -400,7 +513,8 @@ def histories(
         used_ids.add(tool_id)
         return tool_id
 
-    def draw_block(role: Role) -> Block:
+    def draw_blocks(role: Role) -> list[Block]:
+        """One block of ``role``'s kinds, or a hosted call with its result right after it."""
         kind = draw(st.sampled_from(_KINDS_BY_ROLE[role]))
         block: Block
         match kind:
@@ -415,12 +529,24 @@ def histories(
             case "tool_use":
                 block = draw(tool_use_blocks(st.just(fresh_tool_id())))
             case "tool_result":
-                # Either a call recorded earlier, or one that never landed (missing).
-                known = sorted(builder.state.tool_names)
-                call = st.sampled_from(known) if known else st.nothing()
-                missing = tool_ids().filter(lambda i: i not in builder.state.tool_names)
-                block = draw(tool_result_blocks(call | missing))
-        return block
+                block = draw(tool_result_blocks(answered_id()))
+            case "hosted_tool_use":
+                call = draw(hosted_tool_use_blocks(st.just(fresh_tool_id())))
+                if draw(st.booleans()):
+                    return [call, draw(hosted_tool_result_blocks(st.just(call.id)))]
+                block = call
+            case "hosted_tool_result":
+                block = draw(hosted_tool_result_blocks(answered_id()))
+        return [block]
+
+    def answered_id() -> st.SearchStrategy[str]:
+        """Either a call recorded earlier, or one that never landed (missing)."""
+        known = sorted(builder.state.tool_names)
+        call = st.sampled_from(known) if known else st.nothing()
+        return call | tool_ids().filter(lambda i: i not in builder.state.tool_names)
+
+    def draw_message_blocks(role: Role) -> list[Block]:
+        return [b for _ in range(draw(st.integers(0, max_blocks))) for b in draw_blocks(role)]
 
     def finish(message_id: UUID, how: Finish) -> None:
         if how == "end":
@@ -430,7 +556,7 @@ def histories(
 
     finishes: st.SearchStrategy[Finish] = st.sampled_from(("end", "interrupt", "leave_open"))
     if opening is not None:
-        first = [draw_block(opening) for _ in range(draw(st.integers(0, max_blocks)))]
+        first = draw_message_blocks(opening)
         builder.message(opening, first, leave_open=draw(st.booleans()))
     for _ in range(draw(st.integers(0, max_messages))):
         visible = builder.visible_messages()
@@ -449,11 +575,12 @@ def histories(
             # A late block for (or the closing of) a message started before later ones.
             message_id = draw(st.sampled_from(still_open))
             if draw(st.booleans()):
-                builder.append(message_id, draw_block(builder.state.messages[message_id].role))
+                for block in draw_blocks(builder.state.messages[message_id].role):
+                    builder.append(message_id, block)
             finish(message_id, draw(finishes))
             continue
         role = draw(st.sampled_from(ROLES))
-        blocks_ = [draw_block(role) for _ in range(draw(st.integers(0, max_blocks)))]
+        blocks_ = draw_message_blocks(role)
         if draw(st.booleans()):
             builder.message(role, blocks_, leave_open=draw(st.booleans()))
         else:

@@ -14,6 +14,7 @@ from convstore.audit.db import BLOCK_COUNTERS
 from convstore.backends.common.mapper import TOPICS, topic_of
 from convstore.domain.blocks import BLOCK_CLASSES, BLOCK_TYPES, Block
 from convstore.domain.events import EVENT_CLASSES, Event
+from convstore.engine.render import KINDS
 
 SOURCE = Path(__file__).parents[1] / "src" / "convstore"
 KIND_NAMES = {cls.__name__ for cls in (*BLOCK_CLASSES, *EVENT_CLASSES)}
@@ -26,6 +27,7 @@ def test_kind_lists_match_their_unions() -> None:
     assert {c.model_fields["type"].default for c in BLOCK_CLASSES} == BLOCK_TYPES
     assert {topic_of(c) for c in EVENT_CLASSES} == TOPICS
     assert set(BLOCK_COUNTERS) == BLOCK_TYPES
+    assert set(KINDS.values()) == BLOCK_TYPES  # the replay engine's part codes
 
 
 def _kind_matches(tree: ast.AST) -> list[ast.Match]:

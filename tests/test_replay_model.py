@@ -15,7 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convstore.domain.blocks import DocumentBlock, ImageBlock, TextBlock, ToolResultBlock
+from convstore.domain.blocks import (
+    DocumentBlock,
+    HostedToolResultBlock,
+    ImageBlock,
+    TextBlock,
+    ToolResultBlock,
+)
 from convstore.domain.events import BlockAppended, Event
 from convstore.engine.model import ReplayState
 from convstore.engine.model import fold as fold_into
@@ -73,10 +79,10 @@ def loader(events: list[Event]) -> Any:
         if index is None:
             assert isinstance(block, ImageBlock | DocumentBlock)
             return block
-        assert isinstance(block, ToolResultBlock)
+        assert isinstance(block, ToolResultBlock | HostedToolResultBlock)
         assert not isinstance(block.content, str)
         part = block.content[index]
-        assert isinstance(part, ImageBlock)
+        assert isinstance(part, ImageBlock | DocumentBlock)
         return part
 
     return load

@@ -26,8 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convstore.domain.blocks import (
+    AnyToolResult,
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -142,9 +145,9 @@ def fold(events: list[Event]) -> History:
             case BlockAppended():
                 block = event.block
                 name = ""
-                if isinstance(block, ToolUseBlock):
+                if isinstance(block, ToolUseBlock | HostedToolUseBlock):
                     call_names[block.id] = block.name
-                elif isinstance(block, ToolResultBlock):
+                elif isinstance(block, ToolResultBlock | HostedToolResultBlock):
                     name = block.name or call_names.get(block.tool_use_id, "unknown")
                 messages[event.message_id].blocks.append((block, name))
             case MessageInterrupted():
@@ -207,7 +210,7 @@ def cleared(messages: list[Stored], mode: Mode) -> set[tuple[int, int]]:
         (i, j)
         for i, message in enumerate(messages)
         for j, (block, _name) in enumerate(message.blocks)
-        if isinstance(block, ToolResultBlock)
+        if isinstance(block, ToolResultBlock | HostedToolResultBlock)
     ]
     return set(results[: max(len(results) - mode.keep_tool_results, 0)])
 
@@ -314,24 +317,43 @@ def image_fragments(image: ImageBlock, native: bool) -> list[WirePart]:
     return [f"[Image not shown: an {image.media_type} image (", f"{size:,} bytes)"]
 
 
+def text_fragments(block: TextBlock) -> list[WirePart]:
+    """A text as is (unless blank), then the opening of its sources line when an annotation
+    names a url, a title or a file name."""
+    out: list[WirePart] = [block.text] if block.text.strip() else []
+    named = ("url", "title", "document_title", "filename", "source")
+    if any(
+        isinstance(a.get(key), str) and a[key] for a in block.annotations or () for key in named
+    ):
+        out.append("[Sources: ")
+    return out
+
+
 def result_fragments(
-    block: ToolResultBlock, tool_name: str, native: bool, output_cleared: bool
+    block: AnyToolResult, tool_name: str, native: bool, output_cleared: bool, shape: Shape
 ) -> list[WirePart]:
-    """A tool result's head and output: text as is (unless blank), images as above.
+    """A tool result's head and output: text as is (unless blank), images and documents as
+    above; a hosted call's result says the provider ran it.
 
     Cleared output is checked for its marker's words, not for the size the marker states.
     """
-    head = f"{'Error' if block.is_error else 'Result'} ({tool_name}): "
+    hosted = ", run by the provider" if isinstance(block, HostedToolResultBlock) else ""
+    head = f"{'Error' if block.is_error else 'Result'} ({tool_name}{hosted}): "
     if output_cleared:
         return [head + "[Output cleared to save context: ", " bytes]"]
     if isinstance(block.content, str):
         return [head + block.content]
     out: list[WirePart] = [head]
     for part in block.content:
-        if isinstance(part, ImageBlock):
-            out += image_fragments(part, native)
-        elif part.text.strip():
-            out.append(part.text)
+        match part:
+            case ImageBlock():
+                out += image_fragments(part, native)
+            case DocumentBlock():
+                out += document_fragments(part, native, shape)
+            case TextBlock():
+                out += text_fragments(part)
+            case _:
+                assert_never(part)
     return out
 
 
@@ -356,13 +378,13 @@ def unanswered_calls(history: History) -> set[str]:
         block.tool_use_id
         for m in history.messages
         for block, _ in m.blocks
-        if isinstance(block, ToolResultBlock)
+        if isinstance(block, ToolResultBlock | HostedToolResultBlock)
     }
     return {
         block.id
         for m in history.messages[:-1]
         for block, _ in m.blocks
-        if isinstance(block, ToolUseBlock) and block.id not in answered
+        if isinstance(block, ToolUseBlock | HostedToolUseBlock) and block.id not in answered
     }
 
 
@@ -380,20 +402,23 @@ def expected_fragments(
     for position, (block, tool_name) in enumerate(message.blocks):
         match block:
             case TextBlock():
-                if block.text.strip():
-                    out.append(block.text)
+                out += text_fragments(block)
             case ReasoningBlock():
                 if not block.text.strip() and (block.redacted or block.encrypted_content):
                     out.append("[Reasoning]: [encrypted by the provider")
                 else:
                     out.append(f"[Reasoning]: {block.text}")
-            case ToolUseBlock():
+            case ToolUseBlock() | HostedToolUseBlock():
                 shown = block.input if isinstance(block.input, str) else compact_json(block.input)
-                out.append(f"Tool use: {block.name}({shown})")
+                by = ""
+                if isinstance(block, HostedToolUseBlock):
+                    server = f", MCP server {block.server}" if block.server else ""
+                    by = f" (run by the provider{server})"
+                out.append(f"Tool use{by}: {block.name}({shown})")
                 if block.id in unanswered:
                     out.append("[No result was recorded for this call.]")
-            case ToolResultBlock():
-                out += result_fragments(block, tool_name, native, position in cleared_blocks)
+            case ToolResultBlock() | HostedToolResultBlock():
+                out += result_fragments(block, tool_name, native, position in cleared_blocks, shape)
             case ImageBlock():
                 out += image_fragments(block, native)
             case DocumentBlock():
@@ -472,7 +497,9 @@ def test_full_replay_ignores_compaction(events: list[Event], keep: int) -> None:
 def test_microcompact_keeping_every_result_changes_nothing(events: list[Event]) -> None:
     """Keeping at least as many tool results as were recorded replays as without the option."""
     results = sum(
-        isinstance(e, BlockAppended) and isinstance(e.block, ToolResultBlock) for e in events
+        isinstance(e, BlockAppended)
+        and isinstance(e.block, ToolResultBlock | HostedToolResultBlock)
+        for e in events
     )
     for mode in modes(results):
         if mode.keep_tool_results is not None:
@@ -484,7 +511,17 @@ def test_microcompact_keeping_every_result_changes_nothing(events: list[Event]) 
 
 
 FORBIDDEN_KEYS = {"tool_calls", "tool_call_id", "tool_use_id", "function_call"}
-FORBIDDEN_BLOCK_TYPES = {"tool_use", "tool_result", "server_tool_use", "function"}
+FORBIDDEN_BLOCK_TYPES = {
+    "tool_use",
+    "tool_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "hosted_tool_use",
+    "hosted_tool_result",
+    "function",
+}
 
 
 def protocol_leaks(value: object, where: str = "$") -> list[str]:
@@ -646,8 +683,8 @@ BLOCK_KINDS: tuple[type[Any], ...] = typing.get_args(typing.get_args(Block)[0])
 
 
 def test_block_union_is_what_the_strategies_cover() -> None:
-    """The Block union has six kinds and the strategies generate every one of them."""
-    assert len(BLOCK_KINDS) == 6
+    """The Block union has eight kinds and the strategies generate every one of them."""
+    assert len(BLOCK_KINDS) == 8
     assert set(BLOCK_KINDS) == set(BLOCK_STRATEGIES)
 
 
@@ -724,7 +761,9 @@ def test_no_result_marker_only_after_calls_the_history_moved_past(
     calls = unanswered_calls(history)
     for mode in modes(keep):
         sent = window(history, mode)
-        shown = [b for m in sent for b, _ in m.blocks if isinstance(b, ToolUseBlock)]
+        shown = [
+            b for m in sent for b, _ in m.blocks if isinstance(b, ToolUseBlock | HostedToolUseBlock)
+        ]
         wanted = sum(1 for b in shown if b.id in calls)
         text = json.dumps(run(events, mode), ensure_ascii=False)
         assert text.count("[No result was recorded for this call.]") == wanted, mode

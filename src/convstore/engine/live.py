@@ -18,6 +18,8 @@ from uuid import UUID
 
 from convstore.domain.blocks import (
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -28,9 +30,23 @@ from convstore.domain.errors import InvalidInput, MessageNotFound
 from convstore.domain.events import Event
 from convstore.engine.model import folded
 from convstore.engine.plan import CANNOT_SEE, JSONDict, ReplayOptions, Shape, replay_options
-from convstore.engine.render import anthropic_image_source, plan, wire
-from convstore.projections.messages import RecordedMessage, collect_history
-from convstore.projections.prose import Text, block_segments, image_marker
+from convstore.engine.render import anthropic_document, anthropic_image_source, plan, wire
+from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_history
+from convstore.projections.prose import (
+    Document,
+    Text,
+    block_segments,
+    document_marker,
+    document_native,
+    document_text,
+    image_marker,
+    text_prose,
+)
+from convstore.projections.wording import CANNOT_READ, NOT_NATIVE
+
+Hidden = tuple[str, str]
+"""Why a result's images and PDFs are not sent natively (they complete the markers' sentences),
+or ``None`` in their place when they are."""
 
 
 def _split_round(
@@ -78,27 +94,42 @@ def _check_linkage(calls: list[ToolUseBlock], results: list[ToolResultBlock]) ->
         raise InvalidInput(msg)
 
 
-def _assistant_prose(
-    blocks: Iterable[TextBlock | ReasoningBlock | ImageBlock | DocumentBlock],
-) -> list[str]:
-    """Text, reasoning, images and documents of the assistant's turn, as replay writes them."""
+def _assistant_prose(blocks: Iterable[RecordedBlock]) -> list[str]:
+    """The assistant's turn's blocks that cross as prose (text, reasoning, images, documents,
+    and the calls the provider ran with their results), as replay writes them."""
     hidden = "assistant messages cannot carry images"
-    texts = [s.text for b in blocks for s in block_segments(b, None, hidden) if isinstance(s, Text)]
+    texts = [
+        s.text
+        for b in blocks
+        for s in block_segments(b.block, b.tool_name, hidden)
+        if isinstance(s, Text)
+    ]
     return [t for t in texts if t.strip()]
 
 
-def _result_parts(block: ToolResultBlock, hidden: str | None) -> list[Text | ImageBlock]:
-    """A result's output as text and (when shown) images, in order."""
+def _result_parts(
+    block: ToolResultBlock, hidden: Hidden | None
+) -> list[Text | ImageBlock | DocumentBlock]:
+    """A result's output in order: text, and its images and PDFs, sent natively when
+    ``hidden`` is ``None``, else as markers saying why not. A text document is its prose; a
+    document with no native form (a file id, a binary that is not a PDF), its marker."""
     if isinstance(block.content, str):
         return [Text(block.content)]
-    parts: list[Text | ImageBlock] = []
+    parts: list[Text | ImageBlock | DocumentBlock] = []
     for part in block.content:
-        if isinstance(part, TextBlock):
-            parts.append(Text(part.text))
-        elif hidden is None:
-            parts.append(part)
-        else:
-            parts.append(Text(image_marker(part, hidden)))
+        match part:
+            case TextBlock():
+                parts.append(Text(text_prose(part)))
+            case ImageBlock():
+                parts.append(part if hidden is None else Text(image_marker(part, hidden[0])))
+            case DocumentBlock() if part.text is not None:
+                parts.append(Text(document_text(part)))
+            case DocumentBlock() if not document_native(part):
+                parts.append(Text(document_marker(part, NOT_NATIVE)))
+            case DocumentBlock():
+                parts.append(part if hidden is None else Text(document_marker(part, hidden[1])))
+            case _:
+                assert_never(part)
     return parts
 
 
@@ -107,7 +138,7 @@ def openai_round(
 ) -> list[JSONDict]:
     """Assistant ``tool_calls``, then one ``tool`` message per call id."""
     calls: list[JSONDict] = []
-    prose_blocks: list[TextBlock | ReasoningBlock | ImageBlock | DocumentBlock] = []
+    prose_blocks: list[RecordedBlock] = []
     for recorded in assistant.blocks:
         block = recorded.block
         match block:
@@ -117,7 +148,10 @@ def openai_round(
                 function = {"name": block.name, "arguments": arguments}
                 calls.append({"id": block.id, "type": "function", "function": function})
             case TextBlock() | ReasoningBlock() | ImageBlock() | DocumentBlock():
-                prose_blocks.append(block)
+                prose_blocks.append(recorded)
+            case HostedToolUseBlock() | HostedToolResultBlock():
+                # The provider ran it inside the turn: never a tool call of the caller's.
+                prose_blocks.append(recorded)
             case ToolResultBlock():
                 pass  # refused on append: results never sit in assistant messages
             case _:
@@ -126,7 +160,11 @@ def openai_round(
     if prose := _assistant_prose(prose_blocks):
         turn["content"] = "\n\n".join(prose)
     wire = [turn]
-    hidden = "tool messages cannot carry images" if vision else CANNOT_SEE
+    hidden = (
+        ("tool messages cannot carry images", "tool messages cannot carry documents")
+        if vision
+        else (CANNOT_SEE, CANNOT_READ)
+    )
     for result in results:
         output = "\n".join(p.text for p in _result_parts(result, hidden) if isinstance(p, Text))
         content = f"Error: {output}" if result.is_error else output
@@ -165,21 +203,31 @@ def anthropic_round(
                 thinking = {"type": "thinking", "thinking": block.text}
                 content.append({**thinking, "signature": block.signature})
             case TextBlock() | ReasoningBlock() | ImageBlock() | DocumentBlock():
-                content.extend({"type": "text", "text": t} for t in _assistant_prose([block]))
+                content.extend({"type": "text", "text": t} for t in _assistant_prose([recorded]))
+            case HostedToolUseBlock() | HostedToolResultBlock():
+                # Prose, never a server-tool block: the record keeps no block the API takes
+                # back (its encrypted content, its ids), so the call reads as what happened.
+                content.extend({"type": "text", "text": t} for t in _assistant_prose([recorded]))
             case ToolResultBlock():
                 pass  # refused on append: results never sit in assistant messages
             case _:
                 assert_never(block)
-    hidden = None if vision else CANNOT_SEE
+    hidden = None if vision else (CANNOT_SEE, CANNOT_READ)
     answers: list[JSONDict] = []
     for result in results:
         parts: list[JSONDict] = []
         for part in _result_parts(result, hidden):
-            if isinstance(part, Text):
-                if part.text.strip():
-                    parts.append({"type": "text", "text": part.text})
-            else:
-                parts.append({"type": "image", "source": anthropic_image_source(part)})
+            match part:
+                case Text():
+                    if part.text.strip():
+                        parts.append({"type": "text", "text": part.text})
+                case ImageBlock():
+                    parts.append({"type": "image", "source": anthropic_image_source(part)})
+                case DocumentBlock():
+                    sent = Document(part.media_type, part.data, part.url, part.name, "")
+                    parts.append(anthropic_document(sent))
+                case _:
+                    assert_never(part)
         answers.append(
             {
                 "type": "tool_result",

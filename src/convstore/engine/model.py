@@ -16,8 +16,11 @@ from typing import Any, assert_never
 from uuid import UUID
 
 from convstore.domain.blocks import (
+    AnyToolResult,
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -53,7 +56,9 @@ from convstore.projections.prose import (
     document_text,
     image_marker,
     reasoning_text,
-    tool_input_json,
+    text_prose,
+    tool_result_head,
+    tool_use_text,
 )
 from convstore.projections.wording import CANNOT_READ, CANNOT_SEE, NOT_NATIVE
 
@@ -79,12 +84,13 @@ def _image_ref(image: ImageBlock, version: int, index: int | None, role: Role) -
     ]
 
 
-def _document_part(document: DocumentBlock, version: int, role: Role) -> PartData:
-    """A document's part: its prose (``t``), or a reference a vision replay may send (``d``)."""
+def _document_ref(document: DocumentBlock, version: int, role: Role) -> str | list[Any]:
+    """A document's prose (a text document's head and text, or the marker of one with no
+    native form), or the reference a vision replay may send it by (see the state's module)."""
     if document.text is not None:
-        return ["t", document_text(document)]
+        return document_text(document)
     if not document_native(document):
-        return ["t", document_marker(document, NOT_NATIVE)]
+        return document_marker(document, NOT_NATIVE)
     seen = (
         None
         if role == "user"
@@ -92,42 +98,59 @@ def _document_part(document: DocumentBlock, version: int, role: Role) -> PartDat
     )
     by_url = None if document.url is None else document_marker(document, NOT_NATIVE)
     return [
-        "d",
-        [
-            version,
-            document.media_type,
-            document.url,
-            document.name,
-            document_marker(document, CANNOT_READ),
-            seen,
-            by_url,
-        ],
+        version,
+        document.media_type,
+        document.url,
+        document.name,
+        document_marker(document, CANNOT_READ),
+        seen,
+        by_url,
     ]
+
+
+def _document_part(document: DocumentBlock, version: int, role: Role) -> PartData:
+    """A document's part: its prose (``t``), or a reference a vision replay may send (``d``)."""
+    ref = _document_ref(document, version, role)
+    return ["t", ref] if isinstance(ref, str) else ["d", ref]
+
+
+def _result_part(block: AnyToolResult, tool_name: str | None, version: int, role: Role) -> PartData:
+    """A result's part, ``r`` (the caller's tool) or ``R`` (a tool the provider ran): its
+    head, the marker microcompact clears it to, its output and the call it answers."""
+    content: str | list[Any]
+    if isinstance(block.content, str):
+        content = block.content
+    else:
+        content = []
+        for index, part in enumerate(block.content):
+            match part:
+                case TextBlock():
+                    content.append(text_prose(part))
+                case ImageBlock():
+                    content.append(_image_ref(part, version, index, role))
+                case DocumentBlock():
+                    ref = _document_ref(part, version, role)
+                    content.append(ref if isinstance(ref, str) else ["d", ref, index])
+                case _:
+                    assert_never(part)
+    code = "r" if isinstance(block, ToolResultBlock) else "R"
+    head = tool_result_head(block, tool_name)
+    return [code, head, cleared_marker(block), content, block.tool_use_id]
 
 
 def block_part(block: Block, tool_name: str | None, version: int, role: Role) -> PartData:
     """The part a block recorded at ``version`` in a message of ``role`` becomes."""
     match block:
         case TextBlock():
-            return ["x", block.text]
+            return ["x", text_prose(block)]
         case ReasoningBlock():
             return ["g", f"[Reasoning]: {reasoning_text(block)}"]
         case ToolUseBlock():
-            return ["u", f"Tool use: {block.name}({tool_input_json(block)})", block.id]
-        case ToolResultBlock():
-            label = "Error" if block.is_error else "Result"
-            head = f"{label} ({tool_name or block.name or 'unknown'}): "
-            content: str | list[Any]
-            if isinstance(block.content, str):
-                content = block.content
-            else:
-                content = [
-                    part.text
-                    if isinstance(part, TextBlock)
-                    else _image_ref(part, version, index, role)
-                    for index, part in enumerate(block.content)
-                ]
-            return ["r", head, cleared_marker(block), content, block.tool_use_id]
+            return ["u", tool_use_text(block), block.id]
+        case HostedToolUseBlock():
+            return ["U", tool_use_text(block), block.id]
+        case ToolResultBlock() | HostedToolResultBlock():
+            return _result_part(block, tool_name, version, role)
         case ImageBlock():
             return ["i", _image_ref(block, version, None, role)]
         case DocumentBlock():
@@ -164,7 +187,7 @@ def folded(events: Iterable[Event]) -> tuple[ReplayState, ImageLoader]:
     def load(version: int, index: int | None) -> ImageBlock | DocumentBlock:
         block = by_version[version].block
         if index is not None:
-            assert isinstance(block, ToolResultBlock)
+            assert isinstance(block, ToolResultBlock | HostedToolResultBlock)
             assert not isinstance(block.content, str)
             block = block.content[index]
         assert isinstance(block, ImageBlock | DocumentBlock)

@@ -25,7 +25,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeAlias, assert_never
 
-from convstore.engine.state import ImageLoader, MessagePlan, RenderOptions, ReplayState
+from convstore.engine.state import (
+    CALL_CODES,
+    RESULT_CODES,
+    ImageLoader,
+    MessagePlan,
+    RenderOptions,
+    ReplayState,
+)
 from convstore.projections.wording import (
     BLANK_MESSAGE,
     BLOCK_SEPARATOR,
@@ -54,12 +61,15 @@ KINDS = {
     "x": "text",
     "g": "reasoning",
     "u": "tool_use",
+    "U": "hosted_tool_use",
     "r": "tool_result",
+    "R": "hosted_tool_result",
     "i": "image",
     "t": "document",
     "d": "document",
 }
-"""The block kind each part code stands for (pressure's ``by_kind`` keys)."""
+"""The block kind each part code stands for (pressure's ``by_kind`` keys; a test holds its
+values to the block union's kinds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +152,14 @@ class Plan:
             code = part[0]
             if code in {"x", "g", "t"}:
                 items.append(part[1])
-            elif code == "u":
+            elif code in CALL_CODES:
                 items.append(part[1])
                 if part[2] in unanswered:
                     items.append(NO_RESULT)
                     if kinds is not None:
-                        kinds += ("tool_use", "marker")
+                        kinds += (KINDS[code], "marker")
                     continue
-            elif code == "r":
+            elif code in RESULT_CODES:
                 head, content = part[1], part[3]
                 if result < cleared_from:
                     segments: list[str | Image | Document] = [head + part[2]]
@@ -157,14 +167,12 @@ class Plan:
                     segments = [head + content]
                 else:
                     pieces: list[str | Image | Document] = [head]
-                    pieces.extend(
-                        p if isinstance(p, str) else _image(p, vision, user, load) for p in content
-                    )
+                    pieces.extend(_piece(p, vision, user, load) for p in content)
                     segments = _merge(pieces, PART_SEPARATOR, first_joins_bare=True)
                 items.extend(segments)
                 result += 1
                 if kinds is not None:
-                    kinds.extend(["tool_result"] * len(segments))
+                    kinds.extend([KINDS[code]] * len(segments))
                 continue
             elif code == "i":
                 items.append(_image(part[1], vision, user, load))
@@ -255,6 +263,17 @@ def _merge(
     return merged
 
 
+def _piece(
+    piece: str | list[Any], vision: bool, user: bool, load: ImageLoader | None
+) -> str | Image | Document:
+    """One piece of a result's output as sent: its text, an image, or a document."""
+    if isinstance(piece, str):
+        return piece
+    if piece[0] == "d":
+        return _document(piece[1], vision, user, load, piece[2])
+    return _image(piece, vision, user, load)
+
+
 def _image(
     ref: list[Any], vision: bool, user: bool, load: ImageLoader | None
 ) -> str | Image | Document:
@@ -274,7 +293,11 @@ def _image(
     return Image(image.media_type, image.data, image.url)
 
 
-def _document(ref: list[Any], vision: bool, user: bool, load: ImageLoader | None) -> str | Document:
+def _document(
+    ref: list[Any], vision: bool, user: bool, load: ImageLoader | None, index: int | None = None
+) -> str | Document:
+    """A PDF as sent: natively, or its marker (``index`` into a result's content, or ``None``
+    for a document block)."""
     if not vision:
         return str(ref[4])
     if not user:
@@ -287,7 +310,7 @@ def _document(ref: list[Any], vision: bool, user: bool, load: ImageLoader | None
     if load is None:
         msg = "a vision replay sending a stored document needs a loader"
         raise ValueError(msg)
-    document = load(version, None)
+    document = load(version, index)
     return Document(media_type, document.data, None, name, "")
 
 
@@ -329,11 +352,16 @@ def _anthropic_block(item: str | Image | Document) -> JSONDict:
     from convstore.projections.prose import Document  # noqa: PLC0415 - loaded with the segment
 
     if isinstance(item, Document):
-        block: JSONDict = {"type": "document", "source": anthropic_document_source(item)}
-        if item.name:
-            block["title"] = item.name
-        return block
+        return anthropic_document(item)
     return {"type": "image", "source": anthropic_image_source(item)}
+
+
+def anthropic_document(document: Document) -> JSONDict:
+    """The Messages API ``document`` block of a PDF, its name as the title."""
+    block: JSONDict = {"type": "document", "source": anthropic_document_source(document)}
+    if document.name:
+        block["title"] = document.name
+    return block
 
 
 def _texts(content: list[str | Image | Document]) -> str:

@@ -18,11 +18,21 @@ text as is), which a fresh process reads without decoding anything.
 
 Parts are JSON arrays, kept decoded as lists (cheap to read back in bulk):
 
-- ``["x", text]`` a text block; ``["g", text]`` reasoning (its prose, ``[Reasoning]: …``);
-- ``["u", text, call_id]`` a tool call;
+- ``["x", text]`` a text block (its prose: the text, then the line naming the sources its
+  annotations cite, when they cite any); ``["g", text]`` reasoning (its prose,
+  ``[Reasoning]: …``);
+- ``["u", text, call_id]`` a tool call; ``["U", text, call_id]`` a hosted one (a call the
+  provider ran itself: ``text`` says so), which the rules treat as a call (a later message
+  with no result for it marks it unanswered);
 - ``["r", head, cleared, content, tool_use_id]`` a tool result: ``head`` is ``Result (name): ``
   or ``Error (name): ``, ``cleared`` the marker that replaces the output when microcompact
-  clears it, ``content`` the output text, or a list of pieces (text, or image references);
+  clears it, ``content`` the output text, or a list of pieces: text (a text part with its
+  sources line, a text document's prose, an unsendable document's marker), an image
+  reference, or ``["d", ref, index]`` for a PDF a vision replay may send (``ref`` as in a
+  ``d`` part below, ``index`` its place in the result's content); ``["R", …]`` the same for
+  the result of a hosted call (microcompact clears either; only the pressure kind differs).
+  A stored ``r`` part written before documents could sit in results holds no ``["d", …]``
+  piece, and decodes as it always did;
 - ``["i", ref]`` an image, where a reference is ``[version, index, media_type, url, blind,
   seen]``: the event holding the image (``index`` into a tool result's content, or ``None``),
   and the markers shown to a model that cannot see (``blind``) and to one that can, when the
@@ -97,6 +107,11 @@ _STATUS_CODES = STATUS_CODES
 _STATUSES_BY_CODE: dict[str, MessageStatus] = {code: s for s, code in _STATUS_CODES.items()}
 assert len(_ROLES_BY_CODE) == len(ROLE_CODES), "role codes must differ"
 assert len(_STATUSES_BY_CODE) == len(_STATUS_CODES), "status codes must differ"
+
+CALL_CODES = frozenset({"u", "U"})
+"""The codes of a call's part: the caller's tool (``u``), one the provider ran (``U``)."""
+RESULT_CODES = frozenset({"r", "R"})
+"""The codes of a result's part: the caller's tool (``r``), one the provider ran (``R``)."""
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(
@@ -176,10 +191,10 @@ class MessagePlan:
             self.simple = False
         if code in {"g", "t"}:
             self.size += 2 * len(part[1])
-        elif code == "u":
+        elif code in CALL_CODES:
             self.calls.append(part[2])
             self.size += 2 * len(part[1])
-        elif code == "r":
+        elif code in RESULT_CODES:
             self.answers.append(part[4])
             self.results += 1
             content = part[3]
@@ -190,8 +205,12 @@ class MessagePlan:
                 for piece in content:
                     if isinstance(piece, str):
                         self.size += 2 * len(piece)
+                        continue
+                    self.images = True
+                    if piece[0] == "d":
+                        ref = piece[1]
+                        self.size += 64 + len(ref[4]) + len(ref[5] or "") + len(ref[6] or "")
                     else:
-                        self.images = True
                         self.size += 64 + len(piece[4]) + len(piece[5] or "")
         elif code == "i":
             self.images = True
@@ -322,13 +341,20 @@ def _blind_text(part: PartData) -> str:
     code = part[0]
     if code in {"i", "d"}:
         return str(part[1][4])
-    if code != "r":
+    if code not in RESULT_CODES:
         return str(part[1])
     content = part[3]
     if isinstance(content, str):
         return str(part[1] + content)
-    pieces = [piece if isinstance(piece, str) else piece[4] for piece in content]
-    return str(part[1] + PART_SEPARATOR.join(pieces))
+    return str(part[1] + PART_SEPARATOR.join(map(_blind_piece, content)))
+
+
+def _blind_piece(piece: str | list[Any]) -> str:
+    """A piece of a result's output for a model that cannot see: its text, or the marker of
+    the image or document it refers to."""
+    if isinstance(piece, str):
+        return piece
+    return str(piece[1][4] if piece[0] == "d" else piece[4])
 
 
 class ReplayState:

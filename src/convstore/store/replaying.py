@@ -13,7 +13,12 @@ from functools import partial
 from uuid import UUID
 
 from convstore.backends.common.replay_tables import ReplayReader
-from convstore.domain.blocks import DocumentBlock, ImageBlock, ToolResultBlock
+from convstore.domain.blocks import (
+    DocumentBlock,
+    HostedToolResultBlock,
+    ImageBlock,
+    ToolResultBlock,
+)
 from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.events import BlockAppended
 from convstore.domain.parsing import parse_count, parse_id
@@ -92,7 +97,7 @@ class Replayer(LogReader):
         assert isinstance(event, BlockAppended)
         block = event.block
         if index is not None:
-            assert isinstance(block, ToolResultBlock)
+            assert isinstance(block, ToolResultBlock | HostedToolResultBlock)
             assert not isinstance(block.content, str)
             block = block.content[index]
         assert isinstance(block, ImageBlock | DocumentBlock)
