@@ -24,7 +24,7 @@ pytest.importorskip("starlette", reason="the web extra (Starlette) is not instal
 from starlette.testclient import TestClient
 
 from convstore.cli.serve import HostGuard, allowed_hosts
-from convstore.views.html import PAGE_SIZE, TEXT_LIMIT, esc
+from convstore.views.html import PAGE_SIZE, TEXT_LIMIT
 from convstore.web import app as web_app
 from convstore.web.app import create_app
 

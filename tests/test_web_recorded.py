@@ -55,7 +55,7 @@ def test_hosted_calls_sources_and_documents_show_on_the_page(store: Store) -> No
     conv = hosted_conversation(store)
     page = client_for(store).get(f"/c/{conv}").text
     assert_inert(page)
-    assert page.count("<span class='badge b-hosted'>run by the provider</span>") == 3
+    assert page.count("<span class='badge b-hosted'>run by the provider</span>") == 1
     assert "<span class='badge b-hosted'>run by the provider, MCP server docs</span>" in page
     assert "Result (web_search, run by the provider) <span class='meta'>srvtoolu_1" in page
     assert "Error (search_docs, run by the provider) <span class='meta'>mcptoolu_1" in page
@@ -141,7 +141,6 @@ def test_the_replay_pane_names_the_stored_message_of_each_wire_message(store: St
     assert f"m-{taken}" not in pane
     page = client.get(f"/c/{conv}").text
     for owner in (system, opening, question, taken):
-        assert f"<section class='msg " in page
         assert f"id='m-{owner}'" in page  # what a wire message names is on the page
 
 
@@ -203,3 +202,32 @@ def test_every_new_field_renders_inert(store: Store) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "href='https://ok.example/?q=&#x27;&quot;&lt;&gt;'" in page
     assert "javascript:alert(3)" in page  # shown as text, not linked
+
+
+def test_a_real_session_links_its_subagents_and_shows_each_result_once(
+    corpus_dir: Path, store: Store
+) -> None:
+    """A captured Claude Code session whose Task subagents sit inline in the same file: the
+    session's page lists every subagent conversation the import made, each links back, and
+    no tool result's output is shown twice (under its call and in its message, as before)."""
+    text = (
+        corpus_dir / "claude-code/ccviewer-5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+    ).read_text()
+    main, *agents = store.import_histories(histories_from_transcript(text)).ids
+    assert agents, "the session has inline sidechains"
+    client = client_for(store)
+    page = client.get(f"/c/{main}").text
+    assert_inert(page)
+    for agent in agents:
+        assert f"<a class='conv-link' href='/c/{agent}'>" in page
+        assert (
+            f"↳ branch of <a class='conv-link' href='/c/{main}'>" in client.get(f"/c/{agent}").text
+        )
+    assert page.count("<details class='tool-result'") == sum(
+        1 for m in store.messages(main) for b in m.blocks if b.block.type == "tool_result"
+    )
+    assert page.count("<details class='tool-call'") == sum(
+        1 for m in store.messages(main) for b in m.blocks if b.block.type == "tool_use"
+    )
+    assert "no result" not in page  # every call there was answered, and links to its answer
+    assert "<div class='meta msg-meta'>claude-" in page  # the recorded model, per message

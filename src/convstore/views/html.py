@@ -249,15 +249,14 @@ def result_badge(result: AnyToolResult) -> str:
     return "<span class='badge b-ok'>ok</span>"
 
 
-def hosted_badge(block: AnyToolUse | AnyToolResult) -> str:
-    """The mark of a call the provider ran itself (and of its result): none on the caller's."""
+def hosted_badge(block: AnyToolUse) -> str:
+    """The mark of a call the provider ran itself, with its MCP server (its result's head says
+    so in words); none on the caller's own calls."""
     match block:
-        case ToolUseBlock() | ToolResultBlock():
+        case ToolUseBlock():
             return ""
         case HostedToolUseBlock():
             return f"<span class='badge b-hosted'>{esc(hosted_mark(block.server))}</span>"
-        case HostedToolResultBlock():
-            return f"<span class='badge b-hosted'>{esc(hosted_mark(None))}</span>"
         case _:
             assert_never(block)
 
@@ -299,7 +298,7 @@ def result_html(block: AnyToolResult, tool_name: str | None, anchor: str) -> str
     head = tool_result_head(block, tool_name).rstrip(": ")
     return (
         f"<details class='tool-result' id='{anchor}'><summary>"
-        f"{esc(head)} <span class='meta'>{esc(block.tool_use_id)}</span>{hosted_badge(block)}"
+        f"{esc(head)} <span class='meta'>{esc(block.tool_use_id)}</span>"
         f"{result_badge(block)}</summary>{tool_output_html(block.content)}{extra}</details>"
     )
 
