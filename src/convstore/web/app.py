@@ -5,7 +5,8 @@ client) with no ORM, template engine or session machinery to switch off, under t
 uvicorn that `audit serve` already runs. Every route is GET (HEAD follows); anything else is
 405. Store calls block, so the endpoints are plain functions Starlette runs in its thread
 pool. The page's only script is /static/app.js (CSP ``script-src 'self'``): it loads the
-replay pane and polls /c/ID/version to show appended messages within a second.
+replay pane, polls /c/ID/version to show appended messages within a second, and selects a
+message's wire message when the message is clicked.
 """
 
 from __future__ import annotations
