@@ -47,6 +47,55 @@ def demo(tmp_path: Path) -> tuple[Path, UUID]:
     return db, conv
 
 
+HOSTED_ROUND: list[dict[str, object]] = [
+    # What a provider that ran its own tools records (modelled on the Messages API's
+    # server_tool_use / web_search_tool_result and mcp_tool_use blocks, and text citations).
+    {
+        "type": "hosted_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_search",
+        "input": {"query": "walrus"},
+        "provider_data": {"type": "server_tool_use", "id": "srvtoolu_1"},
+    },
+    {
+        "type": "hosted_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [
+            {"type": "text", "text": "Walruses (Wikipedia)"},
+            {"type": "document", "text": "Walruses live in the Arctic.", "name": "walrus.txt"},
+        ],
+        "provider_data": {"type": "web_search_tool_result", "encrypted_content": "EqAB"},
+    },
+    {
+        "type": "hosted_tool_use",
+        "id": "mcptoolu_1",
+        "name": "search_docs",
+        "server": "docs",
+        "input": {"q": "tusks"},
+    },
+    {
+        "type": "hosted_tool_result",
+        "tool_use_id": "mcptoolu_1",
+        "is_error": True,
+        "content": "denied",
+    },
+    {
+        "type": "text",
+        "text": "Walruses live in the Arctic.",
+        "annotations": [
+            {
+                "type": "web_search_result_location",
+                "url": "https://en.wikipedia.org/wiki/Walrus",
+                "title": "Walrus",
+                "cited_text": "Walruses live in the Arctic.",
+                "encrypted_index": "Eo8B",
+            },
+            {"type": "char_location", "document_title": "Field notes", "cited_text": "Arctic"},
+        ],
+    },
+]
+
+
 def every_kind(store: Store) -> UUID:
     """A conversation with each block kind and its variants, a compaction and an interruption."""
     conv = store.new_conversation(title="kinds")
@@ -69,6 +118,7 @@ def every_kind(store: Store) -> UUID:
             {"type": "reasoning", "text": "", "encrypted_content": "xyz", "redacted": True},
             {"type": "tool_use", "id": "c1", "name": "run", "input": {"cmd": "echo ```"}},
             {"type": "tool_use", "id": "c2", "name": "raw", "input": "{not json"},
+            *HOSTED_ROUND,
         ],
     )
     store.append_message(
@@ -83,6 +133,7 @@ def every_kind(store: Store) -> UUID:
                 "content": [
                     {"type": "text", "text": "bad"},
                     {"type": "image", "media_type": "image/png", "data": PNG},
+                    {"type": "document", "text": "the log", "name": "run.log"},
                 ],
             },
             {"type": "tool_result", "tool_use_id": "zz", "content": "orphan"},
@@ -143,6 +194,14 @@ def test_markdown_renders_every_block_kind_and_state(tmp_path: Path) -> None:
         "reasoning": "> **Reasoning**\n>\n> line one\n> line two",
         "tool_use": '**Tool use** `run` · call `c1`\n\n````json\n{\n  "cmd": "echo ```"\n}\n````',
         "tool_result": "**Error** `raw` · call `c2`\n\n```\nbad\n```",
+        "hosted_tool_use": (
+            "**Tool use** `web_search` · call `srvtoolu_1` · run by the provider · provider "
+            'data kept\n\n```json\n{\n  "query": "walrus"\n}\n```'
+        ),
+        "hosted_tool_result": (
+            "**Result** `web_search` · call `srvtoolu_1` · run by the provider · provider data "
+            "kept\n\n```\nWalruses (Wikipedia)\n```\n\n**Document** walrus.txt"
+        ),
     }
     assert set(shown) == kinds
     for kind, expected in shown.items():
@@ -151,6 +210,14 @@ def test_markdown_renders_every_block_kind_and_state(tmp_path: Path) -> None:
     assert f"> {REDACTED_REASONING}" in text
     assert "**Tool use** `raw` · call `c2`\n\n```\n{not json\n```" in text
     assert "**Result** `unknown` · call `zz`" in text
+    assert "**Document** run.log (text/plain, 7 bytes)\n\n```\nthe log\n```" in text
+    assert "`mcptoolu_1` · run by the provider, MCP server docs\n" in text
+    assert "**Error** `search_docs` · call `mcptoolu_1` · run by the provider\n" in text
+    assert (
+        "Walruses live in the Arctic.\n\n"
+        "[Sources: Walrus (https://en.wikipedia.org/wiki/Walrus); Field notes]\n"
+    ) in text
+    assert "EqAB" not in text  # the provider's own payload is kept, not written
     assert text.index("**Compacted.**") < text.index("## 3 · assistant")
     assert text.index("## 2 · user") < text.index("**Compacted.**")
     assert "## 5 · assistant · interrupted" in text

@@ -36,7 +36,7 @@ from convstore.projections.messages import collect_history
 from convstore.projections.prose import REDACTED_REASONING
 from convstore.views.otel import OTEL_SCHEMA_URL, OTEL_SEMCONV_VERSION, otel_document
 from tests.strategies import HistoryBuilder, histories
-from tests.test_export import every_kind
+from tests.test_export import HOSTED_ROUND, every_kind
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
 PNG = base64.b64encode(tiny_png()).decode()
@@ -45,7 +45,17 @@ SCHEMAS = Path(__file__).parent / "fixtures" / "otel-genai-schemas"
 # The schemas' part list ends in ``generic`` (any object with a string ``type``), so a whole
 # document validating says little about a part: each part is also held to the definition its
 # type names (the schemas name each part's definition by its ``type``).
-PART_TYPES = {"text", "reasoning", "tool_call", "tool_call_response", "blob", "uri", "file"}
+PART_TYPES = {
+    "text",
+    "reasoning",
+    "tool_call",
+    "tool_call_response",
+    "server_tool_call",
+    "server_tool_call_response",
+    "blob",
+    "uri",
+    "file",
+}
 
 
 @cache
@@ -67,9 +77,12 @@ def validator(name: str, definition: str | None = None) -> Draft202012Validator:
 def check_part(part: dict[str, Any], name: str = "input-messages") -> None:
     assert part["type"] in PART_TYPES, part["type"]
     validator(name, part["type"]).validate(part)
-    if part["type"] == "tool_call_response" and isinstance(part["response"], list):
-        for inner in part["response"]:
-            assert inner["type"] in {"text", "blob", "uri"}
+    response = part.get("response")
+    if part["type"] == "server_tool_call_response":
+        response = part["server_tool_call_response"]["response"]
+    if isinstance(response, list):
+        for inner in response:
+            assert inner["type"] in {"text", "blob", "uri", "file"}
             check_part(inner, name)
 
 
@@ -159,7 +172,47 @@ def test_otel_export_keeps_every_kind_as_typed_parts(location: str) -> None:
         {"type": "reasoning", "content": REDACTED_REASONING, "convstore": {"redacted": True}},
         {"type": "tool_call", "id": "c1", "name": "run", "arguments": {"cmd": "echo ```"}},
         {"type": "tool_call", "id": "c2", "name": "raw", "arguments": "{not json"},
+        {
+            "type": "server_tool_call",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "server_tool_call": {"type": "web_search", "arguments": {"query": "walrus"}},
+        },
+        {
+            "type": "server_tool_call_response",
+            "id": "srvtoolu_1",
+            "server_tool_call_response": {
+                "type": "web_search",
+                "response": [
+                    {"type": "text", "content": "Walruses (Wikipedia)"},
+                    {
+                        "type": "text",
+                        "content": "Walruses live in the Arctic.",
+                        "convstore": {"document": True, "name": "walrus.txt"},
+                    },
+                ],
+            },
+            "convstore": {"is_error": False, "name": "web_search"},
+        },
+        {
+            "type": "server_tool_call",
+            "id": "mcptoolu_1",
+            "name": "search_docs",
+            "server_tool_call": {"type": "mcp", "arguments": {"q": "tusks"}, "server": "docs"},
+        },
+        {
+            "type": "server_tool_call_response",
+            "id": "mcptoolu_1",
+            "server_tool_call_response": {"type": "search_docs", "response": "denied"},
+            "convstore": {"is_error": True, "name": "search_docs"},
+        },
+        {
+            "type": "text",
+            "content": "Walruses live in the Arctic.",
+            "convstore": {"annotations": HOSTED_ROUND[-1]["annotations"]},
+        },
     ]
+    assert "EqAB" not in json.dumps(document)  # provider_data stays in the log (jsonl export)
     assert results["role"] == "user"
     assert results["parts"] == [
         {
@@ -174,6 +227,11 @@ def test_otel_export_keeps_every_kind_as_typed_parts(location: str) -> None:
             "response": [
                 {"type": "text", "content": "bad"},
                 {"type": "blob", "modality": "image", "mime_type": "image/png", "content": PNG},
+                {
+                    "type": "text",
+                    "content": "the log",
+                    "convstore": {"document": True, "name": "run.log"},
+                },
             ],
             "convstore": {"is_error": True, "name": "raw"},
         },
@@ -331,6 +389,8 @@ def test_otel_has_one_message_per_stored_message_and_every_block(events: list[Ev
         "reasoning": "reasoning",
         "tool_use": "tool_call",
         "tool_result": "tool_call_response",
+        "hosted_tool_use": "server_tool_call",
+        "hosted_tool_result": "server_tool_call_response",
     }
     for message, recorded in zip(messages, stored, strict=True):
         assert message["role"] == recorded.role
@@ -346,8 +406,11 @@ def test_otel_has_one_message_per_stored_message_and_every_block(events: list[Ev
                     assert part["content"] == block.block.text
                 case ReasoningBlock():
                     assert part["type"] == "reasoning"
-                case ToolResultBlock():
+                case ToolResultBlock() | HostedToolResultBlock():
                     assert part["id"] == block.block.tool_use_id
+                case HostedToolUseBlock():
+                    assert part["id"] == block.block.id
+                    assert part["server_tool_call"]["arguments"] == block.block.input
                 case DocumentBlock():
                     sources = {"data": "blob", "url": "uri", "file_id": "file", "text": "text"}
                     given = block.block.model_dump(exclude_none=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ pytest.importorskip("starlette", reason="the web extra (Starlette) is not instal
 from starlette.testclient import TestClient
 
 from convstore.cli.serve import HostGuard, allowed_hosts
-from convstore.views.html import PAGE_SIZE, TEXT_LIMIT, esc
+from convstore.views.html import PAGE_SIZE, TEXT_LIMIT
 from convstore.web import app as web_app
 from convstore.web.app import create_app
 
@@ -120,10 +121,36 @@ def handler_attributes(page: str) -> list[tuple[str, str]]:
 def assert_inert(page: str) -> None:
     assert script_tags(page) in ([], ["<script src='/static/app.js' defer>"]), script_tags(page)
     for link in links(page):
-        assert link.startswith(("/", "?", "http://", "https://", "data:image/")), link
+        assert link.startswith(("/", "?", "http://", "https://", "data:image/", "#b-")), link
+        # A link within the page names a block by its message's id and place, not by any
+        # recorded text.
+        assert not link.startswith("#") or re.fullmatch(r"#b-[0-9a-f-]{36}-\d+", link), link
     # No real tag carries an event handler (recorded "onerror=" shows as escaped text only).
     assert handler_attributes(page) == []
     assert "onerror=alert(2)>" not in page
+
+
+WIRE = re.compile(
+    r"<div class='wire' data-for='([^']*)'><div class='meta'>([^<]*)</div><pre>(.*?)</pre></div>",
+    re.DOTALL,
+)
+
+
+def wire_pane(pane: str) -> tuple[dict[str, object], list[str]]:
+    """The replay pane read back: the request body its wire messages make, and per entry of
+    ``messages`` the transcript sections (``m-ID``) it names, space-separated."""
+    body: dict[str, object] = {}
+    messages: list[object] = []
+    owners: list[str] = []
+    for owners_of, label, text in WIRE.findall(pane):
+        value = json.loads(html.unescape(text))
+        if label.startswith("system"):
+            body["system"] = value
+        else:
+            messages.append(value)
+            owners.append(owners_of)
+    body["messages"] = messages
+    return body, owners
 
 
 def test_list_and_conversation_pages(store: Store) -> None:
@@ -169,8 +196,9 @@ def test_side_pane_is_the_replay_itself(store: Store) -> None:
     replay_part = client.get(f"/c/{conv}/replay?vision=0").text
     pressure_part = client.get(f"/c/{conv}/pressure?vision=0").text
     assert side == replay_part + pressure_part
-    wanted = json.dumps(store.replay(conv, vision=False), ensure_ascii=False, indent=2)
-    assert f"<pre class='replay'>{esc(wanted)}</pre>" in replay_part
+    assert wire_pane(replay_part)[0] == store.replay(conv, vision=False)
+    anthropic = client.get(f"/c/{conv}/replay?shape=anthropic&vision=1").text
+    assert wire_pane(anthropic)[0] == store.replay(conv, shape="anthropic", vision=True)
     page = client.get(f"/c/{conv}?vision=0").text
     assert f"data-src='/c/{conv}/replay?shape=openai&amp;vision=0'" in page
     assert f"data-src='/c/{conv}/pressure?shape=openai&amp;vision=0'" in page
@@ -189,8 +217,7 @@ def test_the_page_replays_with_the_defaults_of_convstore_replay(
     printed = CliRunner().invoke(cli, ["--db", str(db), "replay", str(conv)])
     assert printed.exit_code == 0, printed.stderr
     assert client.get(f"/c/{conv}/replay.json").json() == json.loads(printed.stdout)
-    wanted = json.dumps(json.loads(printed.stdout), ensure_ascii=False, indent=2)
-    assert f"<pre class='replay'>{esc(wanted)}</pre>" in client.get(f"/c/{conv}/side").text
+    assert wire_pane(client.get(f"/c/{conv}/side").text)[0] == json.loads(printed.stdout)
     page = client.get(f"/c/{conv}").text
     assert f"data-src='/c/{conv}/replay?shape=openai&amp;vision=0'" in page
     assert "name='vision' value='1'>" in page  # the box, not checked
@@ -319,18 +346,17 @@ def test_export_html_is_self_contained(tmp_path: Path) -> None:
     with convstore.open_store(db) as store:
         conv = hostile(store)
         demo = record_demo(store)
-        wanted = json.dumps(store.replay(demo, vision=True), ensure_ascii=False, indent=2)
+        wanted = store.replay(demo, vision=True)
     page = export_html(str(db), conv)
     assert script_tags(page) == []
     assert "<link" not in page
     for link in links(page):
-        assert link.startswith(("data:image/", "https://invalid.invalid/")), link
+        assert link.startswith(("data:image/", "https://invalid.invalid/", "#b-")), link
     assert "Content-Security-Policy" in page
     assert "<style>" in page
     demo_page = export_html(str(db), demo, "--vision")
-    assert "<pre class='replay'>" in demo_page
-    assert esc(wanted) in demo_page
-    assert len(wanted) < TEXT_LIMIT
+    assert wire_pane(demo_page)[0] == wanted
+    assert len(json.dumps(wanted, ensure_ascii=False, indent=2)) < TEXT_LIMIT
     out = tmp_path / "demo.html"
     export_html(str(db), demo, "--output", str(out))
     assert out.read_text().startswith("<!doctype html>")

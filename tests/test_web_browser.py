@@ -110,13 +110,13 @@ def test_browse_fold_vision_and_live(store: Store, browser: Any) -> None:
         call.locator("summary").click()
         assert call.get_attribute("open") is not None
         assert call.locator("pre").first.is_visible()
-        page.wait_for_selector("#side pre.replay")
-        assert "[Image not shown" in page.inner_text("#side pre.replay")  # off, as replay's
+        page.wait_for_selector("#side .replay")
+        assert "[Image not shown" in page.inner_text("#side .replay")  # off, as replay's
         page.check("#vision")
         page.click("#apply")
         page.wait_for_url("**vision=1**")
-        page.wait_for_selector("#side pre.replay")
-        assert "[Image not shown" not in page.inner_text("#side pre.replay")
+        page.wait_for_selector("#side .replay")
+        assert "[Image not shown" not in page.inner_text("#side .replay")
         page.wait_for_selector("#pressure svg")
         store.append_message(conv, "user", [{"type": "text", "text": "arrived live"}])
         # The open page shows it without a reload (how soon is bench/web.py's to measure).
@@ -161,4 +161,38 @@ def test_search_and_open_a_result(store: Store, browser: Any) -> None:
         assert 0 <= box["y"] < page.viewport_size["height"]
         page.click("a.newest")
         page.wait_for_selector("text=filler 299")
+    assert errors == []
+
+
+def test_selecting_a_message_shows_its_wire_message(store: Store, browser: Any) -> None:
+    """Click a message: it and the one wire message replay made of it are selected, the
+    wire message scrolled into view and naming the message; click a wire message and its
+    message is selected. A hosted round shows its mark and its cited source as a link."""
+    from tests.test_export import HOSTED_ROUND  # noqa: PLC0415
+
+    conv = store.new_conversation(title="lined up")
+    store.append_message(conv, "system", [{"type": "text", "text": "Be brief."}])
+    question = store.append_message(conv, "user", [{"type": "text", "text": "Walrus home?"}])
+    answer = store.append_message(conv, "assistant", HOSTED_ROUND)
+    errors: list[str] = []
+    with Served(store) as base:
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(f"{base}/c/{conv}?shape=anthropic")
+        page.wait_for_selector("#replay .wire")
+        assert page.locator(".wire.selected").count() == 0
+        page.click(f"#m-{answer} pre.text")
+        wire = page.locator(".wire.selected")
+        assert wire.count() == 1
+        assert f"stored message {answer}" in wire.inner_text()
+        assert "run by the provider" in wire.inner_text()  # the hosted round's prose
+        assert "[Sources: Walrus (https://en.wikipedia.org/wiki/Walrus)" in wire.inner_text()
+        assert wire.is_visible()
+        assert "selected" in (page.get_attribute(f"#m-{answer}", "class") or "")
+        page.click(f"#replay .wire[data-for='m-{question}'] pre")
+        assert "selected" in (page.get_attribute(f"#m-{question}", "class") or "")
+        assert "selected" not in (page.get_attribute(f"#m-{answer}", "class") or "")
+        assert page.locator(f"#m-{answer} .b-hosted").count() == 2  # the two calls
+        link = page.locator(f"#m-{answer} .sources a")
+        assert link.get_attribute("href") == "https://en.wikipedia.org/wiki/Walrus"
     assert errors == []

@@ -87,6 +87,7 @@ KINDS: dict[str, Kind] = {
     "fit_tool_results": "read",
     "conversations": "read",
     "list_conversations": "read",
+    "children": "read",
     "conversation_info": "read",
     # Iterators: a list, or an async iterator read a page at a time on the reader pool.
     "raw_events": "by hand",

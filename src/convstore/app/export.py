@@ -11,11 +11,20 @@ import json
 from typing import Literal, TypeAlias, assert_never, get_args
 from uuid import UUID
 
+from convstore.domain.errors import ConversationNotFound
 from convstore.domain.events import ConversationStarted
 from convstore.domain.parsing import parse_id
 from convstore.projections.messages import collect_history
-from convstore.store import Store
-from convstore.views.html import View, Window, conversation_body, document, side_html
+from convstore.store import ConversationInfo, Store
+from convstore.views.html import (
+    Facts,
+    View,
+    Window,
+    conversation_body,
+    document,
+    replayed,
+    side_html,
+)
 from convstore.views.markdown import Transcript, markdown_transcript
 from convstore.views.otel import otel_document
 
@@ -62,6 +71,19 @@ def export_conversation(
             assert_never(fmt)
 
 
+def conversation_facts(store: Store, info: ConversationInfo) -> Facts:
+    """What the conversation page heads itself with: its start, source and labels from the
+    listing index, its parent's title and its children (one indexed read each)."""
+    parent = None
+    if info.parent_id is not None:
+        try:
+            parent = (info.parent_id, store.conversation_info(info.parent_id).shown_title)
+        except ConversationNotFound:
+            parent = (info.parent_id, "(not in this store: erased, or never copied)")
+    children = [(child.id, child.shown_title) for child in store.children(info.id)]
+    return Facts(info.created_at, info.labels, info.source, parent, children)
+
+
 def html_page(store: Store, conversation: UUID | str, *, vision: bool) -> str:
     """Every message of ``conversation`` (no paging), and the replay and pressure for
     ``vision`` beside them, rendered by the same functions as `convstore serve`'s page."""
@@ -70,9 +92,7 @@ def html_page(store: Store, conversation: UUID | str, *, vision: bool) -> str:
     history = collect_history(events)
     view = View(vision=vision)
     side = side_html(
-        store.replay(conversation_id, vision=vision),
-        store.pressure(conversation_id, vision=vision),
-        view,
+        replayed(events, view.options), store.pressure(conversation_id, vision=vision), view
     )
     first = events[0]
     title = first.title if isinstance(first, ConversationStarted) else None
@@ -84,5 +104,6 @@ def html_page(store: Store, conversation: UUID | str, *, vision: bool) -> str:
         view=view,
         side=side,
         version=events[-1].originator_version,
+        facts=conversation_facts(store, store.conversation_info(conversation_id)),
     )
     return document(f"convstore: {title or conversation_id}", body, exported=True) + "\n"

@@ -27,12 +27,12 @@ from convstore.cli.options import (
 from convstore.domain.blocks import TextBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.errors import InvalidInput, NoStore
-from convstore.domain.events import Compacted, MessageMeta
+from convstore.domain.events import Compacted
 from convstore.domain.images import dimensions
 from convstore.engine.plan import ReplayOptions, interruption_marker
 from convstore.projections.listing import preview_of
 from convstore.projections.messages import RecordedMessage, collect_history
-from convstore.projections.prose import Image, Text, block_segments
+from convstore.projections.prose import Image, Text, block_segments, describe_meta
 
 
 def describe_image(image: Image) -> str:
@@ -43,28 +43,6 @@ def describe_image(image: Image) -> str:
     size = dimensions(raw)
     shown = f", {size[0]}x{size[1]} px" if size else ""
     return f"[image: {image.media_type}, {len(raw):,} bytes{shown}]"
-
-
-def describe_meta(meta: MessageMeta) -> str:
-    """A message's metadata on one line: model, usage, latency, stop reason, ids, extras."""
-    parts = [meta.model or ""]
-    usage = meta.usage
-    if usage is not None:
-        counted = [
-            f"{value:,} {name.removesuffix('_tokens').replace('_', ' ')}"
-            for name, value in usage
-            if value is not None
-        ]
-        parts.append(" / ".join(counted) + " tokens" if counted else "")
-    if meta.latency_ms is not None:
-        parts.append(f"{meta.latency_ms:,.0f} ms")
-    if meta.stop_reason:
-        parts.append(f"stop: {meta.stop_reason}")
-    if meta.provider_message_id:
-        parts.append(f"id {meta.provider_message_id}")
-    if meta.extra:
-        parts.append(json.dumps(meta.extra, ensure_ascii=False, sort_keys=True))
-    return " · ".join(part for part in parts if part)
 
 
 def describe_compaction(

@@ -179,6 +179,8 @@ class ListingQuery:
     limit: int | None = None
     ids: tuple[UUID, ...] = ()
     """When given, only these conversations."""
+    parent: UUID | None = None
+    """When given, only the conversations that branched from this one."""
 
 
 @dataclass(frozen=True, slots=True)

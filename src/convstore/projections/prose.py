@@ -29,6 +29,7 @@ from convstore.domain.blocks import (
     block_documents,
     block_images,
 )
+from convstore.domain.events import MessageMeta
 from convstore.projections.wording import BLOCK_SEPARATOR as BLOCK_SEPARATOR  # noqa: PLC0414
 from convstore.projections.wording import CANNOT_READ, NOT_NATIVE
 from convstore.projections.wording import PART_SEPARATOR as PART_SEPARATOR  # noqa: PLC0414
@@ -126,6 +127,34 @@ HOSTED = "run by the provider"
 """What the prose of a hosted call and its result says: the provider ran it, not the caller."""
 
 
+def hosted_mark(server: str | None) -> str:
+    """What marks a hosted call: ``run by the provider``, and its MCP server when it has one
+    (``run by the provider, MCP server docs``)."""
+    return f"{HOSTED}, MCP server {server}" if server else HOSTED
+
+
+def describe_meta(meta: MessageMeta) -> str:
+    """A message's metadata on one line: model, usage, latency, stop reason, ids, extras."""
+    parts = [meta.model or ""]
+    usage = meta.usage
+    if usage is not None:
+        counted = [
+            f"{value:,} {name.removesuffix('_tokens').replace('_', ' ')}"
+            for name, value in usage
+            if value is not None
+        ]
+        parts.append(" / ".join(counted) + " tokens" if counted else "")
+    if meta.latency_ms is not None:
+        parts.append(f"{meta.latency_ms:,.0f} ms")
+    if meta.stop_reason:
+        parts.append(f"stop: {meta.stop_reason}")
+    if meta.provider_message_id:
+        parts.append(f"id {meta.provider_message_id}")
+    if meta.extra:
+        parts.append(json.dumps(meta.extra, ensure_ascii=False, sort_keys=True))
+    return " · ".join(part for part in parts if part)
+
+
 def tool_use_text(block: AnyToolUse) -> str:
     """A call's prose: ``Tool use: name(input)``; a hosted call says the provider ran it
     (``Tool use (run by the provider): web_search({…})``, with its MCP server when it has one)."""
@@ -134,8 +163,7 @@ def tool_use_text(block: AnyToolUse) -> str:
         case ToolUseBlock():
             return f"Tool use: {call}"
         case HostedToolUseBlock():
-            server = f", MCP server {block.server}" if block.server else ""
-            return f"Tool use ({HOSTED}{server}): {call}"
+            return f"Tool use ({hosted_mark(block.server)}): {call}"
         case _:
             assert_never(block)
 

@@ -78,14 +78,7 @@ class Listing(LogReader):
         query = self._listing_query(
             labels, title, started_after, started_before, active_after, active_before
         )
-        found: list[ConversationInfo] = []
-        query = replace(query, order="started", limit=1000)
-        while True:
-            rows, labels_of = self._select_listing(query)
-            found += [_info(row, labels_of.get(row.id, {})) for row in rows]
-            if len(rows) < 1000:
-                return found
-            query = replace(query, after=(rows[-1].created_at, rows[-1].id.hex))
+        return self._every(query)
 
     def list_conversations(
         self,
@@ -117,6 +110,22 @@ class Listing(LogReader):
         rows = rows[:limit]
         next_cursor = f"{rows[-1].last_active}.{rows[-1].id.hex}" if more else None
         return Page([_info(row, labels_of.get(row.id, {})) for row in rows], next_cursor)
+
+    def children(self, conversation: UUID | str) -> list[ConversationInfo]:
+        """The conversations that branched from ``conversation`` (a session's subagents, its
+        forks), oldest start first, from the listing index, never from the log."""
+        return self._every(ListingQuery(parent=parse_id(conversation, "conversation")))
+
+    def _every(self, query: ListingQuery) -> list[ConversationInfo]:
+        """Every conversation ``query`` selects, oldest start first, read a thousand at a time."""
+        found: list[ConversationInfo] = []
+        query = replace(query, order="started", limit=1000)
+        while True:
+            rows, labels_of = self._select_listing(query)
+            found += [_info(row, labels_of.get(row.id, {})) for row in rows]
+            if len(rows) < 1000:
+                return found
+            query = replace(query, after=(rows[-1].created_at, rows[-1].id.hex))
 
     def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
         """One conversation as :meth:`list_conversations` lists it (title, labels, last

@@ -2,7 +2,8 @@
 
 Every recorded string goes through :func:`esc` (``html.escape`` with quotes) before it
 reaches the page; nothing from a conversation is ever put in a tag, an attribute name, a
-script or a style. Links come only from image URLs, and only when they are ``http(s)``.
+script or a style. Links come only from image URLs and the sources a text's annotations cite,
+and only when they are ``http(s)``.
 Pure standard library: the export path needs no web stack.
 """
 
@@ -18,19 +19,32 @@ from urllib.parse import urlencode
 from uuid import UUID
 
 from convstore.domain.blocks import (
+    AnyToolResult,
+    AnyToolUse,
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
     ToolResultBlock,
+    ToolResultPart,
     ToolUseBlock,
 )
-from convstore.domain.events import Compacted, happened
+from convstore.domain.events import Compacted, Event, happened
+from convstore.engine.model import folded
 from convstore.engine.plan import SHAPES, JSONDict, ReplayOptions, Shape
 from convstore.engine.pressure import Pressure
+from convstore.engine.render import plan, wire
 from convstore.projections.messages import History, RecordedMessage
-from convstore.projections.prose import document_caption
+from convstore.projections.prose import (
+    annotation_source,
+    describe_meta,
+    document_caption,
+    hosted_mark,
+    tool_result_head,
+)
 from convstore.views.hits import MARK_END, MARK_START, Hit
 
 PAGE_SIZE = 200
@@ -64,7 +78,6 @@ details{margin:.3em 0}summary{cursor:pointer}
 .compaction{border:2px dashed #e8590c;background:#fff4e6;padding:.4em .7em;margin:.6em 0}
 .cut{color:#c92a2a;font-style:italic}
 img.shown{max-width:100%;max-height:480px;border:1px solid #ccc}
-.side pre.replay{max-height:70vh;overflow:auto;background:#f1f3f5;padding:.5em}
 .pager a,.pager span{margin-right:.6em}
 form.view label,form.filters label{margin-right:.8em}
 form.filters{margin:.4em 0 .8em}
@@ -74,6 +87,13 @@ form.filters{margin:.4em 0 .8em}
 mark{background:#ffe066}
 ul.hits{margin:.2em 0;padding-left:1.2em}
 svg text{font:11px system-ui,sans-serif}
+.b-hosted{background:#e5dbff}
+.sources{margin:.1em 0 .3em}
+.msg{cursor:pointer}.msg.selected{outline:2px solid #f08c00}
+.wire{margin:.4em 0;border-left:3px solid #ced4da;padding-left:.4em}
+.wire.selected{border-left-color:#f08c00;background:#fff4e6}
+.side .replay{max-height:70vh;overflow:auto;background:#f1f3f5;padding:.5em}
+.facts{margin:.3em 0 .6em}
 """
 
 
@@ -89,6 +109,11 @@ class View:
     vision: bool = _REPLAY_DEFAULTS.vision
     full: bool = _REPLAY_DEFAULTS.full
     keep_tool_results: int | None = _REPLAY_DEFAULTS.keep_tool_results
+
+    @property
+    def options(self) -> ReplayOptions:
+        """The view as the replay options it shows."""
+        return ReplayOptions(self.shape, self.vision, self.full, self.keep_tool_results)
 
     def query(self, **extra: int) -> str:
         """The query string that selects this view (plus ``extra`` such as a page)."""
@@ -146,29 +171,106 @@ def image_html(image: ImageBlock) -> str:
     )
 
 
-def tool_output_html(content: str | Sequence[TextBlock | ImageBlock]) -> str:
-    """A tool result's output: its text, or its text and image parts in order."""
+def document_html(document: DocumentBlock) -> str:
+    """A document, at the top level or inside a tool's output: its caption, and its text
+    folded under it when it was given as text."""
+    text = "" if document.text is None else f"<pre>{clipped(document.text)}</pre>"
+    return (
+        f"<details class='document'><summary>document {esc(document_caption(document))}"
+        f"</summary>{text}</details>"
+    )
+
+
+def tool_output_html(content: str | Sequence[ToolResultPart]) -> str:
+    """A tool result's output: its text, or its text, image and document parts in order."""
     if isinstance(content, str):
         return f"<pre>{clipped(content)}</pre>"
     parts: list[str] = []
     for part in content:
         match part:
             case TextBlock():
-                parts.append(f"<pre>{clipped(part.text)}</pre>")
+                parts.append(f"<pre>{clipped(part.text)}</pre>{sources_html(part)}")
             case ImageBlock():
                 parts.append(f"<div>{image_html(part)}</div>")
+            case DocumentBlock():
+                parts.append(document_html(part))
             case _:
                 assert_never(part)
     return "".join(parts)
 
 
-def outcome_badge(result: ToolResultBlock | None) -> str:
-    """Whether a call got a result, and whether that result was an error."""
-    if result is None:
+def sources_html(text: TextBlock) -> str:
+    """The sources a text's annotations cite, each once in the order first cited (as replay's
+    sources line has them): a link when the citation gives an http(s) address."""
+    found: dict[str, str | None] = {}
+    for annotation in text.annotations or ():
+        source = annotation_source(annotation)
+        if source is None:
+            continue
+        url = annotation.get("url")
+        found.setdefault(source, safe_link(url) if isinstance(url, str) else None)
+    if not found:
+        return ""
+    shown = [
+        esc(source)
+        if link is None
+        else f"<a href='{esc(link)}' rel='noopener noreferrer nofollow'>{esc(source)}</a>"
+        for source, link in found.items()
+    ]
+    return f"<div class='meta sources'>Sources: {'; '.join(shown)}</div>"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A recorded tool result, and the element id it is shown under on the page."""
+
+    result: AnyToolResult
+    anchor: str
+
+
+def block_anchor(message: UUID, index: int) -> str:
+    """The element id of a message's block: made of the message's id and the block's place,
+    never of recorded text."""
+    return f"b-{message}-{index}"
+
+
+def outcome_badge(answer: Answer | None) -> str:
+    """Whether a call got a result, and whether that result was an error; a result recorded
+    is linked to (it is shown once, in the message it was recorded in)."""
+    if answer is None:
         return "<span class='badge b-noresult'>no result</span>"
+    return f"<a href='#{answer.anchor}'>{result_badge(answer.result)}</a>"
+
+
+def result_badge(result: AnyToolResult) -> str:
+    """Whether a result was an error."""
     if result.is_error:
         return "<span class='badge b-error'>error</span>"
     return "<span class='badge b-ok'>ok</span>"
+
+
+def hosted_badge(block: AnyToolUse) -> str:
+    """The mark of a call the provider ran itself, with its MCP server (its result's head says
+    so in words); none on the caller's own calls."""
+    match block:
+        case ToolUseBlock():
+            return ""
+        case HostedToolUseBlock():
+            return f"<span class='badge b-hosted'>{esc(hosted_mark(block.server))}</span>"
+        case _:
+            assert_never(block)
+
+
+def provider_data_html(block: HostedToolUseBlock | HostedToolResultBlock) -> str:
+    """The provider's own payload of a hosted call or result, folded away (clipped like any
+    block: it may hold whole pages of encrypted content)."""
+    if not block.provider_data:
+        return ""
+    data = json.dumps(block.provider_data, ensure_ascii=False, indent=2)
+    return (
+        "<details class='provider-data'><summary>provider data</summary>"
+        f"<pre>{clipped(data)}</pre></details>"
+    )
 
 
 def tool_input_text(value: object) -> str:
@@ -176,11 +278,38 @@ def tool_input_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
 
 
-def block_html(block: Block, tool_name: str | None, results: dict[str, ToolResultBlock]) -> str:
-    """One block: text as text, calls and results folded, reasoning folded, images shown."""
+def call_html(block: AnyToolUse, answer: Answer | None) -> str:
+    """A call folded: its name, id, who ran it and its outcome (linked to its result), then
+    its input."""
+    extra = provider_data_html(block) if isinstance(block, HostedToolUseBlock) else ""
+    return (
+        f"<details class='tool-call'><summary>tool call <b>{esc(block.name)}</b> "
+        f"<span class='meta'>{esc(block.id)}</span>{hosted_badge(block)}"
+        f"{outcome_badge(answer)}</summary>"
+        f"<div class='meta'>input:</div><pre>{clipped(tool_input_text(block.input))}</pre>"
+        f"{extra}</details>"
+    )
+
+
+def result_html(block: AnyToolResult, tool_name: str | None, anchor: str) -> str:
+    """A result folded, where it was recorded (the one place a result shows): its head as
+    replay's prose words it, the call it answers, then its output."""
+    extra = provider_data_html(block) if isinstance(block, HostedToolResultBlock) else ""
+    head = tool_result_head(block, tool_name).rstrip(": ")
+    return (
+        f"<details class='tool-result' id='{anchor}'><summary>"
+        f"{esc(head)} <span class='meta'>{esc(block.tool_use_id)}</span>"
+        f"{result_badge(block)}</summary>{tool_output_html(block.content)}{extra}</details>"
+    )
+
+
+def block_html(block: Block, tool_name: str | None, results: dict[str, Answer], anchor: str) -> str:
+    """One block: text as text (with the sources it cites), calls and results folded (a
+    result shown once, where it was recorded; its call links to it), reasoning folded,
+    images and documents shown."""
     match block:
         case TextBlock():
-            return f"<pre class='text'>{clipped(block.text)}</pre>"
+            return f"<pre class='text'>{clipped(block.text)}</pre>{sources_html(block)}"
         case ReasoningBlock():
             label = "reasoning (redacted: encrypted only)" if block.redacted else "reasoning"
             return (
@@ -190,49 +319,30 @@ def block_html(block: Block, tool_name: str | None, results: dict[str, ToolResul
         case ImageBlock():
             return f"<div class='image'>{image_html(block)}</div>"
         case DocumentBlock():
-            text = "" if block.text is None else f"<pre>{clipped(block.text)}</pre>"
-            return (
-                f"<details class='document'><summary>document "
-                f"{esc(document_caption(block))}</summary>{text}</details>"
-            )
-        case ToolUseBlock():
-            result = results.get(block.id)
-            answer = (
-                "<div class='meta'>no result was recorded for this call</div>"
-                if result is None
-                else f"<div class='meta'>result:</div>{tool_output_html(result.content)}"
-            )
-            return (
-                f"<details class='tool-call'><summary>tool call <b>{esc(block.name)}</b> "
-                f"<span class='meta'>{esc(block.id)}</span>{outcome_badge(result)}</summary>"
-                f"<div class='meta'>input:</div><pre>{clipped(tool_input_text(block.input))}</pre>"
-                f"{answer}</details>"
-            )
-        case ToolResultBlock():
-            name = block.name or tool_name or "?"
-            return (
-                f"<details class='tool-result'><summary>tool result for <b>{esc(name)}</b> "
-                f"<span class='meta'>{esc(block.tool_use_id)}</span>{outcome_badge(block)}"
-                f"</summary>{tool_output_html(block.content)}</details>"
-            )
+            return document_html(block)
+        case ToolUseBlock() | HostedToolUseBlock():
+            return call_html(block, results.get(block.id))
+        case ToolResultBlock() | HostedToolResultBlock():
+            return result_html(block, tool_name, anchor)
         case _:
             assert_never(block)
 
 
-def tool_results(messages: Iterable[RecordedMessage]) -> dict[str, ToolResultBlock]:
-    """Every recorded tool result by the id of the call it answers (the last one wins)."""
-    found: dict[str, ToolResultBlock] = {}
+def tool_results(messages: Iterable[RecordedMessage]) -> dict[str, Answer]:
+    """Every recorded tool result (hosted ones too) by the id of the call it answers (the
+    last one wins), with where it is shown."""
+    found: dict[str, Answer] = {}
     for message in messages:
-        for recorded in message.blocks:
-            if isinstance(recorded.block, ToolResultBlock):
-                found[recorded.block.tool_use_id] = recorded.block
+        for index, recorded in enumerate(message.blocks):
+            if isinstance(recorded.block, ToolResultBlock | HostedToolResultBlock):
+                anchor = block_anchor(message.message_id, index)
+                found[recorded.block.tool_use_id] = Answer(recorded.block, anchor)
     return found
 
 
-def message_html(
-    message: RecordedMessage, number: int | None, results: dict[str, ToolResultBlock]
-) -> str:
-    """One message: role, time, status marks and its blocks."""
+def message_html(message: RecordedMessage, number: int | None, results: dict[str, Answer]) -> str:
+    """One message: role, time, status marks, what the runtime recorded about it (model,
+    tokens, stop reason, latency) and its blocks."""
     marks = ""
     if message.status == "open":
         marks += "<span class='badge b-open'>open (not ended)</span>"
@@ -242,11 +352,16 @@ def message_html(
     if message.withdrawn:
         marks += "<span class='badge b-withdrawn'>withdrawn by a rewind (not replayed)</span>"
     classes = f"msg {esc(message.role)}" + (" withdrawn" if message.withdrawn else "")
-    blocks = "".join(block_html(b.block, b.tool_name, results) for b in message.blocks)
+    blocks = "".join(
+        block_html(b.block, b.tool_name, results, block_anchor(message.message_id, index))
+        for index, b in enumerate(message.blocks)
+    )
+    described = "" if message.meta is None else describe_meta(message.meta)
+    meta = f"<div class='meta msg-meta'>{esc(described)}</div>" if described else ""
     return (
         f"<section class='{classes}' id='m-{message.message_id}'>"
         f"<div class='meta'>{'' if number is None else f'#{number} '}<b>{esc(message.role)}</b> · "
-        f"{when(message.started_at)}{marks}</div>{blocks}</section>"
+        f"{when(message.started_at)}{marks}</div>{meta}{blocks}</section>"
     )
 
 
@@ -265,7 +380,7 @@ class Window:
     """The messages one transcript page shows, and where it sits in the conversation."""
 
     messages: Sequence[RecordedMessage]
-    results: dict[str, ToolResultBlock]
+    results: dict[str, Answer]
     """Every tool result recorded from the page's first message on, by call id."""
     compactions: Sequence[Compacted]
     first_number: int | None
@@ -373,23 +488,81 @@ def pressure_html(pressure: Pressure) -> str:
     )
 
 
-def replay_html(replayed: JSONDict, view: View) -> str:
-    """What the model is sent with ``view``'s options: the replay as JSON."""
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """What replay sends with a view's options, and which stored message each wire message is
+    (so the page can line the replay up with the transcript)."""
+
+    body: JSONDict
+    """Exactly what :meth:`Store.replay` returns for the same events and options."""
+    owners: list[UUID | None]
+    """Per entry of ``body["messages"]``, the stored message it is; ``None`` for the one
+    replay adds (a compaction's summary, the marker before a history that opens with the
+    assistant)."""
+    system: list[UUID]
+    """The stored system messages the Anthropic shape joins into ``system``."""
+
+
+def replayed(events: Iterable[Event], options: ReplayOptions) -> Replayed:
+    """Replay ``events`` with ``options`` through the engine's one plan and render (as
+    :meth:`Store.replay` does), keeping from the plan which stored message each wire message
+    is."""
+    state, load = folded(events)
+    planned = plan(state, options, load)
+    owners: list[UUID | None] = []
+    system: list[UUID] = []
+    for source in planned.window:
+        if isinstance(source, str):
+            owners.append(None)
+        elif options.shape == "anthropic" and source.role == "system":
+            system.append(UUID(source.message_id))
+        else:
+            owners.append(UUID(source.message_id))
+    return Replayed(wire(planned, options.shape), owners, system)
+
+
+def wire_html(label: str, value: object, owners: Sequence[UUID]) -> str:
+    """One wire message (or the Anthropic shape's ``system``) as JSON, naming the stored
+    messages it is (``data-for``: the ids of their sections in the transcript)."""
+    if owners:
+        who = ", ".join(f"stored message {owner}" for owner in owners)
+    else:
+        who = "added by replay: no stored message"
+    keys = " ".join(f"m-{owner}" for owner in owners)
+    body = json.dumps(value, ensure_ascii=False, indent=2)
+    return (
+        f"<div class='wire' data-for='{keys}'><div class='meta'>{esc(label)} · {esc(who)}</div>"
+        f"<pre>{clipped(body)}</pre></div>"
+    )
+
+
+def replay_html(replay: Replayed, view: View) -> str:
+    """What the model is sent with ``view``'s options, one wire message at a time, each
+    naming the stored message it is."""
     options = f"shape={view.shape}, vision={'on' if view.vision else 'off'}"
     if view.full:
         options += ", full"
     if view.keep_tool_results is not None:
         options += f", keep_tool_results={view.keep_tool_results}"
-    body = json.dumps(replayed, ensure_ascii=False, indent=2)
+    parts: list[str] = []
+    if "system" in replay.body:
+        parts.append(wire_html("system", replay.body["system"], replay.system))
+    messages = replay.body["messages"]
+    assert isinstance(messages, list)
+    for index, (message, owner) in enumerate(zip(messages, replay.owners, strict=True)):
+        parts.append(wire_html(f"messages[{index}]", message, [] if owner is None else [owner]))
+    if not messages:
+        parts.append("<p class='meta'>No wire messages: nothing to send yet.</p>")
     return (
-        f"<h3>Replay <span class='meta'>({esc(options)}): exactly what Store.replay returns"
-        f"</span></h3><pre class='replay'>{clipped(body)}</pre>"
+        f"<h3>Replay <span class='meta'>({esc(options)}): exactly what Store.replay returns, "
+        "one wire message per stored message (select a message to see its own)</span></h3>"
+        f"<p class='meta' id='wire-note'></p><div class='replay'>{''.join(parts)}</div>"
     )
 
 
-def side_html(replayed: JSONDict, pressure: Pressure, view: View) -> str:
+def side_html(replay: Replayed, pressure: Pressure, view: View) -> str:
     """The replay and its context pressure, as the export shows them beside the transcript."""
-    return replay_html(replayed, view) + pressure_html(pressure)
+    return replay_html(replay, view) + pressure_html(pressure)
 
 
 def view_form(action: str, view: View, before: int | None = None) -> str:
@@ -435,6 +608,57 @@ def document(title: str, body: str, *, exported: bool) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a conversation page says about the conversation as a whole, as recorded."""
+
+    started: datetime
+    """When it started (its source's time, for an imported one)."""
+    labels: dict[str, str]
+    source: str | None = None
+    """Where it was imported from."""
+    parent: tuple[UUID, str] | None = None
+    """The conversation it branched from (a subagent's session, a fork's parent), and its
+    shown title."""
+    children: Sequence[tuple[UUID, str]] = ()
+    """The conversations that branched from it, and their shown titles."""
+
+
+def facts_html(facts: Facts, *, linked: bool) -> str:
+    """A conversation's facts under its title: when it started, where it came from, its
+    labels, its parent and its children (``linked``: as links to their pages; an exported
+    file has no pages to link to, so it names them)."""
+
+    def conversation_link(conversation: UUID, title: str) -> str:
+        if linked:
+            return f"<a class='conv-link' href='/c/{conversation}'>{esc(title)}</a>"
+        return f"{esc(title)} <span class='meta'>{conversation}</span>"
+
+    items = [f"started {when(facts.started)}"]
+    if facts.source is not None:
+        items.append(f"imported from {esc(facts.source)}")
+    if facts.parent is not None:
+        items.append(f"<span class='parent'>↳ branch of {conversation_link(*facts.parent)}</span>")
+    line = " · ".join(items)
+    labels = (
+        labels_html(facts.labels)
+        if linked
+        else "".join(
+            f"<span class='badge b-label'>{esc(key)}={esc(value)}</span>"
+            for key, value in sorted(facts.labels.items())
+        )
+    )
+    children = ""
+    if facts.children:
+        shown = ", ".join(conversation_link(*child) for child in facts.children)
+        children = (
+            f"<div class='children'>{len(facts.children):,} "
+            f"{'branch' if len(facts.children) == 1 else 'branches'} "
+            f"(subagents, forks): {shown}</div>"
+        )
+    return f"<div class='meta facts'>{line}{labels}{children}</div>"
+
+
 def conversation_body(
     conversation: UUID,
     title: str | None,
@@ -444,6 +668,7 @@ def conversation_body(
     view: View,
     side: str | None,
     version: int,
+    facts: Facts | None = None,
 ) -> str:
     """The conversation page's body: the transcript and, beside it, the replay side.
 
@@ -468,13 +693,14 @@ def conversation_body(
     else:
         pane = f"<aside class='side' id='side'>{side}</aside>"
         form = home = ""
+    about = "" if facts is None else facts_html(facts, linked=served)
     # Live updates refresh the newest page; a page reached by its end that is the newest
     # becomes the plain newest page when messages arrive.
     query = view.query() if before is None or window.newest else view.query(before=before)
     return (
         f"<header>{home}<b>{esc(name)}</b> <span class='meta'>{conversation}{count}</span>"
         f"</header><main id='conversation' data-conv='{conversation}' data-version='{version}' "
-        f"data-query='{esc(query)}'>{form}"
+        f"data-query='{esc(query)}'>{about}{form}"
         f"<div class='cols'><div id='transcript'>{transcript}</div>{pane}</div></main>"
     )
 

@@ -4,8 +4,13 @@ A pure function of the events. Each message is a heading with its number, role a
 did not simply end, or a rewind withdrew it) its status; text passes through as the Markdown
 it usually is; reasoning is a quote; tool calls and results are fenced blocks (the fence is
 longer than any run of backticks inside, so no content can close it early); a compaction is a
-ruled note after the last message it replaces. Images become references to files the caller
-writes (the :class:`ImageFile` list says which) or, with no place for files, one-line markers.
+ruled note after the last message it replaces. A call the provider ran itself (and its result)
+says so in its heading line, with its MCP server when it has one; the provider's own payload is
+kept in the record, not written here. Sources a text's annotations cite follow it on one line,
+and documents inside a tool's output read as documents do. Images become references to files
+the caller writes (the :class:`ImageFile` list says which) or, with no place for files,
+one-line markers. A message's recorded metadata (model, tokens, stop reason) follows its
+heading in italics.
 """
 
 from __future__ import annotations
@@ -18,8 +23,12 @@ from typing import assert_never
 from uuid import UUID
 
 from convstore.domain.blocks import (
+    AnyToolResult,
+    AnyToolUse,
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -29,7 +38,15 @@ from convstore.domain.blocks import (
 from convstore.domain.events import ConversationStarted, Event, happened
 from convstore.engine.plan import interruption_marker
 from convstore.projections.messages import RecordedMessage, collect_history
-from convstore.projections.prose import document_caption, reasoning_text
+from convstore.projections.prose import (
+    HOSTED,
+    describe_meta,
+    document_caption,
+    hosted_mark,
+    reasoning_text,
+    sources_line,
+    text_prose,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +94,21 @@ def markdown_transcript(events: Iterable[Event], *, image_dir: str | None = None
     return Transcript("\n".join(writer.lines).rstrip("\n") + "\n", writer.images)
 
 
+def _hosted(block: AnyToolUse | AnyToolResult) -> str:
+    """The mark a hosted call or result carries in its heading line (none for the caller's
+    own), and a note that the provider's own payload is kept (never shown here)."""
+    match block:
+        case HostedToolUseBlock():
+            mark = f" · {hosted_mark(block.server)}"
+        case HostedToolResultBlock():
+            mark = f" · {HOSTED}"
+        case ToolUseBlock() | ToolResultBlock():
+            return ""
+        case _:
+            assert_never(block)
+    return mark + (" · provider data kept" if block.provider_data else "")
+
+
 def fenced(text: str, info: str = "") -> str:
     """``text`` in a code fence no run of backticks inside it can close."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -116,6 +148,8 @@ class _Writer:
         withdrawn = " · withdrawn by a rewind (not replayed)" if message.withdrawn else ""
         stamp = f" · {message.started_at:%Y-%m-%d %H:%M:%S} UTC"
         self.emit(f"## {number} · {message.role}{status[message.status]}{withdrawn}{stamp}")
+        if message.meta is not None and (described := describe_meta(message.meta)):
+            self.emit(f"*{described}*")
         if not message.blocks:
             self.emit("*(nothing was recorded for this message)*")
         for recorded in message.blocks:
@@ -135,36 +169,48 @@ class _Writer:
         match block:
             case TextBlock():
                 self.emit(block.text if block.text.strip() else "*(blank text)*")
+                line = sources_line(block.annotations)
+                if line is not None:
+                    self.emit(line)
             case ReasoningBlock():
                 self.emit(quoted(f"**Reasoning**\n\n{reasoning_text(block)}"))
-            case ToolUseBlock():
+            case ToolUseBlock() | HostedToolUseBlock():
                 if isinstance(block.input, str):
                     body, info = block.input, ""
                 else:
                     body, info = json.dumps(block.input, indent=2, ensure_ascii=False), "json"
-                self.emit(f"**Tool use** `{block.name}` · call `{block.id}`", fenced(body, info))
-            case ToolResultBlock():
+                self.emit(
+                    f"**Tool use** `{block.name}` · call `{block.id}`{_hosted(block)}",
+                    fenced(body, info),
+                )
+            case ToolResultBlock() | HostedToolResultBlock():
                 label = "Error" if block.is_error else "Result"
                 name = tool_name or block.name or "unknown"
-                self.emit(f"**{label}** `{name}` · call `{block.tool_use_id}`")
+                self.emit(f"**{label}** `{name}` · call `{block.tool_use_id}`{_hosted(block)}")
                 parts = (
                     [TextBlock(text=block.content)]
                     if isinstance(block.content, str)
                     else block.content
                 )
-                texts = [part.text for part in parts if isinstance(part, TextBlock)]
+                texts = [text_prose(part) for part in parts if isinstance(part, TextBlock)]
                 self.emit(fenced("\n".join(texts)))
                 for part in parts:
                     if isinstance(part, ImageBlock):
                         self.emit(self.image(part))
+                    elif isinstance(part, DocumentBlock):
+                        self.document(part)
             case ImageBlock():
                 self.emit(self.image(block))
             case DocumentBlock():
-                self.emit(f"**Document** {document_caption(block)}")
-                if block.text is not None:
-                    self.emit(fenced(block.text))
+                self.document(block)
             case _:
                 assert_never(block)
+
+    def document(self, document: DocumentBlock) -> None:
+        """A document, at the top level or inside a tool's output: its caption, its text."""
+        self.emit(f"**Document** {document_caption(document)}")
+        if document.text is not None:
+            self.emit(fenced(document.text))
 
     def image(self, image: ImageBlock) -> str:
         kind = image.media_type or "image"

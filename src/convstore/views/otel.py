@@ -22,6 +22,12 @@ would grow with its square).
   ``ended``, ``interrupted`` and the reason), whether a rewind withdrew it (it is shown, as
   in the Markdown transcript, but replay leaves it out), a result's error flag and tool name.
   Compactions are listed under ``convstore.compactions``.
+- A call the provider ran itself (web search, code execution, a remote MCP server's tool) is a
+  ``server_tool_call`` part, its result a ``server_tool_call_response`` (the conventions' parts
+  for tools run on the provider's side), linked by the call's id: the inner object's ``type``
+  is the tool's name, or ``mcp`` with the ``server`` for an MCP server's tool. The provider's
+  own payload (``provider_data``) is not written: the JSONL export keeps every byte of it.
+- A text's annotations (citations) ride verbatim in its part's ``convstore.annotations``.
 """
 
 from __future__ import annotations
@@ -32,15 +38,18 @@ from typing import assert_never
 from pydantic import JsonValue
 
 from convstore.domain.blocks import (
+    AnyToolResult,
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
-from convstore.domain.events import ConversationStarted, Event
+from convstore.domain.events import UNKNOWN_TOOL, ConversationStarted, Event
 from convstore.projections.messages import RecordedMessage, collect_history
 from convstore.projections.prose import reasoning_text
 
@@ -140,7 +149,10 @@ def block_part(block: Block, tool_name: str | None = None) -> dict[str, JsonValu
     """One block as a message part of the conventions' schemas."""
     match block:
         case TextBlock():
-            return {"type": "text", "content": block.text}
+            text: dict[str, JsonValue] = {"type": "text", "content": block.text}
+            if block.annotations:
+                text["convstore"] = {"annotations": list(block.annotations)}
+            return text
         case ReasoningBlock():
             reasoning: dict[str, JsonValue] = {
                 "type": "reasoning",
@@ -157,11 +169,7 @@ def block_part(block: Block, tool_name: str | None = None) -> dict[str, JsonValu
                 "arguments": block.input,
             }
         case ToolResultBlock():
-            response: JsonValue = (
-                block.content
-                if isinstance(block.content, str)
-                else [block_part(inner) for inner in block.content]
-            )
+            response = _response(block)
             facts: dict[str, JsonValue] = {"is_error": block.is_error}
             name = tool_name or block.name
             if name is not None:
@@ -172,12 +180,47 @@ def block_part(block: Block, tool_name: str | None = None) -> dict[str, JsonValu
                 "response": response,
                 "convstore": facts,
             }
+        case HostedToolUseBlock():
+            call: dict[str, JsonValue] = {
+                "type": _server_tool_type(block),
+                "arguments": block.input,
+            }
+            if block.server is not None:
+                call["server"] = block.server
+            return {
+                "type": "server_tool_call",
+                "id": block.id,
+                "name": block.name,
+                "server_tool_call": call,
+            }
+        case HostedToolResultBlock():
+            name = tool_name or block.name or UNKNOWN_TOOL
+            return {
+                "type": "server_tool_call_response",
+                "id": block.tool_use_id,
+                "server_tool_call_response": {"type": name, "response": _response(block)},
+                "convstore": {"is_error": block.is_error, "name": name},
+            }
         case ImageBlock():
             return _image(block)
         case DocumentBlock():
             return _document(block)
         case _:
             assert_never(block)
+
+
+def _response(block: AnyToolResult) -> JsonValue:
+    """A result's output: its text, or its parts as parts."""
+    if isinstance(block.content, str):
+        return block.content
+    return [block_part(inner) for inner in block.content]
+
+
+def _server_tool_type(block: HostedToolUseBlock) -> str:
+    """The kind of server tool a hosted call is, as the conventions' ``server_tool_call``
+    names it: ``mcp`` for a remote MCP server's tool, else the tool's own name
+    (``web_search``, ``code_execution``, …)."""
+    return "mcp" if block.server is not None else block.name
 
 
 def _document(document: DocumentBlock) -> dict[str, JsonValue]:

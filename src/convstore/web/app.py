@@ -5,7 +5,8 @@ client) with no ORM, template engine or session machinery to switch off, under t
 uvicorn that `audit serve` already runs. Every route is GET (HEAD follows); anything else is
 405. Store calls block, so the endpoints are plain functions Starlette runs in its thread
 pool. The page's only script is /static/app.js (CSP ``script-src 'self'``): it loads the
-replay pane and polls /c/ID/version to show appended messages within a second.
+replay pane, polls /c/ID/version to show appended messages within a second, and selects a
+message's wire message when the message is clicked.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from convstore.app.export import conversation_facts
 from convstore.app.projector import audit_path
 from convstore.audit.search import (
     AuditState,
@@ -56,6 +58,7 @@ from convstore.views.html import (
     list_body,
     pressure_html,
     replay_html,
+    replayed,
     search_body,
     side_html,
     tool_results,
@@ -446,6 +449,7 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
             view=view,
             side=None,
             version=version,
+            facts=conversation_facts(store, info),
         )
         name = info.shown_title if info.title or info.preview else str(conversation_id)
         return _html(document(f"convstore: {name}", body, exported=False))
@@ -458,13 +462,13 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
 
     def side(request: Request) -> Response:
         conversation_id, view, options = _replay_options(request)
-        replayed = store.replay(conversation_id, **options)
+        replay = replayed(store.events(conversation_id), view.options)
         pressure = store.pressure(conversation_id, **options)
-        return _html(side_html(replayed, pressure, view))
+        return _html(side_html(replay, pressure, view))
 
     def replay_pane(request: Request) -> Response:
-        conversation_id, view, options = _replay_options(request)
-        return _html(replay_html(store.replay(conversation_id, **options), view))
+        conversation_id, view, _ = _replay_options(request)
+        return _html(replay_html(replayed(store.events(conversation_id), view.options), view))
 
     def pressure_pane(request: Request) -> Response:
         conversation_id, _, options = _replay_options(request)

@@ -190,6 +190,9 @@ def select_page(d: Dialect, query: ListingQuery, prefix: str = "") -> tuple[str,
     if query.ids:
         where.append(f"c.id IN ({', '.join(['?'] * len(query.ids))})")
         params += [d.to_id(conversation) for conversation in query.ids]
+    if query.parent is not None:
+        where.append("c.parent_id = ?")
+        params.append(d.to_id(query.parent))
     if query.title is not None:
         escaped = query.title.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         where.append(f"c.title {d.like} ? ESCAPE '\\'")

@@ -51,8 +51,8 @@ class AsyncStore(AsyncStoreBase):
 
     Reads, on the reader pool:
 
-    ``conversation_info``, ``conversations``, ``entries``, ``erasures``, ``events``,
-    ``fit_tool_results``, ``heads``, ``last_event``, ``list_conversations``,
+    ``children``, ``conversation_info``, ``conversations``, ``entries``, ``erasures``,
+    ``events``, ``fit_tool_results``, ``heads``, ``last_event``, ``list_conversations``,
     ``live_request``, ``log_position``, ``messages``, ``notifications``, ``pressure``,
     ``replay``, ``replay_model_differences``, ``tail``.
 
@@ -342,6 +342,11 @@ class AsyncStore(AsyncStoreBase):
             limit=limit,
             after=after,
         )
+
+    async def children(self, conversation: UUID | str) -> list[ConversationInfo]:
+        """The conversations that branched from ``conversation`` (a session's subagents, its
+        forks), oldest start first, from the listing index, never from the log."""
+        return await self._read(self.store.children, conversation)
 
     async def conversation_info(self, conversation: UUID | str) -> ConversationInfo:
         """One conversation as :meth:`list_conversations` lists it (title, labels, last
