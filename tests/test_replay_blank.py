@@ -19,13 +19,18 @@ import pytest
 from convstore import Store, open_store
 from convstore.backends.common.tables import HEADS, MESSAGES
 from convstore.engine.plan import BLANK_MESSAGE, SHAPES
-from convstore.engine.state import _ENCODE, model_digest, row_digest
+from convstore.engine.state import model_digest, row_digest
 from tests.replay_oracle import replay as oracle_replay
 
 MARKED = f"{BLANK_MESSAGE}\n\n[Interrupted: stop]"
 """The blank interrupted message as replay sends it now."""
 RULES_1_ROW = f"ai\n\n{MARKED}"
 """Its stored row as rules 1 wrote it: the codes, a blank line, then the markers."""
+
+
+def _encode(value: object) -> str:
+    """JSON as the stored model writes it (compact, non-ASCII kept)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _record(store: Store) -> tuple[UUID, UUID]:
@@ -81,10 +86,10 @@ def _as_rules_1_wrote_it(db: Path, conv: UUID, blank: UUID, key: bytes, row: str
             f"SELECT version FROM {HEADS} WHERE originator_id = ?",  # noqa: S608
             [conv.hex],
         ).fetchone()[0]
-        facts = _ENCODE({"c": loaded["c"], "r": loaded["r"]})
+        facts = _encode({"c": loaded["c"], "r": loaded["r"]})
         digests = [row_digest(message_id, rows[message_id]) for (message_id,) in order]
         digest = model_digest(conv.hex, version, loaded["n"], facts, digests, key)
-        old_head = _ENCODE({"c": loaded["c"], "r": loaded["r"], "n": loaded["n"], "d": digest})
+        old_head = _encode({"c": loaded["c"], "r": loaded["r"], "n": loaded["n"], "d": digest})
         conn.execute(
             f"UPDATE {MESSAGES} SET plan = ? WHERE originator_id = ? AND message_id = ?",  # noqa: S608
             [row, conv.hex, blank.hex],
