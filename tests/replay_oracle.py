@@ -260,7 +260,8 @@ def _message_plan(
             parts.append(Part("marker", (Text(NO_RESULT),)))
     blank = all(isinstance(s, Text) and not s.text.strip() for p in parts for s in p.segments)
     if blank:
-        parts.append(Part("marker", (Text(BLANK_MESSAGE if parts else NOTHING_RECORDED),)))
+        # Nothing but blank text: the marker alone says so (no blank lines before it).
+        parts = [Part("marker", (Text(BLANK_MESSAGE if parts else NOTHING_RECORDED),))]
     if message.status == "interrupted":
         parts.append(Part("marker", (Text(interruption_marker(message.interrupt_reason)),)))
     return PlannedMessage(message.role, tuple(parts), None if summary else message.message_id)

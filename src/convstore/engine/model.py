@@ -45,6 +45,7 @@ from convstore.domain.events import (
     Rewound,
     Role,
 )
+from convstore.engine.state import RULES
 from convstore.engine.state import ImageLoader as ImageLoader  # noqa: PLC0414
 from convstore.engine.state import MessagePlan as MessagePlan  # noqa: PLC0414
 from convstore.engine.state import PartData as PartData  # noqa: PLC0414
@@ -260,6 +261,9 @@ def differences(
         return [
             f"its stored replay model is at version {version}, past the log's end {len(events)}"
         ]
+    rules = _head_rules(head)
+    if rules not in {1, RULES}:
+        return [f"its stored replay model was written under replay rules {rules!r}, unknown here"]
     state = ReplayState()
     fold(state, events[:version])
     found: list[str] = []
@@ -276,7 +280,7 @@ def differences(
                 f"(position {position}) that the log's fold at version {version} holds"
             )
             break
-        if tuple(row) != (expected.message_id, expected.encode()):
+        if tuple(row) != (expected.message_id, expected.encode(rules)):
             found.append(
                 f"its stored replay model differs from the log at message "
                 f"{_shown(expected.message_id)} (position {position}, version {version})"
@@ -287,12 +291,21 @@ def differences(
     except (ValueError, KeyError, TypeError):
         found.append(f"the head of its stored replay model of {conversation} does not decode")
     else:
-        if facts != state.facts():
+        if facts != {"c": state.facts()["c"], "r": state.facts()["r"]}:
             found.append(
                 "its stored replay model's compactions or rewinds differ from the log's "
                 f"(version {version})"
             )
     return found
+
+
+def _head_rules(head: str) -> object:
+    """The rules version a stored head names (1 when it names none, as rules 1 wrote it)."""
+    try:
+        loaded = json.loads(head)
+    except ValueError:
+        return RULES  # reported below as a head that does not decode
+    return loaded.get("v", 1) if isinstance(loaded, dict) else RULES
 
 
 def _shown(message_id: str) -> str:

@@ -148,7 +148,8 @@ class Plan:
         user = message.role == "user"
         items: list[str | Image | Document] = []
         result = 0
-        for part in message.parts:
+        # A blank message's parts are all blank text: its marker alone stands for them.
+        for part in () if message.blank else message.parts:
             code = part[0]
             if code in {"x", "g", "t"}:
                 items.append(part[1])

@@ -108,6 +108,13 @@ _STATUSES_BY_CODE: dict[str, MessageStatus] = {code: s for s, code in _STATUS_CO
 assert len(_ROLES_BY_CODE) == len(ROLE_CODES), "role codes must differ"
 assert len(_STATUSES_BY_CODE) == len(_STATUS_CODES), "status codes must differ"
 
+RULES = 2
+"""The version of the rules a stored model's rows were written under, kept in its head as
+``v`` (a head without one was written under rules 1). 2: a blank message's content is its
+marker alone (rules 1 joined its blank texts before the marker, so a sealed blank message's
+row began with blank lines). A reader refuses a model of other rules and folds the log again,
+storing it anew; ``verify`` compares a rules-1 model with the fold as rules 1 wrote it."""
+
 CALL_CODES = frozenset({"u", "U"})
 """The codes of a call's part: the caller's tool (``u``), one the provider ran (``U``)."""
 RESULT_CODES = frozenset({"r", "R"})
@@ -238,19 +245,32 @@ class MessagePlan:
         kept (and stored) as that one text, without its parts."""
         return self.status != "open" and self.simple
 
-    def encode(self) -> str:
+    def encode(self, rules: int = RULES) -> str:
         """The message's plan as text: deterministic, so a rebuild writes the same.
 
         A sealed message is its role's and status's codes, then its content as is (no JSON to
         decode when read back); any other is the JSON ``[role, status, reason, parts]``. Its
-        :attr:`digest` is kept as it is encoded.
+        :attr:`digest` is kept as it is encoded. With older ``rules``, the text those rules
+        wrote (what ``verify`` compares a model stored under them with).
         """
         if self.sealed:
-            text = _ROLE_CODES[self.role] + _STATUS_CODES[self.status] + self.content()
+            content = self.content() if rules >= RULES else self._content_under_rules_1()
+            text = _ROLE_CODES[self.role] + _STATUS_CODES[self.status] + content
         else:
             text = _ENCODE([self.role, self.status, self.reason, self.parts])
-        self.digest = row_digest(self.message_id, text)
+        if rules >= RULES:
+            self.digest = row_digest(self.message_id, text)
         return text
+
+    def _content_under_rules_1(self) -> str:
+        """The content rules 1 gave: a blank message's blank texts before its marker."""
+        if not self.blank:
+            return self.content()
+        texts = [str(p[1]) for p in self.parts]
+        texts.append(BLANK_MESSAGE if self.parts else NOTHING_RECORDED)
+        if self.status == "interrupted":
+            texts.append(interruption_marker(self.reason))
+        return BLOCK_SEPARATOR.join(texts)
 
     def stored_digest(self) -> bytes:
         """:attr:`digest`, encoding the message first if it is not known yet."""
@@ -301,12 +321,13 @@ class MessagePlan:
         hidden (the model cannot see)."""
         plain = self.plain
         if plain is None:
-            if self.simple:
+            if self.blank:
+                # Its texts are all blank: the marker says so, with no blank lines before it.
+                texts = [BLANK_MESSAGE if self.parts else NOTHING_RECORDED]
+            elif self.simple:
                 texts = [p[1] for p in self.parts]
             else:
                 texts = [_blind_text(p) for p in self.parts]
-            if self.blank:
-                texts.append(BLANK_MESSAGE if self.parts else NOTHING_RECORDED)
             if self.status == "interrupted":
                 texts.append(interruption_marker(self.reason))
             plain = BLOCK_SEPARATOR.join(texts)
@@ -391,9 +412,10 @@ class ReplayState:
     # -- storing ---------------------------------------------------------------------------
 
     def facts(self) -> dict[str, Any]:
-        """The compactions and rewinds, as the head's JSON holds them."""
+        """The compactions, the rewinds and the rules version, as the head's JSON holds them
+        (the digest covers all three)."""
         rewinds = {str(version): list(span) for version, span in sorted(self.rewinds.items())}
-        return {"c": [list(c) for c in self.compactions], "r": rewinds}
+        return {"c": [list(c) for c in self.compactions], "r": rewinds, "v": RULES}
 
     def digest(self, conversation: str, key: bytes = b"") -> str:
         """The :func:`model_digest` of this state as :meth:`encode_head` stores it."""
@@ -426,6 +448,13 @@ class ReplayState:
         state = cls()
         state.version = version
         loaded = json.loads(head)
+        rules = loaded.get("v", 1)
+        if rules != RULES:
+            msg = (
+                f"the stored replay model of {conversation} was written under replay rules "
+                f"{rules}; this convstore folds under rules {RULES}"
+            )
+            raise ValueError(msg)
         state.compactions = [(int(p), str(s)) for p, s in loaded["c"]]
         state.rewinds = {int(v): (int(s), int(e)) for v, (s, e) in loaded["r"].items()}
         state.changes = int(loaded["n"])
