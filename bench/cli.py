@@ -9,7 +9,19 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 
-from bench import after_append, append, cold, disk, memory, peer, postgres, rebuild, replay, writers
+from bench import (
+    after_append,
+    agent,
+    append,
+    cold,
+    disk,
+    memory,
+    peer,
+    postgres,
+    rebuild,
+    replay,
+    writers,
+)
 from bench.common import DEFAULT_PG_URL, Context, machine_info, pc, workdir
 from bench.report import Report, render
 
@@ -24,6 +36,7 @@ BENCHMARKS: dict[str, Callable[[Context], None]] = {
     "peer": peer.run,
     "after_append": after_append.run,
     "disk": disk.run,
+    "agent": agent.run,
 }
 """Every benchmark by its ``--only`` name, in the order a run takes them."""
 

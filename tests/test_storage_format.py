@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import types
+import typing
 import zlib
 from collections.abc import Iterator
 from contextlib import closing
@@ -20,6 +22,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from click.testing import CliRunner
+from pydantic import BaseModel
 
 import convstore
 from convstore import Store
@@ -34,7 +37,7 @@ from convstore.backends.common.mapper import (
     event_json,
 )
 from convstore.cli import cli
-from convstore.domain.blocks import TextBlock
+from convstore.domain.blocks import TextBlock, ToolResultBlock
 from convstore.domain.events import (
     EVENT_ADAPTER,
     EVENT_CLASSES,
@@ -457,3 +460,59 @@ def test_eventsourcings_compressor_wraps_compact_states(
             json.loads(e.model_dump_json()) for e in store.events(conv)
         ]
     assert verify_problems(db) == []
+
+
+def _models_in(annotation: object) -> Iterator[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for argument in typing.get_args(annotation):
+        yield from _models_in(argument)
+
+
+def _may_be_none(annotation: object) -> bool:
+    if annotation is type(None):
+        return True
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _may_be_none(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_may_be_none(a) for a in typing.get_args(annotation))
+    return False
+
+
+def test_every_field_that_may_be_none_defaults_to_none() -> None:
+    """Compact bodies leave out every model field that is ``None`` (at any depth), which is
+    lossless only while each such field's default is ``None``: held over every model the
+    event union reaches."""
+    seen: set[type[BaseModel]] = set()
+    todo: list[type[BaseModel]] = list(EVENT_CLASSES)
+    wrong = []
+    while todo:
+        model = todo.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        for name, info in model.model_fields.items():
+            if _may_be_none(info.annotation) and (info.is_required() or info.default is not None):
+                wrong.append(f"{model.__name__}.{name}")
+            todo.extend(_models_in(info.annotation))
+    assert TextBlock in seen
+    assert wrong == []
+
+
+def test_a_text_block_without_annotations_stores_no_null() -> None:
+    """A text block inside a tool result, and one on its own, leave their absent annotations
+    out of the compact body, and read back equal."""
+    conv, message = uuid4(), uuid4()
+    result = ToolResultBlock(tool_use_id="t", content=[TextBlock(text="out")])
+    for block in (TextBlock(text="hi"), result):
+        event = BlockAppended(
+            originator_id=conv,
+            originator_version=2,
+            timestamp=datetime.now(UTC),
+            message_id=message,
+            index=0,
+            block=block,
+        )
+        state = compact_state(event)
+        assert b"null" not in state
+        assert decode_compact(state) == event

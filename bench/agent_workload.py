@@ -1,0 +1,154 @@
+"""Issue 23's workload: an agent conversation with reasoning, parallel tool calls and 2 KB
+tool outputs, and the same messages as each peer keeps them.
+
+Messages repeat a turn of four:
+
+1. ``user``: one text block (~300 characters);
+2. ``assistant``: a reasoning block (~500), a short text (~200) and two parallel ``tool_use``
+   blocks;
+3. ``user``: the two calls' ``tool_result`` blocks, ~2 KB of output each;
+4. ``assistant``: the answer, one text block (~600).
+
+The peers store the same content in their own shapes: the OpenAI Agents SDK's
+``SQLiteSession`` as Responses input items (a message, a reasoning item, function calls and
+their outputs; one ``add_items`` per message), eventsourcing's plain ``Application`` as one
+aggregate whose every message is one event (``Chat.add``, one ``save`` per message), and the
+raw baseline as one JSON row per message (the message as convstore's blocks).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+
+from bench.workload import Message, make_texts, role_of
+
+USER_TEXTS = make_texts(32, 300, seed=11)
+REASONING = make_texts(32, 500, seed=12)
+NOTES = make_texts(32, 200, seed=13)
+OUTPUTS = make_texts(64, 2000, seed=14)
+ANSWERS = make_texts(32, 600, seed=15)
+TOOLS = ("read_file", "run_tests", "search_code", "list_dir")
+
+
+def call_id(i: int, j: int) -> str:
+    return f"call_{i:06d}_{j}"
+
+
+def agent_message(i: int) -> Message:
+    """Message ``i`` of the agent workload as convstore's blocks (see the module's notes)."""
+    turn, step = divmod(i, 4)
+    if step == 0:
+        content: list[dict[str, Any]] = [{"type": "text", "text": USER_TEXTS[turn % 32]}]
+    elif step == 1:
+        content = [
+            {"type": "reasoning", "text": REASONING[turn % 32]},
+            {"type": "text", "text": NOTES[turn % 32]},
+        ] + [
+            {
+                "type": "tool_use",
+                "id": call_id(i, j),
+                "name": TOOLS[(turn + j) % 4],
+                "input": {"path": f"src/module_{turn % 97}_{j}.py", "limit": 200},
+            }
+            for j in range(2)
+        ]
+    elif step == 2:
+        content = [
+            {
+                "type": "tool_result",
+                "tool_use_id": call_id(i - 1, j),
+                "content": OUTPUTS[(2 * turn + j) % 64],
+            }
+            for j in range(2)
+        ]
+    else:
+        content = [{"type": "text", "text": ANSWERS[turn % 32]}]
+    assert role_of(i) == ("user" if step % 2 == 0 else "assistant")
+    return {"role": role_of(i), "content": content}
+
+
+def sdk_items(message: Message, i: int) -> list[dict[str, Any]]:
+    """A message of the workload as the Responses input items the Agents SDK's session keeps."""
+    items: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for block in message["content"]:
+        kind = block["type"]
+        if kind == "text":
+            texts.append(block["text"])
+        elif kind == "reasoning":
+            items.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{i:06d}",
+                    "summary": [{"type": "summary_text", "text": block["text"]}],
+                }
+            )
+        elif kind == "tool_use":
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": block["id"],
+                    "name": block["name"],
+                    "arguments": json.dumps(block["input"]),
+                }
+            )
+        elif kind == "tool_result":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": block["tool_use_id"],
+                    "output": block["content"],
+                }
+            )
+    if texts and message["role"] == "user":
+        items.insert(0, {"role": "user", "content": texts[0]})
+    elif texts:
+        items.insert(
+            len(items) and 1,  # after the reasoning item, before the calls
+            {
+                "type": "message",
+                "id": f"msg_{i:06d}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": t, "annotations": []} for t in texts],
+            },
+        )
+    return items
+
+
+class Chat(Aggregate):
+    """eventsourcing's idiom for the peer: one aggregate per conversation, one event per
+    message, the message kept as a plain dict."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    @event("MessageAdded")
+    def add(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+
+def es_env(path: str) -> dict[str, str]:
+    """eventsourcing's settings for a SQLite file (it sets WAL; ``synchronous`` stays FULL)."""
+    return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": path}
+
+
+class EsPeer:
+    """A plain eventsourcing ``Application`` appending the workload, one ``save`` a message."""
+
+    def __init__(self, path: str) -> None:
+        self.app: Application[UUID] = Application(env=es_env(path))
+        self.chat = Chat()
+        self.app.save(self.chat)
+
+    def append(self, message: Message) -> None:
+        self.chat.add(message)
+        self.app.save(self.chat)
+
+    def close(self) -> None:
+        self.app.close()
