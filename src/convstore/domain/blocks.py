@@ -52,7 +52,11 @@ class TextBlock(_Block):
 
     type: Literal["text"] = "text"
     text: str
-    annotations: list[dict[str, JsonValue]] | None = None
+    # Left out of the JSON when absent, so a text block without annotations is written as
+    # it was before they existed (a store of format 1 stays readable by convstore 0.2.0).
+    annotations: list[dict[str, JsonValue]] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
     @field_validator("annotations")
     @classmethod
