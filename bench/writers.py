@@ -17,7 +17,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 from bench.common import Context, PgContext, log, median, pc, remove_db, store_rows
-from bench.report import Row
+from bench.report import Row, verdict
 from bench.workload import (
     BLOCKS_PER_MESSAGE,
     EVENTS_PER_MESSAGE,
@@ -34,6 +34,10 @@ class Plan:
     rounds: int
     seconds: float  # per round
 
+
+TARGET_RATIO = {1: 0.6, 4: 0.5}
+"""Issue 23: at least this share of raw psycopg's appends/s, by number of writer processes
+(both ``synchronous_commit=on``, one transaction per append)."""
 
 FULL = Plan([1, 2, 4, 8], 3, 3.0)
 QUICK = Plan([1, 4], 3, 0.5)
@@ -84,6 +88,8 @@ def run(ctx: Context) -> None:
                 "/s",
                 median(ratios),
                 "higher",
+                f">= {TARGET_RATIO[n]}x" if n in TARGET_RATIO else "",
+                verdict(median(ratios) >= TARGET_RATIO[n]) if n in TARGET_RATIO else "",
                 note=(
                     f"{plan.seconds:g} s per round; scaling vs 1 process: convstore "
                     f"{median(c) / base[first][0]:.2f}x, raw "

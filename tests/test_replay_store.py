@@ -163,6 +163,48 @@ def test_the_model_thrown_away_is_rebuilt_identical(tmp_path: Path) -> None:
         assert store.replay(conv) == before
 
 
+def _messages_table_sql(location: Path) -> str:
+    with sqlite3.connect(location) as conn:
+        row = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (MESSAGES,)
+        ).fetchone()
+    return str(row[0])
+
+
+def test_a_model_in_tables_of_the_earlier_shape_is_stored_again_in_the_new_one(
+    tmp_path: Path,
+) -> None:
+    """The message rows moved to a rowid table (long plans no longer spill into overflow
+    pages); a model an earlier version stored in a ``WITHOUT ROWID`` table is still read,
+    then dropped at the next write and stored again, replaying the same."""
+    location = tmp_path / "s.db"
+    with open_store(location) as store:
+        store._replays.write_lag = 1
+        first, second = store.new_conversation(), store.new_conversation()
+        record(store, first, 6)
+        record(store, second, 4)
+        want = {conv: store.replay(conv) for conv in (first, second)}
+        stored = model_rows(store, first)
+    assert "WITHOUT ROWID" not in _messages_table_sql(location).upper()
+    with sqlite3.connect(location) as conn:  # the earlier shape, holding the same rows
+        conn.executescript(
+            f"ALTER TABLE {MESSAGES} RENAME TO old_rows;"  # noqa: S608 - fixed names
+            f"CREATE TABLE {MESSAGES} (originator_id TEXT NOT NULL, position INTEGER NOT NULL, "
+            "message_id TEXT NOT NULL, plan TEXT NOT NULL, "
+            "PRIMARY KEY (originator_id, position)) WITHOUT ROWID;"
+            f"INSERT INTO {MESSAGES} SELECT * FROM old_rows; DROP TABLE old_rows;"
+        )
+    with open_store(location, replay_cache_bytes=0) as store:
+        assert model_rows(store, first) == stored  # read as it is
+        store._replays.write_lag = 1
+        record(store, first, 1, start=6)
+        assert store.replay(first) == replay(store.events(first))
+        assert "WITHOUT ROWID" not in _messages_table_sql(location).upper()
+        assert model_rows(store, second) == (None,)  # dropped with the old table...
+        assert store.replay(second) == want[second]  # ...and folded again from the log
+        assert model_rows(store, second)[0] == len(store.events(second))
+
+
 def test_a_model_the_cache_cannot_hold_is_still_right_and_the_budget_is_kept(
     tmp_path: Path,
 ) -> None:

@@ -220,7 +220,12 @@ def tool_input_json(block: AnyToolUse) -> str:
     arguments that were not a JSON object are shown exactly as the model emitted them."""
     if isinstance(block.input, str):
         return block.input
-    return json.dumps(block.input, separators=(",", ":"), ensure_ascii=False)
+    return _compact_json(block.input)
+
+
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+"""``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` without building an encoder
+per call (``dumps`` makes one whenever it is given options): a fold writes one per tool call."""
 
 
 def _part_text(part: TextBlock | ImageBlock | DocumentBlock) -> str | None:

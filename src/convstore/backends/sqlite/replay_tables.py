@@ -26,8 +26,17 @@ SQLITE_CREATE = (
     "version INTEGER NOT NULL, head TEXT NOT NULL) WITHOUT ROWID",
     f"CREATE TABLE IF NOT EXISTS {MESSAGES} (originator_id TEXT NOT NULL, "
     "position INTEGER NOT NULL, message_id TEXT NOT NULL, plan TEXT NOT NULL, "
-    "PRIMARY KEY (originator_id, position)) WITHOUT ROWID",
+    "PRIMARY KEY (originator_id, position))",
 )
+"""The model's tables. The message rows are a rowid table: in a ``WITHOUT ROWID`` table (an
+index b-tree) a row keeps at most ~1 KB in its page and spills the rest into overflow pages of
+its own, so every plan past 1 KB (a tool result, a long answer) took a whole extra 4 KB page
+for its tail: 26.6 MB of pages for 15.2 MB of plans on the agent benchmark's 10,000 messages,
+17.5 MB (with the key's index) as a rowid table, where rows up to ~4 KB stay in their page."""
+
+_EARLIER_MESSAGES_SHAPE = "WITHOUT ROWID"
+"""What the messages table's SQL says when an earlier version made it: it is dropped, with the
+heads, once (the model is derived data; the next replays store it again)."""
 
 
 def forget_sqlite(execute: Execute, conversation: UUID) -> None:
@@ -53,6 +62,8 @@ class SQLiteReplayTables:
         self._writer: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._exists = False
+        self._shape_checked = False
+        """Whether this writer has checked the tables' shape (see :func:`_drop_earlier_shape`)."""
 
     def read(self, conversation: UUID) -> Stored | None:
         with self._read_transaction() as cursor:
@@ -102,6 +113,8 @@ class SQLiteReplayTables:
             except sqlite3.OperationalError:  # busy: the model stays behind for now
                 return False
             try:
+                if not self._shape_checked:
+                    _drop_earlier_shape(conn)
                 for statement in SQLITE_CREATE:
                     conn.execute(statement)
                 erased = conn.execute(
@@ -136,7 +149,7 @@ class SQLiteReplayTables:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-            self._exists = True
+            self._exists = self._shape_checked = True
             return True
 
     def clear(self) -> None:
@@ -155,3 +168,14 @@ class SQLiteReplayTables:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+
+
+def _drop_earlier_shape(conn: sqlite3.Connection) -> None:
+    """Inside the model's write transaction: drop the model's tables if an earlier version
+    made the messages table ``WITHOUT ROWID`` (see :data:`SQLITE_CREATE`)."""
+    found = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (MESSAGES,)
+    ).fetchone()
+    if found and _EARLIER_MESSAGES_SHAPE in str(found[0]).upper():
+        for table in (MESSAGES, HEADS):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
