@@ -79,7 +79,8 @@ def run(n: int) -> None:
     print(  # noqa: T201 - the benchmark's report
         f"{n_messages} messages: raw {raw_b:,} B; "
         f"ConvstoreSaver {ours:,} B ({ours / raw_b:.1f}x raw, {ours / n_messages:,.0f} B/message); "
-        f"SqliteSaver {theirs:,} B ({theirs / raw_b:.1f}x raw, {theirs / n_messages:,.0f} B/message); "
+        f"SqliteSaver {theirs:,} B ({theirs / raw_b:.1f}x raw, "
+        f"{theirs / n_messages:,.0f} B/message); "
         f"target <= {TARGET}x raw: {verdict}"
     )
 
