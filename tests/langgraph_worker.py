@@ -1,0 +1,72 @@
+"""A LangGraph agent (StateGraph: a model node and a tool node) checkpointed by ConvstoreSaver,
+as its own process (no network).
+
+``python -m tests.langgraph_worker LOCATION THREAD_ID run PROMPT [--die-in-tool]``
+``python -m tests.langgraph_worker LOCATION THREAD_ID resume``
+
+The model is LangChain's ``GenericFakeChatModel``, scripted per process: ``run`` answers with
+a ``delete_tmp`` tool call, ``resume`` with "Done.". With ``--die-in-tool`` the tool kills its
+own process (SIGKILL) before it returns. ``resume`` continues the thread from its last
+checkpoint (``invoke(None, ...)``) and prints the roles of the final state's messages.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+import convstore
+from convstore.integrations.langgraph import ConvstoreSaver
+
+DIE = "--die-in-tool" in sys.argv
+
+
+@tool
+def delete_tmp(path: str) -> str:
+    """Delete a scratch directory."""
+    if DIE:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"deleted {path}"
+
+
+def main(location: str, thread_id: str, mode: str, prompt: str | None) -> None:
+    script = (
+        [
+            AIMessage(
+                "", tool_calls=[{"name": "delete_tmp", "args": {"path": "scratch"}, "id": "call_1"}]
+            )
+        ]
+        if mode == "run"
+        else [AIMessage("Done.")]
+    )
+    model = GenericFakeChatModel(messages=iter(script))
+
+    def agent(state: MessagesState) -> dict[str, list[object]]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([delete_tmp]))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    with convstore.open_store(location) as store:
+        app = graph.compile(checkpointer=ConvstoreSaver(store=store))
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        payload = MessagesState(messages=[HumanMessage(prompt)]) if mode == "run" else None
+        # durability="sync": each checkpoint is written before the next step runs, so a
+        # process killed inside the tool leaves the checkpoint that called it.
+        final = app.invoke(payload, config, durability="sync")
+        print(" ".join(m.type for m in final["messages"]))  # noqa: T201 - the test reads it
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
