@@ -396,7 +396,7 @@ def _rollout(*payloads: dict[str, Any]) -> str:
         ),
         (
             {"type": "image_generation_call", "id": "x", "status": "completed", "result": "AAAA"},
-            "'image_generation_call' result",
+            "(image_generation_call) result: image data does not match",
         ),
         ({"type": "holographic_call"}, "item type 'holographic_call'"),
         ({"type": "custom_tool_call", "call_id": "c", "name": "n", "input": "", "x": 1}, "'x'"),

@@ -81,7 +81,7 @@ def test_codex_hosted_items_become_hosted_blocks_and_a_client_search_a_tool_roun
         ("user", ["text"]),
         (
             "assistant",
-            ["reasoning", *["hosted_tool_use"] * 3, "text"]
+            ["reasoning", *["hosted_tool_use", "hosted_tool_result"] * 3, "text"]
             + ["hosted_tool_use", "hosted_tool_result"] * 2
             + ["tool_use"],
         ),
@@ -90,7 +90,8 @@ def test_codex_hosted_items_become_hosted_blocks_and_a_client_search_a_tool_roun
         ("user", ["tool_result"]),
         ("assistant", ["text"]),
     ]
-    _, search, page, find, _, draw, drawn, lookup, found, client = history.messages[2].blocks
+    blocks = history.messages[2].blocks
+    _, search, searched, page, _, find, _, _, draw, drawn, lookup, found, client = blocks
     assert search == HostedToolUseBlock(
         id="web_search_call:line 4",
         name="web_search",
@@ -100,6 +101,10 @@ def test_codex_hosted_items_become_hosted_blocks_and_a_client_search_a_tool_roun
             "status": "completed",
             "action": {"type": "search", "query": "current Node.js LTS"},
         },
+    )
+    # The rollout keeps no pages: the search's result is its status, as from the API.
+    assert searched == HostedToolResultBlock(
+        tool_use_id="web_search_call:line 4", content="status: completed"
     )
     assert isinstance(page, HostedToolUseBlock)
     assert (page.id, page.input) == (
@@ -113,20 +118,16 @@ def test_codex_hosted_items_become_hosted_blocks_and_a_client_search_a_tool_roun
     assert draw.provider_data is not None
     assert "result" not in draw.provider_data  # the image is the result's content, once
     assert drawn == HostedToolResultBlock(
-        tool_use_id="ig_0c2d",
-        name="image_generation",
-        content=[ImageBlock(media_type="image/png", data=PNG)],
+        tool_use_id="ig_0c2d", content=[ImageBlock(media_type="image/png", data=PNG)]
     )
     assert isinstance(lookup, HostedToolUseBlock)
     assert lookup.input == {"query": "deploy"}
     assert isinstance(found, HostedToolResultBlock)
-    assert json.loads(str(found.content)) == [{"type": "function", "name": "deploy_site"}]
+    assert found.content == "function deploy_site"
     assert client == ToolUseBlock(
         id="ts_2", name="tool_search", input={"query": "rollback", "limit": 1}
     )
-    assert history.messages[3].blocks == (
-        ToolResultBlock(tool_use_id="ts_2", name="tool_search", content="[]"),
-    )
+    assert history.messages[3].blocks == (ToolResultBlock(tool_use_id="ts_2", content=""),)
     assert history.messages[4].blocks[0] == ToolUseBlock(
         id="sh_1",
         name="local_shell",
@@ -153,7 +154,7 @@ def test_a_failed_codex_image_generation_is_an_error_result_with_its_status() ->
     [message] = history.messages
     _, result = message.blocks
     assert result == HostedToolResultBlock(
-        tool_use_id="ig_9", name="image_generation", content="status: failed", is_error=True
+        tool_use_id="ig_9", content="status: failed", is_error=True
     )
 
 

@@ -6,6 +6,14 @@ something else: the reasoning when the text (or a tool call) starts, the text wh
 tool call starts, each tool call when the next one starts; :meth:`~ChunkAssembler.finish`
 hands out the last one. Any chunking of the same completion gives the same blocks as
 :func:`~convstore.convert.openai_chat.assistant_blocks` of the whole message.
+
+OpenRouter-style deltas are read as that converter reads a whole message: the ``reasoning``
+text and the ``reasoning_details`` entries (pieces with the same ``index`` are one entry:
+their ``text``, ``summary`` and ``data`` joined, a later ``signature`` kept) form the
+reasoning, handed to :func:`~convstore.convert.openai_chat.reasoning_blocks` once it is
+complete; ``annotations`` ride on the text they arrive with (when they come after the text
+was handed out, on an empty text of their own). A delta key the assembler does not read is
+refused, naming it, never dropped.
 """
 
 from __future__ import annotations
@@ -13,7 +21,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from convstore.convert.parts import as_dict, as_list, checked, text_of, tool_arguments
+from convstore.convert.openai_chat import REASONING_DETAILS, reasoning_blocks
+from convstore.convert.parts import (
+    annotated_text,
+    as_dict,
+    as_list,
+    check_keys,
+    checked,
+    refuse,
+    text_of,
+    tool_arguments,
+)
 from convstore.domain.blocks import Block, ReasoningBlock, TextBlock, ToolUseBlock
 from convstore.domain.errors import InvalidInput
 
@@ -23,6 +41,25 @@ CUT_SHORT = {
     "content_filter)",
 }
 """Finish reasons that mean the message was cut short, and the reason recorded for each."""
+
+DELTA_KEYS = frozenset(
+    {
+        "role",
+        "content",
+        "refusal",
+        "tool_calls",
+        "function_call",
+        "reasoning_content",
+        "reasoning",
+        "reasoning_details",
+        "annotations",
+    }
+)
+"""The keys a chunk's ``delta`` may have (the SDK's ``ChoiceDelta`` and what DeepSeek and
+OpenRouter add); any other is refused."""
+
+JOINED = ("text", "summary", "data")
+"""The fields of a ``reasoning_details`` entry that arrive in pieces."""
 
 
 @dataclass(slots=True)
@@ -43,6 +80,8 @@ class ChunkAssembler:
     _kind: str | None = None
     _text: list[str] = field(default_factory=list)
     _call: _Call | None = None
+    _details: list[dict[str, Any]] = field(default_factory=list)
+    _annotations: list[object] = field(default_factory=list)
 
     def feed(self, chunk: object) -> list[Block]:
         """Take one chunk; returns the blocks it completed, in order."""
@@ -58,11 +97,27 @@ class ChunkAssembler:
                 )
                 raise InvalidInput(msg)
             delta = as_dict(choice.get("delta") or {}, f"{where} delta")
-            for kind in ("reasoning_content", "content", "refusal"):
+            check_keys(delta, DELTA_KEYS, f"{where} delta")
+            if delta.get("function_call") is not None:
+                refuse("field", "function_call", f"{where} delta", ("tool_calls",))
+            if delta.get("reasoning_content"):
+                done += self._switch("reasoning_content")
+                self._text.append(text_of(delta["reasoning_content"], f"{where} reasoning_content"))
+            if delta.get("reasoning") or delta.get("reasoning_details"):
+                done += self._switch("reasoning")
+                if delta.get("reasoning"):
+                    self._text.append(text_of(delta["reasoning"], f"{where} reasoning"))
+                details = as_list(delta.get("reasoning_details") or [], f"{where} details")
+                for index, detail in enumerate(details):
+                    self._detail(as_dict(detail, f"{where} reasoning_details {index}"), where)
+            for kind in ("content", "refusal"):
                 piece = delta.get(kind)
                 if piece:
                     done += self._switch(kind)
                     self._text.append(text_of(piece, f"{where} {kind}"))
+            if delta.get("annotations"):
+                done += self._switch("content")
+                self._annotations += as_list(delta["annotations"], f"{where} annotations")
             for call in as_list(delta.get("tool_calls") or [], f"{where} tool_calls"):
                 done += self._tool_call(as_dict(call, f"{where} tool call"), where)
             if choice.get("finish_reason"):
@@ -91,14 +146,42 @@ class ChunkAssembler:
         if kind == self._kind and kind is not None:
             return []
         done: list[Block] = []
+        text = "".join(self._text)
         if self._kind == "reasoning_content":
-            done.append(ReasoningBlock(text="".join(self._text)))
-        elif self._kind in ("content", "refusal"):
-            done.append(TextBlock(text="".join(self._text)))
+            done.append(ReasoningBlock(text=text))
+        elif self._kind == "reasoning":
+            whole = {"reasoning": text, "reasoning_details": self._details}
+            done += reasoning_blocks(whole, "streamed reasoning")
+        elif self._kind == "content":
+            done.append(annotated_text(text, self._annotations, "streamed annotations"))
+        elif self._kind == "refusal":
+            done.append(TextBlock(text=text))
         elif self._call is not None:
             done.append(self._call_block(self._call))
         self._kind, self._text, self._call = kind, [], None
+        self._details, self._annotations = [], []
         return done
+
+    def _detail(self, detail: dict[str, Any], where: str) -> None:
+        """One piece of a ``reasoning_details`` entry: the start of a new entry, or more of
+        the entry with its ``index``."""
+        index = detail.get("index")
+        known = next(
+            (d for d in self._details if index is not None and d.get("index") == index), None
+        )
+        if known is None:
+            kind = detail.get("type")
+            if kind not in REASONING_DETAILS:
+                refuse(
+                    "reasoning detail type", kind, f"{where} reasoning_details", REASONING_DETAILS
+                )
+            self._details.append(dict(detail))
+            return
+        for key, value in detail.items():
+            if key in JOINED and isinstance(value, str) and isinstance(known.get(key), str):
+                known[key] += value
+            elif value is not None and key != "type":
+                known[key] = value
 
     def _tool_call(self, delta: dict[str, Any], where: str) -> list[Block]:
         index = delta.get("index", 0)

@@ -5,12 +5,13 @@ Every line is ``{"timestamp", "type", "payload"}``. What each line type becomes:
 - ``session_meta``: its ``payload.id`` is the history's key (so a second import is refused);
   its ``base_instructions`` (what Codex sends as the Responses ``instructions``) become the
   first, system, message. Nothing else of it is recorded.
-- ``response_item``: the model's history, read as Responses API items (``message``,
-  ``function_call`` / ``function_call_output``, ``reasoning`` with its summary or content),
-  plus Codex's own ``custom_tool_call`` / ``custom_tool_call_output`` and ``local_shell_call``
-  (→ a ``tool_use`` named ``local_shell`` whose input is the ``action``; its output arrives
-  as a ``function_call_output``). ``ghost_snapshot`` items (the harness's git snapshots) are
-  counted as ignored. Consecutive assistant-side items form one assistant message.
+- ``response_item``: the model's history. Its items are Responses API items and are read as
+  :func:`convstore.convert.responses.item_blocks` reads them (``message``, ``function_call`` /
+  ``function_call_output``, ``reasoning``, ``custom_tool_call`` / ``custom_tool_call_output``,
+  ``local_shell_call``, and the provider's tools: see below), so an item gives the same blocks
+  from a rollout as from a Responses body. ``ghost_snapshot`` items (the harness's git
+  snapshots) are counted as ignored. Consecutive assistant-side items form one assistant
+  message.
 - ``compacted``: a compaction whose summary is its ``message``, through the last message so far.
 - ``event_msg`` ``turn_aborted``: the assistant message it cut short is marked interrupted
   (with the event's ``reason``).
@@ -20,20 +21,21 @@ Every line is ``{"timestamp", "type", "payload"}``. What each line type becomes:
 The older layout (a bare ``{id, timestamp, instructions, git}`` header line, bare response
 items, ``{"record_type": "state"}`` markers) is read the same way.
 
-Tools the provider ran (the whole item kept verbatim in the block's ``provider_data``):
+What is Codex's own, done before and after that reading (:func:`_as_responses_item`,
+:func:`_put_back`): the tool items Codex shares with the API are checked against the keys
+codex-rs writes (:data:`CODEX_KEYS`); a ``web_search_call`` written without an ``id`` gets
+``web_search_call:line N`` (its line, stable across imports) while its ``provider_data``
+stays the item as written; a ``local_shell_call`` with only an ``id`` (Codex in Chat
+Completions mode) takes it as its call id; a ``custom_tool_call``'s ``status`` is dropped (as
+every caller-run call's is) and a ``custom_tool_call_output``'s ``name`` names its result.
+``local_shell_call`` outputs arrive as ``function_call_output`` items.
 
-- ``web_search_call`` → a ``hosted_tool_use`` named ``web_search`` whose input is its
-  ``action`` (``search`` with its query, ``open_page``, ``find_in_page``); the rollout holds
-  no results, so there is no result block. Codex does not write the call's ``id``: a call
-  without one gets ``web_search_call:line N`` (its line), stable across imports.
-- ``image_generation_call`` → a ``hosted_tool_use`` named ``image_generation`` (input: its
-  ``revised_prompt``) and its ``hosted_tool_result``: the generated image (``result``, base64,
-  its format read from its bytes), an error when ``status`` is ``failed``; ``provider_data``
-  is the item without the image.
-- ``tool_search_call`` / ``tool_search_output`` with ``execution: "server"`` → a hosted call
-  named ``tool_search`` (input: its ``arguments``) and its result (the ``tools`` found, as
-  JSON) in the same assistant message; with ``execution: "client"`` Codex ran the search,
-  so they are a ``tool_use`` and a ``tool_result``, like any caller-run round.
+So a ``web_search_call`` is a ``hosted_tool_use`` named ``web_search`` (input: its
+``action``) and a result holding its ``status`` (the rollout keeps no pages); an
+``image_generation_call`` a hosted call (input: its ``revised_prompt``) and its result, the
+image (its format read from its bytes) or, with none, its status; a ``tool_search_call`` /
+``tool_search_output`` run by the server a hosted call and result (the tools found, one a
+line), run by Codex (``execution: "client"``) a ``tool_use`` and ``tool_result``.
 
 Refused, naming the line and item: any other item or line type. A ``compaction`` item
 (encrypted, with no readable summary) is skipped and reported. Each line's ``timestamp`` is
@@ -42,42 +44,23 @@ in the source; convstore's history has no place for it yet, so it is not kept.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
-from convstore.convert.parts import as_dict, check_keys, checked, refuse, text_of, tidy
+from convstore.convert.parts import as_dict, check_keys, refuse, text_of, tidy
 from convstore.convert.responses import ITEM_TYPES, item_blocks
 from convstore.convert.responses_tools import Side
-from convstore.domain.blocks import (
-    Block,
-    HostedToolResultBlock,
-    HostedToolUseBlock,
-    ImageBlock,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from convstore.domain.blocks import Block, HostedToolUseBlock, TextBlock
 from convstore.domain.errors import InvalidInput
-from convstore.domain.images import sniff_media_type
 
 LINE_TYPES = ("session_meta", "response_item", "compacted", "event_msg", "turn_context")
 LINE_KEYS = frozenset({"timestamp", "type", "payload"})
-CODEX_ITEMS = ("custom_tool_call", "custom_tool_call_output", "local_shell_call")
-HOSTED_ITEMS = (
-    "web_search_call",
-    "image_generation_call",
-    "tool_search_call",
-    "tool_search_output",
-)
-"""Items of tools the provider runs (a tool search may also be run by Codex itself)."""
 IGNORED_ITEMS = ("ghost_snapshot",)
 
-ITEM_KEYS: dict[str, frozenset[str]] = {
+CODEX_KEYS: dict[str, frozenset[str]] = {
     "custom_tool_call": frozenset({"type", "id", "status", "call_id", "name", "input"}),
     "custom_tool_call_output": frozenset({"type", "call_id", "name", "output"}),
     "local_shell_call": frozenset({"type", "id", "call_id", "status", "action"}),
@@ -86,104 +69,45 @@ ITEM_KEYS: dict[str, frozenset[str]] = {
     "tool_search_call": frozenset({"type", "id", "call_id", "status", "execution", "arguments"}),
     "tool_search_output": frozenset({"type", "id", "call_id", "status", "execution", "tools"}),
 }
+"""The keys codex-rs writes on the tool items it shares with the Responses API; any other
+is refused, naming it, before the item is read."""
 
 
-def _codex_item(item: Mapping[str, Any], kind: str, where: str) -> tuple[Side, list[Block]]:
-    check_keys(item, ITEM_KEYS[kind], where)
-    if kind == "custom_tool_call":
-        data = {
-            "id": item.get("call_id"),
-            "name": item.get("name"),
-            "input": text_of(item.get("input"), f"{where} input"),
-        }
-        return "assistant", [checked(lambda: ToolUseBlock.model_validate(data), where)]
-    if kind == "custom_tool_call_output":
-        output = item.get("output")
-        result = {
-            "tool_use_id": item.get("call_id"),
-            "name": item.get("name"),
-            "content": output if isinstance(output, str) else json.dumps(output),
-        }
-        return "results", [checked(lambda: ToolResultBlock.model_validate(result), where)]
-    call = {
-        "id": item.get("call_id") or item.get("id"),
-        "name": "local_shell",
-        "input": as_dict(item.get("action"), f"{where} action"),
-    }
-    return "assistant", [checked(lambda: ToolUseBlock.model_validate(call), where)]
+def _as_responses_item(item: Mapping[str, Any], number: int) -> dict[str, Any]:
+    """A Codex item as the Responses API item it stands for (see :func:`_put_back`)."""
+    fields = dict(item)
+    match fields.get("type"):
+        case "web_search_call" if not fields.get("id"):
+            fields["id"] = f"web_search_call:line {number}"
+        case "local_shell_call" if not fields.get("call_id"):
+            fields["call_id"] = fields.get("id")  # Codex in Chat Completions mode
+        case "custom_tool_call":
+            fields.pop("status", None)  # dropped, as every caller-run call's status is
+        case "custom_tool_call_output":
+            fields.pop("name", None)
+        case _:
+            pass
+    return fields
 
 
-def _hosted_item(
-    item: Mapping[str, Any], kind: str, number: int, where: str
-) -> tuple[Side, list[Block]]:
-    """An item of a tool the provider ran, as hosted blocks (a client-run tool search as a
-    caller's tool round); see the module docstring."""
-    check_keys(item, ITEM_KEYS[kind], where)
-    verbatim = dict(item)
-    if kind == "web_search_call":
-        action = item.get("action")
-        call = {
-            "id": item.get("id") or f"web_search_call:line {number}",
-            "name": "web_search",
-            "input": {} if action is None else as_dict(action, f"{where} action"),
-            "provider_data": verbatim,
-        }
-        return "assistant", [checked(lambda: HostedToolUseBlock.model_validate(call), where)]
-    if kind == "image_generation_call":
-        return "assistant", _image_generation(item, where)
-    server = item.get("execution") == "server"
-    call_id = item.get("call_id") or item.get("id")
-    if kind == "tool_search_call":
-        arguments = item.get("arguments")
-        fields = {
-            "id": call_id,
-            "name": "tool_search",
-            "input": {} if arguments is None else as_dict(arguments, f"{where} arguments"),
-        }
-        if server:
-            data = {**fields, "provider_data": verbatim}
-            return "assistant", [checked(lambda: HostedToolUseBlock.model_validate(data), where)]
-        return "assistant", [checked(lambda: ToolUseBlock.model_validate(fields), where)]
-    result = {
-        "tool_use_id": call_id,
-        "name": "tool_search",
-        "content": json.dumps(item.get("tools"), ensure_ascii=False),
-    }
-    if server:
-        data = {**result, "provider_data": verbatim}
-        return "assistant", [checked(lambda: HostedToolResultBlock.model_validate(data), where)]
-    return "results", [checked(lambda: ToolResultBlock.model_validate(result), where)]
-
-
-def _image_generation(item: Mapping[str, Any], where: str) -> list[Block]:
-    """An image generation call and its result: the image (its format read from its bytes),
-    or, with no image, its status."""
-    prompt = item.get("revised_prompt")
-    call_id = item.get("id")
-    call = {
-        "id": call_id,
-        "name": "image_generation",
-        "input": {} if prompt is None else {"revised_prompt": prompt},
-        "provider_data": {key: value for key, value in item.items() if key != "result"},
-    }
-    use = checked(lambda: HostedToolUseBlock.model_validate(call), where)
-    encoded = item.get("result") or ""
-    status = item.get("status")
-    content: str | list[Block] = f"status: {status}" if isinstance(status, str) else ""
-    if encoded:
-        try:
-            media = sniff_media_type(base64.b64decode(text_of(encoded, f"{where} result")))
-        except binascii.Error:
-            media = None
-        image = {"media_type": media or "image/png", "data": encoded}
-        content = [checked(lambda: ImageBlock.model_validate(image), f"{where} result")]
-    result = {
-        "tool_use_id": call_id,
-        "name": "image_generation",
-        "content": content,
-        "is_error": status == "failed",
-    }
-    return [use, checked(lambda: HostedToolResultBlock.model_validate(result), where)]
+def _put_back(written: Mapping[str, Any], blocks: list[Block], where: str) -> list[Block]:
+    """What is Codex's own, back on the blocks read from its item: a web search call's
+    ``provider_data`` is the item as written (without the id given to it), a custom tool
+    output's ``name`` is its result's name."""
+    match written.get("type"):
+        case "web_search_call":
+            kept = dict(written)
+            return [
+                block.model_copy(update={"provider_data": kept})
+                if isinstance(block, HostedToolUseBlock)
+                else block
+                for block in blocks
+            ]
+        case "custom_tool_call_output" if written.get("name") is not None:
+            name = text_of(written["name"], f"{where} name")
+            return [block.model_copy(update={"name": name}) for block in blocks]
+        case _:
+            return blocks
 
 
 def _other_line(
@@ -271,13 +195,12 @@ def _response_item(
         reason = "an encrypted compaction item (no readable summary)"
         history.skipped.append(Skipped(reason, number))
         return None
-    if item_type in HOSTED_ITEMS:
-        return _hosted_item(payload, str(item_type), number, at)
-    if item_type in CODEX_ITEMS:
-        return _codex_item(payload, str(item_type), at)
     if item_type not in ITEM_TYPES:
-        refuse("item type", item_type, where, (*ITEM_TYPES, *CODEX_ITEMS, *HOSTED_ITEMS))
-    return item_blocks(payload, where)
+        refuse("item type", item_type, where, ITEM_TYPES)
+    if item_type in CODEX_KEYS:
+        check_keys(payload, CODEX_KEYS[str(item_type)], at)
+    side, blocks = item_blocks(_as_responses_item(payload, number), where)
+    return side, _put_back(payload, blocks, at)
 
 
 def histories_from_rollout(text: str) -> list[History]:

@@ -144,7 +144,7 @@ def assistant_blocks(message: object, where: str = "assistant message") -> tuple
     reasoning = fields.get("reasoning_content")
     if reasoning:
         blocks.append(ReasoningBlock(text=text_of(reasoning, f"{where} reasoning_content")))
-    blocks += _reasoning_details(fields, where)
+    blocks += reasoning_blocks(fields, where)
     content = _content(fields.get("content"), where, ASSISTANT_PARTS)
     if fields.get("annotations"):
         # Chat Completions gives a message's annotations once, for its whole text: they ride
@@ -167,12 +167,13 @@ REASONING_DETAILS = ("reasoning.text", "reasoning.summary", "reasoning.encrypted
 """The ``reasoning_details`` entry types (OpenRouter) an assistant message may carry."""
 
 
-def _reasoning_details(fields: Mapping[str, Any], where: str) -> list[Block]:
+def reasoning_blocks(fields: Mapping[str, Any], where: str) -> list[Block]:
     """OpenRouter's reasoning on an assistant message: each of ``reasoning_details`` as a
     reasoning block (``reasoning.text`` with its ``signature``, ``reasoning.summary``, or
     ``reasoning.encrypted`` whose ``data`` is kept as ``encrypted_content``; their ``id``,
     ``format`` and ``index`` are dropped); the plain ``reasoning`` text, which repeats
-    them, only when there are none."""
+    them, only when there are none. The stream assembler reads streamed reasoning with it
+    too, once its pieces are joined."""
     details = as_list(fields.get("reasoning_details") or [], f"{where} reasoning_details")
     if not details:
         text = fields.get("reasoning")

@@ -8,7 +8,8 @@ Two families, told apart by who ran the tool:
   ``execution`` is ``server``. Each is a ``hosted_tool_use`` (the tool's name, its input) and,
   when the outcome came with it, a ``hosted_tool_result`` with the readable outcome (a
   ``status:`` line, sources and search results one a line, code output as text and images, the
-  generated image as an image part, an MCP tool's output or its error with ``is_error``), both
+  generated image as an image part (its ``output_format``, else the format its bytes show;
+  with no image, its status), an MCP tool's output or its error with ``is_error``), both
   in the assistant's message. The whole item, exactly as it came, is the use block's
   ``provider_data`` (so its ``id``, ``status``, ``container_id``… survive); an image
   generation's base64 ``result`` is left out of it, being the image part itself. A hosted
@@ -28,6 +29,8 @@ the caller's decision, a user text ``[MCP approval: approved request ID (reason)
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -55,6 +58,7 @@ from convstore.domain.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from convstore.domain.images import sniff_media_type
 
 Side = Literal["assistant", "results", "user", "system"]
 """Where an item's blocks belong: the assistant's turn, a user message of tool results, a
@@ -199,18 +203,29 @@ def _image_generation(item: Item, where: str) -> tuple[Side, list[Block]]:
         fields = as_dict(error, f"{where} error")
         message = fields.get("message") if isinstance(fields.get("message"), str) else None
         return _pair(use, message or json.dumps(fields), where, is_error=True)
-    if data is None:
+    if data is None or data == "":  # Codex writes "" for an image not (yet) made
         return _pair(use, "\n".join(_status(item)), where, is_error=_failed(item))
-    image_format = item.get("output_format") or "png"
+    encoded = text_of(data, f"{where} result")
+    image_format = item.get("output_format")
     part: ImageBlock | DocumentBlock
     if image_format == "svg":
-        part = document_from(f"{where} result", data=data, media_type="image/svg+xml")
+        part = document_from(f"{where} result", data=encoded, media_type="image/svg+xml")
     else:
-        media = IMAGE_FORMATS.get(str(image_format))
+        media = _sniffed(encoded) if image_format is None else IMAGE_FORMATS.get(str(image_format))
         if media is None:
             refuse("output_format", image_format, where, (*IMAGE_FORMATS, "svg"))
-        part = image_from_url(f"data:{media};base64,{text_of(data, f'{where} result')}", where)
+        part = image_from_url(f"data:{media};base64,{encoded}", f"{where} result")
     return _pair(use, [part], where)
+
+
+def _sniffed(encoded: str) -> str:
+    """The format of an image whose item names none: what its bytes say, else PNG (the
+    API's default)."""
+    try:
+        raw = base64.b64decode(encoded[:64], validate=False)
+    except binascii.Error:
+        return "image/png"
+    return sniff_media_type(raw) or "image/png"
 
 
 def _mcp_call(item: Item, where: str) -> tuple[Side, list[Block]]:
