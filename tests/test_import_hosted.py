@@ -127,7 +127,7 @@ def test_codex_hosted_items_become_hosted_blocks_and_a_client_search_a_tool_roun
     assert client == ToolUseBlock(
         id="ts_2", name="tool_search", input={"query": "rollback", "limit": 1}
     )
-    assert history.messages[3].blocks == (ToolResultBlock(tool_use_id="ts_2", content=""),)
+    assert history.messages[3].blocks == (ToolResultBlock(tool_use_id="ts_2", content="[]"),)
     assert history.messages[4].blocks[0] == ToolUseBlock(
         id="sh_1",
         name="local_shell",

@@ -199,6 +199,12 @@ def test_mcp_approvals_program_and_tool_search() -> None:
     assert (search.name, found.content) == ("tool_search", "function get_weather")
     client = {**items.TOOL_SEARCH_CALL, "execution": "client"}
     assert isinstance(item_blocks(client)[1][0], ToolUseBlock)
+    # The caller's own search: its output is every tool definition it returned, whole.
+    side, (returned,) = item_blocks({**items.TOOL_SEARCH_OUTPUT, "execution": "client"})
+    assert side == "results"
+    assert isinstance(returned, ToolResultBlock)
+    assert isinstance(returned.content, str)
+    assert json.loads(returned.content) == items.TOOL_SEARCH_OUTPUT["tools"]
 
 
 def test_caller_run_items_are_tool_rounds() -> None:

@@ -304,7 +304,10 @@ def _tool_search_output(item: Item, where: str) -> tuple[Side, list[Block]]:
         lines.append(f"{kind} {name}" if name else str(kind))
     call_id = item.get("call_id") or item.get("id")
     if item.get("execution") == "client":
-        data = {"tool_use_id": call_id, "content": "\n".join(lines)}
+        # The caller's own search returned these tool definitions: its output is all of them,
+        # schemas and descriptions included (a tool result has no provider_data to keep them).
+        output = json.dumps(item.get("tools") or [], ensure_ascii=False, separators=(",", ":"))
+        data = {"tool_use_id": call_id, "content": output}
         return "results", [checked(lambda: ToolResultBlock.model_validate(data), where)]
     return "assistant", [_result(where, call_id, "\n".join(lines), provider_data=item)]
 
