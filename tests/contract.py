@@ -722,6 +722,32 @@ class StoreContract(ABC):
         assert store.replay(fork)["messages"] == parent_replay
         assert store.replay(fork, shape="anthropic") == store.replay(conv, shape="anthropic")
 
+    def test_a_fork_keeps_the_tool_name_of_a_hosted_call_a_rewind_withdrew(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """The same for a hosted round: a hosted result whose call's message a rewind withdrew
+        replays under the call's name in the parent and in the fork; one whose call no one
+        recorded stays ``unknown`` in both; one whose call is in its own message keeps it."""
+        first = store.append_message(conv, "user", [{"type": "text", "text": "look it up"}])
+        call = {"type": "hosted_tool_use", "id": "h1", "name": "web_search", "input": {}}
+        store.append_message(conv, "assistant", [call])
+        store.rewind(conv, to=first)
+        again = {"type": "hosted_tool_use", "id": "h2", "name": "code_execution", "input": "1+1"}
+        results = [
+            {"type": "hosted_tool_result", "tool_use_id": "h1", "content": "a page"},
+            {"type": "hosted_tool_result", "tool_use_id": "h9", "content": "b page"},
+            again,
+            {"type": "hosted_tool_result", "tool_use_id": "h2", "content": "2"},
+        ]
+        point = store.append_message(conv, "assistant", results)
+        said = store.replay(conv)["messages"][-1]["content"]
+        assert "Result (web_search, run by the provider): a page" in said
+        assert "Result (unknown, run by the provider): b page" in said
+        assert "Result (code_execution, run by the provider): 2" in said
+        fork = store.fork(conv, at=point)
+        assert store.replay(fork)["messages"] == store.replay(conv)["messages"]
+        assert store.replay(fork, shape="anthropic") == store.replay(conv, shape="anthropic")
+
     # -- what the model is sent, and reading the whole log -------------------------------------
 
     def _tool_round(self, store: Store, conv: UUID, outputs: list[str]) -> list[UUID]:

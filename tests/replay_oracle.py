@@ -117,16 +117,17 @@ class PlannedMessage:
         return [s for s in joined if not (isinstance(s, Text) and not s.text.strip())]
 
 
-def _hidden_because(role: Role, vision: bool) -> str | None:
-    """Why images in a message of ``role`` are not sent natively, or ``None`` if they are.
+def _hidden_because(role: Role, vision: bool) -> tuple[str, str] | None:
+    """Why images and PDFs in a message of ``role`` are not sent natively, or ``None`` if
+    they are.
 
-    Both providers accept images in user messages only.
+    Both providers accept images and PDFs in user messages only.
     """
     if not vision:
-        return CANNOT_SEE
+        return CANNOT_SEE, CANNOT_READ
     if role == "user":
         return None
-    return f"{role} messages cannot carry images"
+    return f"{role} messages cannot carry images", f"{role} messages cannot carry documents"
 
 
 def _document_segment(document: DocumentBlock, role: Role, vision: bool) -> Segment:
@@ -162,7 +163,7 @@ def _result_segments(
                 pieces.append(Text(text_prose(part)))
             case ImageBlock():
                 shown = Image(part.media_type, part.data, part.url)
-                pieces.append(shown if hidden is None else Text(image_marker(part, hidden)))
+                pieces.append(shown if hidden is None else Text(image_marker(part, hidden[0])))
             case DocumentBlock():
                 pieces.append(_document_segment(part, role, vision))
             case _:

@@ -460,6 +460,26 @@ def test_pressure_numbers_messages_alike_in_text_and_json(tmp_path: Path) -> Non
     assert f"#{biggest['index']:<5} assistant" in text
 
 
+def test_pressure_lines_up_the_hosted_kinds_with_the_others(tmp_path: Path) -> None:
+    """`pressure` names each kind in one column as wide as the longest (a hosted result's),
+    so every count ends in the same place."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from convstore.cli import cli  # noqa: PLC0415
+
+    db = tmp_path / "h.db"
+    with open_store(db) as writer:
+        conv = writer.new_conversation()
+        writer.append_message(conv, "user", [{"type": "text", "text": "search it"}])
+        call = {"type": "hosted_tool_use", "id": "s1", "name": "web_search", "input": {}}
+        result = {"type": "hosted_tool_result", "tool_use_id": "s1", "content": "found"}
+        writer.append_message(conv, "assistant", [call, result, {"type": "text", "text": "ok"}])
+    text = CliRunner().invoke(cli, ["--db", str(db), "pressure", str(conv), "--top", "0"]).stdout
+    rows = text.splitlines()[1:]
+    assert {row.split()[0] for row in rows} >= {"hosted_tool_result", "hosted_tool_use", "text"}
+    assert len({len(row) for row in rows}) == 1, rows
+
+
 def test_fit_tokens_that_cannot_be_met_exits_3_with_the_best_request(tmp_path: Path) -> None:
     """replay --fit-tokens N below what even clearing every output reaches prints that request
     and exits 3 (a budget that fits exits 0, as above)."""

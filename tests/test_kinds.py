@@ -12,9 +12,10 @@ from typing import get_args
 
 from convstore.audit.db import BLOCK_COUNTERS
 from convstore.backends.common.mapper import TOPICS, topic_of
-from convstore.domain.blocks import BLOCK_CLASSES, BLOCK_TYPES, Block
+from convstore.domain.blocks import BLOCK_CLASSES, BLOCK_TYPES, AnyToolResult, AnyToolUse, Block
 from convstore.domain.events import EVENT_CLASSES, Event
 from convstore.engine.render import KINDS
+from convstore.engine.state import CALL_CODES, RESULT_CODES
 
 SOURCE = Path(__file__).parents[1] / "src" / "convstore"
 KIND_NAMES = {cls.__name__ for cls in (*BLOCK_CLASSES, *EVENT_CLASSES)}
@@ -28,6 +29,18 @@ def test_kind_lists_match_their_unions() -> None:
     assert {topic_of(c) for c in EVENT_CLASSES} == TOPICS
     assert set(BLOCK_COUNTERS) == BLOCK_TYPES
     assert set(KINDS.values()) == BLOCK_TYPES  # the replay engine's part codes
+
+
+def test_the_engines_call_and_result_codes_are_every_kind_of_call_and_result() -> None:
+    """What the engine treats as a call (answered or not, counted in ``calls``) and as a
+    result (cleared by microcompact, counted in ``results``) is exactly the kinds of
+    ``AnyToolUse`` and ``AnyToolResult``: the caller's and the provider's."""
+
+    def types(union: object) -> set[str]:
+        return {str(cls.model_fields["type"].default) for cls in get_args(union)}
+
+    assert {KINDS[code] for code in CALL_CODES} == types(AnyToolUse)
+    assert {KINDS[code] for code in RESULT_CODES} == types(AnyToolResult)
 
 
 def _kind_matches(tree: ast.AST) -> list[ast.Match]:

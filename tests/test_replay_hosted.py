@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -18,6 +19,8 @@ import pytest
 
 from convstore.domain.blocks import (
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     TextBlock,
     ToolResultBlock,
@@ -220,6 +223,62 @@ def test_a_live_anthropic_round_sends_no_server_tool_blocks(vision: bool) -> Non
             {"type": "text", "text": "The report:"},
             {"type": "text", "text": marker},
         ]
+
+
+MARKER = re.compile(r"\[(?:Image not shown|Document not read): [^\]]*\]")
+
+
+def _markers(message: dict[str, Any]) -> list[str]:
+    """The image and document markers a wire message's text holds, in order."""
+    content = message["content"]
+    if isinstance(content, str):
+        return MARKER.findall(content)
+    return [m for part in content if part["type"] == "text" for m in MARKER.findall(part["text"])]
+
+
+@pytest.mark.parametrize("vision", [False, True])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_live_round_says_why_as_history_does(shape: Shape, vision: bool) -> None:
+    """An image, a PDF, and a PDF inside a hosted result, all in the live assistant message:
+    the round's markers are the ones replay of the same message as history writes, giving the
+    reason the model is not shown them (an assistant message cannot carry them, or the model
+    cannot see), never "cannot see documents" to a model that can."""
+    builder = HistoryBuilder(UUID(int=5))
+    builder.message("user", [TextBlock(text="Chart the report.")])
+    turn = builder.message(
+        "assistant",
+        [
+            TextBlock(text="Here is what I made."),
+            ImageBlock(media_type="image/png", data=PNG),
+            DocumentBlock(media_type="application/pdf", data=TINY_PDF, name="own.pdf"),
+            HostedToolUseBlock(id="srvtoolu_9", name="code_execution", input={"code": "plot()"}),
+            HostedToolResultBlock(
+                tool_use_id="srvtoolu_9", content=[TextBlock(text="made:"), hosted.REPORT]
+            ),
+            ToolUseBlock(id="toolu_9", name="save", input={}),
+        ],
+    )
+    builder.message("user", [ToolResultBlock(tool_use_id="toolu_9", content="saved")])
+    options = ReplayOptions(shape=shape, vision=vision)
+    live = accepted(shape, live_request(builder.events, turn, options=options))
+    history = replay(builder.events, options=options)
+    assistant = live["messages"][-2]
+    assert assistant["role"] == "assistant"
+    as_history = next(m for m in history["messages"] if m["role"] == "assistant")
+    image, document = (
+        ("assistant messages cannot carry images", "assistant messages cannot carry documents")
+        if vision
+        else ("this model cannot see images", "this model cannot see documents")
+    )
+    expected = [
+        f"[Image not shown: an image/png image ({len(base64.b64decode(PNG)):,} bytes) "
+        f"was here, but {image}.]",
+        f"[Document not read: own.pdf (application/pdf, {PDF_SIZE:,} bytes) was here, "
+        f"but {document}.]",
+        REPORT_UNREAD.format(size=PDF_SIZE, why=document),
+    ]
+    assert _markers(as_history) == expected
+    assert _markers(assistant) == expected
 
 
 # -- stored rows written before hosted kinds existed ---------------------------------------------

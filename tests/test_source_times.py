@@ -379,9 +379,9 @@ def test_cli_show_list_and_export_give_the_source_times(tmp_path: Path) -> None:
     assert rows[0] == f"{main}  2025-03-04 10:03:00  “Why is the build red?”"
     assert rows[1] == f"{agent}  2025-03-04 10:02:00  ↳ {main[:8]} “Find the failing test.”"
     as_json = json.loads(run(db, "list", "--json").stdout)["conversations"]
-    assert [(c["parent_id"], c["source"]) for c in as_json] == [
-        (None, f"claude-code:{SESSION}"),
-        (main, f"claude-code:{SESSION}:agent7"),
+    assert [(c["parent_id"], c["source"], c["children"]) for c in as_json] == [
+        (None, f"claude-code:{SESSION}", 1),
+        (main, f"claude-code:{SESSION}:agent7", 0),
     ]
     exported = run(db, "export", main, "--format", "markdown")
     assert exported.returncode == 0, exported.stderr

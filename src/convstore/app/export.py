@@ -71,17 +71,22 @@ def export_conversation(
             assert_never(fmt)
 
 
+def parent_of(store: Store, info: ConversationInfo) -> tuple[UUID, str] | None:
+    """The conversation ``info`` branched from and its shown title (one indexed read), or
+    ``None`` when it branched from none."""
+    if info.parent_id is None:
+        return None
+    try:
+        return info.parent_id, store.conversation_info(info.parent_id).shown_title
+    except ConversationNotFound:
+        return info.parent_id, "(not in this store: erased, or never copied)"
+
+
 def conversation_facts(store: Store, info: ConversationInfo) -> Facts:
     """What the conversation page heads itself with: its start, source and labels from the
     listing index, its parent's title and its children (one indexed read each)."""
-    parent = None
-    if info.parent_id is not None:
-        try:
-            parent = (info.parent_id, store.conversation_info(info.parent_id).shown_title)
-        except ConversationNotFound:
-            parent = (info.parent_id, "(not in this store: erased, or never copied)")
     children = [(child.id, child.shown_title) for child in store.children(info.id)]
-    return Facts(info.created_at, info.labels, info.source, parent, children)
+    return Facts(info.created_at, info.labels, info.source, parent_of(store, info), children)
 
 
 def html_page(store: Store, conversation: UUID | str, *, vision: bool) -> str:

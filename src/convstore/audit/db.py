@@ -21,10 +21,10 @@ from convstore.backends.sqlite.recorder import create_private_file
 from convstore.backends.sqlite.transaction import delete_securely
 from convstore.domain.blocks import (
     BLOCK_CLASSES,
+    AnyToolResult,
+    AnyToolUse,
     HostedToolResultBlock,
     HostedToolUseBlock,
-    ToolResultBlock,
-    ToolUseBlock,
 )
 from convstore.domain.errors import (
     InvalidInput,
@@ -630,7 +630,7 @@ class AuditDatabase:
                     document.file_id,
                 ],
             )
-        if isinstance(block, ToolUseBlock | HostedToolUseBlock):
+        if isinstance(block, AnyToolUse):
             hosted = int(isinstance(block, HostedToolUseBlock))
             sql(
                 "INSERT INTO tool_calls (conversation_id, call_id, name, input, message_id, "
@@ -641,7 +641,7 @@ class AuditDatabase:
                 "called_at = excluded.called_at, call_found = 1, hosted = excluded.hosted",
                 [conv, block.id, block.name, tool_input_json(block), message, at, hosted],
             )
-        elif isinstance(block, ToolResultBlock | HostedToolResultBlock):
+        elif isinstance(block, AnyToolResult):
             outcome = "error" if block.is_error else "ok"
             # A result whose call was never recorded tells by its own kind who ran the call.
             hosted = int(isinstance(block, HostedToolResultBlock))

@@ -210,18 +210,31 @@ def message_position(path: Path, message: UUID, store_id: str) -> int | None:
     return None if found is None or found[0] is None else int(found[0])
 
 
-def conversation_counts(
-    path: Path, ids: Sequence[UUID], store_id: str
-) -> dict[UUID, tuple[int, int, int]]:
-    """For each conversation the read model holds: how many of its events it has applied,
-    its messages and its tool calls (compare the events with the listing's to know the
-    counts are whole)."""
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What the read model counts of one conversation."""
+
+    events: int
+    """How many of its events the read model has applied (compare with the listing's to
+    know the counts are whole)."""
+    messages: int
+    calls: int
+    """Its tool calls: the caller's and the provider's (the ``tool_calls`` rows whose call
+    was recorded)."""
+    hosted: int
+    """How many of :attr:`calls` the provider ran itself."""
+
+
+def conversation_counts(path: Path, ids: Sequence[UUID], store_id: str) -> dict[UUID, Counts]:
+    """For each conversation the read model holds: its :class:`Counts`."""
     if not ids:
         return {}
     marks = ", ".join("?" * len(ids))
     sql = (
-        "SELECT c.id, c.events, c.messages, (SELECT coalesce(sum(m.tool_use_blocks), 0) "  # noqa: S608 - adds question marks only
-        "FROM messages m WHERE m.conversation_id = c.id) "
+        "SELECT c.id, c.events, c.messages, "  # noqa: S608 - adds question marks only
+        "(SELECT count(*) FROM tool_calls t WHERE t.conversation_id = c.id AND t.call_found), "
+        "(SELECT count(*) FROM tool_calls t WHERE t.conversation_id = c.id AND t.call_found "
+        "AND t.hosted) "
         f"FROM conversations c WHERE c.id IN ({marks})"
     )
     try:
@@ -230,6 +243,6 @@ def conversation_counts(
     except sqlite3.Error:
         return {}
     return {
-        UUID(conv): (int(events), int(messages), int(calls))
-        for conv, events, messages, calls in rows
+        UUID(conv): Counts(int(events), int(messages), int(calls), int(hosted))
+        for conv, events, messages, calls, hosted in rows
     }

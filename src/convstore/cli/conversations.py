@@ -394,6 +394,7 @@ def list_(
                     "parent_id": str(c.parent_id) if c.parent_id else None,
                     "source": c.source,
                     "preview": c.preview,
+                    "children": c.children,
                 }
                 for c in rows
             ],

@@ -47,8 +47,9 @@ def pressure(
         click.echo(json.dumps(asdict(result), indent=2))
         return
     click.echo(f"{result.total:,} tokens ({result.tokenizer}, {options.shape} shape)")
+    wide = max(map(len, result.by_kind), default=0)  # hosted_tool_result is the longest kind
     for kind, tokens in sorted(result.by_kind.items(), key=lambda kv: -kv[1]):
-        click.echo(f"  {kind:<12} {tokens:>10,}")
+        click.echo(f"  {kind:<{wide}} {tokens:>10,}")
     if top:
         click.echo(f"largest messages (of {len(result.by_message)}):")
         for message in sorted(result.by_message, key=lambda m: -m.tokens)[:top]:

@@ -28,12 +28,13 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.errors import InvalidInput, MessageNotFound
 from convstore.domain.events import Event
-from convstore.engine.model import folded
-from convstore.engine.plan import CANNOT_SEE, JSONDict, ReplayOptions, Shape, replay_options
+from convstore.engine.model import folded, hidden_because
+from convstore.engine.plan import JSONDict, ReplayOptions, Shape, replay_options
 from convstore.engine.render import anthropic_document, anthropic_image_source, plan, wire
 from convstore.projections.messages import RecordedBlock, RecordedMessage, collect_history
 from convstore.projections.prose import (
     Document,
+    Hidden,
     Text,
     block_segments,
     document_marker,
@@ -42,11 +43,7 @@ from convstore.projections.prose import (
     image_marker,
     text_prose,
 )
-from convstore.projections.wording import CANNOT_READ, NOT_NATIVE
-
-Hidden = tuple[str, str]
-"""Why a result's images and PDFs are not sent natively (they complete the markers' sentences),
-or ``None`` in their place when they are."""
+from convstore.projections.wording import NOT_NATIVE
 
 
 def _split_round(
@@ -94,10 +91,11 @@ def _check_linkage(calls: list[ToolUseBlock], results: list[ToolResultBlock]) ->
         raise InvalidInput(msg)
 
 
-def _assistant_prose(blocks: Iterable[RecordedBlock]) -> list[str]:
+def _assistant_prose(blocks: Iterable[RecordedBlock], *, vision: bool) -> list[str]:
     """The assistant's turn's blocks that cross as prose (text, reasoning, images, documents,
-    and the calls the provider ran with their results), as replay writes them."""
-    hidden = "assistant messages cannot carry images"
+    and the calls the provider ran with their results), as replay of history writes them: an
+    image or PDF is a marker saying why the model is not shown it."""
+    hidden = hidden_because("assistant", vision)
     texts = [
         s.text
         for b in blocks
@@ -157,14 +155,10 @@ def openai_round(
             case _:
                 assert_never(block)
     turn: JSONDict = {"role": "assistant", "tool_calls": calls}
-    if prose := _assistant_prose(prose_blocks):
+    if prose := _assistant_prose(prose_blocks, vision=vision):
         turn["content"] = "\n\n".join(prose)
     wire = [turn]
-    hidden = (
-        ("tool messages cannot carry images", "tool messages cannot carry documents")
-        if vision
-        else (CANNOT_SEE, CANNOT_READ)
-    )
+    hidden = hidden_because("tool", vision)
     for result in results:
         output = "\n".join(p.text for p in _result_parts(result, hidden) if isinstance(p, Text))
         content = f"Error: {output}" if result.is_error else output
@@ -203,16 +197,18 @@ def anthropic_round(
                 thinking = {"type": "thinking", "thinking": block.text}
                 content.append({**thinking, "signature": block.signature})
             case TextBlock() | ReasoningBlock() | ImageBlock() | DocumentBlock():
-                content.extend({"type": "text", "text": t} for t in _assistant_prose([recorded]))
+                prose = _assistant_prose([recorded], vision=vision)
+                content.extend({"type": "text", "text": t} for t in prose)
             case HostedToolUseBlock() | HostedToolResultBlock():
                 # Prose, never a server-tool block: the record keeps no block the API takes
                 # back (its encrypted content, its ids), so the call reads as what happened.
-                content.extend({"type": "text", "text": t} for t in _assistant_prose([recorded]))
+                prose = _assistant_prose([recorded], vision=vision)
+                content.extend({"type": "text", "text": t} for t in prose)
             case ToolResultBlock():
                 pass  # refused on append: results never sit in assistant messages
             case _:
                 assert_never(block)
-    hidden = None if vision else (CANNOT_SEE, CANNOT_READ)
+    hidden = hidden_because("user", vision)
     answers: list[JSONDict] = []
     for result in results:
         parts: list[JSONDict] = []

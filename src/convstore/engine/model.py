@@ -51,6 +51,7 @@ from convstore.engine.state import MessagePlan as MessagePlan  # noqa: PLC0414
 from convstore.engine.state import PartData as PartData  # noqa: PLC0414
 from convstore.engine.state import ReplayState as ReplayState  # noqa: PLC0414
 from convstore.projections.prose import (
+    Hidden,
     cleared_marker,
     document_marker,
     document_native,
@@ -64,24 +65,26 @@ from convstore.projections.prose import (
 from convstore.projections.wording import CANNOT_READ, CANNOT_SEE, NOT_NATIVE
 
 
-def _hidden_because(role: Role, vision: bool) -> str | None:
-    """Why images in a message of ``role`` are not sent natively (as replay says it)."""
+def hidden_because(role: str, vision: bool) -> Hidden | None:
+    """Why images and PDFs in a message of ``role`` (``tool`` for an OpenAI tool message) are
+    not sent natively, as replay says it; ``None`` when they are (a user message to a model
+    that can see). A live round says the same as the history it continues."""
     if not vision:
-        return CANNOT_SEE
+        return CANNOT_SEE, CANNOT_READ
     if role == "user":
         return None
-    return f"{role} messages cannot carry images"
+    return f"{role} messages cannot carry images", f"{role} messages cannot carry documents"
 
 
 def _image_ref(image: ImageBlock, version: int, index: int | None, role: Role) -> list[Any]:
-    seen = _hidden_because(role, vision=True)
+    seen = hidden_because(role, vision=True)
     return [
         version,
         index,
         image.media_type,
         image.url,
         image_marker(image, CANNOT_SEE),
-        None if seen is None else image_marker(image, seen),
+        None if seen is None else image_marker(image, seen[0]),
     ]
 
 
@@ -92,11 +95,8 @@ def _document_ref(document: DocumentBlock, version: int, role: Role) -> str | li
         return document_text(document)
     if not document_native(document):
         return document_marker(document, NOT_NATIVE)
-    seen = (
-        None
-        if role == "user"
-        else document_marker(document, f"{role} messages cannot carry documents")
-    )
+    hidden = hidden_because(role, vision=True)
+    seen = None if hidden is None else document_marker(document, hidden[1])
     by_url = None if document.url is None else document_marker(document, NOT_NATIVE)
     return [
         version,

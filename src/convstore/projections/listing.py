@@ -195,3 +195,5 @@ class ListedRow:
     source: str | None
     events: int
     preview: str | None = None
+    children: int = 0
+    """How many listed conversations name this one as their parent (counted when read)."""

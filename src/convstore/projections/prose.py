@@ -67,6 +67,10 @@ Segment: TypeAlias = Text | Image
 """What :func:`block_segments` gives: a document is always text there (its prose, or its
 marker); only the replay engine sends one natively, as a :class:`Document`."""
 
+Hidden: TypeAlias = tuple[str, str]
+"""Why a message's images and PDFs are not sent natively (they complete the markers'
+sentences): the images' reason, then the documents'."""
+
 
 REDACTED_REASONING = "[encrypted by the provider: its content cannot be shown]"
 """The prose of reasoning the provider returned only in encrypted form (a redacted thinking
@@ -262,20 +266,21 @@ def cleared_marker(block: AnyToolResult) -> str:
     return f"[Output cleared to save context: {tool_output_size(block):,} bytes]"
 
 
-def _image(image: ImageBlock, hidden_because: str | None) -> Segment:
+def _image(image: ImageBlock, hidden_because: Hidden | None) -> Segment:
     if hidden_because is None:
         return Image(image.media_type, image.data, image.url)
-    return Text(image_marker(image, hidden_because))
+    return Text(image_marker(image, hidden_because[0]))
 
 
 def block_segments(
-    block: Block, tool_name: str | None, hidden_because: str | None, *, cleared: bool = False
+    block: Block, tool_name: str | None, hidden_because: Hidden | None, *, cleared: bool = False
 ) -> list[Segment]:
     """The segments one block becomes.
 
-    ``hidden_because`` is ``None`` when images may be sent natively, otherwise the reason they
-    are not (it completes the marker's sentence). ``cleared`` replaces a tool result's output
-    (images included) with a marker giving its size.
+    ``hidden_because`` is ``None`` when images may be sent natively (a PDF's marker then says
+    the model cannot see documents: only the replay engine sends one), otherwise why images
+    and PDFs are not (each completes its marker's sentence). ``cleared`` replaces a tool
+    result's output (images included) with a marker giving its size.
     """
     match block:
         case TextBlock():
@@ -296,13 +301,13 @@ def block_segments(
         case ImageBlock():
             return [_image(block, hidden_because)]
         case DocumentBlock():
-            return [Text(_document_prose(block))]
+            return [Text(_document_prose(block, hidden_because))]
         case _:
             assert_never(block)
 
 
 def _part_segment(
-    part: TextBlock | ImageBlock | DocumentBlock, hidden_because: str | None
+    part: TextBlock | ImageBlock | DocumentBlock, hidden_because: Hidden | None
 ) -> Segment:
     """One part of a tool's output as a segment (a document always as text here)."""
     match part:
@@ -311,16 +316,18 @@ def _part_segment(
         case ImageBlock():
             return _image(part, hidden_because)
         case DocumentBlock():
-            return Text(_document_prose(part))
+            return Text(_document_prose(part, hidden_because))
         case _:
             assert_never(part)
 
 
-def _document_prose(block: DocumentBlock) -> str:
+def _document_prose(block: DocumentBlock, hidden_because: Hidden | None) -> str:
     """A document as text only (replay's native form is the engine's)."""
     if block.text is not None:
         return document_text(block)
-    return document_marker(block, CANNOT_READ if document_native(block) else NOT_NATIVE)
+    if not document_native(block):
+        return document_marker(block, NOT_NATIVE)
+    return document_marker(block, CANNOT_READ if hidden_because is None else hidden_because[1])
 
 
 def merge_text(

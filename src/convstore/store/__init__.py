@@ -27,7 +27,7 @@ from convstore.backends import backend_for
 from convstore.backends.common.application import FULL_JSON_FORMAT, EventLog
 from convstore.backends.common.replay_tables import DEFAULT_CACHE_BYTES, ReplayReader
 from convstore.backends.sqlite.backend import WAL_RETRY_PAUSE_SECONDS, WAL_WAIT_SECONDS
-from convstore.domain.blocks import Block, TextBlock, ToolResultBlock
+from convstore.domain.blocks import AnyToolResult, Block, TextBlock
 from convstore.domain.conversation import Conversation, EntryMessage, as_of
 from convstore.domain.errors import (
     ConversationErased,
@@ -472,11 +472,12 @@ class Store(Importing, Transferring, Replayer):
 
 
 def _named(recorded: RecordedBlock, fork: Conversation) -> Block:
-    """A parent's block as the fork records it: a tool result whose name the fork would not
-    resolve as the parent did (its call is in a message a rewind withdrew, so not copied)
-    carries the parent's resolved name on the block, so the fork replays it the same."""
+    """A parent's block as the fork records it: a tool result, or a hosted one, whose name the
+    fork would not resolve as the parent did (its call is in a message a rewind withdrew, so
+    not copied) carries the parent's resolved name on the block, so the fork replays it the
+    same."""
     block = recorded.block
-    if not isinstance(block, ToolResultBlock) or block.name is not None:
+    if not isinstance(block, AnyToolResult) or block.name is not None:
         return block
     name = recorded.tool_name or UNKNOWN_TOOL
     if fork.tool_names.get(block.tool_use_id, UNKNOWN_TOOL) == name:

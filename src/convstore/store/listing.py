@@ -42,6 +42,8 @@ class ConversationInfo:
     preview: str | None = None
     """The start of its first user message's first text (whitespace made single spaces, at
     most 80 characters): what to show for a conversation without a title."""
+    children: int = 0
+    """How many conversations branched from it (see :meth:`Store.children`)."""
 
     @property
     def shown_title(self) -> str:
@@ -187,6 +189,7 @@ def _info(row: ListedRow, labels: dict[str, str]) -> ConversationInfo:
         labels=labels,
         events=row.events,
         preview=row.preview,
+        children=row.children,
     )
 
 

@@ -715,10 +715,16 @@ class ListedConversation:
     labels: dict[str, str]
     messages: int | None
     tool_calls: int | None
+    """Its calls, the caller's and the provider's."""
+    hosted_calls: int | None = None
+    """How many of :attr:`tool_calls` the provider ran itself."""
     preview: str | None = None
     """The start of its first user text, shown when it has no title."""
-    parent_id: UUID | None = None
-    """The conversation it branched from (a subagent's session, a fork's parent)."""
+    parent: tuple[UUID, str] | None = None
+    """The conversation it branched from (a subagent's session, a fork's parent), and its
+    shown title."""
+    children: int = 0
+    """How many conversations branched from it."""
     source: str | None = None
     """Where it was imported from."""
 
@@ -806,8 +812,16 @@ def count_html(value: int | None) -> str:
     return f"{value:,}"
 
 
+def calls_html(calls: int | None, hosted: int | None) -> str:
+    """A count of calls, saying how many of them the provider ran when any."""
+    if calls is None or not hosted:
+        return count_html(calls)
+    return f"{calls:,} <span class='meta'>({hosted:,} hosted)</span>"
+
+
 def row_html(row: ListedConversation, extra: str = "") -> str:
-    """One conversation in the list: title (a link), labels, activity and counts."""
+    """One conversation in the list: title (a link), labels, activity and counts, the
+    conversation it branched from and how many branched from it."""
     if row.title:
         name = esc(row.title)
     elif row.preview:
@@ -815,18 +829,21 @@ def row_html(row: ListedConversation, extra: str = "") -> str:
     else:
         name = "(untitled)"
     branch = ""
-    if row.parent_id is not None:
+    if row.parent is not None:
+        parent, title = row.parent
         branch = (
-            f"<div class='meta branch'>↳ branch of <a href='/c/{row.parent_id}'>"
-            f"{row.parent_id}</a></div>"
+            f"<div class='meta branch'>↳ branch of <a href='/c/{parent}'>{esc(title)}</a></div>"
         )
+    if row.children:
+        many = "branch" if row.children == 1 else "branches"
+        branch += f"<div class='meta children'>{row.children:,} {many} (subagents, forks)</div>"
     if row.source is not None:
         branch += f"<div class='meta'>imported from {esc(row.source)}</div>"
     return (
         f"<tr><td><a class='conv' href='/c/{row.id}'>{name}</a>"
         f"{labels_html(row.labels)}<div class='meta'>{row.id}</div>{branch}{extra}</td>"
-        f"<td>{when(row.last_activity)}</td>"
-        f"<td>{count_html(row.messages)}</td><td>{count_html(row.tool_calls)}</td></tr>"
+        f"<td>{when(row.last_activity)}</td><td>{count_html(row.messages)}</td>"
+        f"<td>{calls_html(row.tool_calls, row.hosted_calls)}</td></tr>"
     )
 
 

@@ -26,10 +26,11 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from convstore.app.export import conversation_facts
+from convstore.app.export import conversation_facts, parent_of
 from convstore.app.projector import audit_path
 from convstore.audit.search import (
     AuditState,
+    Counts,
     Found,
     add_hits,
     audit_state,
@@ -37,7 +38,7 @@ from convstore.audit.search import (
     message_position,
     ranked_conversations,
 )
-from convstore.domain.blocks import ToolUseBlock
+from convstore.domain.blocks import AnyToolUse, HostedToolUseBlock
 from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.events import ConversationStarted, MessageStarted
 from convstore.domain.parsing import parse_id
@@ -218,39 +219,50 @@ def _matches(info: ConversationInfo, bounds: dict[str, Any]) -> bool:
 
 
 def _counted(
-    store: Store, infos: list[ConversationInfo], counts: dict[UUID, tuple[int, int, int]]
+    store: Store, infos: list[ConversationInfo], counts: dict[UUID, Counts]
 ) -> list[ListedConversation]:
     """List rows; counts come from the audit read model for each conversation it holds
     whole (its event count is the listing's), else from reading the conversation, when
     it is small enough to read for a list."""
     rows = []
+    parents: dict[UUID, tuple[UUID, str] | None] = {}
     for info in infos:
-        last = info.last_active or info.created_at
         known = counts.get(info.id)
-        messages: int | None
-        calls: int | None
-        if known is not None and known[0] == info.events:
-            messages, calls = known[1], known[2]
-        elif info.events <= READ_FOR_COUNTS:
+        if known is not None and known.events != info.events:
+            known = None
+        if known is None and info.events <= READ_FOR_COUNTS:
             recorded = store.messages(info.id)
-            messages = len(recorded)
-            calls = sum(1 for m in recorded for b in m.blocks if isinstance(b.block, ToolUseBlock))
-        else:
-            messages = calls = None
-        rows.append(
-            ListedConversation(
-                info.id,
-                info.title,
-                last,
-                info.labels,
-                messages,
-                calls,
-                preview=info.preview,
-                parent_id=info.parent_id,
-                source=info.source,
-            )
-        )
+            blocks = [b.block for m in recorded for b in m.blocks]
+            calls = sum(1 for block in blocks if isinstance(block, AnyToolUse))
+            hosted = sum(1 for block in blocks if isinstance(block, HostedToolUseBlock))
+            known = Counts(info.events, len(recorded), calls, hosted)
+        rows.append(_listed(store, info, known, parents))
     return rows
+
+
+def _listed(
+    store: Store,
+    info: ConversationInfo,
+    counts: Counts | None,
+    parents: dict[UUID, tuple[UUID, str] | None],
+) -> ListedConversation:
+    """One list row: the conversation as listed, its counts (unknown when ``None``), and its
+    parent's shown title (read once per page: ``parents`` keeps those read)."""
+    if info.parent_id is not None and info.parent_id not in parents:
+        parents[info.parent_id] = parent_of(store, info)
+    return ListedConversation(
+        info.id,
+        info.title,
+        info.last_active or info.created_at,
+        info.labels,
+        None if counts is None else counts.messages,
+        None if counts is None else counts.calls,
+        None if counts is None else counts.hosted,
+        preview=info.preview,
+        parent=None if info.parent_id is None else parents[info.parent_id],
+        children=info.children,
+        source=info.source,
+    )
 
 
 def _window(
@@ -361,22 +373,11 @@ def _search_page(  # noqa: PLR0917 - the request's parts, as the page has them
         kept.append((entry, info))
     add_hits(audit_file, filters.q, [entry for entry, _ in kept], store.identity)
     counts = conversation_counts(audit_file, [info.id for _, info in kept], store.identity)
-    rows = []
-    for entry, info in kept:
-        known = counts.get(info.id)
-        messages, tool_calls = (None, None) if known is None else (known[1], known[2])
-        row = ListedConversation(
-            info.id,
-            info.title,
-            info.last_active or info.created_at,
-            info.labels,
-            messages,
-            tool_calls,
-            preview=info.preview,
-            parent_id=info.parent_id,
-            source=info.source,
-        )
-        rows.append(SearchRow(row, entry.matches, entry.hits))
+    parents: dict[UUID, tuple[UUID, str] | None] = {}
+    rows = [
+        SearchRow(_listed(store, info, counts.get(info.id), parents), entry.matches, entry.hits)
+        for entry, info in kept
+    ]
     return search_body(rows, filters, note=note, skip=first, more=more)
 
 

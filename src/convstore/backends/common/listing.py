@@ -55,10 +55,25 @@ def create_statements(d: Dialect, prefix: str = "") -> list[str]:
         f"preview_message {d.id_type}, preview TEXT)",
         f"CREATE INDEX IF NOT EXISTS {LISTING_TABLE}_active ON {listing} (last_active, id)",
         f"CREATE INDEX IF NOT EXISTS {LISTING_TABLE}_started ON {listing} (created_at, id)",
+        parent_index_statement(prefix),
         f"CREATE TABLE IF NOT EXISTS {labels} (conversation_id {d.id_type} NOT NULL, "
         "key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (conversation_id, key))",
         f"CREATE INDEX IF NOT EXISTS {LABELS_TABLE}_kv ON {labels} (key, value)",
     ]
+
+
+PARENT_INDEX = f"{LISTING_TABLE}_parent"
+"""The index on a listed conversation's parent, in start order: what :meth:`Store.children`
+and each row's count of children read (added after 0.3.0: opening a store whose table lacks
+it makes it; nothing to refill)."""
+
+
+def parent_index_statement(prefix: str = "") -> str:
+    """Make :data:`PARENT_INDEX` if missing (``prefix`` as in :func:`create_statements`)."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS {PARENT_INDEX} ON {prefix}{LISTING_TABLE} "
+        "(parent_id, created_at, id)"
+    )
 
 
 PREVIEW_COLUMNS = ("preview_message", "preview")
@@ -213,7 +228,7 @@ def select_page(d: Dialect, query: ListingQuery, prefix: str = "") -> tuple[str,
     direction = "DESC" if query.order == "active" else "ASC"
     text = (
         "SELECT c.id, c.title, c.created_at, c.last_active, c.parent_id, c.source, c.events, "  # noqa: S608
-        "c.preview "
+        f"c.preview, (SELECT count(*) FROM {listing} k WHERE k.parent_id = c.id) "
         f"FROM {listing} c"
         + (" WHERE " + " AND ".join(where) if where else "")
         + f" ORDER BY c.{key} {direction}, c.id {direction}"
@@ -235,7 +250,7 @@ def select_labels(d: Dialect, count: int, prefix: str = "") -> str:
 
 def listed_row(row: Sequence[Any]) -> ListedRow:
     """One selected row (ids as hex text or ``uuid``)."""
-    raw_id, title, created_at, last_active, parent, source, events, preview = row
+    raw_id, title, created_at, last_active, parent, source, events, preview, children = row
     return ListedRow(
         _uuid(raw_id),
         title,
@@ -245,6 +260,7 @@ def listed_row(row: Sequence[Any]) -> ListedRow:
         source,
         events,
         preview,
+        int(children),
     )
 
 

@@ -55,6 +55,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from convstore.backends.common.listing import (
     LISTING_TABLE,
+    PARENT_INDEX,
     PREVIEW_COLUMNS,
     Dialect,
     add_preview_statements,
@@ -62,6 +63,7 @@ from convstore.backends.common.listing import (
     clear_statements,
     create_statements,
     listed_row,
+    parent_index_statement,
     refuse_if_active,
     select_labels,
     select_page,
@@ -460,6 +462,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 added = add_preview_statements(POSTGRES, self._prefix, if_missing="IF NOT EXISTS")
                 for text in added:
                     curs.execute(text.encode(), prepare=False)
+            curs.execute(
+                "SELECT to_regclass(%s) AS found", (self._prefix + PARENT_INDEX,), prepare=False
+            )
+            index = curs.fetchone()
+            if index is None or index["found"] is None:  # made before it: an index, no refill
+                curs.execute(parent_index_statement(self._prefix).encode(), prepare=False)
         for statement in self.sql_create_statements:
             text = statement.as_string()
             if "CREATE TYPE" in text:

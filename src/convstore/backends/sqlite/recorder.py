@@ -29,6 +29,7 @@ from eventsourcing.sqlite import (
 
 from convstore.backends.common.listing import (
     LISTING_TABLE,
+    PARENT_INDEX,
     PREVIEW_COLUMNS,
     Dialect,
     add_preview_statements,
@@ -36,6 +37,7 @@ from convstore.backends.common.listing import (
     clear_statements,
     create_statements,
     listed_row,
+    parent_index_statement,
     refuse_if_active,
     select_labels,
     select_page,
@@ -221,7 +223,11 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         """The listing index's tables, if missing (then :attr:`listing_missing` is set)."""
         with self._writer_lock:
             conn = self._connection()
-            if conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone() and _has_preview(conn):
+            if (
+                conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone()
+                and _has_preview(conn)
+                and conn.execute(_INDEX_EXISTS, (PARENT_INDEX,)).fetchone()
+            ):
                 return
             with immediate(conn):
                 if not conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
@@ -232,6 +238,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                     for statement in add_preview_statements(SQLITE):
                         conn.execute(statement)
                     self.listing_missing = True
+                conn.execute(parent_index_statement())  # made before it: an index, no refill
 
     def select_listing(
         self, query: ListingQuery
@@ -599,6 +606,7 @@ def _close_only_when_returned(datastore: SQLiteDatastore) -> None:
 
 
 _TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+_INDEX_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"
 
 
 def _has_preview(conn: sqlite3.Connection) -> bool:
