@@ -58,6 +58,7 @@ from convstore.domain.events import (
     Role,
     TokenUsage,
 )
+from convstore.engine.model import hidden_because
 from convstore.engine.plan import HISTORY_STARTS, SHAPES, SUMMARY_HEAD, Shape, replay
 from convstore.projections.prose import Image, Text, block_segments
 from tests.strategies import BLOCK_STRATEGIES, TINY_IMAGES, histories
@@ -695,7 +696,7 @@ def test_every_block_kind_has_a_prose_form(data: st.DataObject) -> None:
     for kind in BLOCK_KINDS:
         block = data.draw(BLOCK_STRATEGIES[kind], label=kind.__name__)
         assert isinstance(block, kind)
-        for hidden in (None, "this model cannot see images"):
+        for hidden in (None, hidden_because("user", vision=False)):
             segments = block_segments(block, "some_tool", hidden)
             assert segments
             assert all(isinstance(s, Text | Image) for s in segments)
