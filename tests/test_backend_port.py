@@ -169,6 +169,9 @@ class ToyBackend:
     def default_audit_file(self, location: str) -> Path:
         return self._sqlite.default_audit_file(location.removeprefix(PREFIX))
 
+    def storage_problems(self, location: str) -> list[str]:
+        return self._sqlite.storage_problems(location.removeprefix(PREFIX))
+
 
 TOY: Backend = ToyBackend()  # mypy checks the toy against the port
 

@@ -327,13 +327,43 @@ def test_a_damaged_store_file_fails_in_one_line(tmp_path: Path) -> None:
         conv = store.new_conversation()
         for n in range(30):
             store.append_message(conv, "user", [{"type": "text", "text": f"{n} " + "y" * 3000}])
-    with db.open("r+b") as handle:
-        handle.seek(4096 * 3)
-        handle.write(b"\xde\xad\xbe\xef" * 1024 * 8)  # pages 4-11: the events and indexes
+    # The events' pages and the listing's, wherever the schema has put them.
+    damage(db, "stored_events", "sqlite_autoindex_stored_events_1", "convstore_listing")
     for args in (["replay", str(conv)], ["log", str(conv)], ["verify"], ["list"]):
         assert_one_error_line(invoke(db, *args), 1, "malformed")
     with pytest.raises(StoreError, match="malformed"), open_store(db) as store:
         store.events(UUID(str(conv)))
+
+
+def damage(db: Path, *names: str) -> None:
+    """Overwrite every page of the named tables and indexes of ``db`` with junk."""
+    with closing(sqlite3.connect(db)) as connection:
+        size = connection.execute("PRAGMA page_size").fetchone()[0]
+        rows = connection.execute("SELECT name, pageno FROM dbstat").fetchall()
+    pages = [page for name, page in rows if name in names]
+    assert pages
+    with db.open("r+b") as handle:
+        for page in pages:
+            handle.seek((page - 1) * size)
+            handle.write(b"\xde\xad\xbe\xef" * (size // 4))
+
+
+def test_damage_no_read_of_the_log_touches_is_found_by_verify(tmp_path: Path) -> None:
+    """Pages of an index that replay never reads (the listing's parent index, its labels)
+    overwritten: replay still answers from the intact log, and verify reports the damage
+    (SQLite's quick check of every page) instead of saying the store is sound."""
+    db = tmp_path / "damaged.db"
+    with open_store(db) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "intact"}])
+    damage(db, "convstore_listing_parent", "convstore_labels")
+    assert "intact" in invoke(db, "replay", str(conv)).stdout
+    result = invoke(db, "verify")
+    assert result.exit_code == 1, result.stdout
+    assert "storage: SQLite's quick_check" in result.stdout
+    assert result.stderr.strip().startswith("error: ")
+    with open_store(db) as store:
+        assert store.storage_problems()
 
 
 # -- secrets and file modes ------------------------------------------------------------------------

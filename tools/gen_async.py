@@ -80,6 +80,7 @@ KINDS: dict[str, Kind] = {
     "notifications": "read",
     "log_position": "read",
     "heads": "read",
+    "storage_problems": "read",
     "replay": "read",
     "replay_model_differences": "read",
     "live_request": "read",

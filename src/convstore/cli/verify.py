@@ -73,8 +73,10 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     conversation, each conversation obeys every rule the writer enforces (the first
     break is reported with its position), its events match the hash chain in its head
     (a changed, removed or added event, or a lost last event, shows there), each stored
-    replay model is what a fold of its log gives (a message that differs is named), and
-    no read model is tracked past the end of the log. Conversations written before hash chains
+    replay model is what a fold of its log gives (a message that differs is named), the
+    storage engine finds no damaged page (SQLite: its quick check of every table and index,
+    the listing included, which no read of the log touches), and no read model is tracked
+    past the end of the log. Conversations written before hash chains
     are noted on stderr, not reported.
 
     \b
@@ -86,6 +88,8 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     verifier = store_verifier(store)
     verifier.check_all(store.scan())
     _check_replay_models(store, verifier)
+    for text in store.storage_problems():
+        verifier.problems.append(Problem(None, "", None, f"storage: {text}"))
     # An erasure of the newest events leaves the log ending before positions a read model
     # may already have passed: those positions were handed out, so they count as the end.
     end = max([store.log_position(), *(e.high for e in store.erasures())])

@@ -92,3 +92,9 @@ class Backend(Protocol):
         """Where the audit read model of the store at ``location`` (its shown form) lives
         unless told; a one-to-one function of the location."""
         ...
+
+    def storage_problems(self, location: str) -> list[str]:
+        """What the storage engine itself finds wrong with the store at ``location`` (its
+        shown form), one line each: damage in parts no read of the log touches (an index, the
+        listing). Empty when it finds nothing, or has no such check of its own."""
+        ...

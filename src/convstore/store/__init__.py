@@ -450,6 +450,12 @@ class Store(Importing, Transferring, Replayer):
         recorder = self._log.store_recorder
         self.backend.after_erase(lambda: self._guarded(recorder.truncate_wal), conversation_id)
 
+    def storage_problems(self) -> list[str]:
+        """What the storage engine finds wrong with the store's files, one line each (SQLite:
+        its quick check of every page, indexes and the listing included; empty when sound, and
+        on a backend with no such check). ``convstore verify`` reports them."""
+        return self.backend.storage_problems(self.location)
+
     def vacuum(self, progress: Callable[[str], None] | None = None) -> None:
         """Rewrite the store's files so no erased (or otherwise deleted) row's bytes stay in
         them; ``progress`` is called with the name of each file or table before it is

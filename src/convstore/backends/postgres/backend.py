@@ -82,6 +82,11 @@ class PostgresBackend:
     def store_file(self, location: str) -> Path | None:
         return None
 
+    def storage_problems(self, location: str) -> list[str]:
+        """None of its own: the server checks its pages as it reads them (and checksums them
+        where the cluster was made with them), and every read of the log reads every row."""
+        return []
+
     def default_audit_file(self, location: str) -> Path:
         """In the data directory, named after the server, database and schema, so every host
         keeps its own, and ending in a digest of the whole location (``location`` is the URL

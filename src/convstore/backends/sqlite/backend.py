@@ -7,7 +7,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TypeVar
 from uuid import UUID
@@ -127,6 +127,20 @@ class SQLiteBackend:
 
     def store_file(self, location: str) -> Path | None:
         return Path(location)
+
+    def storage_problems(self, location: str) -> list[str]:
+        """SQLite's ``PRAGMA quick_check`` over the whole file, read-only: every page of every
+        table and index, so damage where no read of the log looks is found too."""
+        try:
+            with closing(
+                sqlite3.connect(f"{Path(location).resolve().as_uri()}?mode=ro", uri=True)
+            ) as connection:
+                found = [str(row[0]) for row in connection.execute("PRAGMA quick_check(20)")]
+        except sqlite3.DatabaseError as exc:
+            return [f"SQLite's quick_check could not finish: {exc}"]
+        if found == ["ok"]:
+            return []
+        return [f"SQLite's quick_check: {line}" for line in found]
 
     def default_audit_file(self, location: str) -> Path:
         """Beside the store: ``convstore.db`` → ``convstore.audit.db``, a name not ending in

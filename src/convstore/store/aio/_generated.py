@@ -54,7 +54,7 @@ class AsyncStore(AsyncStoreBase):
     ``children``, ``conversation_info``, ``conversations``, ``entries``, ``erasures``,
     ``events``, ``fit_tool_results``, ``heads``, ``last_event``, ``list_conversations``,
     ``live_request``, ``log_position``, ``messages``, ``notifications``, ``pressure``,
-    ``replay``, ``replay_model_differences``, ``tail``.
+    ``replay``, ``replay_model_differences``, ``storage_problems``, ``tail``.
 
     Written by hand (:mod:`convstore.store.aio._base`): :meth:`close` finishes the
     calls in flight first, :meth:`raw_events` returns a list, and :meth:`scan` and
@@ -244,6 +244,12 @@ class AsyncStore(AsyncStoreBase):
         return await self._write(
             self.store.erase, conversation, reason=reason, idle_since=idle_since
         )
+
+    async def storage_problems(self) -> list[str]:
+        """What the storage engine finds wrong with the store's files, one line each (SQLite:
+        its quick check of every page, indexes and the listing included; empty when sound, and
+        on a backend with no such check). ``convstore verify`` reports them."""
+        return await self._read(self.store.storage_problems)
 
     async def vacuum(self, progress: Callable[[str], None] | None = None) -> None:
         """Rewrite the store's files so no erased (or otherwise deleted) row's bytes stay in
