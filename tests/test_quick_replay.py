@@ -22,6 +22,7 @@ from convstore.app.quick_replay import STORE_FORMATS as QUICK_FORMATS
 from convstore.backends.common.application import MARKER_TABLE, STORE_FORMATS
 from convstore.backends.common.replay_tables import HEADS, MESSAGES
 from convstore.engine.plan import HISTORY_STARTS
+from convstore.ports.replay import ReplayModel
 from tests.strategies import IMAGE_BLOCKS
 
 SCRIPT = Path(sys.executable).with_name("convstore")
@@ -42,9 +43,9 @@ def cli(*args: str, quick: bool = True) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([str(SCRIPT), *args], capture_output=True, env=env, check=False)
 
 
-def busy_conversation(path: Path) -> UUID:
+def busy_conversation(path: Path, replay_model: ReplayModel = True) -> UUID:
     """Every kind of block, an unanswered call, an interruption, a compaction and a rewind."""
-    with open_store(path) as store:
+    with open_store(path, replay_model=replay_model) as store:
         conv = store.new_conversation(title="quick")
         store.append_message(conv, "system", [{"type": "text", "text": "Be terse."}])
         blank: dict[str, Any] = {"type": "text", "text": "  "}
@@ -83,6 +84,25 @@ def test_the_quick_path_prints_what_the_full_command_prints(
     assert (quick.returncode, quick.stdout, quick.stderr) == (0, full.stdout, b"")
 
 
+def test_a_conversation_whose_writer_kept_its_model_is_quick_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Never replayed, written by stores that keep the model in each append (one more append
+    by another store included): the quick path answers at once, printing what the full
+    command prints."""
+    db = tmp_path / "s.db"
+    conv = busy_conversation(db)
+    with open_store(db) as store:
+        store.append_message(conv, "user", [{"type": "text", "text": "one more"}])
+    argv = ["--db", str(db), "replay", str(conv)]
+    assert quick_replay(argv) is True
+    quick = capsys.readouterr().out
+    full = cli(*argv, quick=False)
+    assert (full.returncode, full.stderr) == (0, b"")
+    assert quick.encode() == full.stdout
+    assert "one more" in quick
+
+
 @pytest.mark.parametrize("options", [[], ["--shape", "anthropic"]])
 def test_a_history_opening_with_the_assistant_quick_prints_the_marker_first_too(
     tmp_path: Path, options: list[str]
@@ -107,15 +127,18 @@ def test_it_steps_aside_when_the_model_lags_the_log_or_the_call_is_not_its_own(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "s.db"
-    conv = busy_conversation(db)
+    conv = busy_conversation(db, replay_model="on_read")
     argv = ["--db", str(db), "replay", str(conv)]
-    assert quick_replay(argv) is False  # never replayed: no stored model yet
+    assert quick_replay(argv) is False  # its writer left the model to readers: none stored yet
     assert cli(*argv).returncode == 0  # the full path runs and stores it
     assert quick_replay(argv) is True
     assert capsys.readouterr().out.startswith("{")
-    with open_store(db) as store:
+    with open_store(db, replay_model="on_read") as store:
         store.append_message(conv, "user", [{"type": "text", "text": "one more"}])
     assert quick_replay(argv) is False  # an event after the model's version
+    with open_store(db) as store:  # a writer keeping models extends none that lags the log
+        store.append_message(conv, "user", [{"type": "text", "text": "and another"}])
+    assert quick_replay(argv) is False
     for other in (
         ["--db", str(db), "replay", str(conv), "--vision"],
         ["--db", str(db), "replay", str(conv), "--full"],

@@ -36,6 +36,8 @@ from convstore.backends.common.mapper import (
     decode_compact,
     event_json,
 )
+from convstore.backends.common.tables import HEADS as REPLAY_HEADS
+from convstore.backends.common.tables import MESSAGES as REPLAY_MESSAGES
 from convstore.cli import cli
 from convstore.domain.blocks import TextBlock, ToolResultBlock
 from convstore.domain.events import (
@@ -95,12 +97,15 @@ def mark(db: Path, store_format: str) -> None:
 
 def rewrite_as_before(db: Path) -> None:
     """Turn a store into one the earlier version wrote: every state the event's full JSON (as
-    its mapper stored it), every head the chain over those bytes, the marker format 1."""
+    its mapper stored it), every head the chain over those bytes, the marker format 1, and no
+    replay model (which this version's writers keep, and the earlier version never made)."""
     rows = stored_rows(db)
     chains: dict[str, bytes] = {}
     versions: dict[str, int] = {}
     mark(db, "1")
     with closing(sqlite3.connect(db)) as conn:
+        for table in (REPLAY_HEADS, REPLAY_MESSAGES):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
         for rowid, originator, version, topic, state in rows:
             if state[:1] == b"{":
                 continue  # already the earlier form
@@ -225,11 +230,12 @@ def test_appending_to_a_format_1_store_keeps_writing_full_json(
 def test_a_format_1_store_keeps_no_replay_model(twins: tuple[Store, Store]) -> None:
     """convstore 0.2.0 may share a format-1 file, and it neither erases a replay model's rows
     with their conversation nor knows them: so this version keeps none there (replay folds
-    the log), while a format-2 store does."""
+    the log) and its writers keep none either, while a format-2 store does."""
     new, old = twins
     for store in twins:
         for info in store.conversations():
             store.replay(info.id)
+            store.append_message(info.id, "user", [{"type": "text", "text": "and now?"}])
     tables = "SELECT name FROM sqlite_master WHERE name LIKE 'convstore_replay%'"
     with closing(sqlite3.connect(Path(old.location))) as conn:
         found = [name for (name,) in conn.execute(tables)]

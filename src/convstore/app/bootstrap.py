@@ -18,6 +18,7 @@ from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count
 from convstore.ports.backend import Backend, Opening
 from convstore.ports.records import failure_detail
+from convstore.ports.replay import ReplayModel
 from convstore.store import Store
 from convstore.store.aio import READER_THREADS, AsyncStore
 
@@ -32,7 +33,7 @@ class ReplaySettings:
     model is kept beside the log at all."""
 
     cache_bytes: int
-    model: bool = True
+    model: ReplayModel = True
 
 
 def resolve_location(location: str | os.PathLike[str] | None) -> str:
@@ -55,7 +56,7 @@ def open_store(
     create: bool = True,
     limits: Limits | None = None,
     replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
-    replay_model: bool = True,
+    replay_model: ReplayModel = True,
 ) -> Store:
     """Open the store at ``location``: a SQLite file path or a ``postgresql://`` URL.
 
@@ -68,7 +69,10 @@ def open_store(
     of per-message plans, least recently replayed dropped first; 0 keeps none). With
     ``replay_model=False`` this store neither reads nor writes the replay read model beside the
     log (it costs disk: about one more copy of the text); replay then folds the log, cached in
-    memory all the same.
+    memory all the same. By default a SQLite store's writer keeps that model current inside
+    each append (a few statements more per append; a fresh process then reads one row per
+    message); ``replay_model="on_read"`` leaves it to readers, as before 0.4: appends skip
+    it, and the first replay of a conversation folds its log and stores the model.
     """
     resolved = resolve_location(location)
     if not isinstance(create, bool):
@@ -79,8 +83,8 @@ def open_store(
         raise InvalidInput(msg)
     limits = limits or Limits.from_env()
     cache = parse_count(replay_cache_bytes, "replay_cache_bytes")
-    if not isinstance(replay_model, bool):
-        msg = f"replay_model must be True or False, not {replay_model!r}"
+    if not isinstance(replay_model, bool) and replay_model != "on_read":
+        msg = f"replay_model must be True, False or 'on_read', not {replay_model!r}"
         raise InvalidInput(msg)
     replay = ReplaySettings(cache, model=replay_model)
     backend = backend_for(resolved)
@@ -154,7 +158,7 @@ async def open_async_store(
     readers: int = READER_THREADS,
     writers: int | None = None,
     replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
-    replay_model: bool = True,
+    replay_model: ReplayModel = True,
 ) -> AsyncStore:
     """Open the store at ``location`` (as :func:`convstore.open_store` does) for asyncio.
 
@@ -188,7 +192,7 @@ def _open_async(
     writers: int | None,
     *,
     replay_cache_bytes: int,
-    replay_model: bool,
+    replay_model: ReplayModel,
 ) -> AsyncStore:
     """Open the store and start its threads, on the opening thread."""
     store = open_store(

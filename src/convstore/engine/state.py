@@ -133,8 +133,9 @@ class MessagePlan:
         "answers",
         "blank",
         "calls",
-        "digest",
+        "fresh_mac",
         "images",
+        "mac",
         "message_id",
         "parts",
         "plain",
@@ -171,9 +172,12 @@ class MessagePlan:
         self.plain: str | None = None
         """The content when nothing is cleared, no call is unanswered and no image shows
         (worked out on first use, dropped when the message changes)."""
-        self.digest: bytes | None = None
-        """:func:`row_digest` of the text :meth:`encode` gives, once worked out (dropped when
-        the message changes)."""
+        self.mac = 0
+        """The :func:`row_mac` of the message's row as last stored or read (0: none yet): what
+        :attr:`ReplayState.total` counts for it."""
+        self.fresh_mac: int | None = None
+        """The :func:`row_mac` of the text :meth:`encode` gives now, once worked out (dropped
+        when the message changes)."""
         self.status = "open"  # while its parts are added
         for part in parts or ():
             self.add(part)
@@ -186,7 +190,7 @@ class MessagePlan:
             raise ValueError(msg)
         self.parts.append(part)
         self.plain = None
-        self.digest = None
+        self.fresh_mac = None
         code = part[0]
         if code == "x":
             if part[1].strip():
@@ -237,7 +241,7 @@ class MessagePlan:
         self.status = status
         self.reason = reason
         self.plain = None
-        self.digest = None
+        self.fresh_mac = None
 
     @property
     def sealed(self) -> bool:
@@ -249,18 +253,14 @@ class MessagePlan:
         """The message's plan as text: deterministic, so a rebuild writes the same.
 
         A sealed message is its role's and status's codes, then its content as is (no JSON to
-        decode when read back); any other is the JSON ``[role, status, reason, parts]``. Its
-        :attr:`digest` is kept as it is encoded. With older ``rules``, the text those rules
-        wrote (what ``verify`` compares a model stored under them with).
+        decode when read back); any other is the JSON ``[role, status, reason, parts]``. With
+        older ``rules``, the text those rules wrote (what ``verify`` compares a model stored
+        under them with).
         """
         if self.sealed:
             content = self.content() if rules >= RULES else self._content_under_rules_1()
-            text = _ROLE_CODES[self.role] + _STATUS_CODES[self.status] + content
-        else:
-            text = _ENCODE([self.role, self.status, self.reason, self.parts])
-        if rules >= RULES:
-            self.digest = row_digest(self.message_id, text)
-        return text
+            return _ROLE_CODES[self.role] + _STATUS_CODES[self.status] + content
+        return _ENCODE([self.role, self.status, self.reason, self.parts])
 
     def _content_under_rules_1(self) -> str:
         """The content rules 1 gave: a blank message's blank texts before its marker."""
@@ -272,30 +272,19 @@ class MessagePlan:
             texts.append(interruption_marker(self.reason))
         return BLOCK_SEPARATOR.join(texts)
 
-    def stored_digest(self) -> bytes:
-        """:attr:`digest`, encoding the message first if it is not known yet."""
-        if self.digest is None:
-            self.encode()
-        assert self.digest is not None
-        return self.digest
-
     @classmethod
-    def decode(cls, message_id: str, text: str | bytes) -> MessagePlan:
+    def decode(cls, message_id: str, text: str) -> MessagePlan:
         """A message read back from :meth:`encode`'s text.
 
         Decoded with the JSON module's scanner directly (the text has no whitespace around
         it), and a message of text blocks only is taken in without looking at each part: a
         fresh process reads every message of a conversation this way.
         """
-        if isinstance(text, bytes):
-            text = text.decode()
-        digest = row_digest(message_id, text)
         if text[:1] != "[":
             message = cls(message_id, _ROLES_BY_CODE[text[0]], _STATUSES_BY_CODE[text[1]])
             message.plain = text[2:]
             message.blank = False
             message.size += 2 * len(message.plain)
-            message.digest = digest
             return message
         try:
             (role, status, reason, parts), end = _SCAN(text, 0)
@@ -313,7 +302,6 @@ class MessagePlan:
             texts = [part[1] for part in parts]
             message.blank = not any(t.strip() for t in texts)
             message.size += 2 * sum(map(len, texts))
-        message.digest = digest
         return message
 
     def content(self) -> str:
@@ -337,19 +325,68 @@ class MessagePlan:
         return plain
 
 
+MAC_MODULUS = 1 << 256
+"""The stored model's rows are summed modulo this (see :func:`row_mac`)."""
+
+_KEYED: dict[bytes, Any] = {}
+"""Per chain key, a SHA-256 already fed the row MACs' secret prefix (copied for each row)."""
+
+
+def row_mac(conversation: str, position: int, message_id: str, text: str, key: bytes) -> int:
+    """A stored message row's MAC, as a number: SHA-256 (which this machine's CPU runs in
+    hardware, faster here than HMAC or BLAKE2b) over a 32-byte secret derived from the chain
+    key, then the text's length in bytes, the conversation, the row's position, its message
+    id, and its plan text. Declaring the length before the text makes the encoding
+    prefix-free, so the secret-prefix hash cannot be length-extended into a longer row's MAC.
+    The head keeps the sum of its rows' MACs modulo :data:`MAC_MODULUS` (a keyed multiset
+    hash), so replacing one row costs subtracting its old MAC and adding its new one, and
+    binding the position into each MAC makes a moved row count as changed."""
+    keyed = _KEYED.get(key)
+    if keyed is None:
+        secret = hashlib.sha256(b"convstore-replay-row\x00" + key).digest()
+        keyed = _KEYED.setdefault(key, hashlib.sha256(secret))
+    data = text.encode(errors="surrogatepass")
+    digest = keyed.copy()
+    digest.update(f"{len(data)}\x00{conversation}\x00{position}\x00{message_id}\x00".encode())
+    digest.update(data)
+    return int.from_bytes(digest.digest(), "big")
+
+
+def head_digest(  # noqa: PLR0917 - each part of what is digested, in order
+    conversation: str,
+    version: int,
+    changes: int,
+    facts: str,
+    count: int,
+    total: int,
+    key: bytes,
+) -> str:
+    """The digest a stored model's head carries: BLAKE2b (a keyed MAC with ``key``) over the
+    conversation, the version folded, the log's change count then, the number of message
+    rows, the sum of their :func:`row_mac` and the compactions and rewinds (``facts``). An
+    edited, added, dropped or moved row, or rows of another version or conversation, do not
+    match it; nor does a head of other facts or another version."""
+    digest = hashlib.blake2b(digest_size=16, key=key, person=b"convstore-model2")
+    digest.update(f"{conversation}\x00{version}\x00{changes}\x00{count}\x00".encode())
+    digest.update(f"{total:064x}\x00{len(facts)}\x00".encode())
+    digest.update(facts.encode(errors="surrogatepass"))
+    return digest.hexdigest()
+
+
 def row_digest(message_id: str, text: str) -> bytes:
-    """A stored message row's digest: SHA-256 (which this machine's CPU runs in hardware,
-    about twice BLAKE2b's speed here) over its id and its plan text."""
+    """A stored message row's digest under the heads written before the sum of row MACs
+    (:func:`head_digest`): SHA-256 over its id and its plan text. Such a head is still read
+    (:func:`model_digest`), and its model stored again in the new form by its next reader."""
     return hashlib.sha256(f"{message_id}\x00{text}".encode(errors="surrogatepass")).digest()
 
 
 def model_digest(  # noqa: PLR0917 - each part of what is digested, in order
     conversation: str, version: int, changes: int, facts: str, rows: Sequence[bytes], key: bytes
 ) -> str:
-    """The digest a stored model's head carries: BLAKE2b (a keyed MAC with ``key``) over the
-    conversation, the version folded, the log's change count then, the compactions and
-    rewinds (``facts``) and each message row's :func:`row_digest` in position order. An
-    edited, added, dropped or reordered row, or rows of another version, do not match it."""
+    """The digest of a head written before :func:`head_digest`: BLAKE2b (keyed with ``key``)
+    over the conversation, the version, the change count, the facts and each row's
+    :func:`row_digest` in position order. Every row is hashed again on every write, so it
+    is read, never written."""
     digest = hashlib.blake2b(digest_size=16, key=key, person=b"convstore-replay")
     digest.update(f"{conversation}\x00{version}\x00{changes}\x00{len(facts)}\x00".encode())
     digest.update(facts.encode(errors="surrogatepass"))
@@ -386,10 +423,12 @@ class ReplayState:
         "changes",
         "compactions",
         "dirty",
+        "legacy",
         "messages",
         "positions",
         "rewinds",
         "size",
+        "total",
         "version",
     )
 
@@ -408,6 +447,12 @@ class ReplayState:
         self.dirty: set[int] = set()
         """Positions of the messages changed since :meth:`clean` (what a writer must store)."""
         self.size = 0
+        self.total = 0
+        """The sum of the messages' :attr:`MessagePlan.mac` modulo :data:`MAC_MODULUS`: the
+        rows as stored or read, extended by :meth:`rows` as changed ones are stored."""
+        self.legacy = False
+        """Whether it was read from a head written before :func:`head_digest` (its next
+        writer stores it whole, in the new form)."""
 
     # -- storing ---------------------------------------------------------------------------
 
@@ -417,19 +462,43 @@ class ReplayState:
         rewinds = {str(version): list(span) for version, span in sorted(self.rewinds.items())}
         return {"c": [list(c) for c in self.compactions], "r": rewinds, "v": RULES}
 
-    def digest(self, conversation: str, key: bytes = b"") -> str:
-        """The :func:`model_digest` of this state as :meth:`encode_head` stores it."""
-        rows = [message.stored_digest() for message in self.messages]
-        facts = _ENCODE(self.facts())
-        return model_digest(conversation, self.version, self.changes, facts, rows, key)
+    def rows(
+        self, conversation: str, key: bytes, positions: Iterable[int]
+    ) -> list[tuple[int, str, str]]:
+        """(position, message id, plan text) of the messages at ``positions``, to store, with
+        :attr:`total` moved from each one's stored MAC to its new one: O(1) per row, whatever
+        the conversation's length. ``positions`` must hold every :attr:`dirty` one."""
+        found = []
+        total = self.total
+        for position in positions:
+            message = self.messages[position]
+            text = message.encode()
+            mac = row_mac(conversation, position, message.message_id, text, key)
+            total += mac - message.mac
+            message.mac = message.fresh_mac = mac
+            found.append((position, message.message_id, text))
+        self.total = total % MAC_MODULUS
+        return found
 
     def encode_head(self, conversation: str, key: bytes = b"") -> str:
         """What the state holds beside its messages, as deterministic JSON text: the
-        compactions, the rewinds, the log's change count, and the digest that binds them to
-        the version and every message's stored text (``conversation`` in 32 hex digits;
-        ``key``, the chain key, makes it a MAC)."""
-        facts = self.facts()
-        return _ENCODE({**facts, "n": self.changes, "d": self.digest(conversation, key)})
+        compactions, the rewinds, the log's change count, the number of message rows and
+        their MACs' sum (``s``), and the digest (:func:`head_digest`) that binds them to the
+        version (``conversation`` in 32 hex digits; ``key``, the chain key, makes it a MAC).
+        Messages changed since their MAC was taken are counted as they are now."""
+        stale = [p for p in sorted(self.dirty) if self.messages[p].fresh_mac is None]
+        if stale:
+            self.rows(conversation, key, stale)
+        for position in self.dirty:
+            message = self.messages[position]
+            assert message.fresh_mac is not None
+            self.total = (self.total + message.fresh_mac - message.mac) % MAC_MODULUS
+            message.mac = message.fresh_mac
+        facts = _ENCODE(self.facts())
+        count, total, changes = len(self.messages), self.total, self.changes
+        digest = head_digest(conversation, self.version, changes, facts, count, total, key)
+        # The facts' object with four more keys: what encoding it whole gives, made cheaper.
+        return f'{facts[:-1]},"n":{changes},"m":{count},"s":"{total:x}","d":"{digest}"}}'
 
     @classmethod
     def decode(
@@ -443,8 +512,8 @@ class ReplayState:
         """A state read back: its conversation's id (32 hex digits), its version, its head's
         text and (message id, plan text) of each message in position order. Raises
         :class:`ValueError` when the rows, the head and the version are not what a store
-        wrote together (see :func:`model_digest`): an edited or misplaced row is never
-        rendered."""
+        wrote together (see :func:`head_digest`; a head written before it is checked as it
+        was written, :func:`model_digest`): an edited or misplaced row is never rendered."""
         state = cls()
         state.version = version
         loaded = json.loads(head)
@@ -459,18 +528,37 @@ class ReplayState:
         state.rewinds = {int(v): (int(s), int(e)) for v, (s, e) in loaded["r"].items()}
         state.changes = int(loaded["n"])
         stored_digest = loaded["d"]
+        state.legacy = "s" not in loaded
         state.size = sum(2 * len(s) + 64 for _, s in state.compactions)
         decode = MessagePlan.decode
         messages = state.messages
         positions = state.positions
-        size = 0
-        for message_id, text in rows:
+        legacy_rows: list[bytes] = []
+        size = total = 0
+        for message_id, stored in rows:
+            text = stored.decode() if isinstance(stored, bytes) else stored
             message = decode(message_id, text)
-            positions[message_id] = len(messages)
+            position = len(messages)
+            mac = row_mac(conversation, position, message_id, text, key)
+            message.mac = message.fresh_mac = mac
+            total += mac
+            if state.legacy:
+                legacy_rows.append(row_digest(message_id, text))
+            positions[message_id] = position
             messages.append(message)
             size += message.size
         state.size += size
-        if state.digest(conversation, key) != stored_digest:
+        state.total = total % MAC_MODULUS
+        facts = _ENCODE(state.facts())
+        if state.legacy:
+            expected = model_digest(conversation, version, state.changes, facts, legacy_rows, key)
+        else:
+            expected = head_digest(
+                conversation, version, state.changes, facts, len(messages), state.total, key
+            )
+        if expected != stored_digest or (
+            not state.legacy and (loaded["s"], loaded["m"]) != (f"{state.total:x}", len(messages))
+        ):
             msg = f"the stored replay model of {conversation} does not match its digest"
             raise ValueError(msg)
         return state

@@ -29,6 +29,10 @@ Decision: TypeAlias = Callable[
 """What a writer decides, given the (topic, state) rows it had missed (``None``: not read),
 as the events to record and the listing changes they make."""
 
+Keep: TypeAlias = Callable[[Callable[[str, Sequence[Any]], Any]], None]
+"""What a writer keeps current in an append's own transaction (the replay model), given that
+transaction's ``execute`` (a statement's text and its parameters)."""
+
 ListingPage: TypeAlias = tuple[list[ListedRow], dict[UUID, dict[str, str]]]
 """One page of the listing index, and the labels of its conversations."""
 
@@ -41,9 +45,19 @@ class StoreRecorder(Protocol):
     """Whether opening found no listing index (a store made before it): rebuild it."""
 
     def insert_decided(
-        self, conversation_id: UUID, after: int, decide: Decision, *, contended: bool
+        self,
+        conversation_id: UUID,
+        after: int,
+        decide: Decision,
+        *,
+        contended: bool,
+        keep: Keep | None = None,
     ) -> None:
         """Record what ``decide`` returns, in one transaction.
+
+        ``keep``, when given, is called with the transaction's ``execute`` once the events
+        are inserted, and writes the replay model's rows in that same transaction (a backend
+        whose replay model its readers keep ignores it).
 
         Taking turns: the transaction first takes the conversation's write lock (waiting in
         line behind the writers before it), then reads the conversation's rows after version

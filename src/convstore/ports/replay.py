@@ -8,11 +8,42 @@ them without asking which it has.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Literal, Protocol, TypeAlias
 from uuid import UUID
 
+from convstore.domain.events import Event
 from convstore.engine.state import ReplayState
+
+ReplayModel: TypeAlias = bool | Literal["on_read"]
+"""How a store keeps the replay model (``open_store(replay_model=...)``): ``True``, its writer
+keeps it current in each append where the backend can (SQLite), else its readers do;
+``"on_read"``, its readers do; ``False``, it keeps none."""
+
+Execute = Callable[[str, Sequence[Any]], Any]
+"""How tables run one statement inside a transaction they were handed (an append's, an
+erasure's): the statement's text and its parameters."""
+
+
+class ReplayKeeper(Protocol):
+    """Keeps the stored model current from inside each append's transaction."""
+
+    def __call__(
+        self,
+        execute: Execute,
+        conversation: UUID,
+        before: int,
+        events: Sequence[Event],
+        *,
+        empty: bool,
+    ) -> None:
+        """Fold an append's ``events`` (following version ``before``) into the stored model
+        with ``execute``, the append's transaction; ``empty``: the conversation held nothing
+        replay shows at ``before``. Never raises for the model's sake."""
+
+    def forget(self, conversation: UUID) -> None:
+        """Drop what is held of a conversation (it was erased)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,16 +60,19 @@ class ReplayTables(Protocol):
 
     key: bytes
     """The chain key (``CONVSTORE_CHAIN_KEY``, or ``b""``): each stored head's digest is a MAC
-    under it (see :func:`convstore.engine.state.model_digest`)."""
+    under it (see :func:`convstore.engine.state.head_digest`)."""
+
+    keeper: ReplayKeeper | None
+    """What keeps the model current inside each append (``None``: readers keep it)."""
 
     def read(self, conversation: UUID) -> Stored | None:
         """The stored model of a conversation, or ``None`` when there is none."""
 
     def write(self, conversation: UUID, state: ReplayState, since: int | None) -> bool:
         """Store ``state``, whose messages changed since version ``since`` are marked dirty
-        (``None``: replace whatever is stored, which did not match the log); whether it was
-        written (``False``: a newer one was there, the conversation was erased, or the store
-        was busy)."""
+        (``None``: replace whatever is stored, which did not match the log); whether the
+        store now holds it or a newer one (``False``: the conversation was erased, or the
+        store was busy)."""
 
     def clear(self) -> None:
         """Throw the whole model away."""

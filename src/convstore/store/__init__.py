@@ -63,6 +63,7 @@ from convstore.domain.parsing import (
 from convstore.ports.backend import Backend
 from convstore.ports.chain import chain_key
 from convstore.ports.erasure import Erasure
+from convstore.ports.replay import ReplayModel
 from convstore.projections.messages import RecordedBlock, collect_history
 from convstore.store.importing import Importing
 from convstore.store.listing import ConversationInfo, Page, parse_moment
@@ -91,7 +92,7 @@ class Store(Importing, Transferring, Replayer):
         identity: str = "",
         limits: Limits | None = None,
         replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
-        replay_model: bool = True,
+        replay_model: ReplayModel = True,
         backend: Backend | None = None,
     ) -> None:
         super().__init__(log, location, secret=secret, limits=limits)
@@ -105,9 +106,16 @@ class Store(Importing, Transferring, Replayer):
         # their prose in the clear. Nor does a store of format 1, which convstore 0.2.0 may
         # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
         # Replay then folds the log (and still caches in memory).
-        keep = replay_model and log.mapper.cipher is None and log.store_format != FULL_JSON_FORMAT
+        keep = (
+            replay_model is not False
+            and log.mapper.cipher is None
+            and log.store_format != FULL_JSON_FORMAT
+        )
         tables = self.backend.replay_tables(log.store_recorder, chain_key()) if keep else None
         self._replays = ReplayReader(tables, self._counted_stream, cache_bytes=replay_cache_bytes)
+        # By default the writer keeps the model current in each append, where the backend
+        # can ("on_read": its readers keep it, as they do on a backend that cannot).
+        self._keeper = None if tables is None or replay_model is not True else tables.keeper
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -83,7 +83,7 @@ from convstore.ports.chain import (
     chain_key,
 )
 from convstore.ports.erasure import ERASED_TABLE, Erasure
-from convstore.ports.recorder import Decision, RawRecord, StoreRecorder
+from convstore.ports.recorder import Decision, Keep, RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 POSTGRES = Dialect("%s", "uuid", "ILIKE", lambda u: u)
@@ -550,13 +550,20 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         raise AssertionError(msg)
 
     def insert_decided(
-        self, conversation_id: UUID, after: int, decide: Decision, *, contended: bool
+        self,
+        conversation_id: UUID,
+        after: int,
+        decide: Decision,
+        *,
+        contended: bool,
+        keep: Keep | None = None,
     ) -> None:
         """Uncontended, one round trip as :meth:`insert_events` (``decide`` is given
         ``None``; a lost race is an ``IntegrityError``). Contended, the writer takes its turn:
         it waits for the conversation's advisory lock (PostgreSQL queues its waiters in order),
         reads what it missed and the head, decides, and records, in one transaction, so a
-        writer that lost once cannot lose again to another taking turns."""
+        writer that lost once cannot lose again to another taking turns. ``keep`` is not
+        called: readers keep the replay model here (an append stays one round trip)."""
         if not contended:
             stored, listing = decide(None)
             if stored:

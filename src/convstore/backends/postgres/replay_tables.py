@@ -11,7 +11,7 @@ from convstore.backends.common.replay_tables import Execute
 from convstore.backends.common.tables import HEADS, MESSAGES
 from convstore.engine.state import ReplayState
 from convstore.ports.erasure import ERASED_TABLE
-from convstore.ports.replay import Stored, rows_to_write, superseded
+from convstore.ports.replay import ReplayKeeper, Stored, rows_to_write, superseded
 
 LOCK_CLASS = 0x72706C79
 """The first key of the advisory locks that order a model write against an erasure of the
@@ -60,6 +60,8 @@ class PostgresReplayTables:
         self._datastore = datastore
         self._prefix = f'"{schema}".'
         self._exists = False
+        self.keeper: ReplayKeeper | None = None
+        """Readers keep the model here: an append is one round trip to a server function."""
 
     def _execute(self, curs: Any) -> Execute:
         def execute(text: str, params: Sequence[Any]) -> Any:
@@ -122,7 +124,7 @@ class PostgresReplayTables:
             row = curs.fetchone()
             stored = 0 if row is None else int(row["version"])
             if superseded(state, stored, since):
-                return False
+                return True  # another reader stored it, or newer, already
             positions = rows_to_write(state, stored, since)
             if positions is None:
                 execute(
@@ -134,10 +136,7 @@ class PostgresReplayTables:
                 f"INSERT INTO {prefix}{MESSAGES} VALUES (%s, %s, %s, %s) "  # noqa: S608
                 "ON CONFLICT (originator_id, position) DO UPDATE SET "
                 "message_id = excluded.message_id, plan = excluded.plan".encode(),
-                [
-                    (conversation, p, state.messages[p].message_id, state.messages[p].encode())
-                    for p in positions
-                ],
+                [(conversation, *row) for row in state.rows(conversation.hex, self.key, positions)],
             )
             execute(
                 f"INSERT INTO {prefix}{HEADS} VALUES (%s, %s, %s) "  # noqa: S608

@@ -67,7 +67,7 @@ from convstore.ports.erasure import (
     SQLITE_ERASED_TABLE,
     Erasure,
 )
-from convstore.ports.recorder import Decision, RawRecord, StoreRecorder
+from convstore.ports.recorder import Decision, Keep, RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 SQLITE = Dialect("?", "TEXT", "LIKE", lambda u: u.hex)
@@ -302,7 +302,13 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                 return self._insert(conn, stored_events, listing)
 
     def insert_decided(
-        self, conversation_id: UUID, after: int, decide: Decision, *, contended: bool
+        self,
+        conversation_id: UUID,
+        after: int,
+        decide: Decision,
+        *,
+        contended: bool,
+        keep: Keep | None = None,
     ) -> None:
         """Take SQLite's write lock, read the rows after ``after``, decide and insert, in one
         transaction: a writer waiting for the lock never decides against a stale state, so
@@ -319,6 +325,8 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                 stored, listing = decide([(bytes(row[0] or b""), row[1]) for row in rows])
                 if stored:
                     self._insert(conn, stored, listing)
+                    if keep is not None:
+                        keep(conn.execute)
         if rows:
             time.sleep(random.uniform(POLL_SECONDS, 2 * POLL_SECONDS))  # noqa: S311 - jitter
 

@@ -12,31 +12,19 @@ from uuid import UUID
 
 from convstore.backends.common.replay_tables import Execute
 from convstore.backends.common.tables import HEADS, MESSAGES
+from convstore.backends.sqlite.replay_keeper import (
+    SQLITE_CREATE,
+    SQLiteReplayKeeper,
+    drop_earlier_shape,
+)
 from convstore.backends.sqlite.transaction import delete_securely, immediate
 from convstore.engine.state import ReplayState
 from convstore.ports.erasure import ERASED_TABLE
-from convstore.ports.replay import Stored, rows_to_write, superseded
+from convstore.ports.replay import ReplayKeeper, Stored, rows_to_write, superseded
 
 SQLITE_WRITE_TIMEOUT = 0.1
 """How long a reader waits for SQLite's write lock to store the model; past it, it skips the
 write (the model is only behind, and the next reader catches it up)."""
-
-SQLITE_CREATE = (
-    f"CREATE TABLE IF NOT EXISTS {HEADS} (originator_id TEXT PRIMARY KEY, "
-    "version INTEGER NOT NULL, head TEXT NOT NULL) WITHOUT ROWID",
-    f"CREATE TABLE IF NOT EXISTS {MESSAGES} (originator_id TEXT NOT NULL, "
-    "position INTEGER NOT NULL, message_id TEXT NOT NULL, plan TEXT NOT NULL, "
-    "PRIMARY KEY (originator_id, position))",
-)
-"""The model's tables. The message rows are a rowid table: in a ``WITHOUT ROWID`` table (an
-index b-tree) a row keeps at most ~1 KB in its page and spills the rest into overflow pages of
-its own, so every plan past 1 KB (a tool result, a long answer) took a whole extra 4 KB page
-for its tail: 26.6 MB of pages for 15.2 MB of plans on the agent benchmark's 10,000 messages,
-17.5 MB (with the key's index) as a rowid table, where rows up to ~4 KB stay in their page."""
-
-_EARLIER_MESSAGES_SHAPE = "WITHOUT ROWID"
-"""What the messages table's SQL says when an earlier version made it: it is dropped, with the
-heads, once (the model is derived data; the next replays store it again)."""
 
 
 def forget_sqlite(execute: Execute, conversation: UUID) -> None:
@@ -53,9 +41,14 @@ def forget_sqlite(execute: Execute, conversation: UUID) -> None:
 class SQLiteReplayTables:
     """The model in the store's SQLite file, written through a connection of its own."""
 
-    def __init__(self, db_uri: str, read: Callable[[], Any], key: bytes = b"") -> None:
+    def __init__(
+        self, db_uri: str, read: Callable[[], Any], key: bytes = b"", *, keep: bool = True
+    ) -> None:
         self.key = key
         """The chain key (``CONVSTORE_CHAIN_KEY``), which makes each head's digest a MAC."""
+        self._keeper = SQLiteReplayKeeper(key) if keep else None
+        self.keeper: ReplayKeeper | None = self._keeper
+        """Keeps the model current inside each append (``keep``), else readers do."""
         self._uri = db_uri
         self._read_transaction = read
         """A context manager giving a cursor inside a read transaction (the store's pool)."""
@@ -63,7 +56,7 @@ class SQLiteReplayTables:
         self._lock = threading.Lock()
         self._exists = False
         self._shape_checked = False
-        """Whether this writer has checked the tables' shape (see :func:`_drop_earlier_shape`)."""
+        """Whether this writer has checked the tables' shape (see :func:`drop_earlier_shape`)."""
 
     def read(self, conversation: UUID) -> Stored | None:
         with self._read_transaction() as cursor:
@@ -114,7 +107,7 @@ class SQLiteReplayTables:
                 return False
             try:
                 if not self._shape_checked:
-                    _drop_earlier_shape(conn)
+                    drop_earlier_shape(conn.execute)
                 for statement in SQLITE_CREATE:
                     conn.execute(statement)
                 erased = conn.execute(
@@ -128,17 +121,14 @@ class SQLiteReplayTables:
                 stored = 0 if row is None else int(row[0])
                 if erased or superseded(state, stored, since):
                     conn.execute("ROLLBACK")
-                    return False
+                    return not erased  # a writer (or reader) stored it, or newer, already
                 positions = rows_to_write(state, stored, since)
                 if positions is None:
                     conn.execute(f"DELETE FROM {MESSAGES} WHERE originator_id = ?", (key,))  # noqa: S608
                     positions = list(range(len(state.messages)))
                 conn.executemany(
                     f"INSERT OR REPLACE INTO {MESSAGES} VALUES (?, ?, ?, ?)",  # noqa: S608
-                    [
-                        (key, p, state.messages[p].message_id, state.messages[p].encode())
-                        for p in positions
-                    ],
+                    [(key, *row) for row in state.rows(key, self.key, positions)],
                 )
                 conn.execute(
                     f"INSERT OR REPLACE INTO {HEADS} VALUES (?, ?, ?)",  # noqa: S608
@@ -159,6 +149,8 @@ class SQLiteReplayTables:
                 for table in (HEADS, MESSAGES):
                     conn.execute(f"DROP TABLE IF EXISTS {table}")
             self._exists = False
+            if self._keeper is not None:
+                self._keeper.clear()
 
     def forget_schema(self) -> None:
         self._exists = False
@@ -168,14 +160,3 @@ class SQLiteReplayTables:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
-
-
-def _drop_earlier_shape(conn: sqlite3.Connection) -> None:
-    """Inside the model's write transaction: drop the model's tables if an earlier version
-    made the messages table ``WITHOUT ROWID`` (see :data:`SQLITE_CREATE`)."""
-    found = conn.execute(
-        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (MESSAGES,)
-    ).fetchone()
-    if found and _EARLIER_MESSAGES_SHAPE in str(found[0]).upper():
-        for table in (MESSAGES, HEADS):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
