@@ -6,17 +6,18 @@ A thread is one conversation (its id a UUID5 of the thread id, labelled ``langgr
 and everything the saver is handed is a runtime entry of that conversation's log (see
 ``docs/integrations/langgraph.md`` for the design):
 
-- each message of a messages channel (a list of LangChain messages with ids, as
-  ``add_messages`` keeps them) once, verbatim, carrying the convstore message it is, so
-  ``replay``, ``audit`` and ``serve`` see the thread like any other conversation;
-- a channel's value once per version it took: a messages channel as the ids of its messages,
-  written as a change from the version before (kept ids, then added ones), any other channel
-  as LangGraph's own serialized bytes;
-- a checkpoint (its versions, without the values) and its metadata; pending writes; and what
-  ``prune`` and ``delete_for_runs`` removed.
+- each LangChain message with an id (in a channel value or a pending write) once, without
+  its default fields, carrying the convstore message it is, so ``replay``, ``audit`` and
+  ``serve`` see the thread like any other conversation;
+- a checkpoint in one entry: its changes from its parent, its metadata, and the values of the
+  channels it changed (a messages channel as the refs it adds to the parent's value);
+- a task's pending writes in one entry (messages as refs); what ``prune`` and
+  ``delete_for_runs`` removed.
 
-So storage grows with the messages, not with messages times steps. Reading folds the thread's
-entries; ``delete_thread`` is :meth:`~convstore.Store.delete_entries` (the log keeps the bytes;
+Values are plain JSON where that reads back exactly, else LangGraph's serialized bytes. So
+storage grows with the messages, not with messages times steps. Each thread's fold is kept
+and caught up from the events after it, so a call reads what changed since the last one;
+``delete_thread`` is :meth:`~convstore.Store.delete_entries` (the log keeps the bytes;
 ``convstore erase`` deletes the conversation for good).
 """
 
