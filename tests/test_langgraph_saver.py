@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
 
 import convstore
@@ -92,22 +92,71 @@ def test_an_erased_thread_is_noticed_by_a_saver_that_kept_its_fold(store: Store)
     assert saver.get_tuple(CONFIG) is None
 
 
-def test_a_step_stores_plain_json_and_each_message_once(store: Store) -> None:
+def test_a_step_stores_plain_json_and_each_message_body_once(store: Store) -> None:
     """No base64 for JSON-able values, no entry for an empty channel, checkpoints as their
-    changes from the parent, and a message's body in one entry though it is in the write,
-    the input and the channel value."""
+    changes from the parent, and a message's body once in the whole log (in its block),
+    though it is in a write, the input, the channel value and the LangChain entry."""
     app = graph(ConvstoreSaver(store=store))
     turn(app, 0)
     turn(app, 1)
-    entries = store.entries(conversation_for("t")) or []
-    text = json.dumps(entries)
-    assert text.count("Question 1?") == 1
-    assert text.count(ANSWER) == 2  # two answers
+    conversation = conversation_for("t")
+    log = b"".join(store.raw_events(conversation)).decode()
+    assert log.count("Question 1?") == 1
+    assert log.count(ANSWER) == 2  # two answers
+    entries = store.entries(conversation) or []
     assert not [e for e in entries if _typed(e)]
     checkpoints = [e for e in entries if e.get("lg") == "c"]
     assert len(checkpoints) == 6
     assert ["ck" in e for e in checkpoints] == [True] + [False] * 5  # then only changes
     assert all("empty" not in json.dumps(e) for e in entries)
+    fresh = ConvstoreSaver(store=store).get_tuple(CONFIG)
+    assert fresh is not None
+    contents = [m.content for m in fresh.checkpoint["channel_values"]["messages"]]
+    assert contents == ["Question 0?", ANSWER, "Question 1?", ANSWER]
+
+
+def test_bodies_kept_in_entries_when_a_block_does_not_hold_them_and_copies_keep_them(
+    store: Store,
+) -> None:
+    """A message whose content is not one text (a list of parts) keeps its body in its entry,
+    and so do the other new messages of its write; a tool message's text is its result's.
+    A copied thread reads back the same messages, in a fresh saver too."""
+    saver = ConvstoreSaver(store=store)
+    parts: list[str | dict[Any, Any]] = [
+        {"type": "text", "text": "First part."},
+        {"type": "text", "text": "Second."},
+    ]
+    turn(graph(saver, reply=lambda s: [AIMessage(parts, id="ai-parts")]), 0)
+    tool = ToolMessage("deleted scratch", tool_call_id="call-1", id="tool-1")
+    call = AIMessage(
+        "Checking.", id="ai-call", tool_calls=[{"name": "rm", "args": {}, "id": "call-1"}]
+    )
+    turn(graph(saver, reply=lambda s: [call, tool, AIMessage("Done.", id="ai-done")]), 1)
+    bare = AIMessage("", id="ai-bare", tool_calls=[{"name": "ls", "args": {}, "id": "call-2"}])
+    turn(graph(saver, reply=lambda s: [bare, AIMessage("After.", id="ai-after")]), 2)
+    entries: Any = store.entries(conversation_for("t"))
+    bodies = {e["uuid"]: e["langchain"]["data"].get("content") for e in entries if "langchain" in e}
+    assert bodies["langchain:ai-parts"] == parts
+    assert bodies["langchain:ai-call"] is None  # its text block holds it
+    assert bodies["langchain:tool-1"] is None  # its tool_result holds it
+    assert bodies["langchain:ai-after"] == "After."  # written beside ai-bare, which has none
+    saver.copy_thread("t", "t-copy")
+    for reader in (saver, ConvstoreSaver(store=store)):
+        for thread in ("t", "t-copy"):
+            found = reader.get_tuple({"configurable": {"thread_id": thread}})
+            assert found is not None
+            messages = found.checkpoint["channel_values"]["messages"]
+            assert [m.content for m in messages] == [
+                "Question 0?",
+                parts,
+                "Question 1?",
+                "Checking.",
+                "deleted scratch",
+                "Done.",
+                "Question 2?",
+                "",
+                "After.",
+            ]
 
 
 def _typed(entry: Any) -> bool:

@@ -59,7 +59,7 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
 from pydantic import JsonValue
 
 from convstore.domain.errors import InvalidInput
-from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event
+from convstore.domain.events import Event
 from convstore.integrations.langchain import entry_messages
 from convstore.integrations.langgraph_entries import (
     Batch,
@@ -169,17 +169,26 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
     @staticmethod
     def _catch_up(folded: _Folded, events: Sequence[Event]) -> Thread:
         for event in events:
-            if isinstance(event, EntriesRecorded):
-                for entry in event.entries:
-                    folded.thread.apply(entry)
-            elif isinstance(event, EntriesDeleted):
-                folded.thread = Thread(folded.thread.serde)
+            folded.thread = folded.thread.fold(event)
             folded.version = event.originator_version
         return folded.thread
 
-    def _record(self, thread_id: str, entries: builtins.list[Entry]) -> None:
+    def _record(
+        self,
+        thread_id: str,
+        entries: builtins.list[Entry],
+        whole: dict[str, Entry] | None = None,
+    ) -> None:
+        """Record ``entries`` and the messages they carry (their whole ``message_to_dict``
+        from ``whole`` when given: an entry may have left its body to the block)."""
+        found = whole or {}
+
         def carry(fresh: builtins.list[dict[str, JsonValue]]) -> EntryBatch:
-            carried = [cast(dict[str, Any], e["langchain"]) for e in fresh if "langchain" in e]
+            carried = [
+                found.get(str(e["uuid"]), cast(dict[str, Any], e["langchain"]))
+                for e in fresh
+                if "langchain" in e
+            ]
             messages = messages_from_dict(carried)
             return entry_messages(messages, self.store.limits), []
 
@@ -321,7 +330,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
                 if parent is not None and (ns, parent) in thread.saved
                 else None
             )
-            batch = Batch(thread, self.serde)
+            batch = Batch(thread, self.serde, self.store.limits)
             vals: dict[str, Entry] = {}
             for channel, version in new_versions.items():
                 if channel not in values:
@@ -350,7 +359,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
             entry["m"] = encode(self.serde, get_checkpoint_metadata(config, metadata))
             if vals:
                 entry["vals"] = vals
-            self._record(thread_id, [*batch.entries, entry])
+            self._record(thread_id, [*batch.entries, entry], batch.carried())
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -397,7 +406,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
             return
         with self._lock:
             thread = self._thread(thread_id)
-            batch = Batch(thread, self.serde)
+            batch = Batch(thread, self.serde, self.store.limits)
             items = [
                 [channel, WRITES_IDX_MAP.get(channel, index), batch.encode(value)]
                 for index, (channel, value) in enumerate(writes)
@@ -407,7 +416,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
                 entry["ns"] = ns
             if task_path:
                 entry["path"] = task_path
-            self._record(thread_id, [*batch.entries, entry | {"w": items}])
+            self._record(thread_id, [*batch.entries, entry | {"w": items}], batch.carried())
 
     # -- deleting and copying ----------------------------------------------------------------
 
@@ -441,10 +450,18 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and message of one thread to another."""
         source = conversation_for(source_thread_id)
-        entries = self.store.entries(source) if self.store.last_event(source) else None
-        if entries:
-            with self._lock:
-                self._record(target_thread_id, cast(builtins.list[Entry], entries))
+        with self._lock:
+            entries = self.store.entries(source) if self.store.last_event(source) else None
+            if not entries:
+                return
+            thread = self._thread(source_thread_id)
+            whole = {  # with the bodies their entries left to the source's blocks
+                key: {"uuid": key, "langchain": thread.messages[key.removeprefix("langchain:")]}
+                for e in entries
+                if "langchain" in e and isinstance(key := e["uuid"], str)
+            }
+            copied = [whole.get(cast(str, e.get("uuid")), e) for e in entries]
+            self._record(target_thread_id, cast(builtins.list[Entry], copied))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: keep each namespace's newest checkpoint; ``delete``: delete all.

@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, assert_never, cast
 
 from convstore.ports.extras import missing_extra
 
@@ -31,7 +31,28 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
     )
     raise ImportError(_HINT) from None
 
-from convstore.domain.errors import InvalidInput
+from convstore.domain.blocks import (
+    Block,
+    DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from convstore.domain.errors import InvalidBlock, InvalidInput
+from convstore.domain.events import (
+    BlockAppended,
+    EntriesDeleted,
+    EntriesRecorded,
+    Event,
+    MessageEnded,
+    MessageStarted,
+)
+from convstore.domain.limits import Limits
+from convstore.integrations.langchain import message_blocks
 
 Entry = dict[str, Any]
 
@@ -163,11 +184,33 @@ class Thread:
     objects: dict[str, BaseMessage] = field(default_factory=dict)
     """The message object handed out for each ref (again, while nobody changed it)."""
     _whole: dict[str, Entry] = field(default_factory=dict)
+    _carried: list[str] = field(default_factory=list)
+    _filling: str | None = None
     _full: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _refs: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
     _child_of: dict[tuple[str, str, str], tuple[tuple[str, str, str], int]] = field(
         default_factory=dict
     )
+
+    def fold(self, event: Event) -> Thread:
+        """Fold one event of the thread's log in; the thread to fold the next one into (a
+        new one after the entries were deleted)."""
+        if isinstance(event, EntriesRecorded):
+            self._carried = []
+            for entry in event.entries:
+                self.apply(entry)
+        elif isinstance(event, EntriesDeleted):
+            return Thread(self.serde)
+        elif isinstance(event, MessageStarted) and self._carried:
+            self._filling = self._carried.pop(0)  # the messages follow their entries, in order
+        elif isinstance(event, BlockAppended) and self._filling and event.index == 0:
+            data = self.messages[self._filling]["data"]
+            if "content" not in data:  # left out of the entry: its block holds it
+                data["content"] = _body(event.block)
+            self._filling = None
+        elif not isinstance(event, BlockAppended | MessageEnded):
+            self._carried, self._filling = [], None
+        return self
 
     def apply(self, entry: Entry) -> None:
         """Fold one entry in (an unknown kind is refused: this saver wrote it, or it is not a
@@ -179,7 +222,8 @@ class Thread:
             data = entry["langchain"]
             if "id" not in data["data"]:  # left out when it is the ref
                 data = {**data, "data": {**data["data"], "id": ref}}
-            self.messages[ref] = data
+            self.messages[ref] = copy.deepcopy(data)
+            self._carried.append(ref)
         elif kind == "c":
             ns, checkpoint_id = checkpoint_of(entry["uuid"])
             self.saved[ns, checkpoint_id] = self.checkpoints[ns, checkpoint_id] = entry
@@ -302,6 +346,42 @@ def decode(serde: Any, entry: Entry) -> Any:
     return serde.loads_typed((entry["t"], base64.b64decode(entry["b"])))
 
 
+def _without(data: Entry) -> Entry:
+    return {k: v for k, v in data.items() if k != "content"}
+
+
+def _body(block: Block) -> str | None:
+    """The text a message's first block holds (a text block's, a tool result's text)."""
+    match block:
+        case TextBlock():
+            return block.text
+        case ToolResultBlock():
+            return block.content if isinstance(block.content, str) else None
+        case (
+            ToolUseBlock()
+            | ReasoningBlock()
+            | ImageBlock()
+            | DocumentBlock()
+            | HostedToolUseBlock()
+            | HostedToolResultBlock()
+        ):
+            return None
+        case _:
+            assert_never(block)
+
+
+def _body_in_block(message: BaseMessage, limits: Limits) -> bool:
+    """Whether ``message``'s content is text that its convstore message's first block holds
+    as it is (so the message is recorded, and the fold finds the text there)."""
+    if not isinstance(message.content, str) or not message.content:
+        return False
+    try:
+        _, blocks = message_blocks(message, limits)
+    except (InvalidInput, InvalidBlock):
+        return False
+    return bool(blocks) and _body(blocks[0]) == message.content
+
+
 def untree(thread: Thread, tree: Any) -> Any:
     """What :meth:`Batch.encode` stored as ``m``, its messages read back."""
     if isinstance(tree, list):
@@ -348,8 +428,10 @@ class Batch:
 
     thread: Thread
     serde: Any
-    entries: list[Entry] = field(default_factory=list)
+    limits: Limits
     pending: dict[str, Entry] = field(default_factory=dict)
+    _messages: list[Entry] = field(default_factory=list)
+    _bodies: bool = True
 
     def ref(self, message: BaseMessage) -> str:
         """The ref of ``message``: its id, or its id and a digest when a different message
@@ -384,8 +466,27 @@ class Batch:
         data = compact(message, whole)
         if data["data"].get("id") == ref:  # the fold takes it from the uuid
             data = {**data, "data": {k: v for k, v in data["data"].items() if k != "id"}}
-        self.entries.append({"uuid": "langchain:" + ref, "langchain": data})
+        self._messages.append({"uuid": "langchain:" + ref, "langchain": data})
+        self._bodies = self._bodies and _body_in_block(message, self.limits)
         return ref
+
+    @property
+    def entries(self) -> list[Entry]:
+        """The batch's message entries. When each one's body (a text ``content``) is the
+        first block of the convstore message it carries, every one of them is recorded as
+        a message, in order, so the bodies are left out: the fold takes each from its block
+        (see :meth:`Thread.fold`)."""
+        if not self._bodies:
+            return self._messages
+        return [
+            {**e, "langchain": {**e["langchain"], "data": _without(e["langchain"]["data"])}}
+            for e in self._messages
+        ]
+
+    def carried(self) -> dict[str, Entry]:
+        """Each new message's whole ``message_to_dict``, by its entry's ``uuid``: what the
+        write records as convstore messages."""
+        return {"langchain:" + ref: whole for ref, whole in self.pending.items()}
 
     def encode(self, value: Any) -> Entry:
         """A value as JSON; with messages in it, JSON where each message is ``{"$lc": its
