@@ -105,9 +105,10 @@ def test_a_step_stores_plain_json_and_each_message_body_once(store: Store) -> No
     assert log.count(ANSWER) == 2  # two answers
     entries = store.entries(conversation) or []
     assert not [e for e in entries if _typed(e)]
-    checkpoints = [e for e in entries if e.get("lg") == "c"]
+    checkpoints = [e for e in entries if str(e.get("uuid")).startswith("c:")]
     assert len(checkpoints) == 6
     assert ["ck" in e for e in checkpoints] == [True] + [False] * 5  # then only changes
+    assert ["md" in e for e in checkpoints] == [False] + [True] * 5
     assert all("empty" not in json.dumps(e) for e in entries)
     fresh = ConvstoreSaver(store=store).get_tuple(CONFIG)
     assert fresh is not None

@@ -69,7 +69,9 @@ from convstore.integrations.langgraph_entries import (
     decode,
     diff,
     encode,
+    is_message,
     is_messages,
+    micros_of,
     patched,
     plain,
     untree,
@@ -185,9 +187,9 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
 
         def carry(fresh: builtins.list[dict[str, JsonValue]]) -> EntryBatch:
             carried = [
-                found.get(str(e["uuid"]), cast(dict[str, Any], e["langchain"]))
+                found.get(str(e["uuid"]), cast(dict[str, Any], e.get("langchain")))
                 for e in fresh
-                if "langchain" in e
+                if is_message(e)
             ]
             messages = messages_from_dict(carried)
             return entry_messages(messages, self.store.limits), []
@@ -241,7 +243,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
         return CheckpointTuple(
             config=config(checkpoint_id),
             checkpoint={**checkpoint, "channel_values": values},
-            metadata=decode(self.serde, entry["m"]),
+            metadata=cast(CheckpointMetadata, copy.deepcopy(thread.metadata(ns, checkpoint_id))),
             parent_config=config(parent) if parent else None,
             pending_writes=[
                 (task, channel, self._value(thread, ns, channel, "", value))
@@ -293,7 +295,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
                 if before_id and checkpoint_id >= before_id:
                     continue
                 if filter:
-                    metadata = decode(self.serde, thread.checkpoints[ns, checkpoint_id]["m"])
+                    metadata = thread.metadata(ns, checkpoint_id)
                     if any(metadata.get(k) != v for k, v in filter.items()):
                         continue
                 if remaining is not None:
@@ -344,7 +346,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
                 if version != saved["channel_versions"].get(channel):
                     found["ver"] = version
                 vals[channel] = found
-            entry: Entry = {"uuid": checkpoint_key(ns, checkpoint["id"]), "lg": "c"}
+            entry: Entry = {"uuid": checkpoint_key(ns, checkpoint["id"])}
             if parent:
                 entry["p"] = parent
             if base is not None and plain(saved):
@@ -353,10 +355,21 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
                     **saved,
                     "id": checkpoint["id"],
                 }:
+                    micros = micros_of(diffed.get("ts"))
+                    if micros is not None:  # 20 bytes, not 40
+                        del diffed["ts"]
+                        entry["tsu"] = micros
                     entry["dk"] = diffed
             if "dk" not in entry:
                 entry["ck"] = encode(self.serde, saved)
-            entry["m"] = encode(self.serde, get_checkpoint_metadata(config, metadata))
+            meta: dict[str, Any] = dict(get_checkpoint_metadata(config, metadata))
+            before = thread.metadata(ns, parent) if base is not None and parent else None
+            if before is not None and plain(meta) and plain(before):
+                changes = diff(before, meta)
+                if patched(before, changes) == meta:
+                    entry["md"] = changes
+            if "md" not in entry:
+                entry["m"] = encode(self.serde, meta)
             if vals:
                 entry["vals"] = vals
             self._record(thread_id, [*batch.entries, entry], batch.carried())
@@ -443,7 +456,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
                 doomed = [
                     key
                     for key, entry in thread.checkpoints.items()
-                    if decode(self.serde, entry["m"]).get("run_id") in wanted
+                    if thread.metadata(*key).get("run_id") in wanted
                 ]
                 self._forget(thread_id, doomed)
 
@@ -458,7 +471,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
             whole = {  # with the bodies their entries left to the source's blocks
                 key: {"uuid": key, "langchain": thread.messages[key.removeprefix("langchain:")]}
                 for e in entries
-                if "langchain" in e and isinstance(key := e["uuid"], str)
+                if is_message(e) and isinstance(key := e["uuid"], str)
             }
             copied = [whole.get(cast(str, e.get("uuid")), e) for e in entries]
             self._record(target_thread_id, cast(builtins.list[Entry], copied))

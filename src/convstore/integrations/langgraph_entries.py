@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, assert_never, cast
 
 from convstore.ports.extras import missing_extra
@@ -184,6 +185,7 @@ class Thread:
     objects: dict[str, BaseMessage] = field(default_factory=dict)
     """The message object handed out for each ref (again, while nobody changed it)."""
     _whole: dict[str, Entry] = field(default_factory=dict)
+    _metadata: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _carried: list[str] = field(default_factory=list)
     _filling: str | None = None
     _full: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -216,10 +218,10 @@ class Thread:
         """Fold one entry in (an unknown kind is refused: this saver wrote it, or it is not a
         LangGraph thread)."""
         self.entries += 1
-        kind = entry.get("lg")
-        if "langchain" in entry:
+        kind = entry.get("lg", "c" if is_checkpoint(entry) else None)
+        if is_message(entry):
             ref = str(entry["uuid"]).removeprefix("langchain:")
-            data = entry["langchain"]
+            data = entry["langchain"] if "langchain" in entry else {"type": entry["lc"], "data": {}}
             if "id" not in data["data"]:  # left out when it is the ref
                 data = {**data, "data": {**data["data"], "id": ref}}
             self.messages[ref] = copy.deepcopy(data)
@@ -280,21 +282,41 @@ class Thread:
 
     def checkpoint(self, ns: str, checkpoint_id: str) -> dict[str, Any]:
         """The checkpoint (without values) as LangGraph gave it (built once, then kept)."""
+        return self._built(ns, checkpoint_id, "ck", "dk", self._full)
+
+    def metadata(self, ns: str, checkpoint_id: str) -> dict[str, Any]:
+        """A checkpoint's metadata as LangGraph gave it (built once, then kept)."""
+        return self._built(ns, checkpoint_id, "m", "md", self._metadata)
+
+    def _built(
+        self,
+        ns: str,
+        checkpoint_id: str,
+        whole: str,
+        changes: str,
+        built: dict[tuple[str, str], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """A checkpoint's ``whole`` value, or its ``changes`` from its parent's followed back
+        to one built before (or to a whole one)."""
         pending: list[tuple[tuple[str, str], Entry]] = []
         key = (ns, checkpoint_id)
-        while key not in self._full:
+        while key not in built:
             entry = self.saved[key]
             pending.append((key, entry))
-            if "dk" not in entry:
+            if changes not in entry:
                 break
             key = (ns, entry["p"])
         for key, entry in reversed(pending):
-            if "dk" in entry:
-                full = patched(self._full[key[0], entry["p"]], entry["dk"])
+            if changes in entry:
+                value = patched(built[key[0], entry["p"]], entry[changes])
             else:
-                full = decode(self.serde, entry["ck"])
-            self._full[key] = full | {"id": key[1]}
-        return self._full[ns, checkpoint_id]
+                value = decode(self.serde, entry[whole])
+            if whole == "ck":
+                value["id"] = key[1]
+                if "tsu" in entry:
+                    value["ts"] = iso_time(entry["tsu"])
+            built[key] = value
+        return built[ns, checkpoint_id]
 
     def message_ids(self, ns: str, channel: str, version: str) -> list[str]:
         """The message refs of a messages channel at ``version``: from a value built before,
@@ -346,8 +368,46 @@ def decode(serde: Any, entry: Entry) -> Any:
     return serde.loads_typed((entry["t"], base64.b64decode(entry["b"])))
 
 
-def _without(data: Entry) -> Entry:
-    return {k: v for k, v in data.items() if k != "content"}
+def _short(uuid: str, message: Entry) -> Entry:
+    """A message entry without its body; ``{"uuid", "lc": its type}`` when nothing else
+    is left."""
+    data = {k: v for k, v in message["data"].items() if k != "content"}
+    if not data:
+        return {"uuid": uuid, "lc": message["type"]}
+    return {"uuid": uuid, "langchain": {**message, "data": data}}
+
+
+def is_message(entry: Entry) -> bool:
+    """Whether an entry records a LangChain message (``langchain``, or ``lc`` in short)."""
+    return "langchain" in entry or "lc" in entry
+
+
+def is_checkpoint(entry: Entry) -> bool:
+    """Whether an entry records a checkpoint (its ``uuid`` says so)."""
+    uuid = entry.get("uuid")
+    return isinstance(uuid, str) and uuid[:2] in {"c:", "c["}
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso_time(micros: int) -> str:
+    """A UTC time in microseconds since 1970 as LangGraph writes a checkpoint's ``ts``."""
+    return (_EPOCH + timedelta(microseconds=micros)).isoformat()
+
+
+def micros_of(text: Any) -> int | None:
+    """``text`` in microseconds since 1970 when :func:`iso_time` gives it back exactly."""
+    if not isinstance(text, str):
+        return None
+    try:
+        found = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if found.tzinfo is None:
+        return None
+    micros = (found - _EPOCH) // timedelta(microseconds=1)
+    return micros if iso_time(micros) == text else None
 
 
 def _body(block: Block) -> str | None:
@@ -478,10 +538,7 @@ class Batch:
         (see :meth:`Thread.fold`)."""
         if not self._bodies:
             return self._messages
-        return [
-            {**e, "langchain": {**e["langchain"], "data": _without(e["langchain"]["data"])}}
-            for e in self._messages
-        ]
+        return [_short(e["uuid"], e["langchain"]) for e in self._messages]
 
     def carried(self) -> dict[str, Entry]:
         """Each new message's whole ``message_to_dict``, by its entry's ``uuid``: what the
