@@ -15,6 +15,7 @@ from bench import (
     append,
     cold,
     disk,
+    langgraph,
     memory,
     peer,
     postgres,
@@ -37,6 +38,7 @@ BENCHMARKS: dict[str, Callable[[Context], None]] = {
     "after_append": after_append.run,
     "disk": disk.run,
     "agent": agent.run,
+    "langgraph": langgraph.run,
 }
 """Every benchmark by its ``--only`` name, in the order a run takes them."""
 

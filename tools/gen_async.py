@@ -73,6 +73,7 @@ KINDS: dict[str, Kind] = {
     # Reading: the reader pool.
     "erasures": "read",
     "events": "read",
+    "events_after": "read",
     "tail": "read",
     "messages": "read",
     "entries": "read",

@@ -6,37 +6,37 @@ A thread is one conversation (its id a UUID5 of the thread id, labelled ``langgr
 and everything the saver is handed is a runtime entry of that conversation's log (see
 ``docs/integrations/langgraph.md`` for the design):
 
-- each message of a messages channel (a list of LangChain messages with ids, as
-  ``add_messages`` keeps them) once, verbatim, carrying the convstore message it is, so
-  ``replay``, ``audit`` and ``serve`` see the thread like any other conversation;
-- a channel's value once per version it took: a messages channel as the ids of its messages,
-  written as a change from the version before (kept ids, then added ones), any other channel
-  as LangGraph's own serialized bytes;
-- a checkpoint (its versions, without the values) and its metadata; pending writes; and what
-  ``prune`` and ``delete_for_runs`` removed.
+- each LangChain message with an id (in a channel value or a pending write) once, without
+  its default fields, carrying the convstore message it is, so ``replay``, ``audit`` and
+  ``serve`` see the thread like any other conversation;
+- a checkpoint in one entry: its changes from its parent, its metadata, and the values of the
+  channels it changed (a messages channel as the refs it adds to the parent's value);
+- a task's pending writes in one entry (messages as refs); what ``prune`` and
+  ``delete_for_runs`` removed.
 
-So storage grows with the messages, not with messages times steps. Reading folds the thread's
-entries; ``delete_thread`` is :meth:`~convstore.Store.delete_entries` (the log keeps the bytes;
+Values are plain JSON where that reads back exactly, else LangGraph's serialized bytes. So
+storage grows with the messages, not with messages times steps. Each thread's fold is kept
+and caught up from the events after it, so a call reads what changed since the last one;
+``delete_thread`` is :meth:`~convstore.Store.delete_entries` (the log keeps the bytes;
 ``convstore erase`` deletes the conversation for good).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import builtins
 import contextlib
-import hashlib
-import json
+import copy
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID, uuid5
 
 from convstore.ports.extras import missing_extra
 
 try:
-    from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+    from langchain_core.messages import messages_from_dict
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
@@ -59,7 +59,24 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
 from pydantic import JsonValue
 
 from convstore.domain.errors import InvalidInput
+from convstore.domain.events import Event
 from convstore.integrations.langchain import entry_messages
+from convstore.integrations.langgraph_entries import (
+    Batch,
+    Entry,
+    Thread,
+    checkpoint_key,
+    decode,
+    diff,
+    encode,
+    is_message,
+    is_messages,
+    micros_of,
+    patched,
+    plain,
+    untree,
+    version_key,
+)
 from convstore.store import EntryBatch, Store
 from convstore.store.aio import AsyncStore
 
@@ -74,78 +91,25 @@ SOURCE_PREFIX = "langgraph:"
 THREAD_LABEL = {"langgraph": "thread"}
 """The label every thread's conversation carries, so the listing index finds them all."""
 
-Entry = dict[str, Any]
+THREADS_KEPT = 64
+"""How many threads' folds a saver keeps in memory (the least recently read goes first)."""
 
 
 def conversation_for(thread_id: str) -> UUID:
     """The conversation that holds LangGraph thread ``thread_id``, in any process."""
+    if not isinstance(thread_id, str) or not thread_id:
+        msg = f"a LangGraph thread_id must be a non-empty string, not {thread_id!r}"
+        raise InvalidInput(msg)
     return uuid5(NAMESPACE, SOURCE_PREFIX + thread_id)
 
 
 @dataclass
-class Thread:
-    """A thread's entries folded: what the saver reads."""
+class _Folded:
+    """A thread's fold and the log position it is caught up to."""
 
-    messages: dict[str, Entry] = field(default_factory=dict)
-    blobs: dict[tuple[str, str, str], Entry] = field(default_factory=dict)
-    checkpoints: dict[tuple[str, str], Entry] = field(default_factory=dict)
-    writes: dict[tuple[str, str], dict[tuple[str, int], Entry]] = field(default_factory=dict)
-
-    @classmethod
-    def fold(cls, entries: Sequence[Entry]) -> Thread:
-        thread = cls()
-        for entry in entries:
-            kind = entry.get("lg")
-            if "langchain" in entry:
-                thread.messages[entry["ref"]] = entry["langchain"]
-            elif kind == "blob":
-                thread.blobs[entry["ns"], entry["ch"], entry["ver"]] = entry
-            elif kind == "checkpoint":
-                thread.checkpoints[entry["ns"], entry["id"]] = entry
-            elif kind == "write":
-                key = (entry["ns"], entry["cp"])
-                thread.writes.setdefault(key, {})[entry["task"], entry["idx"]] = entry
-            elif kind == "deleted":
-                for ns, checkpoint_id in entry["checkpoints"]:
-                    thread.checkpoints.pop((ns, checkpoint_id), None)
-                    thread.writes.pop((ns, checkpoint_id), None)
-        return thread
-
-    def message_ids(self, ns: str, channel: str, version: str) -> list[str]:
-        """The message refs of a messages channel at ``version`` (its changes followed)."""
-        chain: list[Entry] = []
-        key: tuple[str, str, str] | None = (ns, channel, version)
-        while key is not None:
-            entry = self.blobs[key]
-            chain.append(entry)
-            base = entry.get("base")
-            key = None if base is None else (ns, channel, base)
-        refs: list[str] = []
-        for entry in reversed(chain):
-            refs = refs[: entry.get("keep", 0)] + entry["add"]
-        return refs
-
-
-def _version(value: Any) -> str:
-    """A channel version as the text the entries key it by (versions are str, int or float)."""
-    return json.dumps(value)
-
-
-def _typed(serde: Any, value: Any) -> Entry:
-    kind, data = serde.dumps_typed(value)
-    return {"t": kind, "b": base64.b64encode(data).decode("ascii")}
-
-
-def _untyped(serde: Any, entry: Entry) -> Any:
-    return serde.loads_typed((entry["t"], base64.b64decode(entry["b"])))
-
-
-def _is_messages(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(m, BaseMessage) and m.id for m in value)
-    )
+    thread: Thread
+    version: int = 0
+    changes: int = 0
 
 
 class ConvstoreSaver(BaseCheckpointSaver[int]):
@@ -153,19 +117,22 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
 
     ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore` (its
     ``Store`` is used; the async methods run the sync ones on a worker thread, off the loop).
+    Each thread's fold is kept in this process and caught up from the events recorded after
+    it (by this saver or any other writer), so a call reads what changed since the last one.
     """
 
     def __init__(self, *, store: Store | AsyncStore, serde: Any = None) -> None:
         super().__init__(serde=serde)
         self.store = store.store if isinstance(store, AsyncStore) else store
+        self.events_read = 0
+        """How many events this saver has read from the store (what a call costs)."""
         self._created: set[UUID] = set()
+        self._folds: dict[UUID, _Folded] = {}
+        self._lock = threading.RLock()
 
     # -- the thread's conversation and entries ---------------------------------------------
 
     def _conversation(self, thread_id: str) -> UUID:
-        if not isinstance(thread_id, str) or not thread_id:
-            msg = f"a LangGraph thread_id must be a non-empty string, not {thread_id!r}"
-            raise InvalidInput(msg)
         conversation = conversation_for(thread_id)
         if conversation not in self._created:
             with contextlib.suppress(InvalidInput):  # it exists already
@@ -179,15 +146,51 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
         return conversation
 
     def _thread(self, thread_id: str) -> Thread:
-        try:
-            entries = self.store.entries(conversation_for(thread_id))
-        except InvalidInput:
-            entries = None
-        return Thread.fold(cast(list[Entry], entries or []))
+        """The thread's fold, caught up: the events after the folded ones are read, and the
+        last folded one again, so an erased or rewritten log is noticed and folded anew."""
+        conversation = conversation_for(thread_id)
+        with self._lock:
+            folded = self._folds.pop(conversation, None)
+            if folded is not None:
+                self._folds[conversation] = folded  # now the most recently read
+                last = folded.version
+                changes, events = self.store.events_after(conversation, max(last - 1, 0))
+                self.events_read += len(events)
+                if changes == folded.changes and last == 0:
+                    return self._catch_up(folded, events)
+                if changes == folded.changes and events and events[0].originator_version == last:
+                    return self._catch_up(folded, events[1:])
+            self._folds.pop(conversation, None)
+            while len(self._folds) >= THREADS_KEPT:  # the least recently read goes
+                del self._folds[next(iter(self._folds))]
+            folded = self._folds[conversation] = _Folded(Thread(self.serde))
+            folded.changes, events = self.store.events_after(conversation, 0)
+            self.events_read += len(events)
+            return self._catch_up(folded, events)
 
-    def _record(self, thread_id: str, entries: list[Entry]) -> None:
-        def carry(fresh: list[dict[str, JsonValue]]) -> EntryBatch:
-            carried = [cast(dict[str, Any], e["langchain"]) for e in fresh if "langchain" in e]
+    @staticmethod
+    def _catch_up(folded: _Folded, events: Sequence[Event]) -> Thread:
+        for event in events:
+            folded.thread = folded.thread.fold(event)
+            folded.version = event.originator_version
+        return folded.thread
+
+    def _record(
+        self,
+        thread_id: str,
+        entries: builtins.list[Entry],
+        whole: dict[str, Entry] | None = None,
+    ) -> None:
+        """Record ``entries`` and the messages they carry (their whole ``message_to_dict``
+        from ``whole`` when given: an entry may have left its body to the block)."""
+        found = whole or {}
+
+        def carry(fresh: builtins.list[dict[str, JsonValue]]) -> EntryBatch:
+            carried = [
+                found.get(str(e["uuid"]), cast(dict[str, Any], e.get("langchain")))
+                for e in fresh
+                if is_message(e)
+            ]
             messages = messages_from_dict(carried)
             return entry_messages(messages, self.store.limits), []
 
@@ -206,62 +209,63 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
 
     # -- reading -----------------------------------------------------------------------------
 
+    def _value(self, thread: Thread, ns: str, channel: str, version: str, value: Entry) -> Any:
+        if "add" in value:
+            refs = thread.message_ids(ns, channel, version)
+            return [thread.message(r) for r in refs]
+        if "m" in value:
+            return untree(thread, value["m"])
+        return decode(self.serde, value)
+
     def _tuple(
         self, thread_id: str, thread: Thread, ns: str, checkpoint_id: str
     ) -> CheckpointTuple:
         entry = thread.checkpoints[ns, checkpoint_id]
-        checkpoint: Checkpoint = _untyped(self.serde, entry["checkpoint"])
+        checkpoint = cast(Checkpoint, copy.deepcopy(thread.checkpoint(ns, checkpoint_id)))
         values: dict[str, Any] = {}
         for channel, version in checkpoint["channel_versions"].items():
-            blob = thread.blobs.get((ns, channel, _version(version)))
-            if blob is None or blob.get("empty"):
-                continue
-            if "add" in blob:
-                refs = thread.message_ids(ns, channel, _version(version))
-                values[channel] = messages_from_dict([thread.messages[r] for r in refs])
-            else:
-                values[channel] = _untyped(self.serde, blob)
+            key = version_key(version)
+            value = thread.values.get((ns, channel, key))
+            if value is not None:
+                values[channel] = self._value(thread, ns, channel, key, value)
         writes = thread.writes.get((ns, checkpoint_id), {})
-        ordered = sorted(writes.values(), key=lambda w: (w["task"], w["idx"]))
-        parent = entry.get("parent")
-        return CheckpointTuple(
-            config={
+        parent = entry.get("p")
+
+        def config(checkpoint_id: str) -> RunnableConfig:
+            return {
                 "configurable": {
                     "thread_id": thread_id,
                     "checkpoint_ns": ns,
                     "checkpoint_id": checkpoint_id,
                 }
-            },
+            }
+
+        return CheckpointTuple(
+            config=config(checkpoint_id),
             checkpoint={**checkpoint, "channel_values": values},
-            metadata=_untyped(self.serde, entry["metadata"]),
-            parent_config=(
-                {
-                    "configurable": {
-                        "thread_id": thread_id,
-                        "checkpoint_ns": ns,
-                        "checkpoint_id": parent,
-                    }
-                }
-                if parent
-                else None
-            ),
-            pending_writes=[(w["task"], w["ch"], _untyped(self.serde, w)) for w in ordered],
+            metadata=cast(CheckpointMetadata, copy.deepcopy(thread.metadata(ns, checkpoint_id))),
+            parent_config=config(parent) if parent else None,
+            pending_writes=[
+                (task, channel, self._value(thread, ns, channel, "", value))
+                for (task, _), (channel, value) in sorted(writes.items())
+            ],
         )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names (the newest of its namespace when it names none)."""
         configurable = config["configurable"]
         thread_id, ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
-        thread = self._thread(thread_id)
-        checkpoint_id = get_checkpoint_id(config)
-        if checkpoint_id is None:
-            ids = [cid for (n, cid) in thread.checkpoints if n == ns]
-            if not ids:
+        with self._lock:
+            thread = self._thread(thread_id)
+            checkpoint_id = get_checkpoint_id(config)
+            if checkpoint_id is None:
+                ids = [cid for (n, cid) in thread.checkpoints if n == ns]
+                if not ids:
+                    return None
+                checkpoint_id = max(ids)
+            if (ns, checkpoint_id) not in thread.checkpoints:
                 return None
-            checkpoint_id = max(ids)
-        if (ns, checkpoint_id) not in thread.checkpoints:
-            return None
-        return self._tuple(thread_id, thread, ns, checkpoint_id)
+            return self._tuple(thread_id, thread, ns, checkpoint_id)
 
     def list(
         self,
@@ -280,21 +284,26 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
         before_id = get_checkpoint_id(before) if before else None
         remaining = limit
         for thread_id in threads:
-            thread = self._thread(thread_id)
-            for ns, checkpoint_id in sorted(thread.checkpoints, key=lambda k: k[1], reverse=True):
+            with self._lock:
+                thread = self._thread(thread_id)
+                keys = sorted(thread.checkpoints, key=lambda k: k[1], reverse=True)
+            for ns, checkpoint_id in keys:
                 if ns_wanted is not None and ns != ns_wanted:
                     continue
                 if id_wanted and checkpoint_id != id_wanted:
                     continue
                 if before_id and checkpoint_id >= before_id:
                     continue
-                found = self._tuple(thread_id, thread, ns, checkpoint_id)
-                if filter and any(found.metadata.get(k) != v for k, v in filter.items()):
-                    continue
+                if filter:
+                    metadata = thread.metadata(ns, checkpoint_id)
+                    if any(metadata.get(k) != v for k, v in filter.items()):
+                        continue
                 if remaining is not None:
                     if remaining <= 0:
                         return
                     remaining -= 1
+                with self._lock:
+                    found = self._tuple(thread_id, thread, ns, checkpoint_id)
                 yield found
 
     # -- writing -----------------------------------------------------------------------------
@@ -306,40 +315,64 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Record a checkpoint: the values of the channels it changed, each message once."""
+        """Record a checkpoint in one entry: the values of the channels it changed (a messages
+        channel as the refs it adds to the parent's, each new message recorded once), and
+        the checkpoint as its changes from its parent."""
         configurable = config["configurable"]
         thread_id, ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
         parent = configurable.get("checkpoint_id")
-        thread = self._thread(thread_id)
         values = checkpoint["channel_values"]
-        entries: builtins.list[Entry] = []
-        base_versions: dict[str, Any] = {}
-        if parent and (ns, parent) in thread.checkpoints:
-            parent_checkpoint = _untyped(self.serde, thread.checkpoints[ns, parent]["checkpoint"])
-            base_versions = parent_checkpoint["channel_versions"]
-        for channel, version in new_versions.items():
-            key = {"lg": "blob", "ns": ns, "ch": channel, "ver": _version(version)}
-            key["uuid"] = f"lg:b:{json.dumps([ns, channel, key['ver']])}"
-            if channel not in values:
-                entries.append(key | {"empty": True})
-            elif _is_messages(values[channel]):
-                refs = [self._message(thread, m, entries) for m in values[channel]]
-                entries.append(key | self._change(thread, ns, channel, base_versions, refs))
-            else:
-                entries.append(key | _typed(self.serde, values[channel]))
-        saved = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        entries.append(
-            {
-                "uuid": f"lg:c:{json.dumps([ns, checkpoint['id']])}",
-                "lg": "checkpoint",
-                "ns": ns,
-                "id": checkpoint["id"],
-                "parent": parent,
-                "checkpoint": _typed(self.serde, saved),
-                "metadata": _typed(self.serde, get_checkpoint_metadata(config, metadata)),
-            }
-        )
-        self._record(thread_id, entries)
+        saved: dict[str, Any] = {
+            k: v for k, v in checkpoint.items() if k not in {"channel_values", "id"}
+        }
+        with self._lock:
+            thread = self._thread(thread_id)
+            base = (
+                thread.checkpoint(ns, parent)
+                if parent is not None and (ns, parent) in thread.saved
+                else None
+            )
+            batch = Batch(thread, self.serde, self.store.limits)
+            vals: dict[str, Entry] = {}
+            for channel, version in new_versions.items():
+                if channel not in values:
+                    continue  # no value: nothing to record, the fold finds none
+                value = values[channel]
+                if is_messages(value):
+                    refs = [batch.ref(m) for m in value]
+                    found = self._change(thread, ns, channel, base, refs)
+                else:
+                    found = batch.encode(value)
+                if version != saved["channel_versions"].get(channel):
+                    found["ver"] = version
+                vals[channel] = found
+            entry: Entry = {"uuid": checkpoint_key(ns, checkpoint["id"])}
+            if parent:
+                entry["p"] = parent
+            if base is not None and plain(saved):
+                diffed = diff({k: v for k, v in base.items() if k != "id"}, saved)
+                if patched(base, diffed) | {"id": checkpoint["id"]} == {
+                    **saved,
+                    "id": checkpoint["id"],
+                }:
+                    micros = micros_of(diffed.get("ts"))
+                    if micros is not None:  # 20 bytes, not 40
+                        del diffed["ts"]
+                        entry["tsu"] = micros
+                    entry["dk"] = diffed
+            if "dk" not in entry:
+                entry["ck"] = encode(self.serde, saved)
+            meta: dict[str, Any] = dict(get_checkpoint_metadata(config, metadata))
+            before = thread.metadata(ns, parent) if base is not None and parent else None
+            if before is not None and plain(meta) and plain(before):
+                changes = diff(before, meta)
+                if patched(before, changes) == meta:
+                    entry["md"] = changes
+            if "md" not in entry:
+                entry["m"] = encode(self.serde, meta)
+            if vals:
+                entry["vals"] = vals
+            self._record(thread_id, [*batch.entries, entry], batch.carried())
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -348,36 +381,27 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
             }
         }
 
-    def _message(self, thread: Thread, message: BaseMessage, entries: builtins.list[Entry]) -> str:
-        """The ref of ``message``: its id, or its id and a digest when a different message
-        was recorded under that id; a message not recorded yet is added to ``entries``."""
-        data = message_to_dict(message)
-        ref = cast(str, message.id)
-        if ref in thread.messages and thread.messages[ref] != data:
-            digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-            ref = f"{ref}#{digest[:16]}"
-        if ref not in thread.messages:
-            thread.messages[ref] = data
-            entries.append({"uuid": f"langchain:{ref}", "ref": ref, "langchain": data})
-        return ref
-
     def _change(
         self,
         thread: Thread,
         ns: str,
         channel: str,
-        base_versions: dict[str, Any],
+        base: dict[str, Any] | None,
         refs: builtins.list[str],
     ) -> Entry:
-        """A messages channel's new value as a change from the parent checkpoint's."""
-        base = base_versions.get(channel)
-        if base is not None and (ns, channel, _version(base)) in thread.blobs:
-            before = thread.message_ids(ns, channel, _version(base))
-            keep = 0
-            while keep < min(len(before), len(refs)) and before[keep] == refs[keep]:
-                keep += 1
-            return {"base": _version(base), "keep": keep, "add": refs[keep:]}
-        return {"add": refs}
+        """A messages channel's new value as a change from the parent checkpoint's: the refs
+        it adds (``more``), or how many of the parent's it ``keep``s and the refs it ``add``s;
+        the whole value (``add``) when the parent has none."""
+        version = None if base is None else base["channel_versions"].get(channel)
+        if version is None or (ns, channel, version_key(version)) not in thread.values:
+            return {"add": refs}
+        before = thread.message_ids(ns, channel, version_key(version))
+        keep = 0
+        while keep < min(len(before), len(refs)) and before[keep] == refs[keep]:
+            keep += 1
+        if keep == len(before):
+            return {"more": refs[keep:]}
+        return {"keep": keep, "add": refs[keep:]}
 
     def put_writes(
         self,
@@ -386,44 +410,39 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Record a task's pending writes for a checkpoint (a regular write once; a special
-        channel's write, such as an error or an interrupt, replaces the one before)."""
+        """Record a task's pending writes for a checkpoint in one entry (a regular write
+        once; a special channel's write, such as an error or an interrupt, replaces the one
+        before). Messages with ids are recorded as messages, once, and written as refs."""
         configurable = config["configurable"]
         thread_id, ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
-        checkpoint_id = configurable["checkpoint_id"]
-        entries: builtins.list[Entry] = []
-        for index, (channel, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(channel, index)
-            entry: Entry = {
-                "lg": "write",
-                "ns": ns,
-                "cp": checkpoint_id,
-                "task": task_id,
-                "idx": idx,
-                "ch": channel,
-                "path": task_path,
-            } | _typed(self.serde, value)
-            if idx >= 0:
-                entry["uuid"] = f"lg:w:{json.dumps([ns, checkpoint_id, task_id, idx])}"
-            entries.append(entry)
-        if entries:
-            self._record(thread_id, entries)
+        if not writes:
+            return
+        with self._lock:
+            thread = self._thread(thread_id)
+            batch = Batch(thread, self.serde, self.store.limits)
+            items = [
+                [channel, WRITES_IDX_MAP.get(channel, index), batch.encode(value)]
+                for index, (channel, value) in enumerate(writes)
+            ]
+            entry: Entry = {"lg": "w", "cp": configurable["checkpoint_id"], "task": task_id}
+            if ns:
+                entry["ns"] = ns
+            if task_path:
+                entry["path"] = task_path
+            self._record(thread_id, [*batch.entries, entry | {"w": items}], batch.carried())
 
     # -- deleting and copying ----------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and writes, and withdraw its messages from replay
         (the log keeps the bytes; ``convstore erase`` deletes them for good)."""
-        conversation = conversation_for(thread_id)
-        if self.store.entries(conversation) if self._exists(conversation) else None:
-            self.store.delete_entries(conversation)
-
-    def _exists(self, conversation: UUID) -> bool:
-        return self.store.last_event(conversation) is not None
+        with self._lock:
+            if self._thread(thread_id).entries:
+                self.store.delete_entries(conversation_for(thread_id))
 
     def _forget(self, thread_id: str, keys: builtins.list[tuple[str, str]]) -> None:
         if keys:
-            self._record(thread_id, [{"lg": "deleted", "checkpoints": [list(k) for k in keys]}])
+            self._record(thread_id, [{"lg": "x", "checkpoints": [list(k) for k in keys]}])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata names one of ``run_ids``,
@@ -431,21 +450,31 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
         wanted = set(run_ids)
         if not wanted:
             return
-        for thread_id in list(self._thread_ids()):
-            thread = self._thread(thread_id)
-            doomed = [
-                key
-                for key, entry in thread.checkpoints.items()
-                if _untyped(self.serde, entry["metadata"]).get("run_id") in wanted
-            ]
-            self._forget(thread_id, doomed)
+        for thread_id in builtins.list(self._thread_ids()):
+            with self._lock:
+                thread = self._thread(thread_id)
+                doomed = [
+                    key
+                    for key, entry in thread.checkpoints.items()
+                    if thread.metadata(*key).get("run_id") in wanted
+                ]
+                self._forget(thread_id, doomed)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and message of one thread to another."""
         source = conversation_for(source_thread_id)
-        entries = self.store.entries(source) if self._exists(source) else None
-        if entries:
-            self._record(target_thread_id, cast(builtins.list[Entry], entries))
+        with self._lock:
+            entries = self.store.entries(source) if self.store.last_event(source) else None
+            if not entries:
+                return
+            thread = self._thread(source_thread_id)
+            whole = {  # with the bodies their entries left to the source's blocks
+                key: {"uuid": key, "langchain": thread.messages[key.removeprefix("langchain:")]}
+                for e in entries
+                if is_message(e) and isinstance(key := e["uuid"], str)
+            }
+            copied = [whole.get(cast(str, e.get("uuid")), e) for e in entries]
+            self._record(target_thread_id, cast(builtins.list[Entry], copied))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: keep each namespace's newest checkpoint; ``delete``: delete all.
@@ -454,16 +483,17 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
             msg = f"unknown prune strategy {strategy!r} (known: keep_latest, delete)"
             raise InvalidInput(msg)
         for thread_id in thread_ids:
-            thread = self._thread(thread_id)
-            latest: dict[str, str] = {}
-            for ns, checkpoint_id in thread.checkpoints:
-                latest[ns] = max(latest.get(ns, checkpoint_id), checkpoint_id)
-            doomed = [
-                key
-                for key in thread.checkpoints
-                if strategy == "delete" or latest[key[0]] != key[1]
-            ]
-            self._forget(thread_id, doomed)
+            with self._lock:
+                thread = self._thread(thread_id)
+                latest: dict[str, str] = {}
+                for ns, checkpoint_id in thread.checkpoints:
+                    latest[ns] = max(latest.get(ns, checkpoint_id), checkpoint_id)
+                doomed = [
+                    key
+                    for key in thread.checkpoints
+                    if strategy == "delete" or latest[key[0]] != key[1]
+                ]
+                self._forget(thread_id, doomed)
 
     # -- async: the sync methods on a worker thread ------------------------------------------
 

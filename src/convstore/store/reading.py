@@ -98,6 +98,20 @@ class LogReader:
             raise ConversationNotFound(msg)
         return found[::-1]
 
+    def events_after(self, conversation: UUID | str, after: int) -> tuple[int, list[Event]]:
+        """A conversation's events after version ``after`` (none when there are none, or the
+        conversation does not exist), with its log's change count read in the same snapshot.
+
+        For a reader that keeps a fold of the log and catches it up: a change count that
+        differs from the one it read before means rows it folded were changed in place (see
+        :data:`convstore.backends.common.log_changes.CHANGES_TABLE`), so it folds again from 0.
+        """
+        conversation_id = parse_id(conversation, "conversation")
+        after = parse_count(after, "after", 0)
+        with paused_gc():
+            changes, events = self._counted_stream(conversation_id, after)
+            return changes, list(events)
+
     def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
         """Every recorded event of a conversation as its full JSON, whatever its stored form."""
         conversation_id = parse_id(conversation, "conversation")

@@ -52,9 +52,10 @@ class AsyncStore(AsyncStoreBase):
     Reads, on the reader pool:
 
     ``children``, ``conversation_info``, ``conversations``, ``entries``, ``erasures``,
-    ``events``, ``fit_tool_results``, ``heads``, ``last_event``, ``list_conversations``,
-    ``live_request``, ``log_position``, ``messages``, ``notifications``, ``pressure``,
-    ``replay``, ``replay_model_differences``, ``storage_problems``, ``tail``.
+    ``events``, ``events_after``, ``fit_tool_results``, ``heads``, ``last_event``,
+    ``list_conversations``, ``live_request``, ``log_position``, ``messages``,
+    ``notifications``, ``pressure``, ``replay``, ``replay_model_differences``,
+    ``storage_problems``, ``tail``.
 
     Written by hand (:mod:`convstore.store.aio._base`): :meth:`close` finishes the
     calls in flight first, :meth:`raw_events` returns a list, and :meth:`scan` and
@@ -507,6 +508,16 @@ class AsyncStore(AsyncStoreBase):
         ``collect_history(events, tail=True)``.
         """
         return await self._read(self.store.tail, conversation, messages=messages, before=before)
+
+    async def events_after(self, conversation: UUID | str, after: int) -> tuple[int, list[Event]]:
+        """A conversation's events after version ``after`` (none when there are none, or the
+        conversation does not exist), with its log's change count read in the same snapshot.
+
+        For a reader that keeps a fold of the log and catches it up: a change count that
+        differs from the one it read before means rows it folded were changed in place (see
+        :data:`convstore.backends.common.log_changes.CHANGES_TABLE`), so it folds again from 0.
+        """
+        return await self._read(self.store.events_after, conversation, after)
 
     async def messages(self, conversation: UUID | str) -> list[RecordedMessage]:
         """The stored messages of a conversation with their blocks and status."""
