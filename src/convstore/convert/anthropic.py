@@ -19,8 +19,11 @@ and ``tool_reference`` parts), and the blocks of tools the provider ran
 ``*_tool_result``, ``mcp_tool_use`` and ``mcp_tool_result``. Anything else (``compaction``,
 ``mcp_tool_listing``, a ``content`` document, an unknown ``*_tool_result`` …) is refused with
 one :class:`InvalidInput` naming the type and where it is; nothing is recorded.
-``cache_control`` is dropped; a response's ``id``, ``model``, ``stop_reason`` and ``usage``
-become its message's metadata.
+Any key a block (or its ``source``) has beyond the SDK's is refused the same way. Dropped,
+being settings rather than content: ``cache_control``, a document's ``citations`` setting, an
+image's ``transformations``, a ``tool_use``'s ``caller`` and ``toolset_name``; and a document's
+``context`` (no block field holds it yet). A response's ``id``, ``model``, ``stop_reason`` and
+``usage`` become its message's metadata.
 """
 
 from __future__ import annotations
@@ -73,6 +76,18 @@ CONTENT_TYPES: tuple[str, ...] = (
 """Every Anthropic content block type the converters accept."""
 
 
+THINKING_KEYS = frozenset({"type", "thinking", "signature"})
+REDACTED_THINKING_KEYS = frozenset({"type", "data"})
+TOOL_USE_KEYS = frozenset(
+    {"type", "id", "name", "input", "caller", "toolset_name", "cache_control"}
+)
+"""A ``tool_use`` block's keys: its ``caller`` (how a programmatic call was made), ``toolset_name``
+and ``cache_control`` are dropped; any key outside these is refused, as on every block."""
+TOOL_RESULT_KEYS = frozenset(
+    {"type", "tool_use_id", "content", "is_error", "toolset_name", "cache_control"}
+)
+
+
 def _input(data: Mapping[str, Any]) -> object:
     """A call's input as recorded: an object or raw text as given, anything else as JSON."""
     raw = data.get("input", {})
@@ -93,19 +108,23 @@ def block_from_anthropic(block: object, where: str = "block") -> Block:
         case "text":
             return text_block(data, where)
         case "thinking":
+            check_keys(data, THINKING_KEYS, f"{where} (thinking)")
             signature = data.get("signature")
             return ReasoningBlock(
                 text=string(data, "thinking", where),
                 signature=signature if isinstance(signature, str) and signature else None,
             )
         case "redacted_thinking":
+            check_keys(data, REDACTED_THINKING_KEYS, f"{where} (redacted_thinking)")
             return ReasoningBlock(
                 text="", encrypted_content=string(data, "data", where), redacted=True
             )
         case "tool_use":
+            check_keys(data, TOOL_USE_KEYS, f"{where} (tool_use)")
             fields = {"id": data.get("id"), "name": data.get("name"), "input": _input(data)}
             return checked({"type": "tool_use", **fields}, where)
         case "tool_result":
+            check_keys(data, TOOL_RESULT_KEYS, f"{where} (tool_result)")
             is_error = data.get("is_error")
             content = tool_output(data.get("content"), where)
             return checked(
@@ -118,7 +137,7 @@ def block_from_anthropic(block: object, where: str = "block") -> Block:
                 where,
             )
         case "image":
-            return image(data.get("source"), where)
+            return image(data, where)
         case "document":
             return document(data, where)
         case "search_result":
