@@ -214,13 +214,14 @@ def conversation_counts(
     path: Path, ids: Sequence[UUID], store_id: str
 ) -> dict[UUID, tuple[int, int, int]]:
     """For each conversation the read model holds: how many of its events it has applied,
-    its messages and its tool calls (compare the events with the listing's to know the
-    counts are whole)."""
+    its messages and its tool calls, the provider's (hosted) included as ``audit tools`` lists
+    them (compare the events with the listing's to know the counts are whole)."""
     if not ids:
         return {}
     marks = ", ".join("?" * len(ids))
     sql = (
-        "SELECT c.id, c.events, c.messages, (SELECT coalesce(sum(m.tool_use_blocks), 0) "  # noqa: S608 - adds question marks only
+        "SELECT c.id, c.events, c.messages, "  # noqa: S608 - adds question marks only
+        "(SELECT coalesce(sum(m.tool_use_blocks + m.hosted_tool_use_blocks), 0) "
         "FROM messages m WHERE m.conversation_id = c.id) "
         f"FROM conversations c WHERE c.id IN ({marks})"
     )

@@ -37,7 +37,7 @@ from convstore.audit.search import (
     message_position,
     ranked_conversations,
 )
-from convstore.domain.blocks import ToolUseBlock
+from convstore.domain.blocks import AnyToolUse
 from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.events import ConversationStarted, MessageStarted
 from convstore.domain.parsing import parse_id
@@ -234,7 +234,7 @@ def _counted(
         elif info.events <= READ_FOR_COUNTS:
             recorded = store.messages(info.id)
             messages = len(recorded)
-            calls = sum(1 for m in recorded for b in m.blocks if isinstance(b.block, ToolUseBlock))
+            calls = sum(1 for m in recorded for b in m.blocks if isinstance(b.block, AnyToolUse))
         else:
             messages = calls = None
         rows.append(

@@ -1,0 +1,49 @@
+"""What a user reads of a conversation with hosted calls, documents and image-only results, on
+every surface that is not replay: the web list's counts, ``pressure``'s table, the Markdown
+transcript and ``convstore show``. Each reads the synthetic hosted round of
+:mod:`tests.hosted` (three provider-run calls, one of the caller's, a PDF in its result)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import convstore
+from convstore.app.projector import audit_path, catch_up, open_audit
+from tests.hosted import record_round
+
+pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
+from starlette.testclient import TestClient
+
+from convstore.cli.serve import HostGuard, allowed_hosts
+from convstore.web.app import create_app
+
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP4z8DwHwAFAAIB5ScN4gAA"
+    "AABJRU5ErkJggg=="
+)
+
+
+def _listing(store: convstore.Store) -> str:
+    app = HostGuard(create_app(store), allowed_hosts("127.0.0.1", ()), "convstore serve")
+    return TestClient(app, base_url="http://127.0.0.1:8002").get("/").text
+
+
+def test_the_web_list_counts_the_calls_the_provider_ran(tmp_path: Path) -> None:
+    """The list's tool-call column counts every call, as ``audit tools`` lists them (hosted 1
+    or 0), whether read from the conversation or from the audit read model. Before, a
+    conversation of three web searches and one call of its own showed 1."""
+    with convstore.open_store(str(tmp_path / "s.db")) as store:
+        conv = record_round(store)
+        messages = store.messages(conv)
+        calls = [b for m in messages for b in m.blocks if b.block.type.endswith("tool_use")]
+        assert len(calls) == 4
+        row = f"<td>{len(messages)}</td><td>4</td>"
+        assert row in _listing(store)  # read from the conversation
+        audit = open_audit(store, audit_path(store))
+        try:
+            catch_up(store, audit)
+        finally:
+            audit.close()
+        assert row in _listing(store)  # from the read model
