@@ -11,6 +11,7 @@ import pytest
 
 import convstore
 from convstore.app.projector import audit_path, catch_up, open_audit
+from tests.cli.support import ok
 from tests.hosted import record_round
 
 pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
@@ -47,3 +48,15 @@ def test_the_web_list_counts_the_calls_the_provider_ran(tmp_path: Path) -> None:
         finally:
             audit.close()
         assert row in _listing(store)  # from the read model
+
+
+def test_pressure_lines_up_every_kind(tmp_path: Path) -> None:
+    """Each kind's count ends in the same column: ``hosted_tool_result`` is longer than the 12
+    characters the table was laid out for, and pushed its number out of line."""
+    db = tmp_path / "s.db"
+    with convstore.open_store(str(db)) as store:
+        conv = record_round(store)
+    out = ok(db, "pressure", str(conv))
+    lines = out.split("largest messages")[0].splitlines()[1:]
+    assert any(line.split()[0] == "hosted_tool_result" for line in lines)
+    assert len({len(line) for line in lines}) == 1, lines

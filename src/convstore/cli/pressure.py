@@ -47,8 +47,9 @@ def pressure(
         click.echo(json.dumps(asdict(result), indent=2))
         return
     click.echo(f"{result.total:,} tokens ({result.tokenizer}, {options.shape} shape)")
+    width = max(map(len, result.by_kind), default=0)
     for kind, tokens in sorted(result.by_kind.items(), key=lambda kv: -kv[1]):
-        click.echo(f"  {kind:<12} {tokens:>10,}")
+        click.echo(f"  {kind:<{width}} {tokens:>10,}")
     if top:
         click.echo(f"largest messages (of {len(result.by_message)}):")
         for message in sorted(result.by_message, key=lambda m: -m.tokens)[:top]:
