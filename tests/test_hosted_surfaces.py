@@ -5,12 +5,15 @@ transcript and ``convstore show``. Each reads the synthetic hosted round of
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 import convstore
+from convstore.app.export import export_conversation
 from convstore.app.projector import audit_path, catch_up, open_audit
+from convstore.domain.blocks import HostedToolResultBlock, HostedToolUseBlock, ImageBlock
 from tests.cli.support import ok
 from tests.hosted import record_round
 
@@ -60,3 +63,23 @@ def test_pressure_lines_up_every_kind(tmp_path: Path) -> None:
     lines = out.split("largest messages")[0].splitlines()[1:]
     assert any(line.split()[0] == "hosted_tool_result" for line in lines)
     assert len({len(line) for line in lines}) == 1, lines
+
+
+def test_markdown_writes_no_empty_fence_for_an_image_only_result(tmp_path: Path) -> None:
+    """A result whose whole output is an image (a generated image, a screenshot) is its
+    image, not an empty code block followed by it."""
+    with convstore.open_store(str(tmp_path / "s.db")) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "Draw a walrus."}])
+        image = ImageBlock(media_type="image/png", data=PNG)
+        store.append_message(
+            conv,
+            "assistant",
+            [
+                HostedToolUseBlock(id="ig_1", name="image_generation", input={"prompt": "walrus"}),
+                HostedToolResultBlock(tool_use_id="ig_1", content=[image]),
+            ],
+        )
+        text = export_conversation(store, conv, "markdown").text
+    assert not re.search(r"```\n\n```", text), text
+    assert "**Result** `image_generation` · call `ig_1` · run by the provider\n\n*[image:" in text
