@@ -16,6 +16,7 @@ from convstore.app.projector import audit_path, catch_up, open_audit
 from convstore.domain.blocks import HostedToolResultBlock, HostedToolUseBlock, ImageBlock
 from tests.cli.support import ok
 from tests.hosted import record_round
+from tests.strategies import TINY_PDF
 
 pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
 from starlette.testclient import TestClient
@@ -83,3 +84,21 @@ def test_markdown_writes_no_empty_fence_for_an_image_only_result(tmp_path: Path)
         text = export_conversation(store, conv, "markdown").text
     assert not re.search(r"```\n\n```", text), text
     assert "**Result** `image_generation` · call `ig_1` · run by the provider\n\n*[image:" in text
+
+
+def test_show_describes_a_pdf_without_claiming_a_model_did_not_read_it(tmp_path: Path) -> None:
+    """``show`` is a transcript for people: a PDF there is named as an image is
+    (``[document: report.pdf (application/pdf, N bytes)]``), not replay's marker for a model
+    that cannot see documents, which said "Document not read" of a PDF the model was sent."""
+    db = tmp_path / "s.db"
+    with convstore.open_store(str(db)) as store:
+        conv = store.new_conversation()
+        pdf = {"type": "document", "media_type": "application/pdf", "data": TINY_PDF}
+        store.append_message(conv, "user", [{**pdf, "name": "report.pdf"}])
+        record_round_conv = record_round(store)
+    out = ok(db, "show", str(conv))
+    assert "Document not read" not in out
+    assert re.search(r"\[document: report\.pdf \(application/pdf, [\d,]+ bytes\)\]", out), out
+    round_out = ok(db, "show", str(record_round_conv))
+    assert "Document not read" not in round_out
+    assert "[document: " in round_out  # the PDF inside the caller's tool result
