@@ -215,10 +215,12 @@ def detect_format(text: str) -> ImportFormat:
     ``role``/``content`` messages is both a Chat Completions and a Messages history), is an
     :class:`InvalidInput` naming the candidates, to be settled with an explicit format.
     """
+    not_json = ""
     try:
         data: Any = strict_loads(text)
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError) as exc:
         data = _NOT_JSON
+        not_json = f"it is not JSON ({exc or 'nested too deeply'}) and "
     readers: list[ImportFormat] = []
     for fmt in IMPORT_FORMATS:
         if fmt not in LINE_FORMATS and data is _NOT_JSON:
@@ -238,8 +240,8 @@ def detect_format(text: str) -> ImportFormat:
         )
     else:
         msg = (
-            "cannot tell the input's format: none of the importers reads it; name one with "
-            f"--format to see why ({', '.join(IMPORT_FORMATS)})"
+            f"cannot tell the input's format: {not_json}none of the importers reads it; "
+            f"name one with --format to see why ({', '.join(IMPORT_FORMATS)})"
         )
     raise InvalidInput(msg)
 
