@@ -220,7 +220,8 @@ def detect_format(text: str) -> ImportFormat:
         data: Any = strict_loads(text)
     except (ValueError, RecursionError) as exc:
         data = _NOT_JSON
-        not_json = f"it is not JSON ({exc or 'nested too deeply'}) and "
+        if not _json_lines(text):
+            not_json = f"it is neither JSON ({exc or 'nested too deeply'}) nor JSON lines, and "
     readers: list[ImportFormat] = []
     for fmt in IMPORT_FORMATS:
         if fmt not in LINE_FORMATS and data is _NOT_JSON:
@@ -247,6 +248,17 @@ def detect_format(text: str) -> ImportFormat:
 
 
 _NOT_JSON = object()
+
+
+def _json_lines(text: str) -> bool:
+    """Whether every line of ``text`` that is not blank is JSON (what the line formats read)."""
+    try:
+        for line in text.splitlines():
+            if line.strip():
+                strict_loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def sources_for(fmt: ImportFormat, histories: Sequence[History], raw: bytes) -> list[str]:
