@@ -185,7 +185,8 @@ def message_from_param(param: object, where: str = "message") -> HistoryMessage:
         raise InvalidInput(msg)
     check_keys(data, MESSAGE_KEYS, f"{where} ({role})")
     checked: Role = "user" if role == "user" else "assistant"
-    return HistoryMessage(checked, tuple(blocks_from_content(data.get("content"), where)))
+    blocks = tuple(blocks_from_content(data.get("content"), where))
+    return HistoryMessage(checked, blocks, where=f"{where} ({role})")
 
 
 def message_from_response(message: object) -> HistoryMessage:
@@ -199,7 +200,7 @@ def message_from_response(message: object) -> HistoryMessage:
         msg = f"a response Message has role 'assistant', not {data.get('role')!r}"
         raise InvalidInput(msg)
     blocks = tuple(blocks_from_content(data.get("content"), "response"))
-    return HistoryMessage("assistant", blocks, meta=anthropic_meta(data))
+    return HistoryMessage("assistant", blocks, meta=anthropic_meta(data), where="response")
 
 
 def system_message(system: object) -> HistoryMessage | None:
@@ -208,7 +209,7 @@ def system_message(system: object) -> HistoryMessage | None:
     if not system:
         return None
     if isinstance(system, str):
-        return HistoryMessage("system", (TextBlock(text=system),))
+        return HistoryMessage("system", (TextBlock(text=system),), where="system")
     if not isinstance(system, list):
         msg = f"system must be a string or a list of text blocks, not {kind_name(system)}"
         raise InvalidInput(msg)
@@ -220,7 +221,7 @@ def system_message(system: object) -> HistoryMessage | None:
             msg = f"{where}: system blocks must be text, not {found!r}"
             raise InvalidInput(msg)
         blocks.append(TextBlock(text=string(block, "text", where)))
-    return HistoryMessage("system", tuple(blocks))
+    return HistoryMessage("system", tuple(blocks), where="system")
 
 
 def history_from_messages(data: object) -> History:

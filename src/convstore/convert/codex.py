@@ -157,7 +157,8 @@ def _instructions(history: History, text: object, where: str, at: object) -> Non
     if text is None or text == "":
         return
     block = TextBlock(text=text_of(text, f"{where} instructions"))
-    history.messages.insert(0, HistoryMessage("system", (block,), at=source_time(at)))
+    message = HistoryMessage("system", (block,), at=source_time(at), where=where)
+    history.messages.insert(0, message)
     history.compactions[:] = [replace(c, through=c.through + 1) for c in history.compactions]
 
 
@@ -218,11 +219,13 @@ def histories_from_rollout(text: str) -> list[History]:
     side: Side | None = None
     run: list[Block] = []
     run_at: datetime | None = None  # the time of the run's first line
+    first = last = 0  # the run's line numbers
 
     def close() -> None:
         if side is not None and run:
             role = "user" if side == "results" else side
-            history.messages.append(HistoryMessage(role, tidy(run), at=run_at))
+            where = f"line {first}" if first == last else f"lines {first} to {last}"
+            history.messages.append(HistoryMessage(role, tidy(run), at=run_at, where=where))
 
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
@@ -250,8 +253,10 @@ def histories_from_rollout(text: str) -> list[History]:
         item_side, blocks = read
         if item_side in ("assistant", "results") and item_side == side:
             run += blocks
+            last = number
             continue
         close()
         side, run, run_at = item_side, list(blocks), source_time(line.get("timestamp"))
+        first = last = number
     close()
     return [history]

@@ -282,7 +282,7 @@ class _Reader:
                 raise InvalidInput(msg)
             blocks = self.content(content, where, calls=None)
             when = source_time(record.get("timestamp"))
-            return [HistoryMessage("user", tidy(blocks), at=when)] if blocks else []
+            return [HistoryMessage("user", tidy(blocks), at=when, where=where)] if blocks else []
         return self.model_turn(record, where)
 
     def model_turn(self, record: Mapping[str, Any], where: str) -> list[HistoryMessage]:
@@ -317,11 +317,12 @@ class _Reader:
             self.ignored["empty gemini message"] += 1
             return []
         when = source_time(record.get("timestamp"))
-        out = [HistoryMessage("assistant", tidy(blocks), at=when)]
+        out = [HistoryMessage("assistant", tidy(blocks), at=when, where=where)]
         if results:
             # The results came once the calls were done: at the latest call's time.
             times = [t for t in (source_time(c.get("timestamp")) for c in calls) if t is not None]
-            out.append(HistoryMessage("user", tuple(results), at=max(times, default=when)))
+            latest = max(times, default=when)
+            out.append(HistoryMessage("user", tuple(results), at=latest, where=where))
         return out
 
 

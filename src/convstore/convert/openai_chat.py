@@ -259,6 +259,7 @@ def chat_messages(messages: Iterable[object]) -> list[HistoryMessage]:
     converted: list[HistoryMessage] = []
     names: dict[str, str] = {}
     results: list[Block] = []
+    results_at = ""  # where the tool messages being gathered start
     for index, raw in enumerate(messages):
         where = f"message {index}"
         fields = as_dict(raw, where)
@@ -268,23 +269,26 @@ def chat_messages(messages: Iterable[object]) -> list[HistoryMessage]:
         where = f"message {index} ({role})"
         check_keys(fields, MESSAGE_KEYS[role], where)
         if role == "tool":
+            results_at = results_at if results else where
             results.append(tool_result_block(fields, where, names))
             continue
         if results:
-            converted.append(HistoryMessage("user", tuple(results)))
+            converted.append(HistoryMessage("user", tuple(results), where=results_at))
             results = []
         if role == "assistant":
             blocks = assistant_blocks(fields, where)
             names.update((b.id, b.name) for b in blocks if isinstance(b, ToolUseBlock))
-            converted.append(HistoryMessage("assistant", blocks))
+            converted.append(HistoryMessage("assistant", blocks, where=where))
             continue
         target: Role = "user" if role == "user" else "system"
         accepted = USER_PARTS if role == "user" else TEXT_PARTS
         converted.append(
-            HistoryMessage(target, tidy(_content(fields.get("content"), where, accepted)))
+            HistoryMessage(
+                target, tidy(_content(fields.get("content"), where, accepted)), where=where
+            )
         )
     if results:
-        converted.append(HistoryMessage("user", tuple(results)))
+        converted.append(HistoryMessage("user", tuple(results), where=results_at))
     return converted
 
 

@@ -351,7 +351,7 @@ def _request(message: Mapping[str, Any], where: str) -> list[HistoryMessage]:
     def add(target: Role, new: list[Block]) -> None:
         nonlocal role, blocks, run_at
         if role is not None and role != target:
-            out.append(HistoryMessage(role, tidy(blocks), at=run_at))
+            out.append(HistoryMessage(role, tidy(blocks), at=run_at, where=where))
             blocks = []
         if role != target:
             run_at = part_at
@@ -375,7 +375,7 @@ def _request(message: Mapping[str, Any], where: str) -> list[HistoryMessage]:
         else:
             add("user", [TextBlock(text=_json_text(part.get("content")))])
     if role is not None:
-        out.append(HistoryMessage(role, tidy(blocks), at=run_at))
+        out.append(HistoryMessage(role, tidy(blocks), at=run_at, where=where))
     return out
 
 
@@ -411,7 +411,8 @@ def _response(message: Mapping[str, Any], where: str) -> HistoryMessage:
     if not blocks:
         msg = f"{where}: the response has no parts (nothing to record)"
         raise InvalidInput(msg)
-    return HistoryMessage("assistant", tidy(blocks), at=source_time(message.get("timestamp")))
+    when = source_time(message.get("timestamp"))
+    return HistoryMessage("assistant", tidy(blocks), at=when, where=where)
 
 
 def history_from_model_messages(data: object) -> History:
@@ -435,7 +436,8 @@ def history_from_model_messages(data: object) -> History:
         if given is not None and given != instructions:
             text = text_of(given, f"{where} instructions")
             when = requested[0].at if requested else source_time(message.get("timestamp"))
-            history.messages.append(HistoryMessage("system", (TextBlock(text=text),), at=when))
+            system = HistoryMessage("system", (TextBlock(text=text),), at=when, where=where)
+            history.messages.append(system)
             instructions = text
         history.messages += requested
     return history

@@ -309,10 +309,11 @@ def history_events(
     answered: set[str] = set()
     result_images = 0
     for index, message in enumerate(history.messages):
+        place = message.where or f"message {index + 1} ({message.role})"
         try:
             meta = None if message.meta is None else parse_meta(message.meta, store.limits)
         except InvalidInput as exc:
-            msg = f"message {index + 1} ({message.role}): {exc}"
+            msg = f"{place}: {exc}"
             raise InvalidInput(msg) from None
         try:
             blocks = [parse_block(block, store.limits) for block in message.blocks]
@@ -320,7 +321,7 @@ def history_events(
                 message.role, blocks, leave_open=message.status != "ended", meta=meta
             )
         except InvalidBlock as exc:
-            msg = f"message {index + 1} ({message.role}): {exc}"
+            msg = f"{place}: {exc}"
             raise InvalidBlock(msg) from None
         record(as_of(decided, message.at))
         assert isinstance(decided[0], MessageStarted)
