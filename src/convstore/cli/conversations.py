@@ -24,7 +24,7 @@ from convstore.cli.options import (
     shape_option,
     store_from,
 )
-from convstore.domain.blocks import TextBlock
+from convstore.domain.blocks import DocumentBlock, TextBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.errors import InvalidInput, NoStore
 from convstore.domain.events import Compacted
@@ -32,7 +32,14 @@ from convstore.domain.images import dimensions
 from convstore.engine.plan import ReplayOptions, interruption_marker
 from convstore.projections.listing import preview_of
 from convstore.projections.messages import RecordedMessage, collect_history
-from convstore.projections.prose import Image, Text, block_segments, describe_meta
+from convstore.projections.prose import (
+    Image,
+    Text,
+    block_segments,
+    describe_meta,
+    document_caption,
+    document_text,
+)
 
 
 def describe_image(image: Image) -> str:
@@ -43,6 +50,15 @@ def describe_image(image: Image) -> str:
     size = dimensions(raw)
     shown = f", {size[0]}x{size[1]} px" if size else ""
     return f"[image: {image.media_type}, {len(raw):,} bytes{shown}]"
+
+
+def describe_document(document: DocumentBlock) -> str:
+    """A document as a transcript shows it: a text document as its text (as replay words it),
+    any other as one line naming it, like an image's; not replay's marker, which tells a model
+    that could not see it that it was not read."""
+    if document.text is not None:
+        return document_text(document)
+    return f"[document: {document_caption(document)}]"
 
 
 def describe_compaction(
@@ -288,7 +304,10 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
         if not message.blocks:
             click.echo("    (no blocks)")
         for recorded in message.blocks:
-            for segment in block_segments(recorded.block, recorded.tool_name, None):
+            segments = block_segments(
+                recorded.block, recorded.tool_name, None, document=describe_document
+            )
+            for segment in segments:
                 text = segment.text if isinstance(segment, Text) else describe_image(segment)
                 click.echo("    " + text.replace("\n", "\n    "))
         if message.status == "interrupted":

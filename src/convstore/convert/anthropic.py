@@ -19,8 +19,11 @@ and ``tool_reference`` parts), and the blocks of tools the provider ran
 ``*_tool_result``, ``mcp_tool_use`` and ``mcp_tool_result``. Anything else (``compaction``,
 ``mcp_tool_listing``, a ``content`` document, an unknown ``*_tool_result`` …) is refused with
 one :class:`InvalidInput` naming the type and where it is; nothing is recorded.
-``cache_control`` is dropped; a response's ``id``, ``model``, ``stop_reason`` and ``usage``
-become its message's metadata.
+Any key a block (or its ``source``) has beyond the SDK's is refused the same way. Dropped,
+being settings rather than content: ``cache_control``, a document's ``citations`` setting, an
+image's ``transformations``, a ``tool_use``'s ``caller`` and ``toolset_name``; and a document's
+``context`` (no block field holds it yet). A response's ``id``, ``model``, ``stop_reason`` and
+``usage`` become its message's metadata.
 """
 
 from __future__ import annotations
@@ -73,6 +76,18 @@ CONTENT_TYPES: tuple[str, ...] = (
 """Every Anthropic content block type the converters accept."""
 
 
+THINKING_KEYS = frozenset({"type", "thinking", "signature"})
+REDACTED_THINKING_KEYS = frozenset({"type", "data"})
+TOOL_USE_KEYS = frozenset(
+    {"type", "id", "name", "input", "caller", "toolset_name", "cache_control"}
+)
+"""A ``tool_use`` block's keys: its ``caller`` (how a programmatic call was made), ``toolset_name``
+and ``cache_control`` are dropped; any key outside these is refused, as on every block."""
+TOOL_RESULT_KEYS = frozenset(
+    {"type", "tool_use_id", "content", "is_error", "toolset_name", "cache_control"}
+)
+
+
 def _input(data: Mapping[str, Any]) -> object:
     """A call's input as recorded: an object or raw text as given, anything else as JSON."""
     raw = data.get("input", {})
@@ -93,19 +108,23 @@ def block_from_anthropic(block: object, where: str = "block") -> Block:
         case "text":
             return text_block(data, where)
         case "thinking":
+            check_keys(data, THINKING_KEYS, f"{where} (thinking)")
             signature = data.get("signature")
             return ReasoningBlock(
                 text=string(data, "thinking", where),
                 signature=signature if isinstance(signature, str) and signature else None,
             )
         case "redacted_thinking":
+            check_keys(data, REDACTED_THINKING_KEYS, f"{where} (redacted_thinking)")
             return ReasoningBlock(
                 text="", encrypted_content=string(data, "data", where), redacted=True
             )
         case "tool_use":
+            check_keys(data, TOOL_USE_KEYS, f"{where} (tool_use)")
             fields = {"id": data.get("id"), "name": data.get("name"), "input": _input(data)}
             return checked({"type": "tool_use", **fields}, where)
         case "tool_result":
+            check_keys(data, TOOL_RESULT_KEYS, f"{where} (tool_result)")
             is_error = data.get("is_error")
             content = tool_output(data.get("content"), where)
             return checked(
@@ -118,7 +137,7 @@ def block_from_anthropic(block: object, where: str = "block") -> Block:
                 where,
             )
         case "image":
-            return image(data.get("source"), where)
+            return image(data, where)
         case "document":
             return document(data, where)
         case "search_result":
@@ -166,7 +185,8 @@ def message_from_param(param: object, where: str = "message") -> HistoryMessage:
         raise InvalidInput(msg)
     check_keys(data, MESSAGE_KEYS, f"{where} ({role})")
     checked: Role = "user" if role == "user" else "assistant"
-    return HistoryMessage(checked, tuple(blocks_from_content(data.get("content"), where)))
+    blocks = tuple(blocks_from_content(data.get("content"), where))
+    return HistoryMessage(checked, blocks, where=f"{where} ({role})")
 
 
 def message_from_response(message: object) -> HistoryMessage:
@@ -180,7 +200,7 @@ def message_from_response(message: object) -> HistoryMessage:
         msg = f"a response Message has role 'assistant', not {data.get('role')!r}"
         raise InvalidInput(msg)
     blocks = tuple(blocks_from_content(data.get("content"), "response"))
-    return HistoryMessage("assistant", blocks, meta=anthropic_meta(data))
+    return HistoryMessage("assistant", blocks, meta=anthropic_meta(data), where="response")
 
 
 def system_message(system: object) -> HistoryMessage | None:
@@ -189,7 +209,7 @@ def system_message(system: object) -> HistoryMessage | None:
     if not system:
         return None
     if isinstance(system, str):
-        return HistoryMessage("system", (TextBlock(text=system),))
+        return HistoryMessage("system", (TextBlock(text=system),), where="system")
     if not isinstance(system, list):
         msg = f"system must be a string or a list of text blocks, not {kind_name(system)}"
         raise InvalidInput(msg)
@@ -201,7 +221,7 @@ def system_message(system: object) -> HistoryMessage | None:
             msg = f"{where}: system blocks must be text, not {found!r}"
             raise InvalidInput(msg)
         blocks.append(TextBlock(text=string(block, "text", where)))
-    return HistoryMessage("system", tuple(blocks))
+    return HistoryMessage("system", tuple(blocks), where="system")
 
 
 def history_from_messages(data: object) -> History:

@@ -54,9 +54,39 @@ def string(block: Mapping[str, Any], field: str, where: str) -> str:
     return value
 
 
+TEXT_KEYS = frozenset({"type", "text", "citations", "cache_control"})
+"""The keys of a ``text`` block (``cache_control`` is dropped); any other is refused."""
+IMAGE_KEYS = frozenset({"type", "source", "cache_control", "transformations"})
+"""The keys of an ``image`` block (``cache_control`` and the beta ``transformations``, a setting
+for how the server prepares it, are dropped); any other is refused."""
+DOCUMENT_KEYS = frozenset({"type", "source", "title", "context", "citations", "cache_control"})
+"""The keys of a ``document`` block (its ``context``, ``citations`` setting and ``cache_control``
+are dropped); any other is refused."""
+SOURCE_KEYS: dict[str, frozenset[str]] = {
+    "base64": frozenset({"type", "media_type", "data"}),
+    "text": frozenset({"type", "media_type", "data"}),
+    "url": frozenset({"type", "url"}),
+    "file": frozenset({"type", "file_id"}),
+}
+"""The keys of an image's or a document's ``source``, by its type; any other is refused."""
+
+
+def _source(data: Mapping[str, Any], kind: str, where: str) -> Mapping[str, Any]:
+    """An image's or a document's ``source`` object, its keys checked for its type."""
+    source = plain(data.get("source"))
+    if not isinstance(source, Mapping):
+        msg = f"{where}: {'an image' if kind == 'image' else 'a document'} needs a source object"
+        raise InvalidInput(msg)
+    known = SOURCE_KEYS.get(str(source.get("type")))
+    if known is not None:
+        check_keys(source, known, f"{where} ({kind}) source")
+    return source
+
+
 def text_block(data: Mapping[str, Any], where: str) -> TextBlock:
     """A ``text`` block, its ``citations`` (every location type) kept verbatim as the text's
     annotations."""
+    check_keys(data, TEXT_KEYS, f"{where} (text)")
     citations = plain(data.get("citations"))
     fields: dict[str, Any] = {"type": "text", "text": string(data, "text", where)}
     if citations:
@@ -66,12 +96,11 @@ def text_block(data: Mapping[str, Any], where: str) -> TextBlock:
     return block
 
 
-def image(source: object, where: str) -> ImageBlock:
-    """An ``image`` block's source: ``base64`` (checked) or ``url`` (kept, never fetched)."""
-    source = plain(source)
-    if not isinstance(source, Mapping):
-        msg = f"{where}: an image needs a source object"
-        raise InvalidInput(msg)
+def image(data: Mapping[str, Any], where: str) -> ImageBlock:
+    """An ``image`` block by its source: ``base64`` (checked) or ``url`` (kept, never
+    fetched)."""
+    check_keys(data, IMAGE_KEYS, f"{where} (image)")
+    source = _source(data, "image", where)
     match source.get("type"):
         case "base64":
             data = {
@@ -96,10 +125,8 @@ DOCUMENT_SOURCES: tuple[str, ...] = ("base64", "text", "url", "file")
 def document(data: Mapping[str, Any], where: str, *, name: object = None) -> DocumentBlock:
     """A ``document`` block by its source; its ``title`` (else ``name``) is its name, its
     ``context`` and ``citations`` settings are dropped."""
-    source = plain(data.get("source"))
-    if not isinstance(source, Mapping):
-        msg = f"{where}: a document needs a source object"
-        raise InvalidInput(msg)
+    check_keys(data, DOCUMENT_KEYS, f"{where} (document)")
+    source = _source(data, "document", where)
     title = data.get("title") or name
     match source.get("type"):
         case "base64":
@@ -167,6 +194,10 @@ TOOL_RESULT_PART_TYPES: tuple[str, ...] = (
 refused: it has no readable form yet)."""
 
 
+TOOL_REFERENCE_KEYS = frozenset({"type", "tool_name", "cache_control"})
+"""The keys of a ``tool_reference`` part of a tool's output; any other is refused."""
+
+
 def tool_output(content: object, where: str) -> str | list[ToolResultPart]:
     """A ``tool_result``'s (or an ``mcp_tool_result``'s) content: a string, or its parts as
     text, images and documents (a ``search_result`` as its text, a ``tool_reference`` as
@@ -190,12 +221,13 @@ def tool_output(content: object, where: str) -> str | list[ToolResultPart]:
             case "text":
                 parts.append(text_block(part, here))
             case "image":
-                parts.append(image(part.get("source"), here))
+                parts.append(image(part, here))
             case "document":
                 parts.append(document(part, here))
             case "search_result":
                 parts.append(search_result(part, here))
             case "tool_reference":
+                check_keys(part, TOOL_REFERENCE_KEYS, f"{here} (tool_reference)")
                 parts.append(TextBlock(text=f"[Tool reference: {string(part, 'tool_name', here)}]"))
             case other:
                 msg = (

@@ -38,8 +38,9 @@ image (its format read from its bytes) or, with none, its status; a ``tool_searc
 line), run by Codex (``execution: "client"``) a ``tool_use`` and ``tool_result``.
 
 Refused, naming the line and item: any other item or line type. A ``compaction`` item
-(encrypted, with no readable summary) is skipped and reported. Each line's ``timestamp`` is
-in the source; convstore's history has no place for it yet, so it is not kept.
+(encrypted, with no readable summary) is skipped and reported. Each message is at the
+``timestamp`` of its first line (the instructions at the session header's); a line without one
+(the older layout's bare items) gives its message none.
 """
 
 from __future__ import annotations
@@ -47,12 +48,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from convstore.convert.history import History, HistoryCompaction, HistoryMessage, Skipped
 from convstore.convert.parts import as_dict, check_keys, refuse, text_of, tidy
 from convstore.convert.responses import ITEM_TYPES, item_blocks
 from convstore.convert.responses_tools import Side
+from convstore.convert.source_meta import source_time
 from convstore.domain.blocks import Block, HostedToolUseBlock, TextBlock
 from convstore.domain.errors import InvalidInput
 
@@ -111,7 +114,13 @@ def _put_back(written: Mapping[str, Any], blocks: list[Block], where: str) -> li
 
 
 def _other_line(
-    history: History, kind: str, payload: Mapping[str, Any], number: int, where: str
+    history: History,
+    kind: str,
+    payload: Mapping[str, Any],
+    number: int,
+    where: str,
+    *,
+    at: object,
 ) -> None:
     """A line other than a ``response_item``: the session's key, a compaction, or ignored."""
     if kind == "session_meta":
@@ -119,7 +128,7 @@ def _other_line(
             history.key = payload["id"]
             base = payload.get("base_instructions")
             text = base.get("text") if isinstance(base, Mapping) else None
-            _instructions(history, text, where)
+            _instructions(history, text, where, at)
         return
     if kind == "compacted":
         summary = text_of(payload.get("message"), f"{where} message")
@@ -142,13 +151,14 @@ def _other_line(
 LEGACY_HEADER_KEYS = frozenset({"id", "timestamp", "instructions", "git"})
 
 
-def _instructions(history: History, text: object, where: str) -> None:
+def _instructions(history: History, text: object, where: str, at: object) -> None:
     """The session's instructions (Codex sends them as the Responses ``instructions``) as
-    the first, system, message."""
+    the first, system, message, at the time of the line that gives them."""
     if text is None or text == "":
         return
     block = TextBlock(text=text_of(text, f"{where} instructions"))
-    history.messages.insert(0, HistoryMessage("system", (block,)))
+    message = HistoryMessage("system", (block,), at=source_time(at), where=where)
+    history.messages.insert(0, message)
     history.compactions[:] = [replace(c, through=c.through + 1) for c in history.compactions]
 
 
@@ -164,7 +174,7 @@ def _legacy(line: dict[str, Any], number: int, history: History) -> dict[str, An
         check_keys(line, LEGACY_HEADER_KEYS, f"{where} (session header)")
         if history.key is None and isinstance(line["id"], str):
             history.key = line["id"]
-            _instructions(history, line.get("instructions"), where)
+            _instructions(history, line.get("instructions"), where, line.get("timestamp"))
         return None
     if line.get("record_type") == "state":
         history.ignored["state"] += 1
@@ -208,11 +218,14 @@ def histories_from_rollout(text: str) -> list[History]:
     history = History()
     side: Side | None = None
     run: list[Block] = []
+    run_at: datetime | None = None  # the time of the run's first line
+    first = last = 0  # the run's line numbers
 
     def close() -> None:
         if side is not None and run:
             role = "user" if side == "results" else side
-            history.messages.append(HistoryMessage(role, tidy(run)))
+            where = f"line {first}" if first == last else f"lines {first} to {last}"
+            history.messages.append(HistoryMessage(role, tidy(run), at=run_at, where=where))
 
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
@@ -232,7 +245,7 @@ def histories_from_rollout(text: str) -> list[History]:
             if kind == "compacted" or aborted:  # both are about the messages so far
                 close()
                 side, run = None, []
-            _other_line(history, str(kind), payload, number, where)
+            _other_line(history, str(kind), payload, number, where, at=line.get("timestamp"))
             continue
         read = _response_item(history, payload, number, where)
         if read is None:
@@ -240,8 +253,10 @@ def histories_from_rollout(text: str) -> list[History]:
         item_side, blocks = read
         if item_side in ("assistant", "results") and item_side == side:
             run += blocks
+            last = number
             continue
         close()
-        side, run = item_side, list(blocks)
+        side, run, run_at = item_side, list(blocks), source_time(line.get("timestamp"))
+        first = last = number
     close()
     return [history]

@@ -31,9 +31,8 @@ record that has none yet.
 
 ``sessionId`` is the key (a second import is refused); ``summary`` the title. Refused, naming
 the record and part: any other part or key, and audio and video ``inlineData`` /
-``fileData``. Every
-message's and tool call's ``timestamp`` is in the source; convstore's history has no place
-for it yet, so it is not kept.
+``fileData``. Each message is at its record's ``timestamp``; the results of a turn's tool
+calls at the latest call's.
 """
 
 from __future__ import annotations
@@ -57,6 +56,7 @@ from convstore.convert.parts import (
     tidy,
     tool_arguments,
 )
+from convstore.convert.source_meta import source_time
 from convstore.domain.blocks import (
     Block,
     DocumentBlock,
@@ -281,7 +281,8 @@ class _Reader:
                 msg = f"{where}: the user message has no content"
                 raise InvalidInput(msg)
             blocks = self.content(content, where, calls=None)
-            return [HistoryMessage("user", tidy(blocks))] if blocks else []
+            when = source_time(record.get("timestamp"))
+            return [HistoryMessage("user", tidy(blocks), at=when, where=where)] if blocks else []
         return self.model_turn(record, where)
 
     def model_turn(self, record: Mapping[str, Any], where: str) -> list[HistoryMessage]:
@@ -315,9 +316,13 @@ class _Reader:
         if not blocks:
             self.ignored["empty gemini message"] += 1
             return []
-        out = [HistoryMessage("assistant", tidy(blocks))]
+        when = source_time(record.get("timestamp"))
+        out = [HistoryMessage("assistant", tidy(blocks), at=when, where=where)]
         if results:
-            out.append(HistoryMessage("user", tuple(results)))
+            # The results came once the calls were done: at the latest call's time.
+            times = [t for t in (source_time(c.get("timestamp")) for c in calls) if t is not None]
+            latest = max(times, default=when)
+            out.append(HistoryMessage("user", tuple(results), at=latest, where=where))
         return out
 
 

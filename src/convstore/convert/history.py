@@ -33,6 +33,11 @@ class HistoryMessage:
     """When the source says the message was written (timezone-aware), if it says."""
     meta: MessageMeta | None = None
     """What the source knew about how it was produced: model, usage, stop reason, its ids."""
+    where: str | None = field(default=None, compare=False)
+    """Where the input holds it, named as the converter's own refusals name places
+    (``message 1 (assistant)``, ``items 2 to 4``, ``lines 7 to 9``), so that a rule the store
+    applies on recording points the user at the input, not at a count of recorded messages.
+    Not part of the message's equality: the same message read from two layouts is equal."""
 
 
 @dataclass(frozen=True, slots=True)

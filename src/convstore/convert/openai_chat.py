@@ -86,6 +86,24 @@ converter drops). ``audio`` is accepted only empty."""
 """Tool call types accepted in an assistant message's ``tool_calls``."""
 
 
+PART_KEYS: dict[str, frozenset[str]] = {
+    "text": frozenset({"type", "text", "prompt_cache_breakpoint", "cache_control"}),
+    "refusal": frozenset({"type", "refusal"}),
+    "image_url": frozenset({"type", "image_url", "prompt_cache_breakpoint"}),
+    "file": frozenset({"type", "file", "prompt_cache_breakpoint"}),
+}
+"""The keys of each content part, any other refused: the SDK's, and OpenRouter's
+``cache_control`` on text (settings such as it and ``prompt_cache_breakpoint`` are dropped)."""
+IMAGE_URL_KEYS = frozenset({"url", "detail"})
+FILE_KEYS = frozenset({"file_data", "file_id", "filename"})
+TOOL_CALL_KEYS: dict[str, frozenset[str]] = {
+    "function": frozenset({"id", "type", "function"}),
+    "custom": frozenset({"id", "type", "custom"}),
+}
+FUNCTION_KEYS = frozenset({"name", "arguments"})
+CUSTOM_KEYS = frozenset({"name", "input"})
+
+
 def _content(content: object, where: str, accepted: tuple[str, ...]) -> list[Block]:
     """A message's ``content``: ``None``, a string, or a list of parts."""
     if content is None:
@@ -99,14 +117,18 @@ def _content(content: object, where: str, accepted: tuple[str, ...]) -> list[Blo
         kind = part.get("type")
         if kind not in accepted:
             refuse("part type", kind, at, accepted)
+        check_keys(part, PART_KEYS[str(kind)], at)
         if kind == "text":
             blocks.append(TextBlock(text=text_of(part.get("text"), f"{at} text")))
         elif kind == "refusal":
             blocks.append(TextBlock(text=text_of(part.get("refusal"), f"{at} refusal")))
         elif kind == "file":
-            blocks.append(openai_file(as_dict(part.get("file"), f"{at} file"), f"{at} file"))
+            file = as_dict(part.get("file"), f"{at} file")
+            check_keys(file, FILE_KEYS, f"{at} file")
+            blocks.append(openai_file(file, f"{at} file"))
         else:
             image = as_dict(part.get("image_url"), f"{at} image_url")
+            check_keys(image, IMAGE_URL_KEYS, f"{at} image_url")
             blocks.append(image_from_url(image.get("url"), f"{at} image_url.url"))
     return blocks
 
@@ -117,12 +139,15 @@ def tool_call_block(call: object, where: str) -> ToolUseBlock:
     kind = fields.get("type", "function")
     if kind not in TOOL_CALL_TYPES:
         refuse("tool call type", kind, where, TOOL_CALL_TYPES)
+    check_keys(fields, TOOL_CALL_KEYS[str(kind)], where)
     arguments: dict[str, Any] | str
     if kind == "custom":
         custom = as_dict(fields.get("custom"), f"{where} custom")
+        check_keys(custom, CUSTOM_KEYS, f"{where} custom")
         name, arguments = custom.get("name"), text_of(custom.get("input"), f"{where} input")
     else:
         function = as_dict(fields.get("function"), f"{where} function")
+        check_keys(function, FUNCTION_KEYS, f"{where} function")
         name = function.get("name")
         arguments = tool_arguments(function.get("arguments", ""), f"{where} arguments")
     call_id = fields.get("id")
@@ -234,6 +259,7 @@ def chat_messages(messages: Iterable[object]) -> list[HistoryMessage]:
     converted: list[HistoryMessage] = []
     names: dict[str, str] = {}
     results: list[Block] = []
+    results_at = ""  # where the tool messages being gathered start
     for index, raw in enumerate(messages):
         where = f"message {index}"
         fields = as_dict(raw, where)
@@ -243,23 +269,26 @@ def chat_messages(messages: Iterable[object]) -> list[HistoryMessage]:
         where = f"message {index} ({role})"
         check_keys(fields, MESSAGE_KEYS[role], where)
         if role == "tool":
+            results_at = results_at if results else where
             results.append(tool_result_block(fields, where, names))
             continue
         if results:
-            converted.append(HistoryMessage("user", tuple(results)))
+            converted.append(HistoryMessage("user", tuple(results), where=results_at))
             results = []
         if role == "assistant":
             blocks = assistant_blocks(fields, where)
             names.update((b.id, b.name) for b in blocks if isinstance(b, ToolUseBlock))
-            converted.append(HistoryMessage("assistant", blocks))
+            converted.append(HistoryMessage("assistant", blocks, where=where))
             continue
         target: Role = "user" if role == "user" else "system"
         accepted = USER_PARTS if role == "user" else TEXT_PARTS
         converted.append(
-            HistoryMessage(target, tidy(_content(fields.get("content"), where, accepted)))
+            HistoryMessage(
+                target, tidy(_content(fields.get("content"), where, accepted)), where=where
+            )
         )
     if results:
-        converted.append(HistoryMessage("user", tuple(results)))
+        converted.append(HistoryMessage("user", tuple(results), where=results_at))
     return converted
 
 

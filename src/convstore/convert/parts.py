@@ -180,6 +180,27 @@ def _responses_image(part: Mapping[str, Any], where: str) -> ImageBlock:
     return image_from_url(part.get("image_url"), f"{where} image_url")
 
 
+RESPONSES_PART_KEYS: dict[str, frozenset[str]] = {
+    "input_text": frozenset({"type", "text", "prompt_cache_breakpoint"}),
+    "output_text": frozenset({"type", "text", "annotations", "logprobs"}),
+    "refusal": frozenset({"type", "refusal"}),
+    "input_image": frozenset({"type", "image_url", "file_id", "detail", "prompt_cache_breakpoint"}),
+    "input_file": frozenset(
+        {
+            "type",
+            "file_id",
+            "file_data",
+            "file_url",
+            "filename",
+            "detail",
+            "prompt_cache_breakpoint",
+        }
+    ),
+}
+"""The keys of each Responses content part (``logprobs``, ``detail`` and
+``prompt_cache_breakpoint`` are read and dropped); any other is refused."""
+
+
 def responses_parts(
     content: object, where: str, accepted: tuple[str, ...]
 ) -> list[TextBlock | ImageBlock | DocumentBlock]:
@@ -193,6 +214,7 @@ def responses_parts(
         kind = part.get("type")
         if kind not in accepted:
             refuse("part type", kind, at, accepted)
+        check_keys(part, RESPONSES_PART_KEYS[str(kind)], at)
         if kind == "input_image":
             blocks.append(_responses_image(part, at))
         elif kind == "input_file":

@@ -26,9 +26,9 @@ message an object with ``kind`` ``request`` or ``response`` and ``parts`` tagged
 
 Refused, naming the part and its position: ``compaction``, ``speech``, ``audio-url``,
 ``video-url``, ``uploaded-file``, audio and video ``binary`` content, and the instruction and
-delta parts. An unknown key, part kind or message kind is refused too. Every part's and
-response's ``timestamp`` is in the source; convstore's history has no place for it yet, so it
-is not kept.
+delta parts. An unknown key, part kind or message kind is refused too. A response is at its
+``timestamp``; the messages a request becomes each at the ``timestamp`` of its first part (else
+the request's own, which newer releases write).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from convstore.convert.parts import (
     tidy,
     tool_arguments,
 )
+from convstore.convert.source_meta import source_time
 from convstore.domain.blocks import (
     Block,
     DocumentBlock,
@@ -339,21 +340,28 @@ def hosted_return(part: Mapping[str, Any], where: str) -> HostedToolResultBlock:
 
 
 def _request(message: Mapping[str, Any], where: str) -> list[HistoryMessage]:
+    """A request's parts as messages, one per run of parts of one role, each at its first
+    part's ``timestamp`` (else the request's)."""
     out: list[HistoryMessage] = []
     role: Role | None = None
     blocks: list[Block] = []
+    request_at = source_time(message.get("timestamp"))
+    run_at = part_at = request_at
 
     def add(target: Role, new: list[Block]) -> None:
-        nonlocal role, blocks
+        nonlocal role, blocks, run_at
         if role is not None and role != target:
-            out.append(HistoryMessage(role, tidy(blocks)))
+            out.append(HistoryMessage(role, tidy(blocks), at=run_at, where=where))
             blocks = []
+        if role != target:
+            run_at = part_at
         role = target
         blocks += new
 
     for index, raw in enumerate(as_list(message.get("parts"), f"{where} parts")):
         at = f"{where} part {index}"
         part = as_dict(raw, at)
+        part_at = source_time(part.get("timestamp")) or request_at
         kind = _part_kind(part, REQUEST_PARTS, at)
         at = f"{at} ({kind})"
         if kind == "system-prompt":
@@ -367,7 +375,7 @@ def _request(message: Mapping[str, Any], where: str) -> list[HistoryMessage]:
         else:
             add("user", [TextBlock(text=_json_text(part.get("content")))])
     if role is not None:
-        out.append(HistoryMessage(role, tidy(blocks)))
+        out.append(HistoryMessage(role, tidy(blocks), at=run_at, where=where))
     return out
 
 
@@ -403,7 +411,8 @@ def _response(message: Mapping[str, Any], where: str) -> HistoryMessage:
     if not blocks:
         msg = f"{where}: the response has no parts (nothing to record)"
         raise InvalidInput(msg)
-    return HistoryMessage("assistant", tidy(blocks))
+    when = source_time(message.get("timestamp"))
+    return HistoryMessage("assistant", tidy(blocks), at=when, where=where)
 
 
 def history_from_model_messages(data: object) -> History:
@@ -423,9 +432,12 @@ def history_from_model_messages(data: object) -> History:
             history.messages.append(_response(message, where))
             continue
         given = message.get("instructions")
+        requested = _request(message, where)
         if given is not None and given != instructions:
             text = text_of(given, f"{where} instructions")
-            history.messages.append(HistoryMessage("system", (TextBlock(text=text),)))
+            when = requested[0].at if requested else source_time(message.get("timestamp"))
+            system = HistoryMessage("system", (TextBlock(text=text),), at=when, where=where)
+            history.messages.append(system)
             instructions = text
-        history.messages += _request(message, where)
+        history.messages += requested
     return history

@@ -158,19 +158,22 @@ def response_messages(items: Iterable[object]) -> list[HistoryMessage]:
     converted: list[HistoryMessage] = []
     run_side: Side | None = None
     run: list[Block] = []
+    first = last = 0  # the run's items
 
     def close() -> None:
         if run_side is not None and (run or run_side != "assistant"):
             role = "user" if run_side == "results" else run_side
-            converted.append(HistoryMessage(role, tidy(run)))
+            where = f"item {first}" if first == last else f"items {first} to {last}"
+            converted.append(HistoryMessage(role, tidy(run), where=where))
 
     for index, item in enumerate(items):
         side, blocks = item_blocks(item, f"item {index}")
         if side in ("assistant", "results") and side == run_side:
             run += blocks
+            last = index
             continue
         close()
-        run_side, run = side, list(blocks)
+        run_side, run, first, last = side, list(blocks), index, index
     close()
     return converted
 
@@ -194,7 +197,8 @@ def history_from_responses(data: object) -> History:
         raise InvalidInput(msg)
     messages = response_messages(items)
     if instructions:
-        messages.insert(0, HistoryMessage("system", (TextBlock(text=instructions),)))
+        system = (TextBlock(text=instructions),)
+        messages.insert(0, HistoryMessage("system", system, where="body instructions"))
     previous = data.get("previous_response_id") if isinstance(data, Mapping) else None
     if isinstance(previous, str) and previous and messages:
         # The body goes on from a response the provider stored: the history before it is

@@ -8,6 +8,7 @@ kinds is a ``match`` ending in ``assert_never``: a new kind without a prose form
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias, assert_never
 
@@ -273,15 +274,23 @@ def _image(image: ImageBlock, hidden_because: Hidden | None) -> Segment:
 
 
 def block_segments(
-    block: Block, tool_name: str | None, hidden_because: Hidden | None, *, cleared: bool = False
+    block: Block,
+    tool_name: str | None,
+    hidden_because: Hidden | None,
+    *,
+    cleared: bool = False,
+    document: Callable[[DocumentBlock], str] | None = None,
 ) -> list[Segment]:
     """The segments one block becomes.
 
     ``hidden_because`` is ``None`` when images may be sent natively (a PDF's marker then says
     the model cannot see documents: only the replay engine sends one), otherwise why images
     and PDFs are not (each completes its marker's sentence). ``cleared`` replaces a tool
-    result's output (images included) with a marker giving its size.
+    result's output (images included) with a marker giving its size. ``document`` words a
+    document (at the top level or in a tool's output) for a reader other than a model, such
+    as ``convstore show``; by default it is what replay sends when it cannot send it natively.
     """
+    words = document or (lambda part: _document_prose(part, hidden_because))
     match block:
         case TextBlock():
             return [Text(text_prose(block))]
@@ -296,18 +305,20 @@ def block_segments(
             if isinstance(block.content, str):
                 return [Text(head + block.content)]
             parts: list[Segment] = [Text(head)]
-            parts.extend(_part_segment(part, hidden_because) for part in block.content)
+            parts.extend(_part_segment(part, hidden_because, words) for part in block.content)
             return merge_text(parts, PART_SEPARATOR, first_joins_bare=True)
         case ImageBlock():
             return [_image(block, hidden_because)]
         case DocumentBlock():
-            return [Text(_document_prose(block, hidden_because))]
+            return [Text(words(block))]
         case _:
             assert_never(block)
 
 
 def _part_segment(
-    part: TextBlock | ImageBlock | DocumentBlock, hidden_because: Hidden | None
+    part: TextBlock | ImageBlock | DocumentBlock,
+    hidden_because: Hidden | None,
+    words: Callable[[DocumentBlock], str],
 ) -> Segment:
     """One part of a tool's output as a segment (a document always as text here)."""
     match part:
@@ -316,7 +327,7 @@ def _part_segment(
         case ImageBlock():
             return _image(part, hidden_because)
         case DocumentBlock():
-            return Text(_document_prose(part, hidden_because))
+            return Text(words(part))
         case _:
             assert_never(part)
 

@@ -215,10 +215,13 @@ def detect_format(text: str) -> ImportFormat:
     ``role``/``content`` messages is both a Chat Completions and a Messages history), is an
     :class:`InvalidInput` naming the candidates, to be settled with an explicit format.
     """
+    not_json = ""
     try:
         data: Any = strict_loads(text)
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError) as exc:
         data = _NOT_JSON
+        if not _json_lines(text):
+            not_json = f"it is neither JSON ({exc or 'nested too deeply'}) nor JSON lines, and "
     readers: list[ImportFormat] = []
     for fmt in IMPORT_FORMATS:
         if fmt not in LINE_FORMATS and data is _NOT_JSON:
@@ -238,13 +241,24 @@ def detect_format(text: str) -> ImportFormat:
         )
     else:
         msg = (
-            "cannot tell the input's format: none of the importers reads it; name one with "
-            f"--format to see why ({', '.join(IMPORT_FORMATS)})"
+            f"cannot tell the input's format: {not_json}none of the importers reads it; "
+            f"name one with --format to see why ({', '.join(IMPORT_FORMATS)})"
         )
     raise InvalidInput(msg)
 
 
 _NOT_JSON = object()
+
+
+def _json_lines(text: str) -> bool:
+    """Whether every line of ``text`` that is not blank is JSON (what the line formats read)."""
+    try:
+        for line in text.splitlines():
+            if line.strip():
+                strict_loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def sources_for(fmt: ImportFormat, histories: Sequence[History], raw: bytes) -> list[str]:
@@ -295,10 +309,11 @@ def history_events(
     answered: set[str] = set()
     result_images = 0
     for index, message in enumerate(history.messages):
+        place = message.where or f"message {index + 1} ({message.role})"
         try:
             meta = None if message.meta is None else parse_meta(message.meta, store.limits)
         except InvalidInput as exc:
-            msg = f"message {index + 1} ({message.role}): {exc}"
+            msg = f"{place}: {exc}"
             raise InvalidInput(msg) from None
         try:
             blocks = [parse_block(block, store.limits) for block in message.blocks]
@@ -306,7 +321,7 @@ def history_events(
                 message.role, blocks, leave_open=message.status != "ended", meta=meta
             )
         except InvalidBlock as exc:
-            msg = f"message {index + 1} ({message.role}): {exc}"
+            msg = f"{place}: {exc}"
             raise InvalidBlock(msg) from None
         record(as_of(decided, message.at))
         assert isinstance(decided[0], MessageStarted)

@@ -193,7 +193,8 @@ class _Writer:
                     else block.content
                 )
                 texts = [text_prose(part) for part in parts if isinstance(part, TextBlock)]
-                self.emit(fenced("\n".join(texts)))
+                if texts:  # an output of only images or documents is those, with no empty fence
+                    self.emit(fenced("\n".join(texts)))
                 for part in parts:
                     if isinstance(part, ImageBlock):
                         self.emit(self.image(part))
