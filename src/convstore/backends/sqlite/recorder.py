@@ -200,8 +200,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         """
         super().create_table()
         self._create_listing()
-        with self._writer_lock:
-            conn = self._connection()
+        with self._writer_lock, self._waiting() as conn:
             marker = (START_MARKER_ID.hex,)
             try:
                 found = conn.execute(_MARKER_EXISTS, marker).fetchone()
@@ -221,8 +220,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
 
     def _create_listing(self) -> None:
         """The listing index's tables, if missing (then :attr:`listing_missing` is set)."""
-        with self._writer_lock:
-            conn = self._connection()
+        with self._writer_lock, self._waiting() as conn:
             if (
                 conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone()
                 and _has_preview(conn)
@@ -260,8 +258,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
     def rebuild_listing(self, decode: Callable[[bytes], Event], *, previews: bool = True) -> int:
         """Refill the listing index from every event, in one write transaction (writers wait);
         returns how many conversations it lists."""
-        with self._writer_lock:
-            conn = self._connection()
+        with self._writer_lock, self._waiting() as conn:
             with immediate(conn):
                 for statement in clear_statements():
                     conn.execute(statement)
@@ -274,6 +271,10 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             return int(count)
 
     def _connection(self) -> sqlite3.Connection:
+        """The writer connection. Its busy timeout rests at 0: appends poll for the write lock
+        (see :func:`immediate`) and, once they hold it, no statement of theirs can be busy
+        in WAL mode, so they never switch SQLite's busy handler off and on again (three
+        statements an append); what must wait in that handler takes :meth:`_waiting`."""
         if self._writer is None:
             pool = self.datastore.pool
             self._writer = delete_securely(
@@ -282,10 +283,22 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                     uri=True,
                     isolation_level=None,
                     check_same_thread=False,
-                    timeout=self._lock_wait,
+                    timeout=0,
                 )
             )
         return self._writer
+
+    @contextmanager
+    def _waiting(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection with SQLite's busy handler waiting up to the lock timeout,
+        for the rare writes that take the lock without polling (opening's checks, an
+        erasure, a rebuild, ``VACUUM``); back to 0 after."""
+        conn = self._connection()
+        conn.execute(f"PRAGMA busy_timeout = {self._lock_timeout_ms}")
+        try:
+            yield conn
+        finally:
+            conn.execute("PRAGMA busy_timeout = 0")
 
     @property
     def _lock_wait(self) -> float:
@@ -298,7 +311,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         listing: list[ListingChange] | None = kwargs.get("listing")
         with self._writer_lock, _translated():
             conn = self._connection()
-            with immediate(conn, self._lock_wait):
+            with immediate(conn, self._lock_wait, busy_ms=0):
                 return self._insert(conn, stored_events, listing)
 
     def insert_decided(
@@ -320,7 +333,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         poll's length after it commits, leaving the lock to one of them."""
         with self._writer_lock, _translated():
             conn = self._connection()
-            with immediate(conn, self._lock_wait):
+            with immediate(conn, self._lock_wait, busy_ms=0):
                 rows = conn.execute(self._select_missed, (conversation_id.hex, after)).fetchall()
                 stored, listing = decide([(bytes(row[0] or b""), row[1]) for row in rows])
                 if stored:
@@ -338,19 +351,22 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
     ) -> list[int]:
         """Insert events, advance their heads and apply the listing changes, inside the
         caller's write transaction; returns their log positions."""
-        position = self._next_position(conn, stored_events)
-        rowids = []
-        insert = self._insert_at
-        for s in stored_events:
+        first = self._next_position(conn, stored_events)
+        rows: list[object] = []
+        for position, s in enumerate(stored_events, start=first):
             originator = s.originator_id
             key = originator.hex if isinstance(originator, UUID) else originator
-            conn.execute(insert, (position, key, s.originator_version, s.topic, s.state))
-            rowids.append(position)
-            position += 1
+            rows += (position, key, s.originator_version, s.topic, s.state)
+        # One statement for up to _ROWS_PER_INSERT events (a message's are a few): each
+        # statement costs more than the rows it inserts.
+        width = _ROWS_PER_INSERT * 5
+        for start in range(0, len(rows), width):
+            chunk = rows[start : start + width]
+            conn.execute(self._insert_rows(len(chunk) // 5), chunk)
         _advance_heads(conn, stored_events, self._heads, self._chain_key)
         if listing:
             apply_changes(conn.execute, SQLITE, listing)
-        return rowids
+        return list(range(first, first + len(stored_events)))
 
     @property
     def _select_missed(self) -> str:
@@ -359,11 +375,12 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
         )
 
-    @property
-    def _insert_at(self) -> str:
+    def _insert_rows(self, count: int) -> str:
+        """The ``INSERT`` of ``count`` events at given log positions."""
         return (
             f"INSERT INTO {self.events_table_name} "  # noqa: S608 - fixed name
-            "(rowid, originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?, ?)"
+            "(rowid, originator_id, originator_version, topic, state) VALUES "
+            + ", ".join(("(?, ?, ?, ?, ?)",) * count)
         )
 
     def _next_position(self, conn: sqlite3.Connection, stored: Sequence[StoredEvent]) -> int:
@@ -398,8 +415,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         key = conversation.hex
         with self._writer_lock:
             try:
-                conn = self._connection()
-                with immediate(conn):
+                with self._waiting() as conn, immediate(conn):
                     seq, count = _erase_rows(
                         conn, self.events_table_name, key, (reason, at), idle_since
                     )
@@ -423,7 +439,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                 try:
                     busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
                 finally:
-                    conn.execute(f"PRAGMA busy_timeout = {self._lock_timeout_ms}")
+                    conn.execute("PRAGMA busy_timeout = 0")
             except sqlite3.Error as exc:
                 raise PersistenceError(exc) from exc
         return not busy
@@ -437,9 +453,9 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         wait, readers carry on), then copy the write-ahead log in and empty it."""
         with self._writer_lock:
             try:
-                conn = self._connection()
-                progress(Path(self.datastore.pool.db_name.split("?", 1)[0]).name)
-                conn.execute("VACUUM")
+                with self._waiting() as conn:
+                    progress(Path(self.datastore.pool.db_name.split("?", 1)[0]).name)
+                    conn.execute("VACUUM")
             except sqlite3.OperationalError as exc:
                 raise OperationalError(exc) from exc
             except sqlite3.Error as exc:
@@ -775,6 +791,8 @@ def _hex(originator: UUID | str) -> str:
 
 
 _KNOWN_HEADS = 10_000
+_ROWS_PER_INSERT = 200
+"""Most events one ``INSERT`` statement carries (5 values each, far below SQLite's 32,766)."""
 _UPDATE_HEAD_IF_UNCHANGED = (
     f"UPDATE {HEADS_TABLE} SET version = ?, chain = ? "  # noqa: S608 - fixed names
     "WHERE originator_id = ? AND version = ? AND chain = ?"

@@ -18,18 +18,22 @@ POLL_SECONDS = 0.001
 
 
 @contextmanager
-def immediate(conn: sqlite3.Connection, wait: float | None = None) -> Iterator[sqlite3.Connection]:
+def immediate(
+    conn: sqlite3.Connection, wait: float | None = None, *, busy_ms: int | None = None
+) -> Iterator[sqlite3.Connection]:
     """``BEGIN IMMEDIATE`` … ``COMMIT`` on a connection in autocommit mode: the write lock is
     waited for before anything is read, and any error (Ctrl-C included) rolls back whole.
 
     With ``wait`` (seconds) the lock is asked for again every millisecond or so until then,
     instead of by the connection's busy handler, whose sleeps grow to 100 ms: a waiter that
     asks that rarely almost never finds the lock free between a busy writer's transactions,
-    and waited seconds while it took hundreds in a row."""
+    and waited seconds while it took hundreds in a row. ``busy_ms`` is the connection's busy
+    timeout when the caller knows it (0 for a connection kept at 0 between its transactions:
+    then it is neither read nor switched off and back, three statements a transaction)."""
     if wait is None:
         conn.execute("BEGIN IMMEDIATE")
     else:
-        _begin_polling(conn, wait)
+        _begin_polling(conn, wait, busy_ms)
     try:
         yield conn
         conn.execute("COMMIT")
@@ -52,11 +56,14 @@ def delete_securely(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
-def _begin_polling(conn: sqlite3.Connection, wait: float) -> None:
-    """``BEGIN IMMEDIATE``, asked for every millisecond or so for up to ``wait`` seconds."""
+def _begin_polling(conn: sqlite3.Connection, wait: float, busy_ms: int | None) -> None:
+    """``BEGIN IMMEDIATE``, asked for every millisecond or so for up to ``wait`` seconds, with
+    the busy timeout at 0 meanwhile (``busy_ms``: what it is outside, read if not given)."""
     deadline = time.monotonic() + wait
-    (restore,) = conn.execute("PRAGMA busy_timeout").fetchone()
-    conn.execute("PRAGMA busy_timeout = 0")
+    if busy_ms is None:
+        (busy_ms,) = conn.execute("PRAGMA busy_timeout").fetchone()
+    if busy_ms:
+        conn.execute("PRAGMA busy_timeout = 0")
     try:
         while True:
             try:
@@ -69,4 +76,5 @@ def _begin_polling(conn: sqlite3.Connection, wait: float) -> None:
             else:
                 return
     finally:
-        conn.execute(f"PRAGMA busy_timeout = {int(restore)}")
+        if busy_ms:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
