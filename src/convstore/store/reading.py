@@ -20,7 +20,7 @@ from convstore.backends.common.mapper import TOPIC_PREFIX, TOPICS
 from convstore.domain.errors import ConversationNotFound, StoreError
 from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, MessageStarted
 from convstore.domain.limits import Limits
-from convstore.domain.parsing import parse_count, parse_id, parse_optional_count
+from convstore.domain.parsing import MAX_COUNT, parse_count, parse_id, parse_optional_count
 from convstore.ports.records import failure_detail
 from convstore.projections.messages import RecordedMessage, collect_messages
 
@@ -107,7 +107,7 @@ class LogReader:
         :data:`convstore.backends.common.log_changes.CHANGES_TABLE`), so it folds again from 0.
         """
         conversation_id = parse_id(conversation, "conversation")
-        after = parse_count(after, "after", 0)
+        after = parse_count(after, "after", maximum=MAX_COUNT)
         with paused_gc():
             changes, events = self._counted_stream(conversation_id, after)
             return changes, list(events)
