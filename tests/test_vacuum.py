@@ -189,3 +189,27 @@ def test_vacuum_waits_for_a_lock_at_most_the_lock_timeout(postgres_url: str) -> 
     assert last.startswith("error: ")
     assert "convstore_listing stayed locked" in last
     assert _cli(location, "vacuum").returncode == 0
+
+
+def test_vacuum_waits_for_older_transactions_that_can_still_see_erased_rows(
+    postgres_files: tuple[str, object],
+) -> None:
+    """A rewrite keeps every row an open snapshot may see, so a transaction begun before
+    vacuum that outlives the lock timeout makes it fail in one line naming that session, with
+    nothing rewritten; once the transaction ends, vacuum leaves no erased text behind."""
+    psycopg = pytest.importorskip("psycopg")
+    postgres_url, conn = postgres_files
+    location = f"{postgres_url}&lock_timeout=1"
+    schema = location.split("schema=", 1)[1].split("&", 1)[0]
+    _fill(location)
+    with psycopg.connect(postgres_url.split("?", 1)[0]) as holder:
+        holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT 1")  # the snapshot is taken and held until rollback
+        pid = holder.info.backend_pid
+        done = _cli(location, "vacuum")
+        one_error_line(done.returncode, done.stdout, done.stderr, f"session {pid}", code=1)
+        assert "nothing was rewritten" in done.stderr
+        assert len(_leaked(_relation_files(conn, schema))) == ERASED  # all still there
+        holder.rollback()
+    assert _cli(location, "vacuum").returncode == 0
+    assert _leaked(_relation_files(conn, schema)) == set()

@@ -906,7 +906,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         old files are unlinked. Each takes the table's ACCESS EXCLUSIVE lock while it runs
         (no reads or writes of that table meanwhile), waiting for it at most the store's
         ``lock_timeout``. The old files are emptied as each rewrite commits (and unlinked at
-        the server's next checkpoint)."""
+        the server's next checkpoint).
+
+        A rewrite keeps every row some open transaction may still see, so it first waits
+        (as long as the lock timeout) for the transactions of this database that began before
+        it to end; one that outlives that wait is named and nothing is rewritten."""
         schema = self.datastore.schema
         with self.datastore.get_connection() as conn:
             names = [
@@ -914,6 +918,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 for row in conn.execute(_STORE_TABLES, (schema, f"{TABLE_PREFIX}%")).fetchall()
             ]
             timeout = int(self.datastore.lock_timeout or 0)
+            _await_older_snapshots(conn, timeout)
             conn.execute(SQL("SET lock_timeout = {}").format(Literal(f"{timeout}s")))
             try:
                 for name in names:
@@ -1130,3 +1135,39 @@ def _refuse_erased(row: DictRow | None) -> None:
 
 def _head(row: DictRow) -> Head:
     return Head(row["version"], bytes(row["chain"]), row["chained_from"], row["restarted_after"])
+
+
+_OLDER_SNAPSHOTS = SQL(
+    "SELECT pid, (clock_timestamp() - xact_start)::text AS open_for FROM pg_stat_activity"
+    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    " AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND xact_start < %s"
+    " UNION ALL SELECT NULL, 'prepared ' || gid FROM pg_prepared_xacts"
+    " WHERE database = current_database() AND prepared < %s"
+)
+"""Transactions of this database begun before a moment that may still see erased rows: the
+sessions holding a snapshot or a transaction id, and prepared transactions."""
+
+
+def _await_older_snapshots(conn: Connection[DictRow], timeout: int) -> None:
+    """Wait up to ``timeout`` seconds for every transaction of the database that began before
+    now to end, so a rewrite may drop the erased rows they could see; raise
+    :class:`OperationalError` naming one that does not."""
+    start = conn.execute("SELECT clock_timestamp() AS now").fetchone()
+    assert start is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        older = conn.execute(_OLDER_SNAPSHOTS, (start["now"], start["now"])).fetchall()
+        if not older:
+            return
+        if time.monotonic() >= deadline:
+            row = older[0]
+            who = (
+                f"session {row['pid']} (open {row['open_for']})" if row["pid"] else row["open_for"]
+            )
+            msg = (
+                f"vacuum: a transaction begun before it, {who}, can still see erased rows and"
+                f" did not end within the lock timeout ({timeout} s); nothing was rewritten:"
+                " end it and run vacuum again"
+            )
+            raise OperationalError(msg)
+        time.sleep(0.05)
