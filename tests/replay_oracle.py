@@ -59,6 +59,7 @@ from convstore.projections.prose import (
     Image,
     Text,
     block_segments,
+    document_context,
     document_marker,
     document_native,
     document_text,
@@ -143,7 +144,9 @@ def _document_segment(document: DocumentBlock, role: Role, vision: bool) -> Segm
     if role != "user":
         return Text(document_marker(document, f"{role} messages cannot carry documents"))
     unsent = "" if document.url is None else document_marker(document, NOT_NATIVE)
-    return Document(document.media_type, document.data, document.url, document.name, unsent)
+    return Document(
+        document.media_type, document.data, document.url, document.name, unsent, document.context
+    )
 
 
 def _result_segments(
@@ -406,6 +409,8 @@ def _anthropic_block(segment: Segment) -> JSONDict:
             block: JSONDict = {"type": "document", "source": anthropic_document_source(segment)}
             if segment.name:
                 block["title"] = segment.name
+            if segment.context is not None:
+                block["context"] = segment.context
             return block
         case _:
             assert_never(segment)
@@ -415,7 +420,13 @@ def openai_message(message: PlannedMessage) -> JSONDict:
     """One Chat Completions message: content a string, or parts when an image is shown."""
     segments = message.segments()
     if any(isinstance(s, Image | Document) for s in segments):
-        return {"role": message.role, "content": [_openai_part(s) for s in segments]}
+        parts = []
+        for segment in segments:
+            if isinstance(segment, Document) and segment.data is not None and segment.context:
+                # A file part has no context field: the context goes as text before it.
+                parts.append({"type": "text", "text": f"[{document_context(segment.context)}]"})
+            parts.append(_openai_part(segment))
+        return {"role": message.role, "content": parts}
     return {"role": message.role, "content": _plain_text(segments)}
 
 

@@ -257,20 +257,29 @@ def document_blocks() -> st.SearchStrategy[DocumentBlock]:
     """Documents of every source: a PDF's data or URL (sent natively where they can be), text
     (crosses as prose), a file id, a binary that is not a PDF, a URL of unknown type."""
     names = st.none() | st.sampled_from(["report.pdf", "notes.txt", "näme with spaces"])
+    contexts = st.none() | st.sampled_from(["Q3 figures, draft", "line one\nline two"])
     return st.one_of(
         st.builds(
-            lambda n: DocumentBlock(media_type="application/pdf", data=TINY_PDF, name=n), names
+            lambda n, c: DocumentBlock(
+                media_type="application/pdf", data=TINY_PDF, name=n, context=c
+            ),
+            names,
+            contexts,
         ),
         st.builds(
-            lambda t, m, n: DocumentBlock(text=t, media_type=m, name=n),
+            lambda t, m, n, c: DocumentBlock(text=t, media_type=m, name=n, context=c),
             texts(),
             st.none() | st.just("text/markdown"),
             names,
+            contexts,
         ),
         st.builds(
-            lambda m, n: DocumentBlock(url="https://example.com/doc.pdf", media_type=m, name=n),
+            lambda m, n, c: DocumentBlock(
+                url="https://example.com/doc.pdf", media_type=m, name=n, context=c
+            ),
             st.none() | st.just("application/pdf"),
             names,
+            contexts,
         ),
         st.builds(lambda n: DocumentBlock(file_id="file-abc123", name=n), names),
         st.just(DocumentBlock(media_type="application/octet-stream", data="AAEC")),

@@ -238,7 +238,7 @@ def test_anthropic_document_blocks_of_every_source_convert() -> None:
     assert request_problems(message, MessageParam) == []
     history = history_from_messages({"messages": [message]})
     assert _only_blocks(history) == [
-        PDF_DOC,
+        PDF_DOC.model_copy(update={"context": "quarterly"}),  # the citations switch is not kept
         DocumentBlock(text="hi", media_type="text/plain"),
         DocumentBlock(url="https://example.com/p.pdf"),
         DocumentBlock(file_id="file_011"),
@@ -389,3 +389,48 @@ def test_the_document_limit_is_read_from_the_environment(monkeypatch: pytest.Mon
     assert limits.max_document_bytes == 7
     with pytest.raises(InvalidBlock, match="the limit is 7"):
         parse_block(PDF_BLOCK, limits)
+
+
+def test_a_documents_context_is_kept_and_sent_in_every_shape(tmp_path: Path) -> None:
+    """Anthropic's document ``context`` is kept on the block and reaches the model everywhere:
+    as the Messages API's own field, as text before a Chat Completions file part, and inside
+    the marker or the head a model that cannot read it is sent; a document without one is
+    stored as before (no ``context`` key)."""
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": TINY_PDF}
+    text = {"type": "text", "media_type": "text/plain", "data": "body"}
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "document", "source": pdf, "title": "r.pdf", "context": "Q3, draft"},
+            {"type": "document", "source": text, "context": "from the wiki"},
+            {"type": "document", "source": text},
+        ],
+    }
+    with open_store(tmp_path / "s.db") as store:
+        conv = store.import_history(history_from_messages({"messages": [message]}))
+        events = [json.loads(raw) for raw in store.raw_events(conv)]
+        stored = [e for e in events if e.get("block", {}).get("type") == "document"]
+        anthropic = store.replay(conv, shape="anthropic", vision=True)["messages"][0]["content"]
+        openai = store.replay(conv, shape="openai", vision=True)["messages"][0]["content"]
+        blind = store.replay(conv, shape="openai", vision=False)["messages"][0]["content"]
+    assert [s["block"].get("context") for s in stored] == ["Q3, draft", "from the wiki", None]
+    assert "context" not in stored[2]["block"]
+    assert anthropic[0]["type"] == "document"
+    assert (anthropic[0]["title"], anthropic[0]["context"]) == ("r.pdf", "Q3, draft")
+    assert anthropic[1]["text"].startswith("[Document (text/plain). Its context: from the wiki]:\n")
+    assert [p["type"] for p in openai[:2]] == ["text", "file"]
+    assert openai[0]["text"] == "[Its context: Q3, draft]"
+    assert "was here, but this model cannot see documents. Its context: Q3, draft]" in blind
+    assert "[Document (text/plain)]:\nbody" in blind
+
+
+def test_markdown_and_html_exports_show_a_documents_context(tmp_path: Path) -> None:
+    """People reading an export see what the model was told about a document."""
+    doc = {"type": "document", "text": "body", "context": "from the wiki"}
+    with open_store(tmp_path / "s.db") as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [doc])
+        markdown = export_conversation(store, conv, "markdown").text
+        html = export_conversation(store, conv, "html").text
+    assert "*Its context: from the wiki*" in markdown
+    assert "<p class='context'>Its context: from the wiki</p>" in html

@@ -364,7 +364,8 @@ def document_fragments(document: DocumentBlock, native: bool, shape: Shape) -> l
     if document.text is not None:
         name = f" {document.name}" if document.name else ""
         kind = document.media_type or "text/plain"
-        return [f"[Document{name} ({kind})]:\n{document.text}"]
+        told = "" if document.context is None else f". Its context: {document.context}"
+        return [f"[Document{name} ({kind}){told}]:\n{document.text}"]
     is_pdf = document.media_type == "application/pdf"
     if native and is_pdf and document.data is not None:
         return [WireImage("application/pdf", document.data)]

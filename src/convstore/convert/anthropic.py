@@ -10,7 +10,7 @@ Accepted, as dicts or as the ``anthropic`` SDK's typed objects (anything with
 Content blocks accepted (:data:`CONTENT_TYPES`): ``text`` (its ``citations`` kept verbatim as
 the text's annotations), ``image`` (a ``base64`` or ``url`` source), ``document`` (a
 ``base64``, ``text``, ``url`` or ``file`` source; its ``title`` kept as its name, its
-``context`` and ``citations`` settings dropped), ``search_result`` (as one text),
+``context`` as its context, its ``citations`` setting dropped), ``search_result`` (as one text),
 ``container_upload`` (a document by ``file_id``), ``thinking`` (its ``signature`` kept),
 ``redacted_thinking`` (its ``data`` kept as encrypted content), ``tool_use`` and
 ``tool_result`` (``is_error``; content a string or text, image, document, ``search_result``
@@ -21,9 +21,8 @@ and ``tool_reference`` parts), and the blocks of tools the provider ran
 one :class:`InvalidInput` naming the type and where it is; nothing is recorded.
 Any key a block (or its ``source``) has beyond the SDK's is refused the same way. Dropped,
 being settings rather than content: ``cache_control``, a document's ``citations`` setting, an
-image's ``transformations``, a ``tool_use``'s ``caller`` and ``toolset_name``; and a document's
-``context`` (no block field holds it yet). A response's ``id``, ``model``, ``stop_reason`` and
-``usage`` become its message's metadata.
+image's ``transformations``, a ``tool_use``'s ``caller`` and ``toolset_name``. A response's
+``id``, ``model``, ``stop_reason`` and ``usage`` become its message's metadata.
 """
 
 from __future__ import annotations

@@ -124,22 +124,30 @@ DOCUMENT_SOURCES: tuple[str, ...] = ("base64", "text", "url", "file")
 
 def document(data: Mapping[str, Any], where: str, *, name: object = None) -> DocumentBlock:
     """A ``document`` block by its source; its ``title`` (else ``name``) is its name, its
-    ``context`` and ``citations`` settings are dropped."""
+    ``context`` its context; the ``citations`` setting is dropped (a request's switch, not
+    content)."""
     check_keys(data, DOCUMENT_KEYS, f"{where} (document)")
     source = _source(data, "document", where)
     title = data.get("title") or name
+    context = data.get("context") or None
     match source.get("type"):
         case "base64":
             return document_from(
-                where, data=source.get("data"), media_type=source.get("media_type"), name=title
+                where,
+                data=source.get("data"),
+                media_type=source.get("media_type"),
+                name=title,
+                context=context,
             )
         case "text":
             media = source.get("media_type")
-            return document_from(where, text=source.get("data"), media_type=media, name=title)
+            return document_from(
+                where, text=source.get("data"), media_type=media, name=title, context=context
+            )
         case "url":
-            return document_from(where, url=source.get("url"), name=title)
+            return document_from(where, url=source.get("url"), name=title, context=context)
         case "file":
-            return document_from(where, file_id=source.get("file_id"), name=title)
+            return document_from(where, file_id=source.get("file_id"), name=title, context=context)
         case other:
             msg = (
                 f"{where}: unsupported document source type {other!r} "

@@ -132,6 +132,7 @@ def document_from(
     url: object = None,
     file_id: object = None,
     name: object = None,
+    context: object = None,
 ) -> DocumentBlock:
     """A document block from one source: base64 ``data`` (or a ``data:`` URL of it, whose
     media type then stands), ``text``, an ``http(s)`` ``url`` or a provider's ``file_id``."""
@@ -148,6 +149,7 @@ def document_from(
         "url": url,
         "file_id": file_id,
         "name": name or None,
+        "context": context,
     }
     given = {key: value for key, value in fields.items() if value is not None}
     block = checked(lambda: DocumentBlock.model_validate(given), where)

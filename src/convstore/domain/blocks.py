@@ -172,7 +172,8 @@ class DocumentBlock(_Block):
     ``data`` of ``media_type`` (a PDF's bytes are checked to start ``%PDF-``), its ``text``
     (``media_type`` a ``text/…`` type, ``text/plain`` unless told), a ``url`` it was given by
     (``http``/``https``, kept and never fetched) or a provider's ``file_id``; ``name`` is the
-    file name or title it came with.
+    file name or title it came with, ``context`` what the sender said about it (Anthropic's
+    document ``context``: not part of the document, but shown to the model beside it).
     """
 
     type: Literal["document"] = "document"
@@ -182,6 +183,11 @@ class DocumentBlock(_Block):
     url: str | None = None
     file_id: Annotated[str, Field(min_length=1)] | None = None
     name: Annotated[str, Field(min_length=1)] | None = None
+    # Left out of the JSON when absent, like a text's annotations: a document without one is
+    # written as before the field existed.
+    context: Annotated[str, Field(min_length=1)] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
     @field_validator("url")
     @classmethod

@@ -220,7 +220,9 @@ def anthropic_round(
                 case ImageBlock():
                     parts.append({"type": "image", "source": anthropic_image_source(part)})
                 case DocumentBlock():
-                    sent = Document(part.media_type, part.data, part.url, part.name, "")
+                    sent = Document(
+                        part.media_type, part.data, part.url, part.name, "", part.context
+                    )
                     parts.append(anthropic_document(sent))
                 case _:
                     assert_never(part)

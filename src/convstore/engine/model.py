@@ -98,7 +98,7 @@ def _document_ref(document: DocumentBlock, version: int, role: Role) -> str | li
     hidden = hidden_because(role, vision=True)
     seen = None if hidden is None else document_marker(document, hidden[1])
     by_url = None if document.url is None else document_marker(document, NOT_NATIVE)
-    return [
+    ref = [
         version,
         document.media_type,
         document.url,
@@ -107,6 +107,8 @@ def _document_ref(document: DocumentBlock, version: int, role: Role) -> str | li
         seen,
         by_url,
     ]
+    # Only when there is one: a model stored before documents had a context stays as it was.
+    return ref if document.context is None else [*ref, document.context]
 
 
 def _document_part(document: DocumentBlock, version: int, role: Role) -> PartData:

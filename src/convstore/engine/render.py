@@ -306,13 +306,14 @@ def _document(
     from convstore.projections.prose import Document  # noqa: PLC0415 - only to send one
 
     version, media_type, url, name = ref[0], ref[1], ref[2], ref[3]
+    context = ref[7] if len(ref) > 7 else None
     if url is not None:
-        return Document(media_type, None, url, name, str(ref[6]))
+        return Document(media_type, None, url, name, str(ref[6]), context)
     if load is None:
         msg = "a vision replay sending a stored document needs a loader"
         raise ValueError(msg)
     document = load(version, index)
-    return Document(media_type, document.data, None, name, "")
+    return Document(media_type, document.data, None, name, "", context)
 
 
 # -- the wire shapes ---------------------------------------------------------------------------
@@ -339,12 +340,22 @@ def _openai_part(item: str | Image | Document) -> JSONDict:
 
     if isinstance(item, Document):
         if item.data is None:
-            return {"type": "text", "text": item.unsent}
+            return {"type": "text", "text": item.unsent}  # its context is in the marker
         filename = item.name or "document.pdf"
         data = f"data:{item.media_type};base64,{item.data}"
         return {"type": "file", "file": {"file_data": data, "filename": filename}}
     url = item.url or f"data:{item.media_type};base64,{item.data}"
     return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _openai_parts(item: str | Image | Document) -> list[JSONDict]:
+    """An item's Chat Completions parts: a file part has no field for a document's context,
+    so a context goes as a text part before it."""
+    from convstore.projections.prose import Document, document_context  # noqa: PLC0415
+
+    if isinstance(item, Document) and item.data is not None and item.context is not None:
+        return [{"type": "text", "text": f"[{document_context(item.context)}]"}, _openai_part(item)]
+    return [_openai_part(item)]
 
 
 def _anthropic_block(item: str | Image | Document) -> JSONDict:
@@ -362,6 +373,8 @@ def anthropic_document(document: Document) -> JSONDict:
     block: JSONDict = {"type": "document", "source": anthropic_document_source(document)}
     if document.name:
         block["title"] = document.name
+    if document.context is not None:
+        block["context"] = document.context
     return block
 
 
@@ -414,7 +427,8 @@ def wire(planned: Plan, shape: Shape) -> JSONDict:
                 out.append({"role": role, "content": [{"type": "text", "text": content}]})
         elif openai:
             if any(not isinstance(s, str) for s in content):
-                out.append({"role": role, "content": [_openai_part(s) for s in content]})
+                parts = [part for s in content for part in _openai_parts(s)]
+                out.append({"role": role, "content": parts})
             else:
                 out.append({"role": role, "content": _texts(content)})
         elif role == "system":

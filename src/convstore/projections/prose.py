@@ -62,6 +62,8 @@ class Document:
     url: str | None
     name: str | None
     unsent: str
+    context: str | None = None
+    """What the sender said about the document, sent beside it."""
 
 
 Segment: TypeAlias = Text | Image
@@ -101,7 +103,17 @@ def image_marker(image: ImageBlock, why: str) -> str:
 def document_marker(document: DocumentBlock, why: str) -> str:
     """The text that stands where a document was not sent: its name, media type and size (or
     where it is), saying plainly that the model did not read it."""
-    return f"[Document not read: {document_caption(document)} was here, but {why}.]"
+    caption = document_caption(document)
+    return f"[Document not read: {caption} was here, but {why}.{_context(document)}]"
+
+
+def document_context(context: str) -> str:
+    """A document's context as prose: what the sender said about it."""
+    return f"Its context: {context}"
+
+
+def _context(document: DocumentBlock) -> str:
+    return "" if document.context is None else f" {document_context(document.context)}"
 
 
 def document_caption(document: DocumentBlock) -> str:
@@ -120,7 +132,9 @@ def document_caption(document: DocumentBlock) -> str:
 def document_text(document: DocumentBlock) -> str:
     """The prose of a document given as text: a head naming it, then its text."""
     name = f" {document.name}" if document.name else ""
-    return f"[Document{name} ({document.media_type or 'text/plain'})]:\n{document.text}"
+    told = f".{_context(document)}" if document.context is not None else ""
+    head = f"[Document{name} ({document.media_type or 'text/plain'}){told}]"
+    return f"{head}:\n{document.text}"
 
 
 def document_native(document: DocumentBlock) -> bool:

@@ -42,6 +42,7 @@ from convstore.projections.prose import (
     annotation_source,
     describe_meta,
     document_caption,
+    document_context,
     hosted_mark,
     tool_result_head,
 )
@@ -175,6 +176,8 @@ def document_html(document: DocumentBlock) -> str:
     """A document, at the top level or inside a tool's output: its caption, and its text
     folded under it when it was given as text."""
     text = "" if document.text is None else f"<pre>{clipped(document.text)}</pre>"
+    if document.context is not None:
+        text = f"<p class='context'>{esc(document_context(document.context))}</p>{text}"
     return (
         f"<details class='document'><summary>document {esc(document_caption(document))}"
         f"</summary>{text}</details>"

@@ -42,6 +42,7 @@ from convstore.projections.prose import (
     HOSTED,
     describe_meta,
     document_caption,
+    document_context,
     hosted_mark,
     reasoning_text,
     sources_line,
@@ -210,6 +211,8 @@ class _Writer:
     def document(self, document: DocumentBlock) -> None:
         """A document, at the top level or inside a tool's output: its caption, its text."""
         self.emit(f"**Document** {document_caption(document)}")
+        if document.context is not None:
+            self.emit(f"*{document_context(document.context)}*")
         if document.text is not None:
             self.emit(fenced(document.text))
 
