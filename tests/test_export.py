@@ -16,6 +16,7 @@ from hypothesis import given, settings
 import convstore
 from convstore import Store
 from convstore.app.demo import record_demo, tiny_png
+from convstore.app.export import export_conversation
 from convstore.cli import cli
 from convstore.domain.blocks import BLOCK_CLASSES
 from convstore.domain.conversation import Conversation
@@ -347,3 +348,28 @@ def test_markdown_heading_uses_the_conversation_title(tmp_path: Path) -> None:
     started = Conversation.start(conv, "A title")
     text = markdown_transcript([started]).text
     assert text.startswith(f"# A title\n\nconversation `{conv}` · started ")
+
+
+def test_markdown_keeps_a_tool_outputs_text_and_images_in_their_order(tmp_path: Path) -> None:
+    """A result of text, image, text reads in that order: the image stands between the two
+    texts it was recorded between, each text run in its own fence."""
+    png = base64.b64encode(tiny_png()).decode()
+    with convstore.open_store(tmp_path / "s.db") as store:
+        conv = store.new_conversation()
+        call = {"type": "tool_use", "id": "c1", "name": "shot", "input": {}}
+        store.append_message(conv, "assistant", [call])
+        parts = [
+            {"type": "text", "text": "before the shot"},
+            {"type": "image", "media_type": "image/png", "data": png},
+            {"type": "text", "text": "after the shot"},
+        ]
+        store.append_message(
+            conv, "user", [{"type": "tool_result", "tool_use_id": "c1", "content": parts}]
+        )
+        markdown = export_conversation(store, conv, "markdown").text
+    before, image, after = (
+        markdown.index("before the shot"),
+        markdown.index("[image: image/png"),
+        markdown.index("after the shot"),
+    )
+    assert before < image < after

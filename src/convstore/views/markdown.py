@@ -193,14 +193,22 @@ class _Writer:
                     if isinstance(block.content, str)
                     else block.content
                 )
-                texts = [text_prose(part) for part in parts if isinstance(part, TextBlock)]
-                if texts:  # an output of only images or documents is those, with no empty fence
-                    self.emit(fenced("\n".join(texts)))
+                # In the order recorded: each run of text parts one fence, each image and
+                # document where it stood (an output of only those has no empty fence).
+                texts: list[str] = []
                 for part in parts:
+                    if isinstance(part, TextBlock):
+                        texts.append(text_prose(part))
+                        continue
+                    if texts:
+                        self.emit(fenced("\n".join(texts)))
+                        texts = []
                     if isinstance(part, ImageBlock):
                         self.emit(self.image(part))
-                    elif isinstance(part, DocumentBlock):
+                    else:
                         self.document(part)
+                if texts:
+                    self.emit(fenced("\n".join(texts)))
             case ImageBlock():
                 self.emit(self.image(block))
             case DocumentBlock():
