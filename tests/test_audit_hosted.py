@@ -53,12 +53,15 @@ def test_hosted_calls_are_tool_calls_told_apart_with_their_outcomes(tmp_path: Pa
     call: each a tool_calls row, ``hosted`` set on the provider's, outcomes joined by id."""
     _, path, _ = _projected(tmp_path)
     rows = _query(path, "SELECT * FROM tool_calls ORDER BY call_id")
-    found = {r["call_id"]: (r["name"], r["hosted"], r["outcome"], r["results"]) for r in rows}
+    found = {
+        r["call_id"]: (r["name"], r["hosted"], r["server"], r["outcome"], r["results"])
+        for r in rows
+    }
     assert found == {
-        "mcptoolu_03": ("ask_question", 1, "missing", 0),
-        "srvtoolu_01": ("web_search", 1, "ok", 1),
-        "srvtoolu_02": ("web_fetch", 1, "error", 1),
-        "toolu_04": ("read_report", 0, "ok", 1),
+        "mcptoolu_03": ("ask_question", 1, "deepwiki", "missing", 0),
+        "srvtoolu_01": ("web_search", 1, None, "ok", 1),
+        "srvtoolu_02": ("web_fetch", 1, None, "error", 1),
+        "toolu_04": ("read_report", 0, None, "ok", 1),
     }
     search = next(r for r in rows if r["call_id"] == "srvtoolu_01")
     assert search["input"] == '{"query":"PEP 750 template strings"}'
@@ -107,7 +110,11 @@ def test_audit_tools_filters_hosted_calls_and_finds_the_missing_one(tmp_path: Pa
         return parsed
 
     missing = run("tools", "--status", "missing")
-    assert [(r["call_id"], r["hosted"]) for r in missing] == [("mcptoolu_03", 1)]
+    assert [(r["call_id"], r["hosted"], r["server"]) for r in missing] == [
+        ("mcptoolu_03", 1, "deepwiki")
+    ]
+    assert [r["call_id"] for r in run("tools", "--server", "deepwiki")] == ["mcptoolu_03"]
+    assert run("tools", "--server", "github") == []
     assert {r["call_id"] for r in run("tools", "--hosted")} == {
         "srvtoolu_01",
         "srvtoolu_02",

@@ -55,9 +55,9 @@ from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json
 
 PROJECTION = "audit"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """4 added ``messages.document_blocks``; 5 the hosted kinds' counters, ``tool_calls.hosted``
-and the ``documents`` table."""
+and the ``documents`` table; 6 ``tool_calls.server`` (the MCP server a hosted call went to)."""
 BUSY_TIMEOUT_SECONDS = 10.0
 
 BLOCK_COUNTERS = {
@@ -318,6 +318,7 @@ class AuditDatabase:
                     "called_at": str,
                     "call_found": int,
                     "hosted": int,
+                    "server": str,
                     "outcome": str,
                     "results": int,
                     "result_message_id": str,
@@ -632,14 +633,16 @@ class AuditDatabase:
             )
         if isinstance(block, AnyToolUse):
             hosted = int(isinstance(block, HostedToolUseBlock))
+            server = block.server if isinstance(block, HostedToolUseBlock) else None
             sql(
                 "INSERT INTO tool_calls (conversation_id, call_id, name, input, message_id, "
-                "called_at, call_found, hosted, outcome, results) "
-                "VALUES (?, ?, ?, ?, ?, ?, 1, ?, 'missing', 0) "
+                "called_at, call_found, hosted, server, outcome, results) "
+                "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, 'missing', 0) "
                 "ON CONFLICT (conversation_id, call_id) DO UPDATE SET name = excluded.name, "
                 "input = excluded.input, message_id = excluded.message_id, "
-                "called_at = excluded.called_at, call_found = 1, hosted = excluded.hosted",
-                [conv, block.id, block.name, tool_input_json(block), message, at, hosted],
+                "called_at = excluded.called_at, call_found = 1, hosted = excluded.hosted, "
+                "server = excluded.server",
+                [conv, block.id, block.name, tool_input_json(block), message, at, hosted, server],
             )
         elif isinstance(block, AnyToolResult):
             outcome = "error" if block.is_error else "ok"

@@ -173,6 +173,7 @@ def audit(ctx: click.Context, stale: bool) -> None:
     help="Only calls the provider ran itself (web search, code execution, …), or only the "
     "caller's own.",
 )
+@click.option("--server", help="Only calls to this MCP server (run by the provider).")
 @click.option("--conversation", metavar="CONV", help="Only this conversation.")
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
 @format_options
@@ -182,6 +183,7 @@ def tools(
     status: str | None,
     name: str | None,
     hosted: bool | None,
+    server: str | None,
     conversation: str | None,
     limit: int,
     as_json: bool,
@@ -189,30 +191,33 @@ def tools(
 ) -> None:
     """List tool calls with their outcome: ok, error, or missing (no result ever landed).
 
-    Calls the provider ran itself (hosted) are listed too, with hosted 1.
+    Calls the provider ran itself (hosted) are listed too, with hosted 1, and a
+    remote MCP server's calls with that server's name.
 
     \b
     Example:
         convstore audit tools --status error --name run_tests --json
         convstore audit tools --hosted --status missing
+        convstore audit tools --server github
     """
     fmt = chosen_format(as_json, as_csv)
     rows = _caught_up(ctx).query(
-        "SELECT conversation_id, call_id, name, outcome, hosted, called_at, seconds_to_result, "
-        "result_size, input FROM tool_calls "
+        "SELECT conversation_id, call_id, name, outcome, hosted, server, called_at, "
+        "seconds_to_result, result_size, input FROM tool_calls "
         "WHERE (:status IS NULL OR outcome = :status) AND (:name IS NULL OR name = :name) "
-        "AND (:hosted IS NULL OR hosted = :hosted) "
+        "AND (:hosted IS NULL OR hosted = :hosted) AND (:server IS NULL OR server = :server) "
         "AND (:conversation IS NULL OR conversation_id = :conversation) "
         "ORDER BY coalesce(called_at, result_at), call_id LIMIT :limit",
         {
             "status": status,
             "name": name,
             "hosted": None if hosted is None else int(hosted),
+            "server": server,
             "conversation": conversation,
             "limit": limit,
         },
     )
-    columns = ["conversation_id", "call_id", "name", "outcome", "hosted", "called_at"]
+    columns = ["conversation_id", "call_id", "name", "outcome", "hosted", "server", "called_at"]
     emit_dicts(rows, fmt, [*columns, "seconds_to_result", "result_size", "input"])
 
 
