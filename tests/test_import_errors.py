@@ -106,6 +106,59 @@ HOSTED_RESULT = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_9", 
             ],
             "lines 3 to 4: block 1: tool_use id 'c1' appears twice",
         ),
+        # A Claude Code transcript: its lines are named (a provider's result in a user line).
+        (
+            "claude-code",
+            [
+                {
+                    "type": role,
+                    "uuid": f"u{n}",
+                    "sessionId": "s1",
+                    "timestamp": f"2026-01-02T10:00:0{n}Z",
+                    "message": {"role": role, "content": content},
+                }
+                for n, (role, content) in enumerate(
+                    [("user", "hi"), ("assistant", "ok"), ("user", [HOSTED_RESULT])], start=1
+                )
+            ],
+            "line 3: block 0: hosted_tool_result blocks belong in assistant",
+        ),
+        # A Vercel AI SDK UIMessage array: its messages are named by their place.
+        (
+            "vercel-ai",
+            [
+                [
+                    {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
+                    {
+                        "id": "m2",
+                        "role": "assistant",
+                        "parts": [
+                            {
+                                "type": "tool-ls",
+                                "toolCallId": "c1",
+                                "state": "output-available",
+                                "input": {},
+                                "output": "a",
+                            }
+                        ],
+                    },
+                    {
+                        "id": "m3",
+                        "role": "assistant",
+                        "parts": [
+                            {
+                                "type": "tool-ls",
+                                "toolCallId": "c1",
+                                "state": "output-available",
+                                "input": {},
+                                "output": "a",
+                            }
+                        ],
+                    },
+                ]
+            ],
+            "message 2 (assistant): block 0: tool_use id 'c1' is already recorded",
+        ),
     ],
 )
 def test_a_rule_broken_on_recording_names_the_place_in_the_input(
@@ -116,7 +169,7 @@ def test_a_rule_broken_on_recording_names_the_place_in_the_input(
     the messages recorded so far."""
     db = tmp_path / "s.db"
     source = tmp_path / "input"
-    if fmt == "codex":
+    if fmt in ("codex", "claude-code"):
         source.write_text("".join(json.dumps(line) + "\n" for line in lines))
     else:
         source.write_text(json.dumps(lines[0]))

@@ -414,7 +414,9 @@ def _add(thread: _Thread, line: LineMessage, number: int) -> None:
     ):
         history.messages[-1] = _joined(previous, blocks, line)
         return
-    history.messages.append(HistoryMessage(line.role, tuple(blocks), at=line.at, meta=line.meta))
+    history.messages.append(
+        HistoryMessage(line.role, tuple(blocks), at=line.at, meta=line.meta, where=f"line {number}")
+    )
     thread.last_message_id = line.message_id if line.role == "assistant" else None
 
 

@@ -219,8 +219,9 @@ class _Steps:
     """One message's steps as convstore messages: each step's blocks, then (after an
     assistant step) a user message of the results of the calls it made."""
 
-    def __init__(self, role: Role) -> None:
+    def __init__(self, role: Role, where: str) -> None:
         self.role = role
+        self.where = where
         self.out: list[HistoryMessage] = []
         self.blocks: list[Block] = []
         self.results: list[Block] = []
@@ -230,9 +231,10 @@ class _Steps:
         if self.sources:
             self.blocks.append(TextBlock(text="", annotations=self.sources))
         if self.blocks:
-            self.out.append(HistoryMessage(self.role, tidy(self.blocks)))
+            self.out.append(HistoryMessage(self.role, tidy(self.blocks), where=self.where))
         if self.results:
-            self.out.append(HistoryMessage("user", tuple(self.results)))
+            results_at = f"{self.where}'s tool results"
+            self.out.append(HistoryMessage("user", tuple(self.results), where=results_at))
         self.blocks, self.results, self.sources = [], [], []
 
     def add(self, kind: str, part: Mapping[str, Any], at: str) -> None:
@@ -270,7 +272,7 @@ def message_history(message: object, where: str, ignored: Counter[str]) -> list[
     if not parts:
         msg = f"{where}: the message has no parts (nothing to record)"
         raise InvalidInput(msg)
-    steps = _Steps(role)
+    steps = _Steps(role, where)
     for index, raw in enumerate(parts):
         at = f"{where} part {index}"
         part = as_dict(raw, at)
