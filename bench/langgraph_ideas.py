@@ -16,7 +16,10 @@ read back from the log and written again, in the same order, into a fresh store 
   110 bytes (entries as compact as an entry can be made);
 - ``one write a turn``: a turn's writes batched into one event (what batching could give at
   best; at ``sync`` it would give up the durability each call asks for);
-- ``messages alone``: the thread's messages by ``append_message``, nothing else.
+- ``messages alone``: the thread's messages by ``append_message``, nothing else;
+- ``one event a message``: a proxy for a log that kept a whole message in one event: each
+  message as one runtime entry (its role and blocks) and no message events (so no replay
+  model either: add the ``messages alone`` difference between the two stores for it).
 
 Each idea on a store that keeps the replay model (the default) and on one that does not
 (``replay_model="on_read"``). ``python -m bench.langgraph_ideas [N] [durability]`` (1,000
@@ -144,7 +147,7 @@ def main(n: int, durability: str) -> None:
     raw = raw_bytes(here / "raw.db", messages)
     sys.stdout.write(f"{len(messages):,} messages, durability={durability}, raw {raw:,} B\n")
     models: tuple[ReplayModel, ...] = (True, "on_read")
-    for idea in (*IDEAS, "messages alone"):
+    for idea in (*IDEAS, "messages alone", "one event a message"):
         found = []
         for model in models:
             path = here / f"{idea}-{model}.db".replace(" ", "-").replace(",", "")
@@ -154,6 +157,16 @@ def main(n: int, durability: str) -> None:
                     for _, carried in writes:
                         for role, blocks, _, _ in carried:
                             store.append_message(conversation, role, blocks)
+                elif idea == "one event a message":
+                    conversation = store.new_conversation("t")
+                    whole = [m for _, carried in writes for m in carried]
+                    for index, (role, blocks, _, _) in enumerate(whole):
+                        entry: Entry = {
+                            "uuid": str(index),
+                            "role": role,
+                            "blocks": [b.model_dump(mode="json") for b in blocks],
+                        }
+                        store.record_entries(conversation, [entry])
                 else:
                     write(store, path, idea, writes)
             found.append(bytes_of(path))
