@@ -23,7 +23,7 @@ from bench import (
     replay,
     writers,
 )
-from bench.common import DEFAULT_PG_URL, Context, machine_info, pc, workdir
+from bench.common import DEFAULT_PG_URL, Context, compile_package, log, machine_info, pc, workdir
 from bench.report import Report, render
 
 BENCHMARKS: dict[str, Callable[[Context], None]] = {
@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [s for s in selected if s not in BENCHMARKS]
         if unknown:
             p.error(f"unknown benchmark(s) {unknown}; choose from {', '.join(BENCHMARKS)}")
+    if not compile_package():
+        log("warning: some convstore modules did not compile; fresh processes compile them")
     report = Report(mode="quick" if args.quick else "full", machine=machine_info(args.pg_url))
     started = pc()
     with workdir(args.dir) as tmp:

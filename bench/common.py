@@ -8,6 +8,7 @@ and drops, and :class:`Context`, the state a run hands to each benchmark.
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import datetime as dt
 import functools
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import convstore
 from bench.report import Report, Row, fmt_value
 from bench.workload import (
     BLOCKS_PER_MESSAGE,
@@ -151,6 +153,18 @@ def run_python(code: str, *args: str) -> dict[str, Any]:
     ).stdout
     got: dict[str, Any] = json.loads(out)
     return got
+
+
+def compile_package() -> bool:
+    """Write the bytecode of every convstore module beside its source (where it is stale or
+    missing), as installing the package from a wheel does; whether all of it compiled.
+
+    Fresh processes then load convstore the way an installed copy loads, and the way the peers'
+    installed packages load. Without it a source checkout run with ``PYTHONDONTWRITEBYTECODE``
+    set (this machine's sessions set it) compiles every convstore module in every fresh
+    process, which took about a third of ``from convstore import open_store`` (issue 23).
+    """
+    return bool(compileall.compile_dir(Path(convstore.__file__).parent, quiet=1))
 
 
 def remove_db(path: Path) -> None:

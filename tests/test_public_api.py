@@ -99,6 +99,32 @@ def test_the_console_module_imports_nothing_heavy_before_setting_the_variable() 
     assert out.stdout.strip() == "False"
 
 
+def test_open_store_leaves_the_unused_parts_unimported() -> None:
+    """``from convstore import open_store`` loads the sync read and write path only: no
+    asyncio (nor the async store and its thread pools), no PostgreSQL backend, converter, web,
+    view, audit or command-line module, so a script that opens a SQLite store pays for none."""
+    code = "import sys\nfrom convstore import open_store\nprint('\\n'.join(sorted(sys.modules)))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(out.stdout.split())
+    assert "convstore.app.bootstrap" in loaded  # the check runs on a real import
+    unwanted = {"asyncio", "concurrent.futures", "click", "psycopg", "sqlite_utils"}
+    assert sorted(unwanted & loaded) == []
+    heavy_parts = (
+        "convstore.store.aio",
+        "convstore.app.aio",
+        "convstore.backends.postgres",
+        "convstore.web",
+        "convstore.views",
+        "convstore.audit",
+        "convstore.cli",
+        "convstore.recording",
+        "convstore.integrations",
+    )
+    assert sorted(m for m in loaded if m.startswith(heavy_parts)) == []
+    converters = {m for m in loaded if m.startswith("convstore.convert.")}
+    assert converters == {"convstore.convert.history"}  # the History type import_history takes
+
+
 def test_every_error_lives_in_the_one_error_module_and_is_exported() -> None:
     """No module but ``convstore.domain.errors`` defines a ConvstoreError, and the package
     exports every class that module defines."""

@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from convstore.app.bootstrap import (
+    from convstore.app.aio import (
         open_async_store as open_async_store,
     )
     from convstore.app.bootstrap import (
@@ -276,7 +276,7 @@ _EXPORTS: dict[str, str] = {
     "ToolUseBlock": "convstore.domain.blocks",
     "as_async": "convstore.store.aio",
     "VersionConflict": "convstore.domain.errors",
-    "open_async_store": "convstore.app.bootstrap",
+    "open_async_store": "convstore.app.aio",
     "open_store": "convstore.app.bootstrap",
     "replay": "convstore.engine.plan",
     "shard_for": "convstore.app.routing",
