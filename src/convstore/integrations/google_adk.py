@@ -306,11 +306,13 @@ class ConvstoreSessionService(BaseSessionService):
             source = (info.source or "").removeprefix(SOURCE_PREFIX)
             _, app, user, session_id = json.loads(source)
             active = info.last_active or info.created_at
-            session = Session(
-                id=session_id, app_name=app, user_id=user, last_update_time=active.timestamp()
+            # No revision marker: a listed session holds no events, so an append through it
+            # goes ahead only while the session has none either (see append_event).
+            sessions.append(
+                Session(
+                    id=session_id, app_name=app, user_id=user, last_update_time=active.timestamp()
+                )
             )
-            _set_marker(session, info.events)
-            sessions.append(session)
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
