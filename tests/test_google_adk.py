@@ -19,12 +19,14 @@ from typing import Any, TypeVar
 import pytest
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
 import convstore
+from convstore.domain.errors import InvalidInput
 from convstore.integrations.google_adk import (
     ConvstoreSessionService,
     app_state_conversation,
@@ -175,6 +177,11 @@ def test_parts_become_blocks_and_events_come_back_exactly(location: str) -> None
         back = run(service.get_session(app_name="app", user_id="u", session_id="s"))
         assert back is not None
         assert back.events == appended
+        # Answered or long-running, no call is rewritten by default either.
+        default = ConvstoreSessionService(store=store)
+        shown = run(default.get_session(app_name="app", user_id="u", session_id="s"))
+        assert shown is not None
+        assert shown.events == appended
         assert back.state == {"plan": ["a", "b"]}
         replayed = store.replay(conversation)["messages"]
         assert 'Tool use: lookup({"city":"Oslo","days":[1,2.5]})' in replayed[1]["content"]
@@ -290,12 +297,19 @@ def test_list_sessions_from_the_listing_and_delete_erases(location: str) -> None
         )
         with pytest.raises(AlreadyExistsError, match="was deleted"):
             run(service.create_session(app_name="app", user_id="ada", session_id="a1"))
+        with pytest.raises(SessionNotFoundError):
+            run(service.append_event(a1, user_text("after the delete")))
+        with pytest.raises(InvalidInput, match="NUL"):
+            run(service.create_session(app_name="app", user_id="nul\x00", session_id="n"))
+        conversation = session_conversation("app", "nul\x00", "n")
+        assert conversation not in [c.id for c in store.conversations()]
 
 
 def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
     """A session that holds every stored event appends (after its own appends, after a
-    reload, with an event timestamped before the last one, through a compaction); one that
-    misses another writer's event gets ADK's StaleSessionError and nothing is written."""
+    reload, with an event timestamped before the last one, through a compaction, after a
+    label set by someone else); one that misses another writer's event gets ADK's
+    StaleSessionError and nothing is written."""
     with convstore.open_store(location) as store:
         service = ConvstoreSessionService(store=store)
         mine = run(service.create_session(app_name="app", user_id="u", session_id="s"))
@@ -319,8 +333,9 @@ def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
                 ),
             )
         )
-        run(service.append_event(mine, user_text("after the compaction")))
         conversation = session_conversation("app", "u", "s")
+        store.set_labels(conversation, {"team": "search"})  # a person's label: no ADK event
+        run(service.append_event(mine, user_text("after the compaction")))
         before = store.last_event(conversation)
         assert before is not None
         with pytest.raises(StaleSessionError):
@@ -339,6 +354,16 @@ def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
         replayed = store.replay(conversation)["messages"]
         assert replayed[0]["content"].endswith("They said one and two.")
         assert [m["content"] for m in replayed[1:]] == ["after the compaction", "fresh"]
+
+        # A listed session holds no events: it appends only to a session that has none.
+        run(service.create_session(app_name="app", user_id="u", session_id="empty"))
+        listed = {s.id: s for s in run(service.list_sessions(app_name="app")).sessions}
+        with pytest.raises(StaleSessionError):
+            run(service.append_event(listed["s"], user_text("blind")))
+        run(service.append_event(listed["empty"], user_text("first")))
+        empty = run(service.get_session(app_name="app", user_id="u", session_id="empty"))
+        assert empty is not None
+        assert texts(empty.events) == ["first"]
 
 
 def worker(

@@ -73,6 +73,7 @@ from convstore.domain.events import (
     Rewound,
 )
 from convstore.domain.events import Event as LogEvent
+from convstore.domain.metadata import parse_labels
 from convstore.integrations.google_adk_parts import ENTRY_KEY, entry_event, event_entry
 from convstore.integrations.google_adk_parts import unanswered_calls_as_prose as _as_prose
 from convstore.store import Store
@@ -227,6 +228,8 @@ class ConvstoreSessionService(BaseSessionService):
         taken (or was deleted: an erased conversation takes no more events)."""
         session_id = (session_id.strip() if session_id else None) or str(uuid4())
         conversation = session_conversation(app_name, user_id, session_id)
+        labels = {KIND: "session", APP: app_name, USER: user_id}
+        parse_labels(labels, self.store.limits)  # a name no label can hold: nothing written
         app, user, own = split_state(_json_state(state or {}))
         try:
             await self.store.new_conversation(
@@ -248,7 +251,6 @@ class ConvstoreSessionService(BaseSessionService):
             conversation, [{"uuid": CREATED_UUID, CREATED_KEY: created}]
         )
         await self._share(app_name, user_id, app, user, CREATED_UUID + ":" + session_id)
-        labels = {KIND: "session", APP: app_name, USER: user_id}
         await self.store.set_labels(conversation, labels)
         session = await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
         assert session is not None
