@@ -297,7 +297,8 @@ class ConvstoreSessionService(BaseSessionService):
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
         """The app's sessions (of one user, when given), oldest update first, from convstore's
-        listing index: one indexed read, however many sessions or events the store holds.
+        listing index by labels (a thousand rows a read), never the log: its cost follows the
+        sessions listed, not the events or the other conversations the store holds.
         As ``BaseSessionService`` says, events and state are not set (``get_session`` has
         them); ``last_update_time`` is the session's last write to the store."""
         labels = {KIND: "session", APP: app_name}
