@@ -301,13 +301,16 @@ class ConvstoreSessionService(BaseSessionService):
         sessions listed, not the events or the other conversations the store holds.
         As ``BaseSessionService`` says, events and state are not set (``get_session`` has
         them); ``last_update_time`` is the session's last write to the store."""
-        labels = {KIND: "session", APP: app_name}
-        if user_id is not None:
-            labels[USER] = user_id
+        # The listing checks each label in the order given, so the most selective comes first;
+        # the kind is read from the source instead (the app's and a user's state
+        # conversations carry these labels too, and a third check costs every row a lookup).
+        labels = {APP: app_name} if user_id is None else {USER: user_id, APP: app_name}
         sessions: list[Session] = []
         for info in await self.store.conversations(labels=labels):
-            source = (info.source or "").removeprefix(SOURCE_PREFIX)
-            _, app, user, session_id = json.loads(source)
+            source = info.source or ""
+            if not source.startswith(SOURCE_PREFIX + '["session",'):
+                continue
+            _, app, user, session_id = json.loads(source.removeprefix(SOURCE_PREFIX))
             active = info.last_active or info.created_at
             # No revision marker: a listed session holds no events, so an append through it
             # goes ahead only while the session has none either (see append_event).
