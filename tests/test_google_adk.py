@@ -233,9 +233,9 @@ def test_state_prefixes_app_user_session_and_temp(location: str) -> None:
 
 def test_get_session_config_windows_events(location: str) -> None:
     """num_recent_events keeps the newest N (0: none), after_timestamp those at or after it;
-    state is folded from every event either way."""
+    state is folded from every event either way (on an AsyncStore given directly)."""
     with convstore.open_store(location) as store:
-        service = ConvstoreSessionService(store=store)
+        service = ConvstoreSessionService(store=convstore.as_async(store))
         session = run(service.create_session(app_name="app", user_id="u", session_id="s"))
         for i in range(5):
             event = user_text(
@@ -313,7 +313,10 @@ def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
     with convstore.open_store(location) as store:
         service = ConvstoreSessionService(store=store)
         mine = run(service.create_session(app_name="app", user_id="u", session_id="s"))
-        stale = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+        # The stale copy is another store's on the same location, as another process's.
+        other_store = convstore.open_store(location)
+        other = ConvstoreSessionService(store=other_store)
+        stale = run(other.get_session(app_name="app", user_id="u", session_id="s"))
         assert stale is not None
         for text in ["one", "two"]:
             run(service.append_event(mine, user_text(text)))
@@ -339,7 +342,8 @@ def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
         before = store.last_event(conversation)
         assert before is not None
         with pytest.raises(StaleSessionError):
-            run(service.append_event(stale, user_text("lost race")))
+            run(other.append_event(stale, user_text("lost race")))
+        other_store.close()
         assert store.last_event(conversation) == before
         reloaded = run(service.get_session(app_name="app", user_id="u", session_id="s"))
         assert reloaded is not None
