@@ -370,6 +370,44 @@ def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
         assert texts(empty.events) == ["first"]
 
 
+def compaction_event(start: float, end: float, summary: str) -> Event:
+    content = types.Content(role="model", parts=[types.Part(text=summary)])
+    compaction = EventCompaction(
+        start_timestamp=start, end_timestamp=end, compacted_content=content
+    )
+    return Event(author="user", invocation_id="c", actions=EventActions(compaction=compaction))
+
+
+def test_compactions_of_a_prefix_are_convstore_compactions(location: str) -> None:
+    """An ADK compaction whose range starts with the session (token-threshold's rolling
+    summary, recent events retained after it) replays in convstore as its summary, then what
+    follows its range; one of later events only (a sliding window) is kept as an event and
+    replay shows every message. ADK gets every event back either way."""
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store)
+        session = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+        for i in range(4):
+            run(service.append_event(session, user_text(f"m{i}", timestamp=100.0 + i)))
+        window = compaction_event(101.0, 102.0, "Later: m1 and m2.")
+        run(service.append_event(session, window.model_copy(deep=True)))
+        conversation = session_conversation("app", "u", "s")
+        replayed = [m["content"] for m in store.replay(conversation)["messages"]]
+        assert replayed == ["m0", "m1", "m2", "m3"]
+        rolling = compaction_event(100.0, 101.5, "So far: m0 and m1.")
+        run(service.append_event(session, rolling.model_copy(deep=True)))
+        run(service.append_event(session, user_text("m4", timestamp=110.0)))
+        replayed = [m["content"] for m in store.replay(conversation)["messages"]]
+        assert replayed[0].endswith("So far: m0 and m1.")
+        assert replayed[1:] == ["m2", "m3", "m4"]
+        back = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+        assert back is not None
+        assert back.events == session.events
+        assert [e.actions.compaction for e in back.events if e.actions.compaction] == [
+            window.actions.compaction,
+            rolling.actions.compaction,
+        ]
+
+
 def worker(
     location: str, seen: Path, turns: int, hang: Path | None = None
 ) -> subprocess.Popen[str]:

@@ -166,6 +166,8 @@ class _Log:
     def __init__(self, events: list[LogEvent]) -> None:
         self.created: dict[str, Any] | None = None
         self.items: list[tuple[dict[str, JsonValue], list[Block]]] = []
+        self.messages: dict[int, UUID] = {}
+        """The message each item's blocks are in, by the item's index (none: no blocks)."""
         self.version = events[-1].originator_version if events else 0
         owners: dict[UUID, list[Block]] = {}
         current: list[Block] | None = None
@@ -181,6 +183,7 @@ class _Log:
             elif isinstance(event, MessageStarted):
                 if current is not None:
                     owners[event.message_id] = current
+                    self.messages[len(self.items) - 1] = event.message_id
                 current = None
             elif isinstance(event, BlockAppended) and event.message_id in owners:
                 owners[event.message_id].append(event.block)
@@ -350,7 +353,11 @@ class ConvstoreSessionService(BaseSessionService):
         seen_calls = {c.id for e in session.events for c in e.get_function_calls() if c.id}
         entry, message = event_entry(event, seen_calls)
         messages: list[EntryMessage] = [] if message is None else [message]
-        compactions = _compactions(session, event)
+        summary = _summary(session, event)
+        covered = summary is not None and summary[1] >= max(
+            (e.timestamp for e in session.events if _has_content(e)), default=summary[1]
+        )
+        compactions = [(summary[0], -1)] if summary is not None and covered else []
 
         def carried(_fresh: list[dict[str, JsonValue]]) -> tuple[Any, Any]:
             return messages, compactions
@@ -378,12 +385,25 @@ class ConvstoreSessionService(BaseSessionService):
         if new:
             version += 1 + (len(message[1]) + 2 if message else 0)
         _set_marker(session, version)
+        if summary is not None and not covered and new:
+            await self._compact(conversation, *summary)
         app, user, _ = split_state(
             cast("dict[str, Any]", entry[ENTRY_KEY]).get("actions", {}).get("state_delta", {})
         )
         await self._share(session.app_name, session.user_id, app, user, event.id)
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
+
+    async def _compact(self, conversation: UUID, summary: str, end: float) -> None:
+        """Record a compaction through the newest message of an event at or before ``end``:
+        a second write, unconditional (it changes what replay shows, not the events), and
+        left out of the session's version (its next append catches up)."""
+        log = _Log(await self.store.events(conversation))
+        for index in range(len(log.items) - 1, -1, -1):
+            envelope = cast("dict[str, Any]", log.items[index][0][ENTRY_KEY])
+            if index in log.messages and float(envelope.get("timestamp", 0)) <= end:
+                await self.store.compact(conversation, summary, through=log.messages[index])
+                return
 
     async def _caught_up(self, conversation: UUID, session: Session, since: int) -> int:
         """The log's newest version, when everything recorded after ``since`` is already in
@@ -462,19 +482,22 @@ def _window(events: list[Event], config: GetSessionConfig | None) -> list[Event]
     return events
 
 
-def _compactions(session: Session, event: Event) -> list[tuple[str, int]]:
-    """The convstore compaction an ADK compaction event records: its summary through the
-    newest message, when it covers every event before it that has content (convstore's
-    compaction replaces a prefix); none otherwise (the event is kept either way)."""
+def _has_content(event: Event) -> bool:
+    return bool(event.content and event.content.parts and event.actions.compaction is None)
+
+
+def _summary(session: Session, event: Event) -> tuple[str, float] | None:
+    """An ADK compaction event's summary and the end of its range, when convstore can record
+    it as a compaction: its range starts at or before the session's first event with content
+    (a prefix, as a convstore compaction replaces: ADK's token-threshold compaction seeds each
+    summary with the last, so each starts where the first did). A sliding-window summary of
+    later invocations is kept as an event only (the event is kept either way)."""
     compaction = event.actions.compaction
     if compaction is None:
-        return []
+        return None
     parts = compaction.compacted_content.parts or []
     summary = "\n\n".join(p.text for p in parts if p.text and not p.thought)
-    covered = all(
-        e.timestamp <= compaction.end_timestamp
-        for e in session.events
-        if e.content and e.content.parts and e.actions.compaction is None
-    )
-    has_message = any(e.content and e.content.parts for e in session.events)
-    return [(summary, -1)] if summary.strip() and covered and has_message else []
+    first = min((e.timestamp for e in session.events if _has_content(e)), default=None)
+    if not summary.strip() or first is None or compaction.start_timestamp > first:
+        return None
+    return summary, compaction.end_timestamp
