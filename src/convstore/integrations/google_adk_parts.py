@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, cast, get_args
+from typing import Any, assert_never, cast, get_args
 
 from google.adk.events.event import Event
 from google.genai import types
@@ -38,6 +38,8 @@ from pydantic import JsonValue, ValidationError
 from convstore.domain.blocks import (
     Block,
     DocumentBlock,
+    HostedToolResultBlock,
+    HostedToolUseBlock,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -206,9 +208,11 @@ def _joined(block: Block, record: dict[str, Any]) -> dict[str, Any]:
                 pj.setdefault("file_data", {}).update(
                     {"file_uri": block.url or block.file_id, **typed, **named}
                 )
-        case _:
+        case HostedToolUseBlock() | HostedToolResultBlock():
             msg = f"an ADK part cannot come from a {block.type} block"
             raise ValueError(msg)
+        case _:
+            assert_never(block)
     return pj
 
 
