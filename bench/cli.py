@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from bench import (
+    adk,
     after_append,
     agent,
     append,
@@ -39,6 +40,7 @@ BENCHMARKS: dict[str, Callable[[Context], None]] = {
     "disk": disk.run,
     "agent": agent.run,
     "langgraph": langgraph.run,
+    "adk": adk.run,
 }
 """Every benchmark by its ``--only`` name, in the order a run takes them."""
 

@@ -667,6 +667,29 @@ class StoreContract(ABC):
         finally:
             other.close()
 
+    def test_conditional_entries_are_refused_once_the_conversation_moved(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """record_entries(expected_version=V) lands only while V is the newest version, also
+        when another store recorded the newer event; nothing of a refused batch is written."""
+        read = store.last_event(conv)
+        assert read is not None
+        other = self.open_store()
+        try:
+            other.record_entries(conv, [{"uuid": "a"}], expected_version=read.originator_version)
+            for writer in (store, other):
+                with pytest.raises(VersionConflict, match="changed since it was read"):
+                    writer.record_entries(
+                        conv, [{"uuid": "b"}], expected_version=read.originator_version
+                    )
+            assert store.entries(conv) == [{"uuid": "a"}]
+            assert store.record_entries(
+                conv, [{"uuid": "b"}], expected_version=read.originator_version + 1
+            )
+            assert other.entries(conv) == [{"uuid": "a"}, {"uuid": "b"}]
+        finally:
+            other.close()
+
     # -- fork ----------------------------------------------------------------------------------
 
     def test_a_fork_replays_as_the_parents_prefix_then_its_own(

@@ -250,6 +250,8 @@ class Store(Importing, Transferring, Replayer):
         conversation: UUID | str,
         entries: Sequence[Mapping[str, Any]],
         carried: Callable[[list[dict[str, JsonValue]]], EntryBatch] | None = None,
+        *,
+        expected_version: int | None = None,
     ) -> int:
         """Keep an agent runtime's transcript entries verbatim, in one write with the messages
         they carry; returns how many entries were new.
@@ -258,6 +260,10 @@ class Store(Importing, Transferring, Replayer):
         left out. ``carried`` turns the new entries into messages and compactions (as
         ``(messages, [(summary, through_index), ...])``); the messages are recorded beside
         the entries, so replay, audit and pressure see them.
+
+        With ``expected_version`` (the version of the newest event the caller read) the write
+        is conditional, as :meth:`rewind`'s: recorded only if nothing was recorded since, else
+        :class:`~convstore.VersionConflict` and nothing written.
         """
         if not isinstance(entries, list | tuple):
             msg = f"entries must be a list of JSON objects, not {describe_value(entries)}"
@@ -266,6 +272,11 @@ class Store(Importing, Transferring, Replayer):
             msg = f"carried must be a function or None, not {describe_value(carried)}"
             raise InvalidInput(msg)
         checked = [_entry(entry, index) for index, entry in enumerate(entries)]
+        expected = (
+            None
+            if expected_version is None
+            else parse_count(expected_version, "expected_version", 1, MAX_COUNT)
+        )
 
         def decide(state: Conversation) -> list[Event]:
             fresh = state.new_entries(checked)
@@ -276,7 +287,7 @@ class Store(Importing, Transferring, Replayer):
             ]
             return state.record_entries(fresh, limited, compactions)
 
-        events = self._write(conversation, decide)
+        events = self._write(conversation, decide, expected_version=expected)
         return sum(len(e.entries) for e in events if isinstance(e, EntriesRecorded))
 
     def _within_limits(self, block: Block) -> Block:

@@ -140,6 +140,8 @@ class AsyncStore(AsyncStoreBase):
         conversation: UUID | str,
         entries: Sequence[Mapping[str, Any]],
         carried: Callable[[list[dict[str, JsonValue]]], EntryBatch] | None = None,
+        *,
+        expected_version: int | None = None,
     ) -> int:
         """Keep an agent runtime's transcript entries verbatim, in one write with the messages
         they carry; returns how many entries were new.
@@ -148,9 +150,17 @@ class AsyncStore(AsyncStoreBase):
         left out. ``carried`` turns the new entries into messages and compactions (as
         ``(messages, [(summary, through_index), ...])``); the messages are recorded beside
         the entries, so replay, audit and pressure see them.
+
+        With ``expected_version`` (the version of the newest event the caller read) the write
+        is conditional, as :meth:`rewind`'s: recorded only if nothing was recorded since, else
+        :class:`~convstore.VersionConflict` and nothing written.
         """
         return await self._write(
-            self.store.record_entries, conversation, materialised(entries), carried
+            self.store.record_entries,
+            conversation,
+            materialised(entries),
+            carried,
+            expected_version=expected_version,
         )
 
     async def delete_entries(self, conversation: UUID | str) -> None:

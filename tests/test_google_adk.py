@@ -1,0 +1,550 @@
+"""ConvstoreSessionService: ADK events as entries and blocks (and back, exactly), state by
+ADK's prefixes, listing and deletion, stale sessions by log version, and ADK's own Runner with
+a scripted model in fresh processes (a run killed inside its tool, a resumed run, two runners
+on one session), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from google.adk.errors._stale_session_error import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions, EventCompaction
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.genai import types
+
+import convstore
+from convstore.domain.errors import InvalidInput
+from convstore.integrations.google_adk import (
+    ConvstoreSessionService,
+    app_state_conversation,
+    session_conversation,
+)
+from convstore.projections.wording import NO_RESULT
+from tests.strategies import TINY_IMAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG = TINY_IMAGES["image/png"][0]
+T = TypeVar("T")
+
+
+def run(awaitable: Awaitable[T]) -> T:
+    async def wrapped() -> T:
+        return await awaitable
+
+    return asyncio.run(wrapped())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+def user_text(text: str, **fields: Any) -> Event:
+    content = types.Content(role="user", parts=[types.Part(text=text)])
+    return Event(author="user", invocation_id="inv-1", content=content, **fields)
+
+
+def texts(events: list[Event]) -> list[str]:
+    """The text parts of events, in order."""
+    return [p.text for e in events if e.content for p in e.content.parts or [] if p.text]
+
+
+def rich_events() -> list[Event]:
+    """Events with every part kind the mapping knows, and envelope fields ADK hands back."""
+    pdf = base64.b64encode(b"%PDF-1.4 tiny").decode()
+    model = Event(
+        author="planner",
+        invocation_id="inv-1",
+        branch="root.planner",
+        timestamp=1_790_000_000.25,
+        long_running_tool_ids={"call-2"},
+        usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=12),
+        content=types.Content(
+            role="model",
+            parts=[
+                types.Part(text="Which city?", thought=True, thought_signature=b"\x01sig"),
+                types.Part(text="Looking it up."),
+                types.Part(
+                    function_call=types.FunctionCall(
+                        id="call-1", name="lookup", args={"city": "Oslo", "days": [1, 2.5]}
+                    ),
+                    thought_signature=b"\x02",
+                ),
+                types.Part(function_call=types.FunctionCall(id="call-2", name="approve")),
+                types.Part(
+                    inline_data=types.Blob(mime_type="image/png", data=base64.b64decode(PNG))
+                ),
+                types.Part(
+                    inline_data=types.Blob(
+                        mime_type="application/pdf",
+                        data=base64.b64decode(pdf),
+                        display_name="a.pdf",
+                    )
+                ),
+                types.Part(
+                    file_data=types.FileData(
+                        file_uri="https://example.com/x.png", mime_type="image/png"
+                    )
+                ),
+                types.Part(
+                    file_data=types.FileData(
+                        file_uri="gs://bucket/report.txt", mime_type="text/plain", display_name="r"
+                    )
+                ),
+                types.Part(
+                    executable_code=types.ExecutableCode(
+                        code="print(1)", language=types.Language.PYTHON
+                    )
+                ),
+            ],
+        ),
+        actions=EventActions(
+            state_delta={"plan": ["a", "b"]}, transfer_to_agent="helper", skip_summarization=True
+        ),
+    )
+    answer = Event(
+        author="planner",
+        invocation_id="inv-1",
+        content=types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        id="call-1", name="lookup", response={"result": {"temp": -3}}
+                    )
+                ),
+            ],
+        ),
+    )
+    bare = Event(author="planner", invocation_id="inv-1", actions=EventActions(end_of_agent=True))
+    return [user_text("Weather in Oslo?"), model, answer, bare]
+
+
+def test_parts_become_blocks_and_events_come_back_exactly(location: str) -> None:
+    """Each part with a block kind is stored as that block (replay, audit and show see it);
+    everything else rides in the event's entry; reading back gives every event equal to the
+    one appended (ids, invocation, author, branch, timestamps, actions, usage, signatures)."""
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store, unanswered_calls_as_prose=False)
+        session = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+        appended = rich_events()
+        for event in appended:
+            run(service.append_event(session, event.model_copy(deep=True)))
+        conversation = session_conversation("app", "u", "s")
+        stored = store.messages(conversation)
+        assert [(m.role, [b.block.type for b in m.blocks]) for m in stored] == [
+            ("user", ["text"]),
+            (
+                "assistant",
+                [
+                    "reasoning",
+                    "text",
+                    "tool_use",
+                    "tool_use",
+                    "image",
+                    "document",
+                    "image",
+                    "document",
+                ],
+            ),
+            ("user", ["tool_result"]),
+        ]
+        result = stored[2].blocks[0].block
+        assert result.model_dump(exclude_none=True) == {
+            "type": "tool_result",
+            "tool_use_id": "call-1",
+            "name": "lookup",
+            "content": '{"result":{"temp":-3}}',
+            "is_error": False,
+        }
+        back = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+        assert back is not None
+        assert back.events == appended
+        # Answered or long-running, no call is rewritten by default either.
+        default = ConvstoreSessionService(store=store)
+        shown = run(default.get_session(app_name="app", user_id="u", session_id="s"))
+        assert shown is not None
+        assert shown.events == appended
+        assert back.state == {"plan": ["a", "b"]}
+        replayed = store.replay(conversation)["messages"]
+        assert 'Tool use: lookup({"city":"Oslo","days":[1,2.5]})' in replayed[1]["content"]
+        assert replayed[2]["content"] == 'Result (lookup): {"result":{"temp":-3}}'
+
+
+def test_state_prefixes_app_user_session_and_temp(location: str) -> None:
+    """``app:`` state is shared by the app's sessions, ``user:`` by one user's, the rest is
+    the session's own, and ``temp:`` lives in the session object only: written nowhere."""
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store)
+        first = run(
+            service.create_session(
+                app_name="app",
+                user_id="ada",
+                session_id="one",
+                state={"topic": "x", "app:model": "m1", "user:lang": "no", "temp:draft": 1},
+            )
+        )
+        assert first.state == {"topic": "x", "app:model": "m1", "user:lang": "no"}
+        delta = {"step": 2, "app:model": "m2", "user:tz": "CET", "temp:scratch": "gone"}
+        event = user_text("hi", actions=EventActions(state_delta=delta))
+        run(service.append_event(first, event))
+        assert first.state["temp:scratch"] == "gone"  # in memory, for the invocation
+        again = run(service.get_session(app_name="app", user_id="ada", session_id="one"))
+        assert again is not None
+        assert again.state == {
+            "topic": "x",
+            "step": 2,
+            "app:model": "m2",
+            "user:lang": "no",
+            "user:tz": "CET",
+        }
+        same_user = run(service.create_session(app_name="app", user_id="ada", session_id="two"))
+        assert same_user.state == {"app:model": "m2", "user:lang": "no", "user:tz": "CET"}
+        other = run(service.create_session(app_name="app", user_id="bob", session_id="three"))
+        assert other.state == {"app:model": "m2"}
+        other_app = run(service.create_session(app_name="else", user_id="ada", session_id="1"))
+        assert other_app.state == {}
+        assert run(service.get_user_state(app_name="app", user_id="ada")) == {
+            "lang": "no",
+            "tz": "CET",
+        }
+        dumped = b"".join(store.dump())
+        assert b"temp:" not in dumped
+        assert b"gone" not in dumped
+        assert store.entries(app_state_conversation("app")) is not None
+
+
+def test_get_session_config_windows_events(location: str) -> None:
+    """num_recent_events keeps the newest N (0: none), after_timestamp those at or after it;
+    state is folded from every event either way (on an AsyncStore given directly)."""
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=convstore.as_async(store))
+        session = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+        for i in range(5):
+            event = user_text(
+                f"m{i}", timestamp=100.0 + i, actions=EventActions(state_delta={f"k{i}": i})
+            )
+            run(service.append_event(session, event))
+
+        def window(config: GetSessionConfig) -> list[str]:
+            got = run(
+                service.get_session(app_name="app", user_id="u", session_id="s", config=config)
+            )
+            assert got is not None
+            assert got.state == {f"k{i}": i for i in range(5)}
+            return texts(got.events)
+
+        assert window(GetSessionConfig(num_recent_events=2)) == ["m3", "m4"]
+        assert window(GetSessionConfig(num_recent_events=0)) == []
+        assert window(GetSessionConfig(after_timestamp=102.0)) == ["m2", "m3", "m4"]
+        assert window(GetSessionConfig(num_recent_events=4, after_timestamp=103.0)) == ["m3", "m4"]
+
+
+def test_list_sessions_from_the_listing_and_delete_erases(location: str) -> None:
+    """list_sessions reads the listing index by app and user, oldest update first, without
+    events; delete_session erases the conversation (a tombstone stays) and does nothing for
+    a session that is not there; a taken id (or a deleted one) is refused on create."""
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store)
+        for user, session_id in [("ada", "a1"), ("bob", "b1"), ("ada", "a2")]:
+            run(service.create_session(app_name="app", user_id=user, session_id=session_id))
+            time.sleep(0.002)
+        run(service.create_session(app_name="other", user_id="ada", session_id="o1"))
+        a1 = run(service.get_session(app_name="app", user_id="ada", session_id="a1"))
+        assert a1 is not None
+        run(service.append_event(a1, user_text("latest")))
+
+        listed = run(service.list_sessions(app_name="app"))
+        assert [(s.user_id, s.id) for s in listed.sessions] == [
+            ("bob", "b1"),
+            ("ada", "a2"),
+            ("ada", "a1"),
+        ]
+        assert all(s.events == [] for s in listed.sessions)
+        mine = run(service.list_sessions(app_name="app", user_id="ada"))
+        assert [s.id for s in mine.sessions] == ["a2", "a1"]
+        with pytest.raises(AlreadyExistsError):
+            run(service.create_session(app_name="app", user_id="ada", session_id="a2"))
+
+        run(service.delete_session(app_name="app", user_id="ada", session_id="a1"))
+        run(service.delete_session(app_name="app", user_id="ada", session_id="a1"))
+        run(service.delete_session(app_name="app", user_id="ada", session_id="never"))
+        assert run(service.get_session(app_name="app", user_id="ada", session_id="a1")) is None
+        assert [
+            s.id for s in run(service.list_sessions(app_name="app", user_id="ada")).sessions
+        ] == ["a2"]
+        [tombstone] = store.erasures()
+        assert (tombstone.id, tombstone.reason) == (
+            session_conversation("app", "ada", "a1"),
+            "google-adk delete_session",
+        )
+        with pytest.raises(AlreadyExistsError, match="was deleted"):
+            run(service.create_session(app_name="app", user_id="ada", session_id="a1"))
+        with pytest.raises(SessionNotFoundError):
+            run(service.append_event(a1, user_text("after the delete")))
+        with pytest.raises(InvalidInput, match="NUL"):
+            run(service.create_session(app_name="app", user_id="nul\x00", session_id="n"))
+        conversation = session_conversation("app", "nul\x00", "n")
+        assert conversation not in [c.id for c in store.conversations()]
+
+
+def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
+    """A session that holds every stored event appends (after its own appends, after a
+    reload, with an event timestamped before the last one, through a compaction, after a
+    label set by someone else); one that misses another writer's event gets ADK's
+    StaleSessionError and nothing is written."""
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store)
+        mine = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+        # The stale copy is another store's on the same location, as another process's.
+        other_store = convstore.open_store(location)
+        other = ConvstoreSessionService(store=other_store)
+        stale = run(other.get_session(app_name="app", user_id="u", session_id="s"))
+        assert stale is not None
+        for text in ["one", "two"]:
+            run(service.append_event(mine, user_text(text)))
+        skewed = user_text(
+            "from a host whose clock is behind", timestamp=mine.events[-1].timestamp - 60
+        )
+        run(service.append_event(mine, skewed))
+        summary = types.Content(role="model", parts=[types.Part(text="They said one and two.")])
+        compaction = EventCompaction(
+            start_timestamp=0, end_timestamp=time.time(), compacted_content=summary
+        )
+        run(
+            service.append_event(
+                mine,
+                Event(
+                    author="user", invocation_id="c", actions=EventActions(compaction=compaction)
+                ),
+            )
+        )
+        conversation = session_conversation("app", "u", "s")
+        store.set_labels(conversation, {"team": "search"})  # a person's label: no ADK event
+        run(service.append_event(mine, user_text("after the compaction")))
+        before = store.last_event(conversation)
+        assert before is not None
+        with pytest.raises(StaleSessionError):
+            run(other.append_event(stale, user_text("lost race")))
+        other_store.close()
+        assert store.last_event(conversation) == before
+        reloaded = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+        assert reloaded is not None
+        run(service.append_event(reloaded, user_text("fresh")))
+        assert texts(reloaded.events) == [
+            "one",
+            "two",
+            "from a host whose clock is behind",
+            "after the compaction",
+            "fresh",
+        ]
+        replayed = store.replay(conversation)["messages"]
+        assert replayed[0]["content"].endswith("They said one and two.")
+        assert [m["content"] for m in replayed[1:]] == ["after the compaction", "fresh"]
+
+        # A listed session holds no events: it appends only to a session that has none.
+        run(service.create_session(app_name="app", user_id="u", session_id="empty"))
+        listed = {s.id: s for s in run(service.list_sessions(app_name="app")).sessions}
+        with pytest.raises(StaleSessionError):
+            run(service.append_event(listed["s"], user_text("blind")))
+        run(service.append_event(listed["empty"], user_text("first")))
+        empty = run(service.get_session(app_name="app", user_id="u", session_id="empty"))
+        assert empty is not None
+        assert texts(empty.events) == ["first"]
+
+
+def compaction_event(start: float, end: float, summary: str) -> Event:
+    content = types.Content(role="model", parts=[types.Part(text=summary)])
+    compaction = EventCompaction(
+        start_timestamp=start, end_timestamp=end, compacted_content=content
+    )
+    return Event(author="user", invocation_id="c", actions=EventActions(compaction=compaction))
+
+
+def test_compactions_of_a_prefix_are_convstore_compactions(location: str) -> None:
+    """An ADK compaction whose range starts with the session (token-threshold's rolling
+    summary, recent events retained after it) replays in convstore as its summary, then what
+    follows its range; one of later events only (a sliding window) is kept as an event and
+    replay shows every message. ADK gets every event back either way."""
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store)
+        session = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+        for i in range(4):
+            run(service.append_event(session, user_text(f"m{i}", timestamp=100.0 + i)))
+        window = compaction_event(101.0, 102.0, "Later: m1 and m2.")
+        run(service.append_event(session, window.model_copy(deep=True)))
+        conversation = session_conversation("app", "u", "s")
+        replayed = [m["content"] for m in store.replay(conversation)["messages"]]
+        assert replayed == ["m0", "m1", "m2", "m3"]
+        rolling = compaction_event(100.0, 101.5, "So far: m0 and m1.")
+        run(service.append_event(session, rolling.model_copy(deep=True)))
+        run(service.append_event(session, user_text("m4", timestamp=110.0)))
+        replayed = [m["content"] for m in store.replay(conversation)["messages"]]
+        assert replayed[0].endswith("So far: m0 and m1.")
+        assert replayed[1:] == ["m2", "m3", "m4"]
+        back = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+        assert back is not None
+        assert back.events == session.events
+        assert [e.actions.compaction for e in back.events if e.actions.compaction] == [
+            window.actions.compaction,
+            rolling.actions.compaction,
+        ]
+
+
+def worker(
+    location: str, seen: Path, turns: int, hang: Path | None = None
+) -> subprocess.Popen[str]:
+    args = [sys.executable, "-m", "tests.adk_worker", location, "s", str(seen), str(turns)]
+    return subprocess.Popen(
+        [*args, *([str(hang)] if hang else [])],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def requests(seen: Path) -> list[list[dict[str, Any]]]:
+    return [json.loads(line) for line in seen.read_text(encoding="utf-8").splitlines()]
+
+
+def assert_calls_answered(contents: list[dict[str, Any]]) -> None:
+    """Every function call in a request is answered by a response in the next content (what
+    Gemini and every provider ADK adapts to require), and every response follows its call."""
+    for index, content in enumerate(contents):
+        calls = [p["function_call"]["name"] for p in content["parts"] if "function_call" in p]
+        if calls:
+            following = contents[index + 1]["parts"] if index + 1 < len(contents) else []
+            answers = [
+                p["function_response"]["name"] for p in following if "function_response" in p
+            ]
+            assert answers == calls, contents
+        responses = [p for p in content["parts"] if "function_response" in p]
+        if responses:
+            assert index > 0
+            assert any("function_call" in p for p in contents[index - 1]["parts"]), contents
+
+
+def test_run_killed_in_its_tool_resumes_with_a_valid_request(location: str, tmp_path: Path) -> None:
+    """ADK's Runner, killed (SIGKILL) inside its tool, leaves a call no response answers; a
+    fresh process's next run sends the model a request in which that call is prose (with
+    the note that no result was recorded) and every call it holds is answered."""
+    with convstore.open_store(location) as store:
+        run(
+            ConvstoreSessionService(store=store).create_session(
+                app_name="weather", user_id="ada", session_id="s"
+            )
+        )
+    hang = tmp_path / "in-tool"
+    killed = worker(location, tmp_path / "seen-killed", 1, hang)
+    deadline = time.monotonic() + 60
+    while not hang.exists():
+        assert killed.poll() is None, killed.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate()
+
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store, unanswered_calls_as_prose=False)
+        left = run(service.get_session(app_name="weather", user_id="ada", session_id="s"))
+        assert left is not None
+        assert left.events[-1].get_function_calls()[0].name == "lookup"  # no response: killed
+
+    resumed = worker(location, tmp_path / "seen-resumed", 1)
+    _, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    first, second = requests(tmp_path / "seen-resumed")
+    assert first == [
+        {"parts": [{"text": "city0"}], "role": "user"},
+        {
+            "parts": [{"text": f'Tool use: lookup({{"city":"city0"}})\n\n{NO_RESULT}'}],
+            "role": "model",
+        },
+        {"parts": [{"text": "city0"}], "role": "user"},
+    ]
+    for contents in (first, second):
+        assert_calls_answered(contents)
+    assert second[-1]["parts"] == [
+        {"function_response": {"name": "lookup", "response": {"result": "sunny in city0"}}}
+    ]
+    with convstore.open_store(location) as store:
+        replayed = store.replay(session_conversation("weather", "ada", "s"))["messages"]
+        assert replayed[-1] == {"role": "assistant", "content": "done: sunny in city0"}
+
+
+def test_two_runners_in_two_processes_never_interleave_or_lose_events(
+    location: str, tmp_path: Path
+) -> None:
+    """Two Runner processes, three turns each on one session: every event a runner was
+    handed back is stored, each invocation's events are contiguous in the log, and every
+    turn completes (a runner that lost a race reloads and runs its turn again)."""
+    turns = 3
+    with convstore.open_store(location) as store:
+        run(
+            ConvstoreSessionService(store=store).create_session(
+                app_name="weather", user_id="ada", session_id="s"
+            )
+        )
+    workers = [worker(location, tmp_path / f"seen-{i}", turns) for i in range(2)]
+    outputs = []
+    for process in workers:
+        out, err = process.communicate(timeout=240)
+        assert process.returncode == 0, err
+        outputs.append(out.splitlines())
+    yielded = [line.split()[2] for out in outputs for line in out if line.startswith("event ")]
+
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store)
+        session = run(service.get_session(app_name="weather", user_id="ada", session_id="s"))
+        assert session is not None
+        stored_ids = [e.id for e in session.events]
+        assert len(set(stored_ids)) == len(stored_ids)
+        assert set(yielded) <= set(stored_ids)
+        order = [e.invocation_id for e in session.events]
+        finished = [i for i, _ in _runs(order)]
+        assert len(finished) == len(set(finished)), order  # no invocation comes back later
+        answers = [text for text in texts(session.events) if text.startswith("done:")]
+        assert len(answers) == 2 * turns
+
+
+def _runs(items: list[str]) -> list[tuple[str, int]]:
+    """Consecutive runs of equal items, as (item, length)."""
+    found: list[tuple[str, int]] = []
+    for item in items:
+        if found and found[-1][0] == item:
+            found[-1] = (item, found[-1][1] + 1)
+        else:
+            found.append((item, 1))
+    return found
+
+
+def test_importing_without_adk_names_the_extra() -> None:
+    """Without google-adk, importing the module fails with one line naming the extra."""
+    hide = "import sys; sys.modules['google.adk'] = None; import convstore.integrations.google_adk"
+    failed = subprocess.run(
+        [sys.executable, "-c", hide], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1] == (
+        "ImportError: convstore.integrations.google_adk (Google ADK) needs convstore's "
+        "'google-adk' extra: pip install -e '.[google-adk]' in the convstore checkout, "
+        "or pip install 'google-adk>=2.13'"
+    )
