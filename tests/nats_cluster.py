@@ -162,3 +162,16 @@ async def _meta_problem(url: str) -> str:
     finally:
         await nc.close()
     return ""
+
+
+async def delete_stream(cluster: Cluster, name: str) -> None:
+    """Delete a test's stream from the cluster, if it made one."""
+    import nats  # noqa: PLC0415 - a dev dependency
+
+    nc = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
+    try:
+        await nc.jetstream().delete_stream(name)
+    except Exception:  # noqa: BLE001, S110 - a test that made no stream
+        pass
+    finally:
+        await nc.close()
