@@ -88,8 +88,42 @@ class NatsBackend:
     def create_filled(
         self, location: str, fill: Callable[[Opening], T], *, make_directory: bool
     ) -> tuple[T, str]:
-        msg = f"only a SQLite file is made whole from the start, not {redact(location)}"
-        raise InvalidInput(msg)
+        """Create the stream, fill it, and delete it again (the replica too) if ``fill``
+        raises; an existing stream is refused. Unlike a SQLite file, which is linked into
+        place once whole, other hosts may see the stream while it fills."""
+        from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415
+
+        where = NatsLocation.parse(location)
+        shown = redact(location)
+        try:
+            with self.opening(location, create=False, make_directory=make_directory):
+                pass
+        except NoStore:
+            pass
+        else:
+            msg = f"a store already exists at {shown}"
+            raise InvalidInput(msg)
+        with self.opening(location, create=True, make_directory=make_directory) as opening:
+            try:
+                return fill(opening), shown
+            except BaseException:
+                link = JetStreamLink(
+                    where.servers,
+                    where.stream,
+                    user=where.user,
+                    password=where.password,
+                    timeout=where.timeout,
+                )
+                try:
+                    link.delete_stream()
+                finally:
+                    link.close()
+                for leftover in (
+                    where.replica,
+                    *where.replica.parent.glob(f"{where.replica.name}-*"),
+                ):
+                    leftover.unlink(missing_ok=True)
+                raise
 
     def replay_tables(self, recorder: StoreRecorder, key: bytes) -> ReplayTables | None:
         """In the replica, kept by readers (an append's transaction is the stream's)."""

@@ -41,6 +41,12 @@ DUPLICATE_IN_BATCH = 10201
 """The error code of an atomic batch holding a message id the stream has already stored:
 the same batch, retried after its acknowledgement was lost, landed the first time."""
 
+MESSAGE_NOT_FOUND = 10057
+"""The error code of a message delete whose message is already gone."""
+
+ERASE_AT_ONCE = 200
+"""How many message deletes an erasure has in flight at once."""
+
 _RETRY_PAUSE_SECONDS = 0.1
 
 
@@ -168,6 +174,14 @@ class JetStreamLink:
 
         self._retrying(add)
 
+    def delete_stream(self) -> None:
+        """Delete the stream (every message, on every server)."""
+
+        async def delete() -> None:
+            await self._js.delete_stream(self.stream)
+
+        self._retrying(delete)
+
     def last_seq(self) -> int:
         """The stream's newest sequence, as its leader says."""
 
@@ -184,6 +198,30 @@ class JetStreamLink:
             await self._js.purge_stream(self.stream, seq=below, subject=subject)
 
         self._retrying(purge)
+
+    def erase(self, seqs: Sequence[int]) -> None:
+        """Delete each message at ``seqs`` on every replica, its bytes overwritten in the
+        stream's files (the server's default for a message delete); one already gone is
+        fine. Sent :data:`ERASE_AT_ONCE` at a time."""
+        for start in range(0, len(seqs), ERASE_AT_ONCE):
+            chunk = list(seqs[start : start + ERASE_AT_ONCE])
+
+            async def delete(chunk: list[int] = chunk) -> None:
+                subject = f"$JS.API.STREAM.MSG.DELETE.{self.stream}"
+                replies = await asyncio.gather(
+                    *(
+                        self._nc.request(
+                            subject, json.dumps({"seq": seq}).encode(), timeout=self.timeout
+                        )
+                        for seq in chunk
+                    )
+                )
+                for reply in replies:
+                    error = json.loads(reply.data or b"{}").get("error")
+                    if error and int(error.get("err_code", 0)) != MESSAGE_NOT_FOUND:
+                        raise Refused(int(error.get("err_code", 0)), str(error.get("description")))
+
+            self._retrying(delete)
 
     def _retrying(self, make: Any) -> Any:
         """Run ``make()`` until it succeeds, retrying while the cluster has no leader or

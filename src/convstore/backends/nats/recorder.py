@@ -349,8 +349,10 @@ class NatsRecorder(SQLiteWriterRecorder):
         self, conversation: UUID, reason: str, at: str, idle_since: int | None = None
     ) -> tuple[int, int]:
         """Publish the tombstone on the conversation's subject, conditional on its newest
-        event, purge the subject below it on every replica, and apply it; returns the
-        tombstone's ``seq`` among erasures and how many events went."""
+        event; delete each of its events on every replica of the stream (the server
+        overwrites a deleted message's bytes), purge the subject below the tombstone (whatever
+        is left), and apply the tombstone; returns its ``seq`` among erasures and how many
+        events went."""
         subject = subject_of(self.link.stream, conversation)
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             self.catch_up()
@@ -381,6 +383,7 @@ class NatsRecorder(SQLiteWriterRecorder):
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
             try:
+                self.link.erase(self._seqs(conversation))
                 self.link.purge(subject, tombstone)
             except (Refused, Unavailable) as exc:
                 raise OperationalError(str(exc)) from None
@@ -394,6 +397,16 @@ class NatsRecorder(SQLiteWriterRecorder):
             assert row is not None
             return int(row[0]), int(row[1])
         raise AssertionError  # pragma: no cover
+
+    def _seqs(self, conversation: UUID) -> list[int]:
+        """The stream sequences of a conversation's events, as the replica holds them."""
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT rowid FROM {self.events_table_name} WHERE originator_id = ? "  # noqa: S608
+                "ORDER BY rowid",
+                (conversation.hex,),
+            )
+            return [int(row[0]) for row in cursor.fetchall()]
 
     def _purge_below_tombstone(self, conversation: UUID) -> None:
         with self.datastore.transaction(commit=False) as cursor:
