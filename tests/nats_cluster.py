@@ -142,6 +142,10 @@ class Cluster:
                 self.kill(server)
 
 
+async def _quiet(exc: Exception) -> None:
+    """The client's error callback: a server not up yet is expected here, not news."""
+
+
 async def _meta_problem(url: str) -> str:
     """Why JetStream cannot take a stream yet (``""``: it can)."""
     import nats  # noqa: PLC0415 - a dev dependency, needed only once a cluster runs
@@ -152,6 +156,7 @@ async def _meta_problem(url: str) -> str:
             connect_timeout=1,
             max_reconnect_attempts=0,
             allow_reconnect=False,
+            error_cb=_quiet,
         )
     except Exception as exc:  # noqa: BLE001 - any failure means "not yet"
         return f"{type(exc).__name__}: {exc}"

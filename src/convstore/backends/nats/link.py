@@ -330,7 +330,7 @@ class JetStreamLink:
         self._subscription = self._retrying(subscribe)
 
     def take(self, through: int) -> list[Delivered]:
-        """Every buffered message, once those up to sequence ``through`` have arrived;
+        """The buffered messages up to sequence ``through``, once they have all arrived;
         raises :class:`Unavailable` when none arrives for the link's timeout."""
         with self._arrived:
             seen = self._highest
@@ -346,7 +346,13 @@ class JetStreamLink:
                     )
                     raise Unavailable(msg)
                 self._arrived.wait(left)
-            taken, self._delivered = self._delivered, []
+            # Only up to ``through``, a batch's end (an atomic batch is stored whole, so the
+            # stream's newest sequence and an acknowledgement are never inside one): a
+            # message delivered past it may be the first part of one still arriving.
+            cut = len(self._delivered)
+            while cut and self._delivered[cut - 1].seq > through:
+                cut -= 1
+            taken, self._delivered = self._delivered[:cut], self._delivered[cut:]
             return taken
 
     # -- closing -----------------------------------------------------------------------------

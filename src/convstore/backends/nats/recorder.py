@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -113,6 +114,17 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._decode = decode
         self._previews = previews
         self._following = False
+        self._relaxed: sqlite3.Connection | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        """The replica's writer connection, with ``synchronous = NORMAL``: the replica is
+        rebuilt from the stream, and its position moves in the same transaction as its
+        rows, so a commit lost in a power cut is applied again, never skipped."""
+        conn = super()._connection()
+        if conn is not self._relaxed:
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._relaxed = conn
+        return conn
 
     # -- the replica -----------------------------------------------------------------------
 
