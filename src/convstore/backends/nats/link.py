@@ -47,6 +47,11 @@ MESSAGE_NOT_FOUND = 10057
 ERASE_AT_ONCE = 200
 """How many message deletes an erasure has in flight at once."""
 
+ATTEMPT_SECONDS = 2.0
+"""How long one try of a request waits for its answer. A request sent to a server that died
+is never answered (the client reconnects to another, the request is lost), so each try is
+short and tries repeat until the link's timeout: a leader election costs a few tries."""
+
 _RETRY_PAUSE_SECONDS = 0.1
 
 
@@ -229,7 +234,7 @@ class JetStreamLink:
         deadline = time.monotonic() + self.timeout
         while True:
             try:
-                return self._call(self._within(make), self.timeout)
+                return self._call(self._within(make), ATTEMPT_SECONDS)
             except (NotFoundError, Refused, Closed):
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure is retried until the deadline
@@ -240,7 +245,7 @@ class JetStreamLink:
                 time.sleep(_RETRY_PAUSE_SECONDS)
 
     async def _within(self, make: Any) -> Any:
-        return await asyncio.wait_for(make(), self.timeout)
+        return await asyncio.wait_for(make(), min(ATTEMPT_SECONDS, self.timeout))
 
     # -- publishing --------------------------------------------------------------------------
 
@@ -255,7 +260,7 @@ class JetStreamLink:
         while True:
             left = max(deadline - time.monotonic(), 0.5)
             try:
-                ack = self._call(self._publish(messages, min(left, 5.0)), left)
+                ack = self._call(self._publish(messages, min(left, ATTEMPT_SECONDS)), left)
             except Closed:
                 raise
             except (TimeoutError, nats.errors.Error) as exc:
