@@ -52,6 +52,13 @@ ATTEMPT_SECONDS = 2.0
 is never answered (the client reconnects to another, the request is lost), so each try is
 short and tries repeat until the link's timeout: a leader election costs a few tries."""
 
+HEARTBEAT_SECONDS = 1.0
+"""The ordered consumer's idle heartbeat: how soon the client notices it lost its consumer."""
+
+STALL_SECONDS = 2.0
+"""How long :meth:`JetStreamLink.take` waits for a due message before it starts a new
+consumer where the old one stopped."""
+
 _RETRY_PAUSE_SECONDS = 0.1
 
 
@@ -113,6 +120,7 @@ class JetStreamLink:
         self._highest = 0
         self._arrived = threading.Condition()
         self._subscription: Any = None
+        self._subjects = ""
         self.last_error = ""
         """The client's most recent connection error, for messages."""
         try:
@@ -314,6 +322,13 @@ class JetStreamLink:
         order, into the buffer :meth:`take` drains."""
         with self._arrived:
             self._highest = after
+        self._subjects = subjects
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        """(Re)start the ordered consumer just after the newest message delivered. Each
+        consumer delivers the stream in order without a gap, so keeping only messages past
+        the newest one delivered is right even while an old one still delivers."""
 
         async def deliver(msg: Msg) -> None:
             seq = msg.metadata.sequence.stream
@@ -324,41 +339,63 @@ class JetStreamLink:
                     self._highest = seq
                     self._arrived.notify_all()
 
+        with self._arrived:
+            start = self._highest + 1
+        old, self._subscription = self._subscription, None
+
         async def subscribe() -> Any:
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    await old.unsubscribe()
             config = ConsumerConfig(
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start
             )
             return await self._js.subscribe(
-                subjects, cb=deliver, stream=self.stream, ordered_consumer=True, config=config
+                self._subjects,
+                cb=deliver,
+                stream=self.stream,
+                ordered_consumer=True,
+                config=config,
+                idle_heartbeat=HEARTBEAT_SECONDS,
             )
 
         self._subscription = self._retrying(subscribe)
 
     def take(self, through: int) -> list[Delivered]:
         """The buffered messages up to sequence ``through``, once they have all arrived;
-        raises :class:`Unavailable` when none arrives for the link's timeout."""
-        with self._arrived:
-            seen = self._highest
-            deadline = time.monotonic() + self.timeout
-            while self._highest < through:
+        raises :class:`Unavailable` when none arrives for the link's timeout. A consumer that
+        delivers nothing for :data:`STALL_SECONDS` while messages are due (its server died,
+        say) is replaced by a new one starting where it stopped."""
+        deadline = time.monotonic() + self.timeout
+        stalled_since = time.monotonic()
+        seen = -1
+        while True:
+            with self._arrived:
+                if self._highest >= through:
+                    # Only up to ``through``, a batch's end (an atomic batch is stored whole,
+                    # so the stream's newest sequence and an acknowledgement are never inside
+                    # one): a message past it may be the first part of one still arriving.
+                    cut = len(self._delivered)
+                    while cut and self._delivered[cut - 1].seq > through:
+                        cut -= 1
+                    taken, self._delivered = self._delivered[:cut], self._delivered[cut:]
+                    return taken
+                now = time.monotonic()
                 if self._highest != seen:
-                    seen, deadline = self._highest, time.monotonic() + self.timeout
-                left = deadline - time.monotonic()
-                if left <= 0:
+                    seen, stalled_since = self._highest, now
+                    deadline = now + self.timeout
+                if now >= deadline:
                     msg = (
                         f"the stream {self.stream} delivered up to {self._highest}, not "
                         f"{through}, and nothing more came in {self.timeout:g} s"
                     )
                     raise Unavailable(msg)
-                self._arrived.wait(left)
-            # Only up to ``through``, a batch's end (an atomic batch is stored whole, so the
-            # stream's newest sequence and an acknowledgement are never inside one): a
-            # message delivered past it may be the first part of one still arriving.
-            cut = len(self._delivered)
-            while cut and self._delivered[cut - 1].seq > through:
-                cut -= 1
-            taken, self._delivered = self._delivered[:cut], self._delivered[cut:]
-            return taken
+                if now - stalled_since < STALL_SECONDS:
+                    self._arrived.wait(min(deadline - now, STALL_SECONDS))
+                    continue
+            stalled_since = time.monotonic()
+            with contextlib.suppress(Unavailable):
+                self._subscribe()
 
     # -- closing -----------------------------------------------------------------------------
 
