@@ -73,8 +73,13 @@ POSITION_TABLE = "convstore_nats_position"
 
 VERSION_HEADER = "Convstore-Version"
 TOPIC_HEADER = "Convstore-Topic"
+END_HEADER = "Convstore-End"
+"""Marks an append's last message: the replica commits only after one (or a tombstone)."""
 ERASED_HEADER = "Convstore-Erased"
 """Marks a tombstone; its payload is the tombstone's JSON (reason, when, events)."""
+
+APPLY_BATCH = 500
+"""About how many messages the replica applies per transaction (whole appends only)."""
 
 CONFLICT_ATTEMPTS = 5
 """Publishes an insert tries with a freshly read expectation before calling it a conflict."""
@@ -164,20 +169,19 @@ class NatsRecorder(SQLiteWriterRecorder):
             delivered = self.link.take(target)
         except Unavailable as exc:
             raise OperationalError(str(exc)) from None
-        if not delivered:
-            return
-        with self._writer_lock, self._waiting() as conn, immediate(conn):
-            (position,) = conn.execute(
-                f"SELECT seq FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
-                (self.link.stream,),
-            ).fetchone()
-            fresh = [message for message in delivered if message.seq > position]
-            if fresh:
-                self._apply(conn, fresh)
-                conn.execute(
-                    f"UPDATE {POSITION_TABLE} SET seq = ? WHERE stream = ?",  # noqa: S608
-                    (fresh[-1].seq, self.link.stream),
-                )
+        for run in _whole_appends(delivered, APPLY_BATCH):
+            with self._writer_lock, self._waiting() as conn, immediate(conn):
+                (position,) = conn.execute(
+                    f"SELECT seq FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
+                    (self.link.stream,),
+                ).fetchone()
+                fresh = [message for message in run if message.seq > position]
+                if fresh:
+                    self._apply(conn, fresh)
+                    conn.execute(
+                        f"UPDATE {POSITION_TABLE} SET seq = ? WHERE stream = ?",  # noqa: S608
+                        (fresh[-1].seq, self.link.stream),
+                    )
 
     def _apply(self, conn: Any, messages: list[Delivered]) -> None:
         """Apply messages to the replica, in order, inside the caller's transaction."""
@@ -270,6 +274,8 @@ class NatsRecorder(SQLiteWriterRecorder):
                     raise IntegrityError(msg)
                 headers["Nats-Expected-Last-Subject-Sequence"] = str(seq)
             outgoing.append(Outgoing(subject_of(self.link.stream, conversation), headers, s.state))
+        if outgoing:
+            outgoing[-1].headers[END_HEADER] = "1"
         return outgoing
 
     def _publish(self, stored: Sequence[StoredEvent], *, retry: bool) -> list[int]:
@@ -542,3 +548,18 @@ def _apply_tombstone(conn: Any, events_table: str, conversation: UUID, message: 
     conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
     forget_listing(conn.execute, SQLITE, conversation)
     forget_replays(conn.execute, conversation)
+
+
+def _whole_appends(messages: list[Delivered], size: int) -> list[list[Delivered]]:
+    """``messages`` in runs of about ``size``, each ending where an append (or a tombstone)
+    ends, so no transaction of the replica holds part of a message."""
+    runs: list[list[Delivered]] = []
+    run: list[Delivered] = []
+    for message in messages:
+        run.append(message)
+        if len(run) >= size and (END_HEADER in message.headers or ERASED_HEADER in message.headers):
+            runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    return runs
