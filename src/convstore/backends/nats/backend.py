@@ -12,8 +12,9 @@ keeping its read models in a local SQLite replica fed from the stream.
 - **Read models**: the replica holds the events (each at its stream sequence), heads,
   listing, tombstones and replay model, each message applied once in one transaction that
   moves the replica's position; every read brings it up to the stream's newest sequence first.
-- **Erase** publishes a tombstone on the conversation's subject and purges the subject below
-  it on every server; the replica drops the conversation as a SQLite erasure does.
+- **Erase** publishes a tombstone on the conversation's subject, deletes its messages on
+  every server (their bytes overwritten) and purges the subject below the tombstone; the
+  replica drops the conversation as a SQLite erasure does.
 
 Importing this module imports no client: nats-py is needed only once a store is opened.
 """

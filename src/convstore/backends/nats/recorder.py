@@ -19,12 +19,15 @@ Reads first bring the replica up to the stream's newest sequence (one request to
 leader, then the ordered consumer's messages up to it), so every read sees every write
 acknowledged before it began, from any host (read-your-writes). Applying a run of messages is
 one SQLite transaction that also moves the replica's position, and skips what is at or below
-it: several processes may share one replica file, and each message is applied once.
+it: several processes may share one replica file, and each message is applied once. A
+transaction ends only where an append ends (its last message is marked), so no reader of the
+replica sees part of a message.
 
 Erasure publishes a tombstone on the conversation's own subject, conditional on its newest
-event (so an append racing it either lands before it or is refused), then purges the subject
-below the tombstone on every replica of the stream; applying the tombstone deletes the
-conversation from the replica, as a SQLite erasure does.
+event (so an append racing it either lands before it or is refused), then deletes each of its
+messages on every replica of the stream (the server overwrites their bytes) and purges the
+subject below the tombstone; applying the tombstone deletes the conversation from the replica,
+as a SQLite erasure does.
 """
 
 from __future__ import annotations
