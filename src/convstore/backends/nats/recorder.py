@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -123,6 +124,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._previews = previews
         self._following = False
         self._relaxed: sqlite3.Connection | None = None
+        self._feeding = threading.Lock()
 
     def _connection(self) -> sqlite3.Connection:
         """The replica's writer connection, with ``synchronous = NORMAL``: the replica is
@@ -169,9 +171,18 @@ class NatsRecorder(SQLiteWriterRecorder):
             return
         try:
             target = self.link.last_seq() if through is None else through
-            delivered = self.link.take(target)
         except Unavailable as exc:
             raise OperationalError(str(exc)) from None
+        # Taking and applying are one step: a thread that finds the buffer emptied by
+        # another waits here until that one has applied what it took.
+        with self._feeding:
+            try:
+                delivered = self.link.take(target)
+            except Unavailable as exc:
+                raise OperationalError(str(exc)) from None
+            self._apply_runs(delivered)
+
+    def _apply_runs(self, delivered: list[Delivered]) -> None:
         for run in _whole_appends(delivered, APPLY_BATCH):
             with self._writer_lock, self._waiting() as conn, immediate(conn):
                 (position,) = conn.execute(
@@ -351,7 +362,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         rows: list[tuple[bytes, bytes]] | None = None
         if contended:
             self.catch_up()
-            rows = self.select_topics_and_states_local(conversation_id, after)
+            rows = self._local_rows(conversation_id, after)
         elif (self._expected(conversation_id)[0] or 0) != after:
             self.catch_up()
             if (self._expected(conversation_id)[0] or 0) != after:
@@ -360,9 +371,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         stored, _listing = decide(rows)
         self._publish(stored, retry=False)
 
-    def select_topics_and_states_local(
-        self, conversation_id: UUID, after: int
-    ) -> list[tuple[bytes, bytes]]:
+    def _local_rows(self, conversation_id: UUID, after: int) -> list[tuple[bytes, bytes]]:
         """The replica's rows of a conversation after ``after``, as it holds them now."""
         return super().select_topics_and_states(conversation_id, after)
 
