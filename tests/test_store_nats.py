@@ -193,3 +193,22 @@ def test_a_refused_load_into_a_new_stream_leaves_no_store(stream_url: str, tmp_p
     with pytest.raises(NoStore):
         open_store(url, create=False)
     assert list(tmp_path.glob("replica.db*")) == []
+
+
+def test_the_replica_lives_in_the_data_directory_unless_told(
+    stream_url: str, tmp_path: Path
+) -> None:
+    """Without ``?replica=``, the replica is a file in the data directory named after the
+    servers and stream (the same for every opening of that store on this host), and the
+    audit read model's default file is another one."""
+    backend = NatsBackend()
+    with open_store(stream_url) as store:
+        conv = store.new_conversation(title="here")
+        replicas = sorted((tmp_path / "xdg" / "convstore").glob("nats-*.db"))
+        replica = backend.store_file(store.location)
+        assert replica is not None
+        assert replicas == [replica]
+        assert backend.default_audit_file(store.location) != replicas[0]
+    with open_store(stream_url) as again:
+        assert [c.id for c in again.conversations()] == [conv]
+    assert sorted((tmp_path / "xdg" / "convstore").glob("nats-*.db")) == replicas
