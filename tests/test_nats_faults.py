@@ -23,7 +23,7 @@ from convstore.store.verify import Verifier
 from tests.nats_cluster import Cluster, Server, server_binary
 from tests.test_transfer import fill
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nats")]
+pytestmark = pytest.mark.slow
 
 STREAM = "faults"
 WRITES = 40
