@@ -247,10 +247,19 @@ class JetStreamLink:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure is retried until the deadline
                 if time.monotonic() >= deadline:
-                    detail = " ".join(str(exc).split()) or type(exc).__name__
-                    msg = f"the stream {self.stream} did not answer in {self.timeout:g} s: {detail}"
+                    msg = (
+                        f"the stream {self.stream} did not answer in {self.timeout:g} s: "
+                        f"{self._detail(exc)}"
+                    )
                     raise Unavailable(msg) from None
                 time.sleep(_RETRY_PAUSE_SECONDS)
+
+    def _detail(self, exc: BaseException) -> str:
+        """A failure on one line, with the client's last connection error when it had one."""
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        if self.last_error:
+            detail += f" (the client's last error: {' '.join(self.last_error.split())})"
+        return detail
 
     async def _within(self, make: Any) -> Any:
         return await asyncio.wait_for(make(), min(ATTEMPT_SECONDS, self.timeout))
@@ -273,8 +282,7 @@ class JetStreamLink:
                 raise
             except (TimeoutError, nats.errors.Error) as exc:
                 if time.monotonic() >= deadline:
-                    detail = " ".join(str(exc).split()) or type(exc).__name__
-                    msg = f"no acknowledgement from the stream {self.stream}: {detail}"
+                    msg = f"no acknowledgement from the stream {self.stream}: {self._detail(exc)}"
                     raise Unavailable(msg) from None
                 time.sleep(_RETRY_PAUSE_SECONDS)
                 continue
