@@ -17,7 +17,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from uuid import uuid4
@@ -369,8 +369,9 @@ class JetStreamLink:
 
         self._subscription = self._retrying(subscribe)
 
-    def take(self, through: int) -> list[Delivered]:
-        """The buffered messages up to sequence ``through``, once they have all arrived;
+    def take(self, through: int, ends: Callable[[Delivered], bool]) -> list[Delivered]:
+        """The buffered messages up to the last one at or before sequence ``through`` that
+        ``ends`` a publish, once all up to ``through`` have arrived (the rest stay buffered);
         raises :class:`Unavailable` when none arrives for the link's timeout. A consumer that
         delivers nothing for :data:`STALL_SECONDS` while messages are due (its server died,
         say) is replaced by a new one starting where it stopped."""
@@ -380,11 +381,12 @@ class JetStreamLink:
         while True:
             with self._arrived:
                 if self._highest >= through:
-                    # Only up to ``through``, a batch's end (an atomic batch is stored whole,
-                    # so the stream's newest sequence and an acknowledgement are never inside
-                    # one): a message past it may be the first part of one still arriving.
+                    # Only whole publishes: the stream's newest sequence may be read while
+                    # an atomic batch is being stored, so it can fall inside one.
                     cut = len(self._delivered)
-                    while cut and self._delivered[cut - 1].seq > through:
+                    while cut and (
+                        self._delivered[cut - 1].seq > through or not ends(self._delivered[cut - 1])
+                    ):
                         cut -= 1
                     taken, self._delivered = self._delivered[:cut], self._delivered[cut:]
                     return taken

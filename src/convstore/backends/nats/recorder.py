@@ -19,9 +19,10 @@ Reads first bring the replica up to the stream's newest sequence (one request to
 leader, then the ordered consumer's messages up to it), so every read sees every write
 acknowledged before it began, from any host (read-your-writes). Applying a run of messages is
 one SQLite transaction that also moves the replica's position, and skips what is at or below
-it: several processes may share one replica file, and each message is applied once. A
-transaction ends only where an append ends (its last message is marked), so no reader of the
-replica sees part of a message.
+it: several processes may share one replica file, and each message is applied once. Only
+whole publishes are applied, and a transaction ends only where one ends (its last message is
+marked): the leader may report a newest sequence inside an atomic batch it is storing, and no
+reader of the replica may see part of a message.
 
 Erasure publishes a tombstone on the conversation's own subject, conditional on its newest
 event (so an append racing it either lands before it or is refused), then deletes each of its
@@ -78,7 +79,8 @@ POSITION_TABLE = "convstore_nats_position"
 VERSION_HEADER = "Convstore-Version"
 TOPIC_HEADER = "Convstore-Topic"
 END_HEADER = "Convstore-End"
-"""Marks an append's last message: the replica commits only after one (or a tombstone)."""
+"""Marks a publish's last message (an append's, or each 1,000-message part of a longer one):
+the replica applies whole publishes only, and commits only after one (or a tombstone)."""
 ERASED_HEADER = "Convstore-Erased"
 """Marks a tombstone; its payload is the tombstone's JSON (reason, when, events)."""
 
@@ -177,7 +179,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         # another waits here until that one has applied what it took.
         with self._feeding:
             try:
-                delivered = self.link.take(target)
+                delivered = self.link.take(target, _ends_a_publish)
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
             self._apply_runs(delivered)
@@ -288,8 +290,6 @@ class NatsRecorder(SQLiteWriterRecorder):
                     raise IntegrityError(msg)
                 headers["Nats-Expected-Last-Subject-Sequence"] = str(seq)
             outgoing.append(Outgoing(subject_of(self.link.stream, conversation), headers, s.state))
-        if outgoing:
-            outgoing[-1].headers[END_HEADER] = "1"
         return outgoing
 
     def _publish(self, stored: Sequence[StoredEvent], *, retry: bool) -> list[int]:
@@ -305,6 +305,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                 seqs: list[int] = []
                 for start in range(0, len(outgoing), BATCH_LIMIT):
                     chunk = outgoing[start : start + BATCH_LIMIT]
+                    chunk[-1].headers[END_HEADER] = "1"
                     last = self.link.publish(chunk)
                     seqs += range(last - len(chunk) + 1, last + 1)
             except Refused as exc:
@@ -562,6 +563,11 @@ def _apply_tombstone(conn: Any, events_table: str, conversation: UUID, message: 
     forget_replays(conn.execute, conversation)
 
 
+def _ends_a_publish(message: Delivered) -> bool:
+    """Whether ``message`` is the last of its publish (an append's part, or a tombstone)."""
+    return END_HEADER in message.headers or ERASED_HEADER in message.headers
+
+
 def _whole_appends(messages: list[Delivered], size: int) -> list[list[Delivered]]:
     """``messages`` in runs of about ``size``, each ending where an append (or a tombstone)
     ends, so no transaction of the replica holds part of a message."""
@@ -569,7 +575,7 @@ def _whole_appends(messages: list[Delivered], size: int) -> list[list[Delivered]
     run: list[Delivered] = []
     for message in messages:
         run.append(message)
-        if len(run) >= size and (END_HEADER in message.headers or ERASED_HEADER in message.headers):
+        if len(run) >= size and _ends_a_publish(message):
             runs.append(run)
             run = []
     if run:
