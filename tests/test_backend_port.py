@@ -38,7 +38,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "convstore"
 CHOOSERS = {"is_postgres_url", "url_scheme", "SCHEMES", "BACKENDS", "FILE_BACKEND"}
 """The names a module would use to tell one backend's locations from another's."""
 
-BACKEND_CLASSES = {"SQLiteBackend", "PostgresBackend"}
+BACKEND_CLASSES = {"SQLiteBackend", "PostgresBackend", "NatsBackend"}
 
 
 def _choices(file: Path, root: Path = PACKAGE) -> list[str]:
@@ -62,7 +62,7 @@ def _choices(file: Path, root: Path = PACKAGE) -> list[str]:
 def _outside_the_backends() -> list[Path]:
     """Every module but the registry and the backends' own folders (``backends/common/``,
     which every backend shares, is outside too)."""
-    own = {"sqlite", "postgres"}
+    own = {"sqlite", "postgres", "nats"}
     return [
         f
         for f in sorted(PACKAGE.rglob("*.py"))

@@ -1,4 +1,4 @@
-"""eventsourcing's own recorder test cases, run against convstore's two writer recorders.
+"""eventsourcing's own recorder test cases, run against convstore's three writer recorders.
 
 ``SQLiteWriterRecorder`` (one dedicated writer connection, heads in the same transaction) and
 ``ChainedPostgresRecorder`` (no table lock: readers keep to settled rows, see its module)
@@ -12,6 +12,7 @@ timings belong in ``bench/``, not in a pass/fail suite.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
 import tempfile
@@ -29,6 +30,8 @@ from eventsourcing.tests.persistence import (
 
 from convstore.backends.sqlite.recorder import SQLiteWriterRecorder, file_uri
 from tests.conftest import POSTGRES_URL, postgres_unreachable
+from tests.nats_cluster import Cluster
+from tests.nats_cluster import delete_stream as _delete_stream
 
 TIMINGS = "a timing, not a pass/fail property: convstore's timings live in bench/"
 
@@ -158,3 +161,56 @@ class TestChainedPostgresRecorder(
 @pytest.mark.postgres
 class TestChainedPostgresNonInterleaving(_Postgres, NonInterleavingNotificationIDsBaseCase):
     """Two threads inserting 1,000 events each get two unbroken runs of notification ids."""
+
+
+class _Nats:
+    """Each recorder on a fresh stream of the test cluster (and a replica of its own),
+    the stream deleted after the test."""
+
+    @pytest.fixture(autouse=True)
+    def _cluster(self, nats_cluster: Cluster) -> None:
+        self._nats = nats_cluster
+
+    def setUp(self) -> None:
+        self._dir = Path(tempfile.mkdtemp(prefix="convstore-nats-recorder-"))
+        self._streams: list[str] = []
+        self._made: list[ApplicationRecorder] = []
+
+    def tearDown(self) -> None:
+        from convstore.backends.nats.recorder import NatsRecorder  # noqa: PLC0415
+
+        for recorder in self._made:
+            assert isinstance(recorder, NatsRecorder)
+            recorder.close_writer()
+            recorder.datastore.close()
+        for name in self._streams:
+            asyncio.run(_delete_stream(self._nats, name))
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def create_recorder(self) -> ApplicationRecorder:
+        from convstore.backends.nats.backend import NatsBackend  # noqa: PLC0415
+        from convstore.backends.nats.factory import NatsFactory  # noqa: PLC0415
+
+        name = f"r{uuid4().hex[:12]}"
+        self._streams.append(name)
+        url = f"nats://{self._nats.url}/{name}?replica={self._dir / name}.db"
+        with NatsBackend().opening(url, create=True, make_directory=False) as opening:
+            env = opening.env
+        recorder = NatsFactory(env).application_recorder()
+        self._made.append(recorder)
+        return recorder
+
+
+class TestNatsRecorder(_Nats, _HeadsToo, ApplicationRecorderTestCase[ApplicationRecorder]):
+    """eventsourcing's ApplicationRecorderTestCase on convstore's JetStream recorder."""
+
+    def test_performance(self) -> None:
+        pytest.skip(TIMINGS)
+
+    def test_concurrent_throughput(self) -> None:
+        pytest.skip(TIMINGS)
+
+
+class TestNatsNonInterleaving(_Nats, NonInterleavingNotificationIDsBaseCase):
+    """Two threads inserting 1,000 events each (one atomic batch each) get two unbroken runs
+    of notification ids (stream sequences)."""

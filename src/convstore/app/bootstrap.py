@@ -55,7 +55,8 @@ def open_store(
     replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
     replay_model: ReplayModel = True,
 ) -> Store:
-    """Open the store at ``location``: a SQLite file path or a ``postgresql://`` URL.
+    """Open the store at ``location``: a SQLite file path, a ``postgresql://`` or a ``nats://``
+    URL.
 
     Without a location, ``$CONVSTORE_DB`` or the default path is used (its directory is made
     if missing). With ``create=False`` a missing SQLite file raises :class:`NoStore` instead of

@@ -28,6 +28,7 @@ FILE_BACKEND = "convstore.backends.sqlite.backend:SQLiteBackend"
 BACKENDS: dict[str, str] = {
     "postgresql": "convstore.backends.postgres.backend:PostgresBackend",
     "postgres": "convstore.backends.postgres.backend:PostgresBackend",
+    "nats": "convstore.backends.nats.backend:NatsBackend",
 }
 """Each URL scheme a store may be named by (lowercase), and the backend that keeps it."""
 
@@ -76,7 +77,7 @@ def backend_for(location: str) -> Backend:
     if target is None:
         msg = (
             f"unknown store URL scheme {scheme!r} in {redact(location)}: use a SQLite file path"
-            " or a postgresql:// URL"
+            ", a postgresql:// URL or a nats:// URL"
         )
         raise InvalidInput(msg)
     return load_backend(target)

@@ -107,7 +107,10 @@ class _Group(click.Group):
     metavar="PATH",
     envvar=ENV_VAR,
     show_envvar=True,
-    help=f"The store: a SQLite file path or a postgresql:// URL. Default: {default_path()}",
+    help=(
+        "The store: a SQLite file path, a postgresql:// or a nats:// URL. "
+        f"Default: {default_path()}"
+    ),
 )
 @click.option(
     "--audit",

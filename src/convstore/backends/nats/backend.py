@@ -1,0 +1,207 @@
+"""The NATS JetStream backend: a store is one stream of a JetStream cluster, named by a
+``nats://`` URL (see :mod:`convstore.backends.nats.location`), shared by many hosts, each
+keeping its read models in a local SQLite replica fed from the stream.
+
+- **The log** is the stream ``NAME`` (file storage, ``replicas`` copies, 3 by default: an
+  acknowledged publish is on a quorum), subjects ``NAME.c.<conversation id hex>``, one per
+  conversation. Its metadata holds the store's format and identity.
+- **Appends** (:mod:`convstore.backends.nats.recorder`): one atomic batch per append,
+  conditional per conversation on its newest event's stream sequence
+  (``Nats-Expected-Last-Subject-Sequence``), each message with a ``Nats-Msg-Id`` digest so a
+  retry is stored once. The stream sequence is the notification id.
+- **Read models**: the replica holds the events (each at its stream sequence), heads,
+  listing, tombstones and replay model, each message applied once in one transaction that
+  moves the replica's position; every read brings it up to the stream's newest sequence first.
+- **Erase** publishes a tombstone on the conversation's subject, deletes its messages on
+  every server (their bytes overwritten) and purges the subject below the tombstone; the
+  replica drops the conversation as a SQLite erasure does.
+
+Importing this module imports no client: nats-py is needed only once a store is opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+from uuid import UUID
+
+from convstore.backends.common.application import STORE_FORMAT, known_format, new_identity
+from convstore.backends.common.locations import data_directory, redact
+from convstore.backends.nats.location import NatsLocation
+from convstore.backends.sqlite.backend import SQLiteBackend
+from convstore.backends.sqlite.recorder import create_private_file
+from convstore.backends.sqlite.replay_tables import SQLiteReplayTables
+from convstore.domain.errors import ConvstoreError, InvalidInput, NoStore, StoreError
+from convstore.ports.backend import Opening
+from convstore.ports.extras import missing_extra
+from convstore.ports.recorder import StoreRecorder
+from convstore.ports.records import failure_detail
+from convstore.ports.replay import ReplayTables
+
+T = TypeVar("T")
+
+WRITER_THREADS = 4
+"""Writer threads per store unless told: the stream takes writes to many conversations at
+once (each waits for its quorum acknowledgement, not for the others)."""
+
+FORMAT_KEY = "convstore_format"
+IDENTITY_KEY = "convstore_identity"
+"""The stream's metadata keys holding the store's format and identity."""
+
+
+class NatsBackend:
+    """Stores on JetStream streams, read through a local SQLite replica."""
+
+    name = "NATS JetStream"
+    writer_threads = WRITER_THREADS
+
+    def show(self, location: str) -> str:
+        return redact(location)
+
+    @contextmanager
+    def opening(self, location: str, *, create: bool, make_directory: bool) -> Iterator[Opening]:
+        """Find (or create, when ``create``) the stream, read its format and identity, and
+        make the replica's file if missing (its directory too when ``make_directory`` or it
+        is the data directory)."""
+        from convstore.backends.nats.factory import nats_env  # noqa: PLC0415 - needs the client
+
+        where = NatsLocation.parse(location)
+        shown = redact(location)
+        if importlib.util.find_spec("nats") is None:
+            msg = missing_extra("a NATS JetStream store", "nats", "nats-py")
+            raise InvalidInput(msg)
+        try:
+            store_format, identity = _stream(where, create=create, shown=shown)
+            _replica_file(where.replica, make_directory=make_directory)
+        except ConvstoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any client failure is reported as one line
+            msg = f"cannot reach the store at {shown}: {failure_detail(exc, where.password)}"
+            raise StoreError(msg) from None
+        yield Opening(nats_env(where, identity), shown, where.password, store_format, identity)
+
+    def create_filled(
+        self, location: str, fill: Callable[[Opening], T], *, make_directory: bool
+    ) -> tuple[T, str]:
+        """Create the stream, fill it, and delete it again (the replica too) if ``fill``
+        raises; an existing stream is refused. Unlike a SQLite file, which is linked into
+        place once whole, other hosts may see the stream while it fills."""
+        from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415
+
+        where = NatsLocation.parse(location)
+        shown = redact(location)
+        try:
+            with self.opening(location, create=False, make_directory=make_directory):
+                pass
+        except NoStore:
+            pass
+        else:
+            msg = f"a store already exists at {shown}"
+            raise InvalidInput(msg)
+        with self.opening(location, create=True, make_directory=make_directory) as opening:
+            try:
+                return fill(opening), shown
+            except BaseException:
+                link = JetStreamLink(
+                    where.servers,
+                    where.stream,
+                    user=where.user,
+                    password=where.password,
+                    timeout=where.timeout,
+                )
+                try:
+                    link.delete_stream()
+                finally:
+                    link.close()
+                for leftover in (
+                    where.replica,
+                    *where.replica.parent.glob(f"{where.replica.name}-*"),
+                ):
+                    leftover.unlink(missing_ok=True)
+                raise
+
+    def replay_tables(self, recorder: StoreRecorder, key: bytes) -> ReplayTables | None:
+        """In the replica, kept by readers (an append's transaction is the stream's)."""
+        from convstore.backends.nats.recorder import NatsRecorder  # noqa: PLC0415
+
+        if not isinstance(recorder, NatsRecorder):
+            return None
+        datastore = recorder.datastore
+        return SQLiteReplayTables(
+            datastore.pool.db_name, lambda: datastore.transaction(commit=False), key, keep=False
+        )
+
+    def after_erase(self, empty_log: Callable[[], bool], conversation: UUID | None) -> None:
+        """Empty the replica's write-ahead log, as for a SQLite store (the stream was purged
+        before the erasure returned)."""
+        SQLiteBackend().after_erase(empty_log, conversation)
+
+    def store_file(self, location: str) -> Path | None:
+        """The replica: the audit read model must not be it."""
+        return NatsLocation.parse(location).replica
+
+    def storage_problems(self, location: str) -> list[str]:
+        """SQLite's check of the replica (the stream's servers check their own files)."""
+        return SQLiteBackend().storage_problems(str(NatsLocation.parse(location).replica))
+
+    def default_audit_file(self, location: str) -> Path:
+        """In the data directory, named after the servers and stream, ending in a digest of
+        the whole location (``location`` is the URL without the password)."""
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", location.split("://", 1)[1]).strip("-")[:120]
+        digest = hashlib.sha256(location.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return data_directory() / f"audit-{slug}-{digest}.db"
+
+
+def _stream(where: NatsLocation, *, create: bool, shown: str) -> tuple[int, str]:
+    """The stream's store format and identity, the stream created first if missing."""
+    from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415
+
+    link = JetStreamLink(
+        where.servers,
+        where.stream,
+        user=where.user,
+        password=where.password,
+        timeout=where.timeout,
+    )
+    try:
+        metadata = link.stream_metadata()
+        if metadata is None:
+            if not create:
+                msg = f"no store at {shown} (the cluster has no stream {where.stream})"
+                raise NoStore(msg)
+            wanted = {FORMAT_KEY: str(STORE_FORMAT), IDENTITY_KEY: new_identity()}
+            try:
+                link.create_stream([f"{where.stream}.c.*"], where.replicas, wanted)
+            except Exception:  # another host may have made it meanwhile
+                if link.stream_metadata() is None:
+                    raise
+            metadata = link.stream_metadata() or {}
+    finally:
+        link.close()
+    store_format = known_format(metadata.get(FORMAT_KEY))
+    if store_format is None or not metadata.get(IDENTITY_KEY):
+        msg = f"stream {where.stream} at {shown} is not a convstore store of a format this reads"
+        raise InvalidInput(msg)
+    return store_format, metadata[IDENTITY_KEY]
+
+
+def _replica_file(path: Path, *, make_directory: bool) -> None:
+    """Make the replica's file (owner-only, WAL) if missing."""
+    if path.parent == data_directory() or make_directory:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        msg = f"cannot make the replica {path}: directory {path.parent} does not exist"
+        raise StoreError(msg)
+    if not path.exists():
+        create_private_file(path)
+        conn = sqlite3.connect(path)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()

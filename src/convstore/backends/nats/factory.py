@@ -1,0 +1,57 @@
+"""eventsourcing's persistence factory for ``nats://`` stores: SQLite's, for the replica,
+with the recorder swapped for :class:`~convstore.backends.nats.recorder.NatsRecorder` and a
+link to the stream made from the ``NATS_*`` settings (see :func:`nats_env`)."""
+
+from __future__ import annotations
+
+from eventsourcing.persistence import ApplicationRecorder
+from eventsourcing.sqlite import SQLiteFactory
+
+from convstore.backends.common.mapper import PydanticMapper
+from convstore.backends.nats.link import JetStreamLink
+from convstore.backends.nats.location import NatsLocation
+from convstore.backends.nats.recorder import NatsRecorder
+from convstore.backends.sqlite.recorder import file_uri, lock_timeout_seconds
+
+
+def nats_env(location: NatsLocation, identity: str) -> dict[str, str]:
+    """The eventsourcing settings of a ``nats://`` store whose stream has ``identity``."""
+    return {
+        "PERSISTENCE_MODULE": f"{__name__}:NatsFactory",
+        "SQLITE_DBNAME": file_uri(location.replica),
+        "SQLITE_LOCK_TIMEOUT": str(lock_timeout_seconds()),
+        "NATS_SERVERS": ",".join(location.servers),
+        "NATS_STREAM": location.stream,
+        "NATS_USER": location.user,
+        "NATS_PASSWORD": location.password,
+        "NATS_TIMEOUT": str(location.timeout),
+        "NATS_IDENTITY": identity,
+    }
+
+
+class NatsFactory(SQLiteFactory):
+    """SQLite's factory for the replica; the application recorder writes to the stream."""
+
+    def application_recorder(self) -> ApplicationRecorder:
+        link = JetStreamLink(
+            self.env.get("NATS_SERVERS", "").split(","),
+            self.env.get("NATS_STREAM", ""),
+            user=self.env.get("NATS_USER", ""),
+            password=self.env.get("NATS_PASSWORD", ""),
+            timeout=float(self.env.get("NATS_TIMEOUT", "20")),
+        )
+        try:
+            cipher = self.cipher()
+            mapper = PydanticMapper(self.transcoder(), self.compressor(), cipher)
+            recorder = NatsRecorder(
+                self.datastore,
+                link,
+                mapper.decode_state,
+                previews=cipher is None,
+                identity=self.env.get("NATS_IDENTITY", ""),
+            )
+            recorder.create_table()
+        except BaseException:
+            link.close()
+            raise
+        return recorder

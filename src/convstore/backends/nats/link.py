@@ -1,0 +1,450 @@
+"""A synchronous link to one JetStream stream: nats-py's asyncio client on a private event
+loop thread, called from any thread.
+
+eventsourcing's recorders are synchronous, so every call here submits a coroutine to the
+link's own loop (:func:`asyncio.run_coroutine_threadsafe`) and waits for its result. The link
+publishes (one message, or an atomic batch of several), reads the stream's newest sequence,
+purges a subject, and keeps one ordered consumer that delivers every message of the stream,
+in stream order, into a buffer the recorder drains (:meth:`JetStreamLink.take`).
+
+Imported only for ``nats://`` stores: it needs the ``nats`` extra (nats-py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from uuid import uuid4
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy, StreamConfig
+from nats.js.errors import NotFoundError
+
+T = TypeVar("T")
+
+BATCH_LIMIT = 1000
+"""The most messages one atomic batch may hold (the server's limit)."""
+
+WRONG_LAST_SEQUENCE = (10071, 10164)
+"""The error codes of a publish refused by its ``Nats-Expected-Last-Subject-Sequence``: a
+single message's, an atomic batch's."""
+
+DUPLICATE_IN_BATCH = 10201
+"""The error code of an atomic batch holding a message id the stream has already stored:
+the same batch, retried after its acknowledgement was lost, landed the first time."""
+
+MESSAGE_NOT_FOUND = 10057
+"""The error code of a message delete whose message is already gone."""
+
+ERASE_AT_ONCE = 200
+"""How many message deletes an erasure has in flight at once."""
+
+ATTEMPT_SECONDS = 2.0
+"""How long one try of a request waits for its answer. A request sent to a server that died
+is never answered (the client reconnects to another, the request is lost), so each try is
+short and tries repeat until the link's timeout: a leader election costs a few tries."""
+
+HEARTBEAT_SECONDS = 1.0
+"""The ordered consumer's idle heartbeat: how soon the client notices it lost its consumer."""
+
+STALL_SECONDS = 2.0
+"""How long :meth:`JetStreamLink.take` waits for a due message before it starts a new
+consumer where the old one stopped."""
+
+_RETRY_PAUSE_SECONDS = 0.1
+
+
+class Refused(Exception):
+    """The server refused a publish or a request (its JetStream error)."""
+
+    def __init__(self, err_code: int, description: str) -> None:
+        super().__init__(f"{description} (err_code {err_code})")
+        self.err_code = err_code
+
+
+class Unavailable(Exception):
+    """The stream did not answer within the link's timeout (no leader, no server)."""
+
+
+class Closed(Unavailable):
+    """The link was closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One message to publish: its subject, headers and payload."""
+
+    subject: str
+    headers: dict[str, str]
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """One stored message, as the ordered consumer delivered it."""
+
+    seq: int
+    subject: str
+    headers: dict[str, str]
+    data: bytes
+
+
+class JetStreamLink:
+    """One connection to a cluster, for one stream, used synchronously from any thread."""
+
+    def __init__(
+        self,
+        servers: Sequence[str],
+        stream: str,
+        *,
+        user: str = "",
+        password: str = "",
+        timeout: float = 20.0,
+    ) -> None:
+        self.stream = stream
+        self.timeout = timeout
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"nats-{stream}", daemon=True
+        )
+        self._thread.start()
+        self._delivered: list[Delivered] = []
+        self._highest = 0
+        self._arrived = threading.Condition()
+        self._subscription: Any = None
+        self._subjects = ""
+        self.last_error = ""
+        """The client's most recent connection error, for messages."""
+        try:
+            self._nc: Client = self._call(
+                asyncio.wait_for(
+                    nats.connect(
+                        list(servers),
+                        user=user or None,
+                        password=password or None,
+                        connect_timeout=min(timeout, 5.0),
+                        allow_reconnect=True,
+                        max_reconnect_attempts=-1,
+                        reconnect_time_wait=0.2,
+                        error_cb=self._note_error,
+                    ),
+                    timeout,
+                ),
+                timeout,
+            )
+        except BaseException:
+            self._stop_loop()
+            raise
+        self._js = self._nc.jetstream(timeout=timeout)
+
+    async def _note_error(self, exc: Exception) -> None:
+        self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if self._loop.is_closed() or not self._loop.is_running():
+            coro.close()
+            msg = f"the link to the stream {self.stream} is closed"
+            raise Closed(msg)
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result(timeout=None if timeout is None else timeout + 1.0)
+
+    # -- the stream ------------------------------------------------------------------------
+
+    def stream_metadata(self) -> dict[str, str] | None:
+        """The stream's metadata, ``None`` when there is no such stream."""
+        found: dict[str, str] | None
+
+        async def info() -> dict[str, str] | None:
+            try:
+                found = await self._js.stream_info(self.stream)
+            except NotFoundError:
+                return None
+            return dict(found.config.metadata or {})
+
+        found = self._retrying(info)
+        return found
+
+    def create_stream(self, subjects: list[str], replicas: int, metadata: dict[str, str]) -> None:
+        """Create the stream (a 2.12+ server: atomic batches), file-backed, replicated."""
+        config = StreamConfig(
+            name=self.stream,
+            subjects=subjects,
+            num_replicas=replicas,
+            allow_atomic=True,
+            metadata=metadata,
+        )
+
+        async def add() -> None:
+            await self._js.add_stream(config)
+
+        self._retrying(add)
+
+    def delete_stream(self) -> None:
+        """Delete the stream (every message, on every server)."""
+
+        async def delete() -> None:
+            await self._js.delete_stream(self.stream)
+
+        self._retrying(delete)
+
+    def last_seq(self) -> int:
+        """The stream's newest sequence, as its leader says."""
+
+        async def info() -> int:
+            found = await self._js.stream_info(self.stream)
+            return int(found.state.last_seq)
+
+        return int(self._retrying(info))
+
+    def purge(self, subject: str, below: int) -> None:
+        """Delete every message of ``subject`` before sequence ``below`` on every replica."""
+
+        async def purge() -> None:
+            await self._js.purge_stream(self.stream, seq=below, subject=subject)
+
+        self._retrying(purge)
+
+    def erase(self, seqs: Sequence[int]) -> None:
+        """Delete each message at ``seqs`` on every replica, its bytes overwritten in the
+        stream's files (the server's default for a message delete); one already gone is
+        fine. Sent :data:`ERASE_AT_ONCE` at a time."""
+        for start in range(0, len(seqs), ERASE_AT_ONCE):
+            chunk = list(seqs[start : start + ERASE_AT_ONCE])
+
+            async def delete(chunk: list[int] = chunk) -> None:
+                subject = f"$JS.API.STREAM.MSG.DELETE.{self.stream}"
+                replies = await asyncio.gather(
+                    *(
+                        self._nc.request(
+                            subject, json.dumps({"seq": seq}).encode(), timeout=self.timeout
+                        )
+                        for seq in chunk
+                    )
+                )
+                for reply in replies:
+                    error = json.loads(reply.data or b"{}").get("error")
+                    if error and int(error.get("err_code", 0)) != MESSAGE_NOT_FOUND:
+                        raise Refused(int(error.get("err_code", 0)), str(error.get("description")))
+
+            self._retrying(delete)
+
+    def _retrying(self, make: Any) -> Any:
+        """Run ``make()`` until it succeeds, retrying while the cluster has no leader or
+        no server answers, for at most the link's timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self._call(self._within(make), ATTEMPT_SECONDS)
+            except (NotFoundError, Refused, Closed):
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure is retried until the deadline
+                if time.monotonic() >= deadline:
+                    msg = (
+                        f"the stream {self.stream} did not answer in {self.timeout:g} s: "
+                        f"{self._detail(exc)}"
+                    )
+                    raise Unavailable(msg) from None
+                time.sleep(_RETRY_PAUSE_SECONDS)
+
+    def _detail(self, exc: BaseException) -> str:
+        """A failure on one line, with the client's last connection error when it had one."""
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        if self.last_error:
+            detail += f" (the client's last error: {' '.join(self.last_error.split())})"
+        return detail
+
+    async def _within(self, make: Any) -> Any:
+        return await asyncio.wait_for(make(), min(ATTEMPT_SECONDS, self.timeout))
+
+    # -- publishing --------------------------------------------------------------------------
+
+    def publish(self, messages: Sequence[Outgoing]) -> int:
+        """Publish ``messages``, all or none (one message, or one atomic batch), and return
+        the stream sequence of the last; retried with the same message ids while no answer
+        comes, so a retry never stores a message twice. Raises :class:`Refused`."""
+        if not 0 < len(messages) <= BATCH_LIMIT:
+            msg = f"one publish holds 1 to {BATCH_LIMIT} messages, not {len(messages)}"
+            raise ValueError(msg)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = max(deadline - time.monotonic(), 0.5)
+            try:
+                ack = self._call(self._publish(messages, min(left, ATTEMPT_SECONDS)), left)
+            except Closed:
+                raise
+            except (TimeoutError, nats.errors.Error) as exc:
+                if time.monotonic() >= deadline:
+                    msg = f"no acknowledgement from the stream {self.stream}: {self._detail(exc)}"
+                    raise Unavailable(msg) from None
+                time.sleep(_RETRY_PAUSE_SECONDS)
+                continue
+            error = ack.get("error")
+            if error:
+                code = int(error.get("err_code", 0))
+                if code in (503, 10008) and time.monotonic() < deadline:  # no leader yet
+                    time.sleep(_RETRY_PAUSE_SECONDS)
+                    continue
+                raise Refused(code, str(error.get("description", "")))
+            return int(ack["seq"])
+
+    async def _publish(self, messages: Sequence[Outgoing], timeout: float) -> dict[str, Any]:
+        if len(messages) == 1:
+            only = messages[0]
+            reply = await self._nc.request(
+                only.subject, only.data, timeout=timeout, headers=only.headers
+            )
+            return _ack(reply)
+        batch = uuid4().hex
+        last = len(messages)
+        for number, message in enumerate(messages, start=1):
+            headers = {
+                **message.headers,
+                "Nats-Batch-Id": batch,
+                "Nats-Batch-Sequence": str(number),
+            }
+            if number == last:
+                headers["Nats-Batch-Commit"] = "1"
+            if number in (1, last):  # the first is acknowledged (empty), the last committed
+                reply = await self._nc.request(
+                    message.subject, message.data, timeout=timeout, headers=headers
+                )
+                if number == last or reply.data:
+                    return _ack(reply)
+            else:
+                await self._nc.publish(message.subject, message.data, headers=headers)
+        msg = "unreachable"
+        raise AssertionError(msg)
+
+    # -- the ordered consumer ----------------------------------------------------------------
+
+    def follow(self, after: int, subjects: str) -> None:
+        """Start delivering every message of ``subjects`` after sequence ``after``, in stream
+        order, into the buffer :meth:`take` drains."""
+        with self._arrived:
+            self._highest = after
+        self._subjects = subjects
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        """(Re)start the ordered consumer just after the newest message delivered. Each
+        consumer delivers the stream in order without a gap, so keeping only messages past
+        the newest one delivered is right even while an old one still delivers."""
+
+        async def deliver(msg: Msg) -> None:
+            seq = msg.metadata.sequence.stream
+            delivered = Delivered(seq, msg.subject, dict(msg.headers or {}), msg.data)
+            with self._arrived:
+                if seq > self._highest:
+                    self._delivered.append(delivered)
+                    self._highest = seq
+                    self._arrived.notify_all()
+
+        with self._arrived:
+            start = self._highest + 1
+        old, self._subscription = self._subscription, None
+
+        async def subscribe() -> Any:
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    await old.unsubscribe()
+            config = ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start
+            )
+            return await self._js.subscribe(
+                self._subjects,
+                cb=deliver,
+                stream=self.stream,
+                ordered_consumer=True,
+                config=config,
+                idle_heartbeat=HEARTBEAT_SECONDS,
+            )
+
+        self._subscription = self._retrying(subscribe)
+
+    def take(self, through: int, ends: Callable[[Delivered], bool]) -> list[Delivered]:
+        """The buffered messages up to the last one at or before sequence ``through`` that
+        ``ends`` a publish, once all up to ``through`` have arrived (the rest stay buffered);
+        raises :class:`Unavailable` when none arrives for the link's timeout. A consumer that
+        delivers nothing for :data:`STALL_SECONDS` while messages are due (its server died,
+        say) is replaced by a new one starting where it stopped."""
+        deadline = time.monotonic() + self.timeout
+        stalled_since = time.monotonic()
+        seen = -1
+        while True:
+            with self._arrived:
+                if self._highest >= through:
+                    # Only whole publishes: the stream's newest sequence may be read while
+                    # an atomic batch is being stored, so it can fall inside one.
+                    cut = len(self._delivered)
+                    while cut and (
+                        self._delivered[cut - 1].seq > through or not ends(self._delivered[cut - 1])
+                    ):
+                        cut -= 1
+                    taken, self._delivered = self._delivered[:cut], self._delivered[cut:]
+                    return taken
+                now = time.monotonic()
+                if self._highest != seen:
+                    seen, stalled_since = self._highest, now
+                    deadline = now + self.timeout
+                if now >= deadline:
+                    msg = (
+                        f"the stream {self.stream} delivered up to {self._highest}, not "
+                        f"{through}, and nothing more came in {self.timeout:g} s"
+                    )
+                    raise Unavailable(msg)
+                if now - stalled_since < STALL_SECONDS:
+                    self._arrived.wait(min(deadline - now, STALL_SECONDS))
+                    continue
+            stalled_since = time.monotonic()
+            with contextlib.suppress(Unavailable):
+                self._subscribe()
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection and stop the loop thread."""
+        if self._loop.is_closed():
+            return
+
+        async def close() -> None:
+            if self._subscription is not None:
+                await self._subscription.unsubscribe()
+            await self._nc.close()
+
+        with contextlib.suppress(Exception):  # closing what may already be gone
+            self._call(asyncio.wait_for(close(), 5.0), 5.0)
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        """Cancel what the client leaves running (an ordered consumer's checks, a connect
+        that timed out), then stop the loop and its thread."""
+
+        async def cancel_the_rest() -> None:
+            current = asyncio.current_task()
+            tasks = [task for task in asyncio.all_tasks() if task is not current]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(cancel_the_rest(), self._loop).result(5.0)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+def _ack(reply: Msg) -> dict[str, Any]:
+    """A publish's acknowledgement (or its error), as the server's JSON."""
+    if reply.headers and reply.headers.get("Status") == "503":
+        return {"error": {"err_code": 503, "description": "no responders"}}
+    found: dict[str, Any] = json.loads(reply.data or b"{}")
+    return found

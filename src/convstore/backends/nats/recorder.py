@@ -1,0 +1,583 @@
+"""The recorder of a ``nats://`` store: the event log is a JetStream stream, and every read
+model (the events' local copy, heads, listing, tombstones, replay model) is a SQLite *replica*
+fed from it exactly once, in stream order.
+
+Writes go to the stream only (see :mod:`convstore.backends.nats.backend` for the design):
+
+- each conversation is one subject, ``NAME.c.<id hex>``; an append's events are one atomic
+  batch (one message per event; a single event is a plain publish), so a reader never sees
+  part of a message, and the first message for each conversation carries
+  ``Nats-Expected-Last-Subject-Sequence``: the stream sequence of the conversation's newest
+  event as the writer knew it, so a lost version race is refused (err_code 10071) and becomes
+  eventsourcing's ``IntegrityError``;
+- every message carries ``Nats-Msg-Id``, a digest of the event (id, version, topic, state),
+  so a publish retried after a lost acknowledgement is stored once (the stream's duplicate
+  window), while a different event for the same version is still refused;
+- the stream sequence is the notification id: the one global order every read model follows.
+
+Reads first bring the replica up to the stream's newest sequence (one request to the stream's
+leader, then the ordered consumer's messages up to it), so every read sees every write
+acknowledged before it began, from any host (read-your-writes). Applying a run of messages is
+one SQLite transaction that also moves the replica's position, and skips what is at or below
+it: several processes may share one replica file, and each message is applied once. Only
+whole publishes are applied, and a transaction ends only where one ends (its last message is
+marked): the leader may report a newest sequence inside an atomic batch it is storing, and no
+reader of the replica may see part of a message.
+
+Erasure publishes a tombstone on the conversation's own subject, conditional on its newest
+event (so an append racing it either lands before it or is refused), then deletes each of its
+messages on every replica of the stream (the server overwrites their bytes) and purges the
+subject below the tombstone; applying the tombstone deletes the conversation from the replica,
+as a SQLite erasure does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    IntegrityError,
+    Notification,
+    OperationalError,
+    PersistenceError,
+    StoredEvent,
+)
+from eventsourcing.sqlite import SQLiteDatastore
+
+from convstore.backends.common.listing import apply_changes, refuse_if_active
+from convstore.backends.common.listing import forget as forget_listing
+from convstore.backends.common.log_changes import CHANGES_TABLE
+from convstore.backends.nats.link import (
+    BATCH_LIMIT,
+    DUPLICATE_IN_BATCH,
+    WRONG_LAST_SEQUENCE,
+    Delivered,
+    JetStreamLink,
+    Outgoing,
+    Refused,
+    Unavailable,
+)
+from convstore.backends.sqlite.recorder import SQLITE, SQLiteWriterRecorder, _advance_heads
+from convstore.backends.sqlite.replay_tables import forget_sqlite as forget_replays
+from convstore.backends.sqlite.transaction import immediate
+from convstore.domain.errors import ConversationErased, ConversationNotFound
+from convstore.domain.events import Event
+from convstore.ports.chain import HEADS_TABLE, Head
+from convstore.ports.erasure import ERASED_TABLE, Erasure
+from convstore.ports.recorder import Decision, Keep, RawRecord
+from convstore.projections.listing import ListedRow, ListingQuery, listing_changes
+
+POSITION_TABLE = "convstore_nats_position"
+"""The replica's one row: the stream and the sequence it has applied up to."""
+
+VERSION_HEADER = "Convstore-Version"
+TOPIC_HEADER = "Convstore-Topic"
+END_HEADER = "Convstore-End"
+"""Marks a publish's last message (an append's, or each 1,000-message part of a longer one):
+the replica applies whole publishes only, and commits only after one (or a tombstone)."""
+ERASED_HEADER = "Convstore-Erased"
+"""Marks a tombstone; its payload is the tombstone's JSON (reason, when, events)."""
+
+APPLY_BATCH = 500
+"""About how many messages the replica applies per transaction (whole appends only)."""
+
+CONFLICT_ATTEMPTS = 5
+"""Publishes an insert tries with a freshly read expectation before calling it a conflict."""
+
+
+def subject_of(stream: str, conversation: UUID) -> str:
+    """The subject a conversation's events are published on."""
+    return f"{stream}.c.{conversation.hex}"
+
+
+def message_id(originator: UUID, version: int, topic: str, state: bytes) -> str:
+    """The ``Nats-Msg-Id`` of an event: a digest of everything stored, so a retried publish
+    of the same event is a duplicate and a different event for the same version is not."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(originator.bytes)
+    digest.update(version.to_bytes(8, "big", signed=True))
+    digest.update(topic.encode("utf-8", "surrogateescape") + b"\x00")
+    digest.update(state)
+    return digest.hexdigest()
+
+
+class NatsRecorder(SQLiteWriterRecorder):
+    """Writes to a JetStream stream; reads a SQLite replica brought up to date first."""
+
+    def __init__(
+        self,
+        datastore: SQLiteDatastore,
+        link: JetStreamLink,
+        decode: Callable[[bytes], Event],
+        *,
+        previews: bool,
+        identity: str,
+    ) -> None:
+        super().__init__(datastore)
+        self.link = link
+        self._identity = identity
+        self._decode = decode
+        self._previews = previews
+        self._following = False
+        self._relaxed: sqlite3.Connection | None = None
+        self._feeding = threading.Lock()
+
+    def _connection(self) -> sqlite3.Connection:
+        """The replica's writer connection, with ``synchronous = NORMAL``: the replica is
+        rebuilt from the stream, and its position moves in the same transaction as its
+        rows, so a commit lost in a power cut is applied again, never skipped."""
+        conn = super()._connection()
+        if conn is not self._relaxed:
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._relaxed = conn
+        return conn
+
+    # -- the replica -----------------------------------------------------------------------
+
+    def create_table(self) -> None:
+        """The SQLite store's tables, the position row, and the stream's messages after it."""
+        super().create_table()
+        with self._writer_lock, self._waiting() as conn, immediate(conn):
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {POSITION_TABLE} ("
+                "stream TEXT PRIMARY KEY, seq INTEGER NOT NULL, identity TEXT NOT NULL)"
+            )
+            conn.execute(
+                f"INSERT OR IGNORE INTO {POSITION_TABLE} VALUES (?, 0, ?)",  # noqa: S608
+                (self.link.stream, self._identity),
+            )
+            after, identity = conn.execute(
+                f"SELECT seq, identity FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
+                (self.link.stream,),
+            ).fetchone()
+        if identity != self._identity:
+            msg = (
+                f"the replica {self.datastore.pool.db_name} was fed from another stream named "
+                f"{self.link.stream} (since deleted): remove the file and it is rebuilt"
+            )
+            raise OperationalError(msg)
+        self.link.follow(int(after), f"{self.link.stream}.c.*")
+        self._following = True
+        self.listing_missing = False
+
+    def catch_up(self, through: int | None = None) -> None:
+        """Apply every message up to sequence ``through`` (the stream's newest when
+        ``None``): what a read does first, so it sees every acknowledged write."""
+        if not self._following:
+            return
+        try:
+            target = self.link.last_seq() if through is None else through
+        except Unavailable as exc:
+            raise OperationalError(str(exc)) from None
+        # Taking and applying are one step: a thread that finds the buffer emptied by
+        # another waits here until that one has applied what it took.
+        with self._feeding:
+            try:
+                delivered = self.link.take(target, _ends_a_publish)
+            except Unavailable as exc:
+                raise OperationalError(str(exc)) from None
+            self._apply_runs(delivered)
+
+    def _apply_runs(self, delivered: list[Delivered]) -> None:
+        for run in _whole_appends(delivered, APPLY_BATCH):
+            with self._writer_lock, self._waiting() as conn, immediate(conn):
+                (position,) = conn.execute(
+                    f"SELECT seq FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
+                    (self.link.stream,),
+                ).fetchone()
+                fresh = [message for message in run if message.seq > position]
+                if fresh:
+                    self._apply(conn, fresh)
+                    conn.execute(
+                        f"UPDATE {POSITION_TABLE} SET seq = ? WHERE stream = ?",  # noqa: S608
+                        (fresh[-1].seq, self.link.stream),
+                    )
+
+    def _apply(self, conn: Any, messages: list[Delivered]) -> None:
+        """Apply messages to the replica, in order, inside the caller's transaction."""
+        run: list[tuple[int, StoredEvent]] = []
+        for message in messages:
+            conversation = UUID(message.subject.rsplit(".", 1)[1])
+            if message.headers.get(ERASED_HEADER):
+                self._apply_run(conn, run)
+                run = []
+                _apply_tombstone(conn, self.events_table_name, conversation, message)
+                self._heads.pop(conversation, None)
+                continue
+            version = int(message.headers[VERSION_HEADER])
+            topic = message.headers[TOPIC_HEADER]
+            run.append((message.seq, StoredEvent(conversation, version, topic, message.data)))
+        self._apply_run(conn, run)
+
+    def _apply_run(self, conn: Any, run: list[tuple[int, StoredEvent]]) -> None:
+        if not run:
+            return
+        ids = sorted({UUID(str(s.originator_id)).hex for _, s in run})
+        erased = {
+            UUID(row[0])
+            for row in conn.execute(
+                f"SELECT originator_id FROM {ERASED_TABLE} "  # noqa: S608
+                f"WHERE originator_id IN ({', '.join('?' * len(ids))})",
+                ids,
+            )
+        }
+        kept = [(seq, s) for seq, s in run if s.originator_id not in erased]
+        if not kept:
+            return
+        conn.executemany(
+            f"INSERT INTO {self.events_table_name} "  # noqa: S608 - fixed name
+            "(rowid, originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?, ?)",
+            [
+                (seq, UUID(str(s.originator_id)).hex, s.originator_version, s.topic, s.state)
+                for seq, s in kept
+            ],
+        )
+        stored = [s for _, s in kept]
+        _advance_heads(conn, stored, self._heads, self._chain_key)
+        events = []
+        for s in stored:
+            try:
+                events.append(self._decode(s.state))
+            except Exception:  # noqa: BLE001, S112 - an unreadable row is verify's to report
+                continue
+        apply_changes(conn.execute, SQLITE, listing_changes(events, previews=self._previews))
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _expected(self, conversation: UUID) -> tuple[int | None, int]:
+        """The replica's newest (version, stream sequence) of a conversation, ``(None, 0)``
+        for none; refuses an erased one."""
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
+                (conversation.hex,),
+            )
+            if cursor.fetchone():
+                msg = f"conversation {conversation} was erased"
+                raise ConversationErased(msg)
+            cursor.execute(
+                f"SELECT originator_version, rowid FROM {self.events_table_name} "  # noqa: S608
+                "WHERE originator_id = ? ORDER BY originator_version DESC LIMIT 1",
+                (conversation.hex,),
+            )
+            row = cursor.fetchone()
+        return (None, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def _messages(self, stored: Sequence[StoredEvent]) -> list[Outgoing]:
+        """The messages of an insert, the first of each conversation expecting its newest
+        event as the replica has it; raises ``IntegrityError`` when the replica already
+        holds one of the versions."""
+        outgoing = []
+        seen: set[UUID] = set()
+        for s in stored:
+            conversation = UUID(str(s.originator_id))
+            headers = {
+                VERSION_HEADER: str(s.originator_version),
+                TOPIC_HEADER: s.topic,
+                "Nats-Msg-Id": message_id(conversation, s.originator_version, s.topic, s.state),
+            }
+            if conversation not in seen:
+                seen.add(conversation)
+                version, seq = self._expected(conversation)
+                if version is not None and version >= s.originator_version:
+                    msg = f"version {s.originator_version} of {conversation} is taken"
+                    raise IntegrityError(msg)
+                headers["Nats-Expected-Last-Subject-Sequence"] = str(seq)
+            outgoing.append(Outgoing(subject_of(self.link.stream, conversation), headers, s.state))
+        return outgoing
+
+    def _publish(self, stored: Sequence[StoredEvent], *, retry: bool) -> list[int]:
+        """Publish an insert's events, all or none, and apply them to the replica; their
+        stream sequences. A lost race is ``IntegrityError`` (tried again with the replica
+        brought up to date first while ``retry``)."""
+        if not stored:
+            return []
+        attempts = CONFLICT_ATTEMPTS if retry else 1
+        for attempt in range(1, attempts + 1):
+            outgoing = self._messages(stored)
+            try:
+                seqs: list[int] = []
+                for start in range(0, len(outgoing), BATCH_LIMIT):
+                    chunk = outgoing[start : start + BATCH_LIMIT]
+                    chunk[-1].headers[END_HEADER] = "1"
+                    last = self.link.publish(chunk)
+                    seqs += range(last - len(chunk) + 1, last + 1)
+            except Refused as exc:
+                if exc.err_code == DUPLICATE_IN_BATCH:
+                    return self._landed_before(stored)
+                if exc.err_code not in WRONG_LAST_SEQUENCE:
+                    raise PersistenceError(str(exc)) from None
+                self.catch_up()
+                if attempt == attempts:
+                    msg = f"another writer took a version first: {exc}"
+                    raise IntegrityError(msg) from None
+                continue
+            except Unavailable as exc:
+                raise OperationalError(str(exc)) from None
+            self.catch_up(seqs[-1])
+            return seqs
+        raise AssertionError  # pragma: no cover - the loop returns or raises
+
+    def _landed_before(self, stored: Sequence[StoredEvent]) -> list[int]:
+        """An insert whose batch the stream had already stored (a retry after a lost
+        acknowledgement): its events' sequences, read back from the replica."""
+        self.catch_up()
+        seqs = []
+        with self.datastore.transaction(commit=False) as cursor:
+            for s in stored:
+                cursor.execute(
+                    f"SELECT rowid, state FROM {self.events_table_name} "  # noqa: S608
+                    "WHERE originator_id = ? AND originator_version = ?",
+                    (UUID(str(s.originator_id)).hex, s.originator_version),
+                )
+                row = cursor.fetchone()
+                if row is None or bytes(row[1]) != s.state:
+                    msg = f"version {s.originator_version} of {s.originator_id} is taken"
+                    raise IntegrityError(msg)
+                seqs.append(int(row[0]))
+        return seqs
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        return self._publish(stored_events, retry=True)
+
+    def insert_decided(
+        self,
+        conversation_id: UUID,
+        after: int,
+        decide: Decision,
+        *,
+        contended: bool,
+        keep: Keep | None = None,
+    ) -> None:
+        """Decide against the replica (brought up to date first when ``contended``) and
+        publish conditionally on the conversation's newest event: a writer that lost the
+        race gets ``IntegrityError`` and decides again (there is no lock to take turns on)."""
+        rows: list[tuple[bytes, bytes]] | None = None
+        if contended:
+            self.catch_up()
+            rows = self._local_rows(conversation_id, after)
+        elif (self._expected(conversation_id)[0] or 0) != after:
+            self.catch_up()
+            if (self._expected(conversation_id)[0] or 0) != after:
+                msg = f"conversation {conversation_id} is past version {after}"
+                raise IntegrityError(msg)
+        stored, _listing = decide(rows)
+        self._publish(stored, retry=False)
+
+    def _local_rows(self, conversation_id: UUID, after: int) -> list[tuple[bytes, bytes]]:
+        """The replica's rows of a conversation after ``after``, as it holds them now."""
+        return super().select_topics_and_states(conversation_id, after)
+
+    def erase(
+        self, conversation: UUID, reason: str, at: str, idle_since: int | None = None
+    ) -> tuple[int, int]:
+        """Publish the tombstone on the conversation's subject, conditional on its newest
+        event; delete each of its events on every replica of the stream (the server
+        overwrites a deleted message's bytes), purge the subject below the tombstone (whatever
+        is left), and apply the tombstone; returns its ``seq`` among erasures and how many
+        events went."""
+        subject = subject_of(self.link.stream, conversation)
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            self.catch_up()
+            try:
+                _version, newest = self._expected(conversation)
+            except ConversationErased:
+                self._purge_below_tombstone(conversation)  # a purge an erasure left undone
+                raise
+            count, last_active = self._count(conversation)
+            if not count:
+                msg = f"conversation {conversation} not found"
+                raise ConversationNotFound(msg)
+            refuse_if_active(conversation, last_active, idle_since)
+            payload = json.dumps({"reason": reason, "at": at, "events": count}).encode()
+            headers = {
+                ERASED_HEADER: "1",
+                "Nats-Expected-Last-Subject-Sequence": str(newest),
+                "Nats-Msg-Id": hashlib.blake2b(
+                    subject.encode() + b"\x00" + payload, digest_size=16
+                ).hexdigest(),
+            }
+            try:
+                tombstone = self.link.publish([Outgoing(subject, headers, payload)])
+            except Refused as exc:
+                if exc.err_code in WRONG_LAST_SEQUENCE and attempt < CONFLICT_ATTEMPTS:
+                    continue
+                raise OperationalError(str(exc)) from None
+            except Unavailable as exc:
+                raise OperationalError(str(exc)) from None
+            try:
+                self.link.erase(self._seqs(conversation))
+                self.link.purge(subject, tombstone)
+            except (Refused, Unavailable) as exc:
+                raise OperationalError(str(exc)) from None
+            self.catch_up(tombstone)
+            with self.datastore.transaction(commit=False) as cursor:
+                cursor.execute(
+                    f"SELECT seq, events FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
+                    (conversation.hex,),
+                )
+                row = cursor.fetchone()
+            assert row is not None
+            return int(row[0]), int(row[1])
+        raise AssertionError  # pragma: no cover
+
+    def _seqs(self, conversation: UUID) -> list[int]:
+        """The stream sequences of a conversation's events, as the replica holds them."""
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT rowid FROM {self.events_table_name} WHERE originator_id = ? "  # noqa: S608
+                "ORDER BY rowid",
+                (conversation.hex,),
+            )
+            return [int(row[0]) for row in cursor.fetchall()]
+
+    def _purge_below_tombstone(self, conversation: UUID) -> None:
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT high FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
+                (conversation.hex,),
+            )
+            row = cursor.fetchone()
+        if row is not None:
+            try:
+                self.link.purge(subject_of(self.link.stream, conversation), int(row[0]))
+            except (Refused, Unavailable) as exc:
+                raise OperationalError(str(exc)) from None
+
+    def _count(self, conversation: UUID) -> tuple[int, int | None]:
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT (SELECT count(*) FROM {self.events_table_name} "  # noqa: S608
+                "WHERE originator_id = ?), (SELECT last_active FROM convstore_listing "
+                "WHERE id = ?)",
+                (conversation.hex, conversation.hex),
+            )
+            count, last_active = cursor.fetchone()
+        return int(count), last_active
+
+    # -- reading: each brings the replica up to date first -----------------------------------
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        self.catch_up()
+        return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        self.catch_up()
+        return super().select_notifications(
+            start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+        )
+
+    def max_notification_id(self) -> int:
+        self.catch_up()
+        return super().max_notification_id()
+
+    def select_states(self, conversation_id: UUID, after: int = 0) -> list[bytes]:
+        self.catch_up()
+        return super().select_states(conversation_id, after)
+
+    def select_topics_and_states(
+        self, conversation_id: UUID, after: int = 0
+    ) -> list[tuple[bytes, bytes]]:
+        self.catch_up()
+        return super().select_topics_and_states(conversation_id, after)
+
+    def select_log_tail(
+        self, conversation_id: UUID, after: int = 0
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        self.catch_up()
+        return super().select_log_tail(conversation_id, after)
+
+    def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
+        self.catch_up()
+        return super().select_raw_records(after, limit)
+
+    def select_heads(self) -> dict[UUID, Head]:
+        self.catch_up()
+        return super().select_heads()
+
+    def select_listing(
+        self, query: ListingQuery
+    ) -> tuple[list[ListedRow], dict[UUID, dict[str, str]]]:
+        self.catch_up()
+        return super().select_listing(query)
+
+    def select_erasures(self, after: int) -> list[Erasure]:
+        self.catch_up()
+        return super().select_erasures(after)
+
+    def rebuild_listing(self, decode: Callable[[bytes], Event], *, previews: bool = True) -> int:
+        self.catch_up()
+        return super().rebuild_listing(decode, previews=previews)
+
+    def close_writer(self) -> None:
+        """Close the replica's writer connection and the link."""
+        super().close_writer()
+        self._following = False
+        self.link.close()
+
+
+def _apply_tombstone(conn: Any, events_table: str, conversation: UUID, message: Delivered) -> None:
+    """Delete a conversation from the replica and record its tombstone (its ``high`` is
+    the tombstone's stream sequence), as a SQLite erasure does."""
+    key = conversation.hex
+    if conn.execute(
+        f"SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
+        (key,),
+    ).fetchone():
+        return
+    found = json.loads(message.data)
+    # The tombstone first: the change-count trigger skips an erased conversation's rows.
+    conn.execute(
+        f"INSERT INTO {ERASED_TABLE} (originator_id, erased_at, reason, events, high) "  # noqa: S608
+        "VALUES (?, ?, ?, ?, ?)",
+        (key, str(found["at"]), str(found["reason"]), int(found["events"]), message.seq),
+    )
+    conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
+    forget_listing(conn.execute, SQLITE, conversation)
+    forget_replays(conn.execute, conversation)
+
+
+def _ends_a_publish(message: Delivered) -> bool:
+    """Whether ``message`` is the last of its publish (an append's part, or a tombstone)."""
+    return END_HEADER in message.headers or ERASED_HEADER in message.headers
+
+
+def _whole_appends(messages: list[Delivered], size: int) -> list[list[Delivered]]:
+    """``messages`` in runs of about ``size``, each ending where an append (or a tombstone)
+    ends, so no transaction of the replica holds part of a message."""
+    runs: list[list[Delivered]] = []
+    run: list[Delivered] = []
+    for message in messages:
+        run.append(message)
+        if len(run) >= size and _ends_a_publish(message):
+            runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    return runs

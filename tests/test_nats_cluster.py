@@ -1,0 +1,49 @@
+"""The test cluster itself: three servers, one replicated stream with a leader and two
+followers, and the two JetStream behaviours the NATS backend is built on."""
+
+from __future__ import annotations
+
+import asyncio
+from uuid import uuid4
+
+import pytest
+
+from tests.nats_cluster import Cluster
+
+pytestmark = pytest.mark.slow
+
+
+async def _replicated_stream(cluster: Cluster) -> tuple[str | None, list[str], list[str]]:
+    import nats  # noqa: PLC0415 - a dev dependency
+    from nats.js.api import StreamConfig  # noqa: PLC0415
+    from nats.js.errors import BadRequestError  # noqa: PLC0415
+
+    nc = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
+    try:
+        js = nc.jetstream()
+        name = f"T{uuid4().hex[:8]}"
+        info = await js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"], num_replicas=3))
+        assert info.cluster is not None
+        followers = [str(peer.name) for peer in info.cluster.replicas or []]
+        headers = {"Nats-Expected-Last-Subject-Sequence": "0", "Nats-Msg-Id": "m1"}
+        first = await js.publish(f"{name}.a", b"1", headers=headers)
+        again = await js.publish(f"{name}.a", b"1", headers=headers)  # a retried publish
+        refused = []
+        try:
+            await js.publish(f"{name}.a", b"2", headers={**headers, "Nats-Msg-Id": "m2"})
+        except BadRequestError as exc:
+            refused.append(str(exc.err_code))
+        await js.delete_stream(name)
+        assert (first.seq, again.seq, again.duplicate) == (1, 1, True)
+        return info.cluster.leader, followers, refused
+    finally:
+        await nc.close()
+
+
+def test_the_cluster_replicates_a_stream_over_three_servers(nats_cluster: Cluster) -> None:
+    """A stream with 3 replicas has a leader and two followers among the three servers; a
+    retried publish (same Nats-Msg-Id) is stored once, and a publish expecting a subject
+    to be empty is refused once it is not (err_code 10071)."""
+    leader, followers, refused = asyncio.run(_replicated_stream(nats_cluster))
+    assert sorted([str(leader), *followers]) == ["n1", "n2", "n3"]
+    assert refused == ["10071"]

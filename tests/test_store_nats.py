@@ -1,0 +1,214 @@
+"""The store contract against a real 3-server NATS JetStream cluster, plus what only the
+``nats://`` URL and the stream can get wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from convstore import ConversationErased, InvalidInput, NoStore, Store, StoreError, open_store
+from convstore.backends.nats.backend import NatsBackend
+from convstore.ports.chain import chain_key
+from convstore.store.verify import Verifier
+from tests.contract import StoreContract
+from tests.nats_cluster import Cluster, delete_stream
+from tests.test_transfer import CONVSTORE, assert_same_log, fill, run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def stream_url(nats_cluster: Cluster) -> Iterator[str]:
+    """A fresh stream's ``nats://`` URL (without a replica), deleted after the test."""
+    name = f"t{uuid4().hex[:12]}"
+    yield f"nats://{nats_cluster.url}/{name}"
+    asyncio.run(delete_stream(nats_cluster, name))
+
+
+class TestNatsStore(StoreContract):
+    """Every contract test, on one fresh stream per test; each store opened is a host of its
+    own (its own replica file), so reads across stores are reads across hosts."""
+
+    @pytest.fixture(autouse=True)
+    def _stream(self, stream_url: str, tmp_path: Path) -> None:
+        self.url = stream_url
+        self.replicas = tmp_path / "replicas"
+        self.replicas.mkdir()
+
+    def open_store(self) -> Store:
+        return open_store(f"{self.url}?replica={self.replicas / uuid4().hex}.db")
+
+
+def test_the_url_is_shown_with_the_password_masked(stream_url: str, tmp_path: Path) -> None:
+    """A store opened with credentials in its URL never shows the password: the location,
+    and the one line a server that refuses them gives."""
+    servers, _, name = stream_url.removeprefix("nats://").partition("/")
+    with_password = f"nats://someone:hunter2@{servers}/{name}?replica={tmp_path / 'r.db'}"
+    with pytest.raises(StoreError) as caught:
+        open_store(with_password.replace(servers, "127.0.0.1:1") + "&timeout=1")
+    assert "hunter2" not in str(caught.value)
+    assert "someone:***@127.0.0.1:1" in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert NatsBackend().show(with_password) == with_password.replace("hunter2", "***")
+
+
+def test_bad_urls_are_refused_in_one_line() -> None:
+    """A bad stream name, port or option is refused before anything is reached."""
+    for url, fragment in (
+        ("nats://h:4222/bad.name", "stream name"),
+        ("nats://h:99999/s", "out of range"),
+        ("nats://h:x/s", "HOST:PORT"),
+        ("nats://h/s?replicas=9", "replicas"),
+        ("nats://u:secret@h/s?poolsize=3", "bad URL option poolsize"),
+    ):
+        with pytest.raises(InvalidInput, match=fragment) as caught:
+            open_store(url)
+        assert "secret" not in str(caught.value)
+
+
+def test_a_missing_stream_is_no_store_unless_created(stream_url: str, tmp_path: Path) -> None:
+    """Opening with create=False finds no stream and makes none."""
+    with pytest.raises(NoStore):
+        open_store(f"{stream_url}?replica={tmp_path / 'r.db'}", create=False)
+    with open_store(f"{stream_url}?replica={tmp_path / 'r.db'}") as store:
+        conv = store.new_conversation(title="made")
+    with open_store(f"{stream_url}?replica={tmp_path / 'r2.db'}", create=False) as store:
+        assert [c.id for c in store.conversations()] == [conv]
+
+
+def test_a_new_replica_is_rebuilt_from_the_stream(stream_url: str, tmp_path: Path) -> None:
+    """A host with no replica yet reads every conversation, listing and replay included, and
+    the same heads and notification ids (stream sequences) as the host that wrote them."""
+    with open_store(f"{stream_url}?replica={tmp_path / 'a.db'}") as writer:
+        conv = writer.new_conversation(title="first")
+        writer.append_message(conv, "user", [{"type": "text", "text": "hi"}])
+        writer.set_labels(conv, {"k": "v"})
+        listed, replayed = writer.conversations(), writer.replay(conv)
+        scanned = [(r.position, r.state) for r in writer.scan()]
+    with open_store(f"{stream_url}?replica={tmp_path / 'b.db'}") as reader:
+        assert reader.conversations() == listed
+        assert reader.replay(conv) == replayed
+        assert [(r.position, r.state) for r in reader.scan()] == scanned
+        heads = reader.heads()
+        assert heads is not None
+        verifier = Verifier(heads=heads, key=chain_key())
+        verifier.check_all(reader.scan())
+        assert verifier.problems == []
+
+
+def _holding(cluster: Cluster, marker: bytes) -> list[str]:
+    """Every file of every server's store directory holding ``marker``, as
+    ``server/path inside its store directory``."""
+    return sorted(
+        f"{server.name}/{path.relative_to(server.store_dir)}"
+        for server in cluster.servers
+        for path in server.store_dir.rglob("*")
+        if path.is_file() and marker in path.read_bytes()
+    )
+
+
+def test_erase_overwrites_the_events_in_every_servers_stream_files(
+    nats_cluster: Cluster, stream_url: str, tmp_path: Path
+) -> None:
+    """Before erase returns, the conversation's bytes are gone from the stream's message
+    files on all three servers and from the replica, and its tombstone is left (a new
+    host's replica knows it was erased). What keeps them is each server's Raft log for the
+    stream (``$SYS/_js_/…``), until the server compacts it after a snapshot: the docs say so
+    (docs/design/nats.md), and this test pins it so a change in the server is noticed."""
+    marker = f"zanzibar-{uuid4().hex}".encode()
+    name = stream_url.rsplit("/", 1)[1]
+    with open_store(f"{stream_url}?replica={tmp_path / 'a.db'}") as store:
+        conv = store.new_conversation(title="secret")
+        store.append_message(conv, "user", [{"type": "text", "text": marker.decode()}])
+        kept = store.new_conversation(title="kept")
+        store.append_message(kept, "user", [{"type": "text", "text": "stays"}])
+        before = _holding(nats_cluster, marker)
+        assert len([f for f in before if f"/streams/{name}/" in f]) == 3, before
+        store.erase(conv, reason="asked")
+        after = _holding(nats_cluster, marker)
+        assert [f for f in after if "/_js_/" not in f] == []
+        assert marker not in b"".join(p.read_bytes() for p in tmp_path.glob("a.db*"))
+    with open_store(f"{stream_url}?replica={tmp_path / 'b.db'}") as fresh:
+        assert [e.id for e in fresh.erasures()] == [conv]
+        assert [c.id for c in fresh.conversations()] == [kept]
+        with pytest.raises(ConversationErased):
+            fresh.new_conversation(conversation_id=conv)
+
+
+def test_sqlite_to_nats_and_back_through_the_command_line(stream_url: str, tmp_path: Path) -> None:
+    """`convstore --db agent.db dump | convstore --db nats://… load -` moves a store onto the
+    stream; `verify` is clean there, every replay is byte-identical, and a dump of the stream
+    loads back into a new SQLite file holding the same log."""
+    db, back = tmp_path / "agent.db", tmp_path / "back.db"
+    url = f"{stream_url}?replica={tmp_path / 'replica.db'}"
+    with open_store(db) as store:
+        ids = fill(store)
+    dumping = subprocess.Popen(
+        [str(CONVSTORE), "--db", str(db), "dump"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    loading = subprocess.run(
+        [str(CONVSTORE), "--db", url, "load", "-"],
+        stdin=dumping.stdout,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert dumping.stdout is not None
+    dumping.stdout.close()
+    assert dumping.wait(timeout=60) == 0
+    assert loading.returncode == 0, loading.stderr
+    checked = run("--db", url, "verify")
+    assert checked.returncode == 0, checked.stderr
+    for conv in ids:
+        for flags in ([], ["--shape", "anthropic", "--vision"]):
+            expected = run("--db", str(db), "replay", str(conv), *flags)
+            assert run("--db", url, "replay", str(conv), *flags).stdout == expected.stdout
+    with open_store(url) as nats_store, open_store(back) as copy:
+        copy.load(nats_store.dump())
+        with open_store(db) as original:
+            assert_same_log(original, copy)
+            assert_same_log(original, nats_store)
+
+
+def test_a_refused_load_into_a_new_stream_leaves_no_store(stream_url: str, tmp_path: Path) -> None:
+    """`load` into a stream that does not exist makes it, and deletes it again when the dump
+    is refused part-way (an event leaving a gap): nothing is left to open."""
+    with open_store(tmp_path / "a.db") as source:
+        fill(source, conversations=1)
+        lines = list(source.dump())
+    line = json.loads(lines[5])
+    gap = dict(line, version=line["version"] + 5)
+    gap["event"] = dict(line["event"], originator_version=line["version"] + 5)
+    doctored = b"".join([*lines[:5], json.dumps(gap).encode() + b"\n", *lines[6:]])
+    url = f"{stream_url}?replica={tmp_path / 'replica.db'}"
+    refused = run("--db", url, "load", "-", stdin=doctored)
+    assert refused.returncode != 0
+    assert b"gap" in refused.stderr
+    with pytest.raises(NoStore):
+        open_store(url, create=False)
+    assert list(tmp_path.glob("replica.db*")) == []
+
+
+def test_the_replica_lives_in_the_data_directory_unless_told(
+    stream_url: str, tmp_path: Path
+) -> None:
+    """Without ``?replica=``, the replica is a file in the data directory named after the
+    servers and stream (the same for every opening of that store on this host), and the
+    audit read model's default file is another one."""
+    backend = NatsBackend()
+    with open_store(stream_url) as store:
+        conv = store.new_conversation(title="here")
+        replicas = sorted((tmp_path / "xdg" / "convstore").glob("nats-*.db"))
+        replica = backend.store_file(store.location)
+        assert replica is not None
+        assert replicas == [replica]
+        assert backend.default_audit_file(store.location) != replicas[0]
+    with open_store(stream_url) as again:
+        assert [c.id for c in again.conversations()] == [conv]
+    assert sorted((tmp_path / "xdg" / "convstore").glob("nats-*.db")) == replicas
