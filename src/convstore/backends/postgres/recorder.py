@@ -1160,14 +1160,16 @@ def _await_older_snapshots(conn: Connection[DictRow], timeout: int) -> None:
         if not older:
             return
         if time.monotonic() >= deadline:
-            row = older[0]
-            who = (
+            named = [
                 f"session {row['pid']} (open {row['open_for']})" if row["pid"] else row["open_for"]
-            )
+                for row in older[:5]
+            ]
+            more = f" and {len(older) - 5} more" if len(older) > 5 else ""
+            which = "a transaction" if len(older) == 1 else "transactions"
             msg = (
-                f"vacuum: a transaction begun before it, {who}, can still see erased rows and"
-                f" did not end within the lock timeout ({timeout} s); nothing was rewritten:"
-                " end it and run vacuum again"
+                f"vacuum: {which} begun before it, {', '.join(named)}{more}, can still see"
+                f" erased rows and did not end within the lock timeout ({timeout} s); nothing"
+                " was rewritten: end them and run vacuum again"
             )
             raise OperationalError(msg)
         time.sleep(0.05)
