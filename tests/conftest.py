@@ -158,6 +158,7 @@ def nats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         cluster.stop()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that reaches the PostgreSQL server runs on one test worker, one at a time.
 
