@@ -16,12 +16,6 @@ if TYPE_CHECKING:
     from convstore.app.bootstrap import (
         open_store as open_store,
     )
-    from convstore.app.routing import (
-        ShardedStores as ShardedStores,
-    )
-    from convstore.app.routing import (
-        shard_for as shard_for,
-    )
     from convstore.convert.history import (
         History as History,
     )
@@ -267,7 +261,6 @@ _EXPORTS: dict[str, str] = {
     "ReplayOptions": "convstore.engine.plan",
     "Role": "convstore.domain.events",
     "Shape": "convstore.engine.plan",
-    "ShardedStores": "convstore.app.routing",
     "Store": "convstore.store",
     "StoreError": "convstore.domain.errors",
     "TextBlock": "convstore.domain.blocks",
@@ -279,7 +272,6 @@ _EXPORTS: dict[str, str] = {
     "open_async_store": "convstore.app.aio",
     "open_store": "convstore.app.bootstrap",
     "replay": "convstore.engine.plan",
-    "shard_for": "convstore.app.routing",
 }
 """The public names, and where each lives: the one list. ``__all__`` and ``__getattr__`` are
 made from it, and a test checks the ``TYPE_CHECKING`` imports above name the same things. Names
