@@ -190,6 +190,36 @@ class StoreContract(ABC):
         assert listed.events == len(store.events(conv))
         assert store.list_conversations(labels={"team": "search"}).conversations == []
 
+    def test_pages_by_a_rare_label_and_a_common_one_hold_every_match_once(
+        self, store: Store
+    ) -> None:
+        """A label two conversations of forty carry (read from the labels' index) and one they
+        all carry (the index walked in page order) page through exactly their matches, in
+        order, each once, whichever way the backend reads them."""
+        made = []
+        for n in range(40):
+            conversation = store.new_conversation(f"paged {n}")
+            store.set_labels(conversation, {"tenant": "paged", "user": f"u{n % 20}"})
+            made.append(conversation)
+        # The page order (newest activity first, ties by id) as an unfiltered page gives it.
+        order = [c.id for c in store.list_conversations(limit=100).conversations]
+        for labels, matching in (
+            ({"user": "u3"}, {made[3], made[23]}),
+            ({"user": "u3", "tenant": "paged"}, {made[3], made[23]}),
+            ({"tenant": "paged"}, set(made)),
+            ({"user": "nobody"}, set()),
+        ):
+            expected = [c for c in order if c in matching]
+            seen: list[UUID] = []
+            after = None
+            while True:
+                page = store.list_conversations(labels=labels, limit=3, after=after)
+                seen += [c.id for c in page.conversations]
+                if page.next is None:
+                    break
+                after = page.next
+            assert seen == expected, labels
+
     def test_message_meta_is_kept_but_never_replayed(self, store: Store, conv: UUID) -> None:
         """Metadata given on append and on end reaches messages() merged, not replay."""
         plain = store.new_conversation()

@@ -190,13 +190,63 @@ def clear_statements(prefix: str = "") -> list[str]:
     return [f"DELETE FROM {prefix}{LISTING_TABLE}", f"DELETE FROM {prefix}{LABELS_TABLE}"]  # noqa: S608
 
 
-def select_page(d: Dialect, query: ListingQuery, prefix: str = "") -> tuple[str, list[Any]]:
-    """The statement for one page of the listing, newest activity (or oldest start) first."""
+DRIVE_RATIO = 20
+"""How many rows of the listing index a walk may visit for each label match before a page is
+read from the label's matches instead (see :func:`driving_label`): fetching and sorting a match
+costs about twenty times what skipping a row in the walk does (measured on SQLite, 10,000
+conversations: 14 µs against 0.7 µs)."""
+
+
+def count_label(d: Dialect, prefix: str = "") -> str:
+    """How many conversations carry one label (its key and value as parameters)."""
+    return d.sql(f"SELECT count(*) FROM {prefix}{LABELS_TABLE} WHERE key = ? AND value = ?")  # noqa: S608
+
+
+def driving_label(
+    counts: Iterable[tuple[int, tuple[str, str]]], listed: int, limit: int | None
+) -> tuple[str, str] | None:
+    """The label a page should be read from, or ``None`` to walk the index in page order.
+
+    A walk visits the conversations in the page's order and keeps those carrying every label:
+    cheap per row, but a selective label makes it visit nearly every conversation to fill a
+    page. Read from the rarest label's matches instead (their rows fetched by id, then
+    sorted) when there are few enough of them: fewer than :data:`DRIVE_RATIO` times the rows a
+    walk would visit (``listed``, the index's size, or with a ``limit`` about
+    ``limit * listed / matches`` of them)."""
+    rarest = min(counts, default=None)
+    if rarest is None:
+        return None
+    matches, label = rarest
+    if matches == 0:
+        return label
+    visited = listed if limit is None else min(listed, limit * listed // matches)
+    return label if matches * DRIVE_RATIO < visited else None
+
+
+def select_page(
+    d: Dialect,
+    query: ListingQuery,
+    prefix: str = "",
+    drive: tuple[str, str] | None = None,
+) -> tuple[str, list[Any]]:
+    """The statement for one page of the listing, newest activity (or oldest start) first:
+    walking the index in that order, or with ``drive`` (one of the query's labels, see
+    :func:`driving_label`) reading that label's matches first and sorting them."""
     listing, labels = prefix + LISTING_TABLE, prefix + LABELS_TABLE
     key = "last_active" if query.order == "active" else "created_at"
     where: list[str] = []
     params: list[Any] = []
+    source = f"{listing} c"
+    if drive is not None:
+        # CROSS JOIN keeps SQLite's join order: the label's index first, then each row by id.
+        source = (
+            f"{labels} d CROSS JOIN {listing} c "
+            "ON c.id = d.conversation_id AND d.key = ? AND d.value = ?"
+        )
+        params += list(drive)
     for name, value in query.labels:
+        if (name, value) == drive:
+            continue
         where.append(
             f"EXISTS (SELECT 1 FROM {labels} l WHERE l.conversation_id = c.id "  # noqa: S608
             "AND l.key = ? AND l.value = ?)"
@@ -229,7 +279,7 @@ def select_page(d: Dialect, query: ListingQuery, prefix: str = "") -> tuple[str,
     text = (
         "SELECT c.id, c.title, c.created_at, c.last_active, c.parent_id, c.source, c.events, "  # noqa: S608
         f"c.preview, (SELECT count(*) FROM {listing} k WHERE k.parent_id = c.id) "
-        f"FROM {listing} c"
+        f"FROM {source}"
         + (" WHERE " + " AND ".join(where) if where else "")
         + f" ORDER BY c.{key} {direction}, c.id {direction}"
     )

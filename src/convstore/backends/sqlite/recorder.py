@@ -35,7 +35,9 @@ from convstore.backends.common.listing import (
     add_preview_statements,
     apply_changes,
     clear_statements,
+    count_label,
     create_statements,
+    driving_label,
     listed_row,
     parent_index_statement,
     refuse_if_active,
@@ -242,8 +244,19 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         self, query: ListingQuery
     ) -> tuple[list[ListedRow], dict[UUID, dict[str, str]]]:
         """One page of the listing index, and the labels of its conversations."""
-        text, params = select_page(SQLITE, query)
         with self.datastore.transaction(commit=False) as cursor:
+            drive = None
+            if query.labels:
+                # SQLite keeps no statistics here: count each label's matches (its index) and
+                # let driving_label choose between walking the index and reading the rarest.
+                counts = []
+                for label in query.labels:
+                    cursor.execute(count_label(SQLITE), label)
+                    counts.append((int(cursor.fetchone()[0]), label))
+                # The rowid's high mark: the index's size, or a little over after erasures.
+                cursor.execute(f"SELECT max(rowid) FROM {LISTING_TABLE}")  # noqa: S608
+                drive = driving_label(counts, int(cursor.fetchone()[0] or 0), query.limit)
+            text, params = select_page(SQLITE, query, drive=drive)
             cursor.execute(text, params)
             rows = [listed_row(row) for row in cursor.fetchall()]
             labels: dict[UUID, dict[str, str]] = {row.id: {} for row in rows}
