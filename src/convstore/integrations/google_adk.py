@@ -304,9 +304,9 @@ class ConvstoreSessionService(BaseSessionService):
         sessions listed, not the events or the other conversations the store holds.
         As ``BaseSessionService`` says, events and state are not set (``get_session`` has
         them); ``last_update_time`` is the session's last write to the store."""
-        # The listing checks each label in the order given, so the most selective comes first;
+        # A user's label is rare, so the listing reads its matches first (the labels' index);
         # the kind is read from the source instead (the app's and a user's state
-        # conversations carry these labels too, and a third check costs every row a lookup).
+        # conversations carry these labels too, and a third label only adds a check a row).
         labels = {APP: app_name} if user_id is None else {USER: user_id, APP: app_name}
         sessions: list[Session] = []
         for info in await self.store.conversations(labels=labels):
