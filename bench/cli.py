@@ -18,6 +18,7 @@ from bench import (
     disk,
     langgraph,
     memory,
+    nats,
     peer,
     postgres,
     rebuild,
@@ -41,6 +42,7 @@ BENCHMARKS: dict[str, Callable[[Context], None]] = {
     "agent": agent.run,
     "langgraph": langgraph.run,
     "adk": adk.run,
+    "nats": nats.run,
 }
 """Every benchmark by its ``--only`` name, in the order a run takes them."""
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.context import SpawnContext
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
-from bench.common import Context, PgContext, log, median, pc, remove_db, store_rows
+from bench.common import Context, log, median, pc, remove_db, store_rows
 from bench.report import Row, verdict
 from bench.workload import (
     BLOCKS_PER_MESSAGE,
@@ -59,10 +60,11 @@ def run(ctx: Context) -> None:
     for n in plan.processes:
         # Both groups are started and connected first; their rounds then alternate
         # (convstore first on even rounds), so each pair runs seconds apart.
-        groups = {
-            kind: WriterGroup(spawn, kind=kind, n=n, plan=plan, pg=pg, payloads=payloads)
-            for kind in ("convstore", "raw")
+        makers = {
+            "convstore": partial(convstore_appender, pg.store_url),
+            "raw": partial(_raw_appender, pg.base_url, pg.schema, payloads),
         }
+        groups = {kind: WriterGroup(spawn, [makers[kind]] * n, plan=plan) for kind in makers}
         results: dict[str, list[float]] = {"convstore": [], "raw": []}
         try:
             for r in range(plan.rounds):
@@ -112,7 +114,7 @@ def sample_payloads(workdir: Path) -> list[Payload]:
     return [(topic, bytes(state)) for _, _, topic, state in rows[1 : 1 + EVENTS_PER_MESSAGE]]
 
 
-def _convstore_appender(store_url: str) -> tuple[Callable[[], None], Callable[[], None]]:
+def convstore_appender(store_url: str) -> Appender:
     """One streaming agent: start, 3 blocks, end, one committed event per call."""
     store = open_store(store_url)
     conv = store.new_conversation(title="writer")
@@ -136,9 +138,7 @@ def _convstore_appender(store_url: str) -> tuple[Callable[[], None], Callable[[]
     return append, store.close
 
 
-def _raw_appender(
-    base_url: str, schema: str, payloads: list[Payload]
-) -> tuple[Callable[[], None], Callable[[], None]]:
+def _raw_appender(base_url: str, schema: str, payloads: list[Payload]) -> Appender:
     """Raw inserts of the same payloads into ``raw_events`` under a stream id of its own."""
     import psycopg  # noqa: PLC0415 - optional: only the PostgreSQL benchmarks need it
 
@@ -162,23 +162,21 @@ def _raw_appender(
     return append, conn.close
 
 
+Appender = tuple[Callable[[], None], Callable[[], None]]
+"""What a writer process runs: one append, and the close at the end."""
+
+
 def writer_process(
     *,
-    kind: str,
-    store_url: str,
-    base_url: str,
-    schema: str,
-    payloads: list[Payload],
+    make: Callable[[], Appender],
     rounds: int,
     seconds: float,
     barrier: Barrier,
     results: Queue[tuple[int, int, float]],
 ) -> None:
-    """One writer: set up, then per round wait at the barrier and append for ``seconds``."""
-    if kind == "convstore":
-        append, closer = _convstore_appender(store_url)
-    else:
-        append, closer = _raw_appender(base_url, schema, payloads)
+    """One writer: set up (``make``, a picklable top-level function or a partial of one),
+    then per round wait at the barrier and append for ``seconds``."""
+    append, closer = make()
     for _ in range(5):  # warm
         append()
     try:
@@ -198,20 +196,13 @@ def writer_process(
 
 
 class WriterGroup:
-    """``n`` spawned writer processes of one kind, run round by round on a barrier."""
+    """Spawned writer processes, one for each of ``makes`` (what it sets up), run round by
+    round on a barrier. Also the NATS benchmark's (:mod:`bench.nats`)."""
 
     def __init__(
-        self,
-        spawn: SpawnContext,
-        *,
-        kind: str,
-        n: int,
-        plan: Plan,
-        pg: PgContext,
-        payloads: list[Payload],
+        self, spawn: SpawnContext, makes: Sequence[Callable[[], Appender]], *, plan: Plan
     ) -> None:
-        self.kind = kind
-        self.n = n
+        n = self.n = len(makes)
         self.seconds = plan.seconds
         self.barrier = spawn.Barrier(n + 1)
         self.results: Queue[tuple[int, int, float]] = spawn.Queue()
@@ -219,18 +210,14 @@ class WriterGroup:
             spawn.Process(
                 target=writer_process,
                 kwargs={
-                    "kind": kind,
-                    "store_url": pg.store_url,
-                    "base_url": pg.base_url,
-                    "schema": pg.schema,
-                    "payloads": payloads,
+                    "make": make,
                     "rounds": plan.rounds,
                     "seconds": plan.seconds,
                     "barrier": self.barrier,
                     "results": self.results,
                 },
             )
-            for _ in range(n)
+            for make in makes
         ]
         for w in self.workers:
             w.start()
