@@ -29,6 +29,7 @@ import multiprocessing as mp
 import uuid
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 from bench.common import Context, log, median
 from bench.report import Row, verdict
@@ -73,14 +74,11 @@ def run(ctx: Context) -> None:
 def _measure(ctx: Context, servers: str) -> None:
     plan = ctx.pick(FULL, QUICK)
     payloads = sample_payloads(ctx.dir)
-    replica = ctx.dir / "nats-replica.db"
     leaders = asyncio.run(_make_raw_streams(servers))
     log(f"  raw streams' leaders: {', '.join(f'{s} on {n}' for s, n in leaders.items())}")
     spawn = mp.get_context("spawn")
     for partitions in (1, 3):
-        url = f"nats://{servers}/{STORE_STREAM}?replica={replica}"
-        if partitions > 1:
-            url += f"&partitions={partitions}"
+        url = store_url(servers, ctx.dir, partitions)
         available = _opens(url)
         streams = RAW_STREAMS[:partitions]
         for n in plan.processes:
@@ -94,6 +92,19 @@ def _measure(ctx: Context, servers: str) -> None:
                 makers["convstore"] = [partial(convstore_appender, url)] * n
             results = _rounds(spawn, makers, plan, label=f"{partitions}p x{n}")
             _report(ctx, results, partitions=partitions, n=n, plan=plan, unavailable=available)
+
+
+def store_url(servers: str, workdir: Path, partitions: int) -> str:
+    """The convstore side's store: one of its own, with its own replica file, for each
+    partition count, so a partitioned store never meets the one-stream store's stream or
+    replica (which it could rightly refuse, and the row would wrongly say "not available").
+    One partition names no option: that URL works on every build."""
+    if partitions == 1:
+        return f"nats://{servers}/{STORE_STREAM}?replica={workdir / 'nats-replica.db'}"
+    name = f"{STORE_STREAM}{partitions}p"
+    return f"nats://{servers}/{name}?replica={workdir / f'nats-replica-{name}.db'}" + (
+        f"&partitions={partitions}"
+    )
 
 
 def _opens(url: str) -> str | None:
