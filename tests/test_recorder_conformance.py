@@ -201,6 +201,35 @@ class _Nats:
         return recorder
 
 
+class _NatsPartitioned(_Nats):
+    """The same on a store of three streams (``?partitions=3``)."""
+
+    def create_recorder(self) -> ApplicationRecorder:
+        from convstore.backends.nats.backend import NatsBackend  # noqa: PLC0415
+        from convstore.backends.nats.factory import NatsFactory  # noqa: PLC0415
+
+        name = f"r{uuid4().hex[:12]}"
+        self._streams += [f"{name}-p{k}" for k in range(3)]
+        url = f"nats://{self._nats.url}/{name}?partitions=3&replica={self._dir / name}.db"
+        with NatsBackend().opening(url, create=True, make_directory=False) as opening:
+            env = opening.env
+        recorder = NatsFactory(env).application_recorder()
+        self._made.append(recorder)
+        return recorder
+
+
+class TestPartitionedNatsRecorder(
+    _NatsPartitioned, _HeadsToo, ApplicationRecorderTestCase[ApplicationRecorder]
+):
+    """eventsourcing's ApplicationRecorderTestCase on a partitioned JetStream recorder."""
+
+    def test_performance(self) -> None:
+        pytest.skip(TIMINGS)
+
+    def test_concurrent_throughput(self) -> None:
+        pytest.skip(TIMINGS)
+
+
 class TestNatsRecorder(_Nats, _HeadsToo, ApplicationRecorderTestCase[ApplicationRecorder]):
     """eventsourcing's ApplicationRecorderTestCase on convstore's JetStream recorder."""
 
@@ -214,3 +243,8 @@ class TestNatsRecorder(_Nats, _HeadsToo, ApplicationRecorderTestCase[Application
 class TestNatsNonInterleaving(_Nats, NonInterleavingNotificationIDsBaseCase):
     """Two threads inserting 1,000 events each (one atomic batch each) get two unbroken runs
     of notification ids (stream sequences)."""
+
+
+class TestPartitionedNatsNonInterleaving(_NatsPartitioned, NonInterleavingNotificationIDsBaseCase):
+    """The same on three streams: each insert is one conversation's, so one partition's, one
+    atomic batch, applied by the replica in one piece."""

@@ -28,12 +28,12 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
 from convstore.backends.common.application import STORE_FORMAT, known_format, new_identity
 from convstore.backends.common.locations import data_directory, redact
-from convstore.backends.nats.location import NatsLocation
+from convstore.backends.nats.location import NatsLocation, stream_names
 from convstore.backends.sqlite.backend import SQLiteBackend
 from convstore.backends.sqlite.recorder import create_private_file
 from convstore.backends.sqlite.replay_tables import SQLiteReplayTables
@@ -44,6 +44,9 @@ from convstore.ports.recorder import StoreRecorder
 from convstore.ports.records import failure_detail
 from convstore.ports.replay import ReplayTables
 
+if TYPE_CHECKING:
+    from convstore.backends.nats.link import JetStreamLink
+
 T = TypeVar("T")
 
 WRITER_THREADS = 4
@@ -52,7 +55,9 @@ once (each waits for its quorum acknowledgement, not for the others)."""
 
 FORMAT_KEY = "convstore_format"
 IDENTITY_KEY = "convstore_identity"
-"""The stream's metadata keys holding the store's format and identity."""
+PARTITIONS_KEY = "convstore_partitions"
+"""The stream's metadata keys holding the store's format, identity and (on each partition's
+stream of a partitioned store) its number of partitions."""
 
 
 class NatsBackend:
@@ -108,17 +113,18 @@ class NatsBackend:
             try:
                 return fill(opening), shown
             except BaseException:
-                link = JetStreamLink(
-                    where.servers,
-                    where.stream,
-                    user=where.user,
-                    password=where.password,
-                    timeout=where.timeout,
-                )
-                try:
-                    link.delete_stream()
-                finally:
-                    link.close()
+                for stream in where.streams:
+                    link = JetStreamLink(
+                        where.servers,
+                        stream,
+                        user=where.user,
+                        password=where.password,
+                        timeout=where.timeout,
+                    )
+                    try:
+                        link.delete_stream()
+                    finally:
+                        link.close()
                 for leftover in (
                     where.replica,
                     *where.replica.parent.glob(f"{where.replica.name}-*"),
@@ -159,36 +165,85 @@ class NatsBackend:
 
 
 def _stream(where: NatsLocation, *, create: bool, shown: str) -> tuple[int, str]:
-    """The stream's store format and identity, the stream created first if missing."""
+    """The store's format and identity, from its stream (or each partition's), the streams
+    created first if missing; a store made with another number of partitions is refused."""
     from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415
 
-    link = JetStreamLink(
-        where.servers,
-        where.stream,
-        user=where.user,
-        password=where.password,
-        timeout=where.timeout,
-    )
+    def link_to(stream: str) -> JetStreamLink:
+        return JetStreamLink(
+            where.servers,
+            stream,
+            user=where.user,
+            password=where.password,
+            timeout=where.timeout,
+        )
+
+    found: dict[str, str] | None = None
+    for k, stream in enumerate(where.streams):
+        link = link_to(stream)
+        try:
+            metadata = link.stream_metadata()
+            if metadata is None and k == 0:
+                _refuse_other_partitions(where, link_to, shown)
+                if not create:
+                    msg = f"no store at {shown} (the cluster has no stream {stream})"
+                    raise NoStore(msg)
+            if metadata is None:
+                # A later partition of a store whose creation stopped half-way is made with
+                # the first partition's format and identity.
+                wanted = {FORMAT_KEY: str(STORE_FORMAT), IDENTITY_KEY: new_identity()}
+                if found is not None:
+                    wanted = {FORMAT_KEY: found[FORMAT_KEY], IDENTITY_KEY: found[IDENTITY_KEY]}
+                if where.partitions > 1:
+                    wanted[PARTITIONS_KEY] = str(where.partitions)
+                try:
+                    link.create_stream([f"{stream}.c.*"], where.replicas, wanted)
+                except Exception:  # another host may have made it meanwhile
+                    if link.stream_metadata() is None:
+                        raise
+                metadata = link.stream_metadata() or {}
+        finally:
+            link.close()
+        made_with = int(metadata.get(PARTITIONS_KEY, "1") or "1")
+        if made_with != where.partitions:
+            msg = _other_partitions(shown, made_with, where.partitions)
+            raise InvalidInput(msg)
+        if found is None:
+            found = metadata
+        elif metadata.get(IDENTITY_KEY) != found.get(IDENTITY_KEY):
+            msg = f"stream {stream} at {shown} belongs to another store than {where.streams[0]}"
+            raise InvalidInput(msg)
+    assert found is not None
+    store_format = known_format(found.get(FORMAT_KEY))
+    if store_format is None or not found.get(IDENTITY_KEY):
+        msg = (
+            f"stream {where.streams[0]} at {shown} is not a convstore store of a format this reads"
+        )
+        raise InvalidInput(msg)
+    return store_format, found[IDENTITY_KEY]
+
+
+def _refuse_other_partitions(
+    where: NatsLocation, link_to: Callable[[str], JetStreamLink], shown: str
+) -> None:
+    """Before making a store: refuse when the name already holds one with another number of
+    partitions (its unpartitioned stream, or its first partition's)."""
+    other = where.stream if where.partitions > 1 else stream_names(where.stream, 2)[0]
+    link = link_to(other)
     try:
         metadata = link.stream_metadata()
-        if metadata is None:
-            if not create:
-                msg = f"no store at {shown} (the cluster has no stream {where.stream})"
-                raise NoStore(msg)
-            wanted = {FORMAT_KEY: str(STORE_FORMAT), IDENTITY_KEY: new_identity()}
-            try:
-                link.create_stream([f"{where.stream}.c.*"], where.replicas, wanted)
-            except Exception:  # another host may have made it meanwhile
-                if link.stream_metadata() is None:
-                    raise
-            metadata = link.stream_metadata() or {}
     finally:
         link.close()
-    store_format = known_format(metadata.get(FORMAT_KEY))
-    if store_format is None or not metadata.get(IDENTITY_KEY):
-        msg = f"stream {where.stream} at {shown} is not a convstore store of a format this reads"
-        raise InvalidInput(msg)
-    return store_format, metadata[IDENTITY_KEY]
+    if metadata is not None and metadata.get(IDENTITY_KEY):
+        made_with = int(metadata.get(PARTITIONS_KEY, "1") or "1")
+        raise InvalidInput(_other_partitions(shown, made_with, where.partitions))
+
+
+def _other_partitions(shown: str, made_with: int, asked: int) -> str:
+    return (
+        f"the store at {shown} was made with {made_with} partition"
+        f"{'s' if made_with != 1 else ''}; the URL asks for {asked} (partitions= cannot change)"
+    )
 
 
 def _replica_file(path: Path, *, make_directory: bool) -> None:

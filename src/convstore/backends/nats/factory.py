@@ -21,7 +21,7 @@ def nats_env(location: NatsLocation, identity: str) -> dict[str, str]:
         "SQLITE_DBNAME": file_uri(location.replica),
         "SQLITE_LOCK_TIMEOUT": str(lock_timeout_seconds()),
         "NATS_SERVERS": ",".join(location.servers),
-        "NATS_STREAM": location.stream,
+        "NATS_STREAMS": ",".join(location.streams),
         "NATS_USER": location.user,
         "NATS_PASSWORD": location.password,
         "NATS_TIMEOUT": str(location.timeout),
@@ -33,25 +33,29 @@ class NatsFactory(SQLiteFactory):
     """SQLite's factory for the replica; the application recorder writes to the stream."""
 
     def application_recorder(self) -> ApplicationRecorder:
-        link = JetStreamLink(
-            self.env.get("NATS_SERVERS", "").split(","),
-            self.env.get("NATS_STREAM", ""),
-            user=self.env.get("NATS_USER", ""),
-            password=self.env.get("NATS_PASSWORD", ""),
-            timeout=float(self.env.get("NATS_TIMEOUT", "20")),
-        )
+        links: list[JetStreamLink] = []
         try:
+            for stream in self.env.get("NATS_STREAMS", "").split(","):
+                link = JetStreamLink(
+                    self.env.get("NATS_SERVERS", "").split(","),
+                    stream,
+                    user=self.env.get("NATS_USER", ""),
+                    password=self.env.get("NATS_PASSWORD", ""),
+                    timeout=float(self.env.get("NATS_TIMEOUT", "20")),
+                )
+                links.append(link)  # one at a time: a failed connect closes those made
             cipher = self.cipher()
             mapper = PydanticMapper(self.transcoder(), self.compressor(), cipher)
             recorder = NatsRecorder(
                 self.datastore,
-                link,
+                links,
                 mapper.decode_state,
                 previews=cipher is None,
                 identity=self.env.get("NATS_IDENTITY", ""),
             )
             recorder.create_table()
         except BaseException:
-            link.close()
+            for link in links:
+                link.close()
             raise
         return recorder

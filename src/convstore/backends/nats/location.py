@@ -3,14 +3,17 @@
 A store is named by a URL::
 
     nats://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]…][/NAME][?replica=PATH&replicas=N
-                                                                &timeout=S]
+                                                                &timeout=S&partitions=P]
 
 ``NAME`` (letters, digits, ``-`` and ``_``; ``convstore`` by default) is the stream, and the
 prefix of its subjects. ``replicas`` is the stream's replica count when it is created (3 by
 default: a 3-server cluster; 1 for a single server). ``replica`` is the local SQLite file the
 read models live in; by default one in the data directory named after the URL (without the
 password), so each host, and each store, keeps its own. ``timeout`` (seconds, default 20) is
-how long a request waits for the stream (a leader election takes a few).
+how long a request waits for the stream (a leader election takes a few). ``partitions`` (1 by
+default) spreads the conversations over that many streams, ``NAME-p0`` … ``NAME-p{P-1}``, each
+with a leader of its own: a store keeps the count it was made with, and opening it with another
+is refused.
 
 Imports no client: the registry shows a location with this module alone.
 """
@@ -22,6 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote
+from uuid import UUID
 
 from convstore.backends.common.locations import data_directory, redact
 from convstore.domain.errors import InvalidInput
@@ -33,7 +37,8 @@ DEFAULT_TIMEOUT_SECONDS = 20
 
 _STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _HOST = re.compile(r"[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]")
-_OPTIONS = ("replica", "replicas", "timeout")
+_OPTIONS = ("replica", "replicas", "timeout", "partitions")
+MAX_PARTITIONS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,12 @@ class NatsLocation:
     timeout: int = DEFAULT_TIMEOUT_SECONDS
     user: str = ""
     password: str = ""
+    partitions: int = 1
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """The store's streams: ``NAME`` alone, or one per partition."""
+        return stream_names(self.stream, self.partitions)
 
     @classmethod
     def parse(cls, url: str) -> NatsLocation:
@@ -80,7 +91,21 @@ class NatsLocation:
             timeout=_whole(options, "timeout", DEFAULT_TIMEOUT_SECONDS, (1, 3600), shown),
             user=unquote(user),
             password=unquote(password),
+            partitions=_whole(options, "partitions", 1, (1, MAX_PARTITIONS), shown),
         )
+
+
+def stream_names(stream: str, partitions: int) -> tuple[str, ...]:
+    """The streams of a store named ``stream`` with ``partitions`` partitions."""
+    if partitions == 1:
+        return (stream,)
+    return tuple(f"{stream}-p{k}" for k in range(partitions))
+
+
+def partition_of(conversation: UUID, partitions: int) -> int:
+    """The partition a conversation's events live in, for the store's life: its id's number
+    modulo the count (ids are random, or digests for imports, so they spread evenly)."""
+    return conversation.int % partitions
 
 
 def _without_secret(shown: str) -> str:

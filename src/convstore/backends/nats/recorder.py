@@ -63,6 +63,7 @@ from convstore.backends.nats.link import (
     Refused,
     Unavailable,
 )
+from convstore.backends.nats.location import partition_of
 from convstore.backends.sqlite.recorder import SQLITE, SQLiteWriterRecorder, _advance_heads
 from convstore.backends.sqlite.replay_tables import forget_sqlite as forget_replays
 from convstore.backends.sqlite.transaction import immediate
@@ -74,7 +75,11 @@ from convstore.ports.recorder import Decision, Keep, RawRecord
 from convstore.projections.listing import ListedRow, ListingQuery, listing_changes
 
 POSITION_TABLE = "convstore_nats_position"
-"""The replica's one row: the stream and the sequence it has applied up to."""
+"""The replica's row per stream (one, or one per partition): the sequence applied up to."""
+
+SEQS_TABLE = "convstore_nats_seqs"
+"""A partitioned store's replica only: each event's stream and sequence, by its local id
+(with one stream the local id is the stream sequence, and this table is not made)."""
 
 VERSION_HEADER = "Convstore-Version"
 TOPIC_HEADER = "Convstore-Topic"
@@ -113,14 +118,16 @@ class NatsRecorder(SQLiteWriterRecorder):
     def __init__(
         self,
         datastore: SQLiteDatastore,
-        link: JetStreamLink,
+        links: Sequence[JetStreamLink],
         decode: Callable[[bytes], Event],
         *,
         previews: bool,
         identity: str,
     ) -> None:
         super().__init__(datastore)
-        self.link = link
+        self.links = list(links)
+        """One link per stream: the store's one, or each partition's in order."""
+        self.partitioned = len(self.links) > 1
         self._identity = identity
         self._decode = decode
         self._previews = previews
@@ -140,82 +147,131 @@ class NatsRecorder(SQLiteWriterRecorder):
 
     # -- the replica -----------------------------------------------------------------------
 
+    def link_of(self, conversation: UUID) -> JetStreamLink:
+        """The link to the stream a conversation's events live in (see :func:`partition_of`)."""
+        return self.links[partition_of(conversation, len(self.links))]
+
     def create_table(self) -> None:
-        """The SQLite store's tables, the position row, and the stream's messages after it."""
+        """The SQLite store's tables, a position row per stream, and each stream's messages
+        after it."""
         super().create_table()
         with self._writer_lock, self._waiting() as conn, immediate(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {POSITION_TABLE} ("
                 "stream TEXT PRIMARY KEY, seq INTEGER NOT NULL, identity TEXT NOT NULL)"
             )
-            conn.execute(
-                f"INSERT OR IGNORE INTO {POSITION_TABLE} VALUES (?, 0, ?)",  # noqa: S608
-                (self.link.stream, self._identity),
-            )
-            after, identity = conn.execute(
-                f"SELECT seq, identity FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
-                (self.link.stream,),
-            ).fetchone()
-        if identity != self._identity:
-            msg = (
-                f"the replica {self.datastore.pool.db_name} was fed from another stream named "
-                f"{self.link.stream} (since deleted): remove the file and it is rebuilt"
-            )
-            raise OperationalError(msg)
-        self.link.follow(int(after), f"{self.link.stream}.c.*")
+            if self.partitioned:
+                conn.execute(
+                    # AUTOINCREMENT: an id is never handed out twice, even once the events
+                    # holding the highest were erased (a projection past them misses nothing).
+                    f"CREATE TABLE IF NOT EXISTS {SEQS_TABLE} (rowid INTEGER PRIMARY KEY "
+                    "AUTOINCREMENT, stream TEXT NOT NULL, seq INTEGER NOT NULL)"
+                )
+            positions = []
+            for link in self.links:
+                conn.execute(
+                    f"INSERT OR IGNORE INTO {POSITION_TABLE} VALUES (?, 0, ?)",  # noqa: S608
+                    (link.stream, self._identity),
+                )
+                positions.append(
+                    conn.execute(
+                        f"SELECT seq, identity FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
+                        (link.stream,),
+                    ).fetchone()
+                )
+        for link, (_after, identity) in zip(self.links, positions, strict=True):
+            if identity != self._identity:
+                msg = (
+                    f"the replica {self.datastore.pool.db_name} was fed from another stream "
+                    f"named {link.stream} (since deleted): remove the file and it is rebuilt"
+                )
+                raise OperationalError(msg)
+        for link, (after, _identity) in zip(self.links, positions, strict=True):
+            link.follow(int(after), f"{link.stream}.c.*")
         self._following = True
         self.listing_missing = False
 
-    def catch_up(self, through: int | None = None) -> None:
-        """Apply every message up to sequence ``through`` (the stream's newest when
-        ``None``): what a read does first, so it sees every acknowledged write."""
+    def catch_up(self, through: int | None = None, link: JetStreamLink | None = None) -> None:
+        """Apply every message of ``link``'s stream up to sequence ``through`` (its newest
+        when ``None``), or with no ``link`` every stream's up to its newest: what a read does
+        first, so it sees every acknowledged write."""
         if not self._following:
             return
-        try:
-            target = self.link.last_seq() if through is None else through
-        except Unavailable as exc:
-            raise OperationalError(str(exc)) from None
-        # Taking and applying are one step: a thread that finds the buffer emptied by
-        # another waits here until that one has applied what it took.
-        with self._feeding:
+        for each in self.links if link is None else [link]:
             try:
-                delivered = self.link.take(target, _ends_a_publish)
+                target = each.last_seq() if through is None else through
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            self._apply_runs(delivered)
+            # Taking and applying are one step: a thread that finds the buffer emptied by
+            # another waits here until that one has applied what it took.
+            with self._feeding:
+                try:
+                    delivered = each.take(target, _ends_a_publish)
+                except Unavailable as exc:
+                    raise OperationalError(str(exc)) from None
+                self._apply_runs(each.stream, delivered)
 
-    def _apply_runs(self, delivered: list[Delivered]) -> None:
+    def _apply_runs(self, stream: str, delivered: list[Delivered]) -> None:
         for run in _whole_appends(delivered, APPLY_BATCH):
             with self._writer_lock, self._waiting() as conn, immediate(conn):
                 (position,) = conn.execute(
                     f"SELECT seq FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
-                    (self.link.stream,),
+                    (stream,),
                 ).fetchone()
                 fresh = [message for message in run if message.seq > position]
                 if fresh:
-                    self._apply(conn, fresh)
+                    self._apply(conn, stream, fresh)
                     conn.execute(
                         f"UPDATE {POSITION_TABLE} SET seq = ? WHERE stream = ?",  # noqa: S608
-                        (fresh[-1].seq, self.link.stream),
+                        (fresh[-1].seq, stream),
                     )
 
-    def _apply(self, conn: Any, messages: list[Delivered]) -> None:
-        """Apply messages to the replica, in order, inside the caller's transaction."""
+    def _apply(self, conn: Any, stream: str, messages: list[Delivered]) -> None:
+        """Apply one stream's messages to the replica, in order, inside the caller's
+        transaction."""
         run: list[tuple[int, StoredEvent]] = []
         for message in messages:
             conversation = UUID(message.subject.rsplit(".", 1)[1])
             if message.headers.get(ERASED_HEADER):
-                self._apply_run(conn, run)
+                self._apply_run(conn, stream, run)
                 run = []
-                _apply_tombstone(conn, self.events_table_name, conversation, message)
+                _apply_tombstone(
+                    conn,
+                    self.events_table_name,
+                    conversation,
+                    message,
+                    seqs=self.partitioned,
+                )
                 self._heads.pop(conversation, None)
                 continue
             version = int(message.headers[VERSION_HEADER])
             topic = message.headers[TOPIC_HEADER]
             run.append((message.seq, StoredEvent(conversation, version, topic, message.data)))
-        self._apply_run(conn, run)
+        self._apply_run(conn, stream, run)
 
-    def _apply_run(self, conn: Any, run: list[tuple[int, StoredEvent]]) -> None:
+    def _insert_applied(self, conn: Any, stream: str, kept: list[tuple[int, StoredEvent]]) -> None:
+        """The events' rows: at their stream sequence (one stream), or at the replica's next
+        local id with their stream and sequence beside (partitions: no one stream's
+        sequence can number every event)."""
+        insert = (
+            f"INSERT INTO {self.events_table_name} "  # noqa: S608 - fixed name
+            "(rowid, originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?, ?)"
+        )
+        rows = [
+            (seq, UUID(str(s.originator_id)).hex, s.originator_version, s.topic, s.state)
+            for seq, s in kept
+        ]
+        if not self.partitioned:
+            conn.executemany(insert, rows)
+            return
+        for seq, *row in rows:
+            rowid = conn.execute(
+                f"INSERT INTO {SEQS_TABLE} (stream, seq) VALUES (?, ?)",  # noqa: S608
+                (stream, seq),
+            ).lastrowid
+            conn.execute(insert, (rowid, *row))
+
+    def _apply_run(self, conn: Any, stream: str, run: list[tuple[int, StoredEvent]]) -> None:
         if not run:
             return
         ids = sorted({UUID(str(s.originator_id)).hex for _, s in run})
@@ -230,14 +286,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         kept = [(seq, s) for seq, s in run if s.originator_id not in erased]
         if not kept:
             return
-        conn.executemany(
-            f"INSERT INTO {self.events_table_name} "  # noqa: S608 - fixed name
-            "(rowid, originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?, ?)",
-            [
-                (seq, UUID(str(s.originator_id)).hex, s.originator_version, s.topic, s.state)
-                for seq, s in kept
-            ],
-        )
+        self._insert_applied(conn, stream, kept)
         stored = [s for _, s in kept]
         _advance_heads(conn, stored, self._heads, self._chain_key)
         events = []
@@ -262,12 +311,19 @@ class NatsRecorder(SQLiteWriterRecorder):
                 msg = f"conversation {conversation} was erased"
                 raise ConversationErased(msg)
             cursor.execute(
-                f"SELECT originator_version, rowid FROM {self.events_table_name} "  # noqa: S608
+                f"SELECT originator_version, {self._seq_of('e.rowid')} "  # noqa: S608
+                f"FROM {self.events_table_name} e "
                 "WHERE originator_id = ? ORDER BY originator_version DESC LIMIT 1",
                 (conversation.hex,),
             )
             row = cursor.fetchone()
         return (None, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def _seq_of(self, rowid: str) -> str:
+        """SQL for the stream sequence of the event at local id ``rowid`` (an expression)."""
+        if not self.partitioned:
+            return rowid
+        return f"(SELECT s.seq FROM {SEQS_TABLE} s WHERE s.rowid = {rowid})"  # noqa: S608
 
     def _messages(self, stored: Sequence[StoredEvent]) -> list[Outgoing]:
         """The messages of an insert, the first of each conversation expecting its newest
@@ -289,13 +345,49 @@ class NatsRecorder(SQLiteWriterRecorder):
                     msg = f"version {s.originator_version} of {conversation} is taken"
                     raise IntegrityError(msg)
                 headers["Nats-Expected-Last-Subject-Sequence"] = str(seq)
-            outgoing.append(Outgoing(subject_of(self.link.stream, conversation), headers, s.state))
+            subject = subject_of(self.link_of(conversation).stream, conversation)
+            outgoing.append(Outgoing(subject, headers, s.state))
         return outgoing
 
     def _publish(self, stored: Sequence[StoredEvent], *, retry: bool) -> list[int]:
-        """Publish an insert's events, all or none, and apply them to the replica; their
-        stream sequences. A lost race is ``IntegrityError`` (tried again with the replica
-        brought up to date first while ``retry``)."""
+        """Publish an insert's events and apply them to the replica; their notification
+        ids. All or none within a stream: a partitioned store publishes each partition's
+        share of an insert (conversations of several partitions: a load, an import) on its
+        own, in the order of the partitions."""
+        if not self.partitioned:
+            return self._publish_to(self.links[0], stored, retry=retry)
+        shares: dict[int, list[StoredEvent]] = {}
+        for s in stored:
+            shares.setdefault(partition_of(UUID(str(s.originator_id)), len(self.links)), []).append(
+                s
+            )
+        for k in sorted(shares):
+            self._publish_to(self.links[k], shares[k], retry=retry)
+        return self._local_ids(stored)
+
+    def _local_ids(self, stored: Sequence[StoredEvent]) -> list[int]:
+        """The replica's ids of events it holds (a partitioned store's notification ids)."""
+        with self.datastore.transaction(commit=False) as cursor:
+            ids = []
+            for s in stored:
+                cursor.execute(
+                    f"SELECT rowid FROM {self.events_table_name} "  # noqa: S608
+                    "WHERE originator_id = ? AND originator_version = ?",
+                    (UUID(str(s.originator_id)).hex, s.originator_version),
+                )
+                row = cursor.fetchone()
+                if row is None:  # pragma: no cover - applied before this is asked
+                    msg = f"version {s.originator_version} of {s.originator_id} is not applied"
+                    raise OperationalError(msg)
+                ids.append(int(row[0]))
+        return ids
+
+    def _publish_to(
+        self, link: JetStreamLink, stored: Sequence[StoredEvent], *, retry: bool
+    ) -> list[int]:
+        """Publish events of ``link``'s stream, all or none, and apply them to the replica;
+        their stream sequences. A lost race is ``IntegrityError`` (tried again with the
+        replica brought up to date first while ``retry``)."""
         if not stored:
             return []
         attempts = CONFLICT_ATTEMPTS if retry else 1
@@ -306,21 +398,21 @@ class NatsRecorder(SQLiteWriterRecorder):
                 for start in range(0, len(outgoing), BATCH_LIMIT):
                     chunk = outgoing[start : start + BATCH_LIMIT]
                     chunk[-1].headers[END_HEADER] = "1"
-                    last = self.link.publish(chunk)
+                    last = link.publish(chunk)
                     seqs += range(last - len(chunk) + 1, last + 1)
             except Refused as exc:
                 if exc.err_code == DUPLICATE_IN_BATCH:
                     return self._landed_before(stored)
                 if exc.err_code not in WRONG_LAST_SEQUENCE:
                     raise PersistenceError(str(exc)) from None
-                self.catch_up()
+                self.catch_up(link=link)
                 if attempt == attempts:
                     msg = f"another writer took a version first: {exc}"
                     raise IntegrityError(msg) from None
                 continue
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            self.catch_up(seqs[-1])
+            self.catch_up(seqs[-1], link)
             return seqs
         raise AssertionError  # pragma: no cover - the loop returns or raises
 
@@ -384,9 +476,10 @@ class NatsRecorder(SQLiteWriterRecorder):
         overwrites a deleted message's bytes), purge the subject below the tombstone (whatever
         is left), and apply the tombstone; returns its ``seq`` among erasures and how many
         events went."""
-        subject = subject_of(self.link.stream, conversation)
+        link = self.link_of(conversation)
+        subject = subject_of(link.stream, conversation)
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            self.catch_up()
+            self.catch_up(link=link)
             try:
                 _version, newest = self._expected(conversation)
             except ConversationErased:
@@ -406,7 +499,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                 ).hexdigest(),
             }
             try:
-                tombstone = self.link.publish([Outgoing(subject, headers, payload)])
+                tombstone = link.publish([Outgoing(subject, headers, payload)])
             except Refused as exc:
                 if exc.err_code in WRONG_LAST_SEQUENCE and attempt < CONFLICT_ATTEMPTS:
                     continue
@@ -414,11 +507,11 @@ class NatsRecorder(SQLiteWriterRecorder):
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
             try:
-                self.link.erase(self._seqs(conversation))
-                self.link.purge(subject, tombstone)
+                link.erase(self._seqs(conversation))
+                link.purge(subject, tombstone)
             except (Refused, Unavailable) as exc:
                 raise OperationalError(str(exc)) from None
-            self.catch_up(tombstone)
+            self.catch_up(tombstone, link)
             with self.datastore.transaction(commit=False) as cursor:
                 cursor.execute(
                     f"SELECT seq, events FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
@@ -433,8 +526,8 @@ class NatsRecorder(SQLiteWriterRecorder):
         """The stream sequences of a conversation's events, as the replica holds them."""
         with self.datastore.transaction(commit=False) as cursor:
             cursor.execute(
-                f"SELECT rowid FROM {self.events_table_name} WHERE originator_id = ? "  # noqa: S608
-                "ORDER BY rowid",
+                f"SELECT {self._seq_of('rowid')} FROM {self.events_table_name} "  # noqa: S608
+                "WHERE originator_id = ? ORDER BY rowid",
                 (conversation.hex,),
             )
             return [int(row[0]) for row in cursor.fetchall()]
@@ -448,7 +541,8 @@ class NatsRecorder(SQLiteWriterRecorder):
             row = cursor.fetchone()
         if row is not None:
             try:
-                self.link.purge(subject_of(self.link.stream, conversation), int(row[0]))
+                link = self.link_of(conversation)
+                link.purge(subject_of(link.stream, conversation), int(row[0]))
             except (Refused, Unavailable) as exc:
                 raise OperationalError(str(exc)) from None
 
@@ -534,15 +628,19 @@ class NatsRecorder(SQLiteWriterRecorder):
         return super().rebuild_listing(decode, previews=previews)
 
     def close_writer(self) -> None:
-        """Close the replica's writer connection and the link."""
+        """Close the replica's writer connection and the links."""
         super().close_writer()
         self._following = False
-        self.link.close()
+        for link in self.links:
+            link.close()
 
 
-def _apply_tombstone(conn: Any, events_table: str, conversation: UUID, message: Delivered) -> None:
+def _apply_tombstone(
+    conn: Any, events_table: str, conversation: UUID, message: Delivered, *, seqs: bool
+) -> None:
     """Delete a conversation from the replica and record its tombstone (its ``high`` is
-    the tombstone's stream sequence), as a SQLite erasure does."""
+    the tombstone's stream sequence), as a SQLite erasure does; with ``seqs``, its events'
+    rows of :data:`SEQS_TABLE` too."""
     key = conversation.hex
     if conn.execute(
         f"SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
@@ -556,6 +654,12 @@ def _apply_tombstone(conn: Any, events_table: str, conversation: UUID, message: 
         "VALUES (?, ?, ?, ?, ?)",
         (key, str(found["at"]), str(found["reason"]), int(found["events"]), message.seq),
     )
+    if seqs:
+        conn.execute(
+            f"DELETE FROM {SEQS_TABLE} WHERE rowid IN "  # noqa: S608
+            f"(SELECT rowid FROM {events_table} WHERE originator_id = ?)",
+            (key,),
+        )
     conn.execute(f"DELETE FROM {events_table} WHERE originator_id = ?", (key,))  # noqa: S608
     conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
     conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608

@@ -1,0 +1,189 @@
+"""A ``nats://`` store over several streams (``?partitions=3``), on a real 3-server cluster:
+the store contract, conversations spread over every partition, a count that cannot change,
+and a store moved onto partitions and back with the same log."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+
+from convstore import InvalidInput, Store, open_store
+from convstore.backends.nats.location import partition_of
+from convstore.domain.events import Event
+from tests.contract import StoreContract
+from tests.nats_cluster import Cluster, delete_stream
+from tests.test_transfer import CONVSTORE, fill, log_order, log_rows, problems, replays, run
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 3
+
+
+@pytest.fixture
+def store_name(nats_cluster: Cluster) -> Iterator[str]:
+    """A fresh store name; every stream it may have made is deleted after the test."""
+    name = f"t{uuid4().hex[:12]}"
+    yield name
+    for stream in (name, *(f"{name}-p{k}" for k in range(PARTITIONS + 1))):
+        asyncio.run(delete_stream(nats_cluster, stream))
+
+
+async def _messages_per_stream(cluster: Cluster, streams: list[str]) -> dict[str, int]:
+    import nats  # noqa: PLC0415 - a dev dependency
+
+    client = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
+    try:
+        js = client.jetstream()
+        return {s: (await js.stream_info(s)).state.messages for s in streams}
+    finally:
+        await client.close()
+
+
+class TestPartitionedNatsStore(StoreContract):
+    """Every contract test on a store of three streams; each store opened is a host of its
+    own (its own replica file), so reads across stores are reads across hosts."""
+
+    @pytest.fixture(autouse=True)
+    def _stream(self, nats_cluster: Cluster, store_name: str, tmp_path: Path) -> None:
+        self.url = f"nats://{nats_cluster.url}/{store_name}?partitions={PARTITIONS}"
+        self.replicas = tmp_path / "replicas"
+        self.replicas.mkdir()
+
+    def open_store(self) -> Store:
+        return open_store(f"{self.url}&replica={self.replicas / uuid4().hex}.db")
+
+    def test_notifications_page_through_every_conversation_in_commit_order(
+        self, store: Store, conv: UUID
+    ) -> None:
+        """What the contract's test checks, but for another host: partitions have no common
+        order, so each host's replica numbers the events in the order it applied them. Another
+        host reads the same events, each conversation's in version order, at positions
+        1, 2, 3, … of its own (the contract's claim of equal positions across hosts is
+        exactly what a partitioned store does not make; docs/design/nats.md says so)."""
+        other_conv = store.new_conversation(title="other")
+        for n in range(3):
+            store.append_message(conv, "user", [{"type": "text", "text": f"mine {n}"}])
+            store.append_message(other_conv, "user", [{"type": "text", "text": f"theirs {n}"}])
+        everything = store.notifications(0, 1000)
+        positions = [position for position, _ in everything]
+        assert positions == list(range(1, len(everything) + 1))
+        assert positions[-1] == store.log_position()
+        paged: list[tuple[int, Event]] = []
+        while page := store.notifications(paged[-1][0] if paged else 0, 3):
+            paged += page
+        assert paged == everything
+        other = self.open_store()
+        try:
+            theirs = other.notifications(0, 1000)
+            assert [p for p, _ in theirs] == positions
+            assert sorted(map(repr, (e for _, e in theirs))) == sorted(
+                map(repr, (e for _, e in everything))
+            )
+            for conversation in (conv, other_conv):
+                mine = [e for _, e in theirs if e.originator_id == conversation]
+                assert mine == store.events(conversation)
+        finally:
+            other.close()
+
+
+def test_conversations_spread_over_every_partition_and_read_back_in_one_order(
+    nats_cluster: Cluster, store_name: str, tmp_path: Path
+) -> None:
+    """Twelve conversations land on the stream their id picks, every stream gets some, and
+    a host with a fresh replica reads all of them, each event once, in one order of its own
+    (notification ids 1, 2, 3, …) that every projection follows."""
+    url = f"nats://{nats_cluster.url}/{store_name}?partitions={PARTITIONS}"
+    with open_store(f"{url}&replica={tmp_path / 'a.db'}") as store:
+        made = [store.new_conversation(title=f"c{n}") for n in range(12)]
+        for conv in made:
+            store.append_message(conv, "user", [{"type": "text", "text": f"hi {conv}"}])
+        events = {conv: len(store.events(conv)) for conv in made}
+    streams = [f"{store_name}-p{k}" for k in range(PARTITIONS)]
+    counts = asyncio.run(_messages_per_stream(nats_cluster, streams))
+    expected = dict.fromkeys(streams, 0)
+    for conv in made:
+        expected[streams[partition_of(conv, PARTITIONS)]] += events[conv]
+    assert counts == expected
+    assert all(counts.values()), counts
+    with open_store(f"{url}&replica={tmp_path / 'b.db'}") as other:
+        records = list(other.scan())
+        assert [r.position for r in records] == list(range(1, len(records) + 1))
+        assert len(records) == sum(events.values())
+        assert {c.id for c in other.conversations()} == set(made)
+        assert all(len(other.events(conv)) == events[conv] for conv in made)
+
+
+def test_a_store_keeps_the_number_of_partitions_it_was_made_with(
+    nats_cluster: Cluster, store_name: str, tmp_path: Path
+) -> None:
+    """Opening a store with another number of partitions (or none) is refused in one line
+    naming both numbers, and makes nothing; so is partitioning a store made without."""
+    base = f"nats://{nats_cluster.url}/{store_name}"
+    with open_store(f"{base}?partitions={PARTITIONS}&replica={tmp_path / 'a.db'}") as store:
+        store.new_conversation(title="kept")
+    for asked in ("", "?partitions=2", f"?partitions={PARTITIONS + 1}"):
+        with pytest.raises(InvalidInput, match=f"made with {PARTITIONS} partitions") as caught:
+            open_store(f"{base}{asked}{'&' if asked else '?'}replica={tmp_path / 'b.db'}")
+        assert "\n" not in str(caught.value)
+    assert not (tmp_path / "b.db").exists() or (tmp_path / "b.db").stat().st_size == 0
+    single = f"nats://{nats_cluster.url}/{store_name}x"
+    try:
+        with open_store(f"{single}?replica={tmp_path / 'c.db'}"):
+            pass
+        with pytest.raises(InvalidInput, match="made with 1 partition;"):
+            open_store(f"{single}?partitions=2&replica={tmp_path / 'd.db'}")
+    finally:
+        asyncio.run(delete_stream(nats_cluster, f"{store_name}x"))
+    with pytest.raises(InvalidInput, match="partitions must be a whole number from 1 to 64"):
+        open_store(f"{base}?partitions=65")
+
+
+def test_sqlite_to_partitions_and_back_keeps_the_log(
+    nats_cluster: Cluster, store_name: str, tmp_path: Path
+) -> None:
+    """`dump | load` onto a partitioned store (one load spans every partition): `verify` is
+    clean, replay is byte-identical, and a dump of it loads back into SQLite as the same log:
+    the same events, each conversation's in its order (the order across conversations is the
+    replica's own: partitions have no common one)."""
+    db, back = tmp_path / "agent.db", tmp_path / "back.db"
+    url = f"nats://{nats_cluster.url}/{store_name}?partitions={PARTITIONS}"
+    url += f"&replica={tmp_path / 'replica.db'}"
+    with open_store(db) as store:
+        ids = fill(store)
+    dumping = subprocess.Popen(
+        [str(CONVSTORE), "--db", str(db), "dump"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    loading = subprocess.run(
+        [str(CONVSTORE), "--db", url, "load", "-"],
+        stdin=dumping.stdout,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert dumping.stdout is not None
+    dumping.stdout.close()
+    assert dumping.wait(timeout=60) == 0
+    assert loading.returncode == 0, loading.stderr
+    checked = run("--db", url, "verify")
+    assert checked.returncode == 0, checked.stderr
+    for conv in ids:
+        expected = run("--db", str(db), "replay", str(conv))
+        assert run("--db", url, "replay", str(conv)).stdout == expected.stdout
+    with open_store(url) as nats_store, open_store(back) as copy, open_store(db) as original:
+        copy.load(nats_store.dump())
+        for target in (nats_store, copy):
+            assert log_rows(target) == log_rows(original)
+            assert replays(target) == replays(original)
+            assert problems(target) == []
+            for conv in ids:
+                assert _order_of(target, conv) == _order_of(original, conv)
+
+
+def _order_of(store: Store, conversation: UUID) -> list[int]:
+    """The versions of a conversation's events in the store's notification order."""
+    return [v for c, v in log_order(store) if c == conversation]
