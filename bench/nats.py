@@ -74,7 +74,7 @@ def run(ctx: Context) -> None:
 def _measure(ctx: Context, servers: str) -> None:
     plan = ctx.pick(FULL, QUICK)
     payloads = sample_payloads(ctx.dir)
-    leaders = asyncio.run(_make_raw_streams(servers))
+    leaders = asyncio.run(make_raw_streams(servers))
     log(f"  raw streams' leaders: {', '.join(f'{s} on {n}' for s, n in leaders.items())}")
     spawn = mp.get_context("spawn")
     for partitions in (1, 3):
@@ -84,7 +84,7 @@ def _measure(ctx: Context, servers: str) -> None:
         for n in plan.processes:
             makers: dict[str, list[Callable[[], Appender]]] = {
                 "raw": [
-                    partial(_raw_appender, servers, streams[i % partitions], payloads)
+                    partial(raw_appender, servers, streams[i % partitions], payloads)
                     for i in range(n)
                 ]
             }
@@ -188,7 +188,7 @@ def _report(
     )
 
 
-def _raw_appender(servers: str, stream: str, payloads: list[Payload]) -> Appender:
+def raw_appender(servers: str, stream: str, payloads: list[Payload]) -> Appender:
     """Raw nats-py: the same payloads and headers on a subject of this writer's own, one
     publish at a time, each waiting for its acknowledgement, as convstore's link does."""
     import nats  # noqa: PLC0415 - the nats extra
@@ -236,7 +236,7 @@ def _raw_appender(servers: str, stream: str, payloads: list[Payload]) -> Appende
     return append, close
 
 
-async def _make_raw_streams(servers: str) -> dict[str, str]:
+async def make_raw_streams(servers: str) -> dict[str, str]:
     """The raw side's streams (file storage, 3 replicas, as convstore's); their leaders."""
     import nats  # noqa: PLC0415
     from nats.js.api import StorageType, StreamConfig  # noqa: PLC0415
