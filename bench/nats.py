@@ -5,7 +5,7 @@ The run starts its own 3-server cluster (the ``nats-server`` binary of the ``nat
 dev dependency, loopback ports, ``sync_interval: always`` as the docs recommend; the launcher is
 the tests' :mod:`tests.nats_cluster`). Then, per number of writers:
 
-- **convstore**: each writer process opens ``nats://…/bench`` (one stream, 3 replicas; every
+- **convstore**: each writer process opens ``nats://…/bench1`` (one stream, 3 replicas; every
   writer on the one replica file, as processes of one host share it) and streams its own
   conversation: ``start_message``, three ``append_block``, ``end_message``, each one event,
   one publish and its quorum acknowledgement, then the replica applying it;
@@ -40,7 +40,7 @@ from convstore.domain.errors import InvalidInput
 TARGET_RATIO = 0.5
 """Issue 25: convstore's appends/s at least half raw nats-py's, same bytes, same acks."""
 
-FULL = Plan([1, 4, 8], 3, 3.0)
+FULL = Plan([1, 4, 8], 5, 2.0)
 QUICK = Plan([1, 4], 2, 1.0)
 
 STORE_STREAM = "bench"
@@ -71,15 +71,20 @@ def run(ctx: Context) -> None:
 def _measure(ctx: Context, servers: str) -> None:
     plan = ctx.pick(FULL, QUICK)
     payloads = sample_payloads(ctx.dir)
-    replica = ctx.dir / "nats-replica.db"
     leaders = asyncio.run(_make_raw_streams(servers))
-    log(f"  raw streams' leaders: {', '.join(f'{s} on {n}' for s, n in leaders.items())}")
+    log(f"  raw streams' leaders: {_shown(leaders)}")
     spawn = mp.get_context("spawn")
     for partitions in (1, 3):
-        url = f"nats://{servers}/{STORE_STREAM}?replica={replica}"
+        # A store of its own per count: a store keeps the partitions it was made with.
+        replica = ctx.dir / f"nats-replica-{partitions}.db"
+        url = f"nats://{servers}/{STORE_STREAM}{partitions}?replica={replica}"
         if partitions > 1:
             url += f"&partitions={partitions}"
         available = _opens(url)
+        if available is None and partitions > 1:
+            names = [f"{STORE_STREAM}{partitions}-p{k}" for k in range(partitions)]
+            leaders = asyncio.run(_leaders(servers, names))
+            log(f"  convstore's streams' leaders: {_shown(leaders)}")
         streams = RAW_STREAMS[:partitions]
         for n in plan.processes:
             makers: dict[str, list[Callable[[], Appender]]] = {
@@ -217,7 +222,6 @@ async def _make_raw_streams(servers: str) -> dict[str, str]:
     client = await nats.connect([f"nats://{s}" for s in servers.split(",")])
     try:
         js = client.jetstream()
-        leaders = {}
         for name in RAW_STREAMS:
             await js.add_stream(
                 StreamConfig(
@@ -227,11 +231,29 @@ async def _make_raw_streams(servers: str) -> dict[str, str]:
                     storage=StorageType.FILE,
                 )
             )
+    finally:
+        await client.close()
+    return await _leaders(servers, list(RAW_STREAMS))
+
+
+async def _leaders(servers: str, names: list[str]) -> dict[str, str]:
+    """Which server leads each stream (JetStream places them itself)."""
+    import nats  # noqa: PLC0415
+
+    client = await nats.connect([f"nats://{s}" for s in servers.split(",")])
+    try:
+        js = client.jetstream()
+        leaders = {}
+        for name in names:
             info = await js.stream_info(name)
             leaders[name] = (info.cluster.leader if info.cluster else None) or "?"
         return leaders
     finally:
         await client.close()
+
+
+def _shown(leaders: dict[str, str]) -> str:
+    return ", ".join(f"{stream} on {server}" for stream, server in leaders.items())
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m bench.nats [--quick]
