@@ -5,7 +5,7 @@ The run starts its own 3-server cluster (the ``nats-server`` binary of the ``nat
 dev dependency, loopback ports, ``sync_interval: always`` as the docs recommend; the launcher is
 the tests' :mod:`tests.nats_cluster`). Then, per number of writers:
 
-- **convstore**: each writer process opens ``nats://…/bench`` (one stream, 3 replicas; every
+- **convstore**: each writer process opens ``nats://…/bench1`` (one stream, 3 replicas; every
   writer on the one replica file, as processes of one host share it) and streams its own
   conversation: ``start_message``, three ``append_block``, ``end_message``, each one event,
   one publish and its quorum acknowledgement, then the replica applying it;
@@ -41,7 +41,7 @@ from convstore.domain.errors import InvalidInput
 TARGET_RATIO = 0.5
 """Issue 25: convstore's appends/s at least half raw nats-py's, same bytes, same acks."""
 
-FULL = Plan([1, 4, 8], 3, 3.0)
+FULL = Plan([1, 4, 8], 5, 2.0)
 QUICK = Plan([1, 4], 2, 1.0)
 
 STORE_STREAM = "bench"
@@ -74,17 +74,21 @@ def run(ctx: Context) -> None:
 def _measure(ctx: Context, servers: str) -> None:
     plan = ctx.pick(FULL, QUICK)
     payloads = sample_payloads(ctx.dir)
-    leaders = asyncio.run(make_raw_streams(servers))
-    log(f"  raw streams' leaders: {', '.join(f'{s} on {n}' for s, n in leaders.items())}")
+    leaders = asyncio.run(_make_raw_streams(servers))
+    log(f"  raw streams' leaders: {_shown(leaders)}")
     spawn = mp.get_context("spawn")
     for partitions in (1, 3):
         url = store_url(servers, ctx.dir, partitions)
         available = _opens(url)
+        if available is None and partitions > 1:
+            names = [f"{STORE_STREAM}{partitions}p-p{k}" for k in range(partitions)]
+            leaders = asyncio.run(_leaders(servers, names))
+            log(f"  convstore's streams' leaders: {_shown(leaders)}")
         streams = RAW_STREAMS[:partitions]
         for n in plan.processes:
             makers: dict[str, list[Callable[[], Appender]]] = {
                 "raw": [
-                    partial(raw_appender, servers, streams[i % partitions], payloads)
+                    partial(_raw_appender, servers, streams[i % partitions], payloads)
                     for i in range(n)
                 ]
             }
@@ -188,7 +192,7 @@ def _report(
     )
 
 
-def raw_appender(servers: str, stream: str, payloads: list[Payload]) -> Appender:
+def _raw_appender(servers: str, stream: str, payloads: list[Payload]) -> Appender:
     """Raw nats-py: the same payloads and headers on a subject of this writer's own, one
     publish at a time, each waiting for its acknowledgement, as convstore's link does."""
     import nats  # noqa: PLC0415 - the nats extra
@@ -236,7 +240,7 @@ def raw_appender(servers: str, stream: str, payloads: list[Payload]) -> Appender
     return append, close
 
 
-async def make_raw_streams(servers: str) -> dict[str, str]:
+async def _make_raw_streams(servers: str) -> dict[str, str]:
     """The raw side's streams (file storage, 3 replicas, as convstore's); their leaders."""
     import nats  # noqa: PLC0415
     from nats.js.api import StorageType, StreamConfig  # noqa: PLC0415
@@ -244,7 +248,6 @@ async def make_raw_streams(servers: str) -> dict[str, str]:
     client = await nats.connect([f"nats://{s}" for s in servers.split(",")])
     try:
         js = client.jetstream()
-        leaders = {}
         for name in RAW_STREAMS:
             await js.add_stream(
                 StreamConfig(
@@ -254,11 +257,29 @@ async def make_raw_streams(servers: str) -> dict[str, str]:
                     storage=StorageType.FILE,
                 )
             )
+    finally:
+        await client.close()
+    return await _leaders(servers, list(RAW_STREAMS))
+
+
+async def _leaders(servers: str, names: list[str]) -> dict[str, str]:
+    """Which server leads each stream (JetStream places them itself)."""
+    import nats  # noqa: PLC0415
+
+    client = await nats.connect([f"nats://{s}" for s in servers.split(",")])
+    try:
+        js = client.jetstream()
+        leaders = {}
+        for name in names:
             info = await js.stream_info(name)
             leaders[name] = (info.cluster.leader if info.cluster else None) or "?"
         return leaders
     finally:
         await client.close()
+
+
+def _shown(leaders: dict[str, str]) -> str:
+    return ", ".join(f"{stream} on {server}" for stream, server in leaders.items())
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m bench.nats [--quick]

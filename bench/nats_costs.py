@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.common import log, median
-from bench.nats import RAW_STREAMS, STORE_STREAM, make_raw_streams, raw_appender
+from bench.nats import RAW_STREAMS, STORE_STREAM, _make_raw_streams, _raw_appender
 from bench.writers import Appender, convstore_appender, sample_payloads
 from convstore import open_store
 
@@ -68,12 +68,12 @@ def main(argv: list[str]) -> int:
         cluster.start()
         try:
             pids = [s.process.pid for s in cluster.servers if s.process is not None]
-            asyncio.run(make_raw_streams(cluster.url))
+            asyncio.run(_make_raw_streams(cluster.url))
             payloads = sample_payloads(root)
             url = f"nats://{cluster.url}/{STORE_STREAM}?replica={root / 'writer.db'}"
             sides: dict[str, Callable[[], Appender]] = {
                 "convstore": lambda: convstore_appender(url),
-                "raw": lambda: raw_appender(cluster.url, RAW_STREAMS[0], payloads),
+                "raw": lambda: _raw_appender(cluster.url, RAW_STREAMS[0], payloads),
             }
             got: dict[str, list[tuple[float, ...]]] = {side: [] for side in sides}
             for r in range(2):

@@ -8,7 +8,9 @@ keeping its read models in a local SQLite replica fed from the stream.
 - **Appends** (:mod:`convstore.backends.nats.recorder`): one atomic batch per append,
   conditional per conversation on its newest event's stream sequence
   (``Nats-Expected-Last-Subject-Sequence``), each message with a ``Nats-Msg-Id`` digest so a
-  retry is stored once. The stream sequence is the notification id.
+  retry is stored once. The stream sequence is the notification id. With ``partitions=P``
+  the store is P such streams (``NAME-p0`` …), a conversation in the one its id picks, and
+  the replica numbers the events of all of them itself.
 - **Read models**: the replica holds the events (each at its stream sequence), heads,
   listing, tombstones and replay model, each message applied once in one transaction that
   moves the replica's position; every read brings it up to the stream's newest sequence first.

@@ -14,6 +14,10 @@ Writes go to the stream only (see :mod:`convstore.backends.nats.backend` for the
   so a publish retried after a lost acknowledgement is stored once (the stream's duplicate
   window), while a different event for the same version is still refused;
 - the stream sequence is the notification id: the one global order every read model follows.
+  A store partitioned over several streams (``?partitions=P``; each conversation in the one
+  its id picks) has no such order: its replica follows every stream, a position for each, and
+  numbers the events itself in the order it applies them (``SEQS_TABLE`` keeps each one's
+  stream and sequence).
 
 Reads first bring the replica up to the stream's newest sequence (one request to the stream's
 leader, then the ordered consumer's messages up to it), so every read sees every write
@@ -559,6 +563,11 @@ class NatsRecorder(SQLiteWriterRecorder):
 
     # -- reading: each brings the replica up to date first -----------------------------------
 
+    def _catch_up_for(self, conversation: UUID) -> None:
+        """Before a read of one conversation: its partition's stream up to its newest (every
+        event of the conversation is there), not every partition's."""
+        self.catch_up(link=self.link_of(conversation))
+
     def select_events(
         self,
         originator_id: UUID | str,
@@ -568,7 +577,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         desc: bool = False,
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
-        self.catch_up()
+        self._catch_up_for(UUID(str(originator_id)))
         return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
 
     def select_notifications(
@@ -590,19 +599,19 @@ class NatsRecorder(SQLiteWriterRecorder):
         return super().max_notification_id()
 
     def select_states(self, conversation_id: UUID, after: int = 0) -> list[bytes]:
-        self.catch_up()
+        self._catch_up_for(conversation_id)
         return super().select_states(conversation_id, after)
 
     def select_topics_and_states(
         self, conversation_id: UUID, after: int = 0
     ) -> list[tuple[bytes, bytes]]:
-        self.catch_up()
+        self._catch_up_for(conversation_id)
         return super().select_topics_and_states(conversation_id, after)
 
     def select_log_tail(
         self, conversation_id: UUID, after: int = 0
     ) -> tuple[int, list[tuple[bytes, bytes]]]:
-        self.catch_up()
+        self._catch_up_for(conversation_id)
         return super().select_log_tail(conversation_id, after)
 
     def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:
