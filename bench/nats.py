@@ -33,7 +33,14 @@ from pathlib import Path
 
 from bench.common import Context, log, median
 from bench.report import Row, verdict
-from bench.writers import Appender, Payload, Plan, WriterGroup, convstore_appender, sample_payloads
+from bench.writers import (
+    Appender,
+    Payload,
+    Plan,
+    alternate_rounds,
+    convstore_appender,
+    sample_payloads,
+)
 from convstore import open_store
 from convstore.backends.nats.recorder import END_HEADER, TOPIC_HEADER, VERSION_HEADER, message_id
 from convstore.domain.errors import InvalidInput
@@ -94,7 +101,7 @@ def _measure(ctx: Context, servers: str) -> None:
             }
             if available is None:
                 makers["convstore"] = [partial(convstore_appender, url)] * n
-            results = _rounds(spawn, makers, plan, label=f"{partitions}p x{n}")
+            results = alternate_rounds(spawn, makers, plan, label=f"{partitions}p x{n}")
             _report(ctx, results, partitions=partitions, n=n, plan=plan, unavailable=available)
 
 
@@ -118,28 +125,6 @@ def _opens(url: str) -> str | None:
             return None
     except InvalidInput as exc:
         return str(exc)
-
-
-def _rounds(
-    spawn: mp.context.SpawnContext,
-    makers: dict[str, list[Callable[[], Appender]]],
-    plan: Plan,
-    *,
-    label: str,
-) -> dict[str, list[float]]:
-    groups = {kind: WriterGroup(spawn, make, plan=plan) for kind, make in makers.items()}
-    results: dict[str, list[float]] = {kind: [] for kind in groups}
-    try:
-        for r in range(plan.rounds):
-            kinds = sorted(groups) if r % 2 == 0 else sorted(groups, reverse=True)
-            for kind in kinds:
-                rate = groups[kind].round(r)
-                results[kind].append(rate)
-                log(f"    {kind} {label} round {r + 1}/{plan.rounds}: {rate:,.0f} appends/s")
-    finally:
-        for group in groups.values():
-            group.stop()
-    return results
 
 
 def _report(

@@ -64,17 +64,9 @@ def run(ctx: Context) -> None:
             "convstore": partial(convstore_appender, pg.store_url),
             "raw": partial(_raw_appender, pg.base_url, pg.schema, payloads),
         }
-        groups = {kind: WriterGroup(spawn, [makers[kind]] * n, plan=plan) for kind in makers}
-        results: dict[str, list[float]] = {"convstore": [], "raw": []}
-        try:
-            for r in range(plan.rounds):
-                for kind in ("convstore", "raw") if r % 2 == 0 else ("raw", "convstore"):
-                    rate = groups[kind].round(r)
-                    results[kind].append(rate)
-                    log(f"    {kind} x{n} round {r + 1}/{plan.rounds}: {rate:,.0f} appends/s")
-        finally:
-            for group in groups.values():
-                group.stop()
+        results = alternate_rounds(
+            spawn, {kind: [make] * n for kind, make in makers.items()}, plan, label=f"x{n}"
+        )
         c = results["convstore"]
         b = results["raw"]
         ratios = [x / y for x, y in zip(c, b, strict=True)]
@@ -102,6 +94,30 @@ def run(ctx: Context) -> None:
                 samples={"convstore": c, "baseline": b, "ratios": ratios},
             )
         )
+
+
+def alternate_rounds(
+    spawn: SpawnContext,
+    makers: dict[str, list[Callable[[], Appender]]],
+    plan: Plan,
+    *,
+    label: str,
+) -> dict[str, list[float]]:
+    """Start a :class:`WriterGroup` per kind (one process for each of its makers), then run
+    ``plan.rounds`` rounds in which the groups take turns, the order flipping every round (so
+    each pair runs seconds apart); each kind's aggregate appends/s per round."""
+    groups = {kind: WriterGroup(spawn, make, plan=plan) for kind, make in makers.items()}
+    results: dict[str, list[float]] = {kind: [] for kind in groups}
+    try:
+        for r in range(plan.rounds):
+            for kind in sorted(groups) if r % 2 == 0 else sorted(groups, reverse=True):
+                rate = groups[kind].round(r)
+                results[kind].append(rate)
+                log(f"    {kind} {label} round {r + 1}/{plan.rounds}: {rate:,.0f} appends/s")
+    finally:
+        for group in groups.values():
+            group.stop()
+    return results
 
 
 def sample_payloads(workdir: Path) -> list[Payload]:

@@ -5,7 +5,6 @@ and a store moved onto partitions and back with the same log."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -17,7 +16,15 @@ from convstore.backends.nats.location import partition_of
 from convstore.domain.events import Event
 from tests.contract import StoreContract
 from tests.nats_cluster import Cluster, delete_stream
-from tests.test_transfer import CONVSTORE, fill, log_order, log_rows, problems, replays, run
+from tests.test_transfer import (
+    fill,
+    log_order,
+    log_rows,
+    pipe_dump_into,
+    problems,
+    replays,
+    run,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -155,20 +162,7 @@ def test_sqlite_to_partitions_and_back_keeps_the_log(
     url += f"&replica={tmp_path / 'replica.db'}"
     with open_store(db) as store:
         ids = fill(store)
-    dumping = subprocess.Popen(
-        [str(CONVSTORE), "--db", str(db), "dump"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    loading = subprocess.run(
-        [str(CONVSTORE), "--db", url, "load", "-"],
-        stdin=dumping.stdout,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
-    assert dumping.stdout is not None
-    dumping.stdout.close()
-    assert dumping.wait(timeout=60) == 0
-    assert loading.returncode == 0, loading.stderr
+    pipe_dump_into(db, url)
     checked = run("--db", url, "verify")
     assert checked.returncode == 0, checked.stderr
     for conv in ids:

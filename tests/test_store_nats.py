@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import uuid4
@@ -18,7 +17,7 @@ from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
 from tests.contract import StoreContract
 from tests.nats_cluster import Cluster, delete_stream
-from tests.test_transfer import CONVSTORE, assert_same_log, fill, run
+from tests.test_transfer import assert_same_log, fill, pipe_dump_into, run
 
 pytestmark = pytest.mark.slow
 
@@ -149,20 +148,7 @@ def test_sqlite_to_nats_and_back_through_the_command_line(stream_url: str, tmp_p
     url = f"{stream_url}?replica={tmp_path / 'replica.db'}"
     with open_store(db) as store:
         ids = fill(store)
-    dumping = subprocess.Popen(
-        [str(CONVSTORE), "--db", str(db), "dump"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    loading = subprocess.run(
-        [str(CONVSTORE), "--db", url, "load", "-"],
-        stdin=dumping.stdout,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
-    assert dumping.stdout is not None
-    dumping.stdout.close()
-    assert dumping.wait(timeout=60) == 0
-    assert loading.returncode == 0, loading.stderr
+    pipe_dump_into(db, url)
     checked = run("--db", url, "verify")
     assert checked.returncode == 0, checked.stderr
     for conv in ids:

@@ -343,6 +343,25 @@ def test_the_async_store_dumps_loads_and_imports_the_same(
         assert problems(copy) == []
 
 
+def pipe_dump_into(db: Path, location: str) -> subprocess.CompletedProcess[bytes]:
+    """`convstore --db DB dump | convstore --db LOCATION load -`, both ending well; the load."""
+    dumping = subprocess.Popen(
+        [str(CONVSTORE), "--db", str(db), "dump"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    loading = subprocess.run(
+        [str(CONVSTORE), "--db", location, "load", "-"],
+        stdin=dumping.stdout,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert dumping.stdout is not None
+    dumping.stdout.close()
+    assert dumping.wait(timeout=60) == 0
+    assert loading.returncode == 0, loading.stderr
+    return loading
+
+
 # -- the command line --------------------------------------------------------------------------
 
 
@@ -354,20 +373,7 @@ def test_sqlite_to_postgresql_through_a_pipe(tmp_path: Path, postgres_url: str) 
     with convstore.open_store(db) as store:
         ids = fill(store)
     # convstore --db agent.db dump | convstore --db postgresql://… load -
-    dumping = subprocess.Popen(
-        [str(CONVSTORE), "--db", str(db), "dump"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    loading = subprocess.run(
-        [str(CONVSTORE), "--db", postgres_url, "load", "-"],
-        stdin=dumping.stdout,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
-    assert dumping.stdout is not None
-    dumping.stdout.close()
-    assert dumping.wait(timeout=60) == 0
-    assert loading.returncode == 0, loading.stderr
+    loading = pipe_dump_into(db, postgres_url)
     assert b"loaded 144 events (144 in all, 4 conversations)" in loading.stderr
     for location in (str(db), postgres_url):
         checked = run("--db", location, "verify")

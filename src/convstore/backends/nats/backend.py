@@ -195,7 +195,7 @@ def _stream(where: NatsLocation, *, create: bool, shown: str) -> tuple[int, str]
                 # the first partition's format and identity.
                 wanted = {FORMAT_KEY: str(STORE_FORMAT), IDENTITY_KEY: new_identity()}
                 if found is not None:
-                    wanted = {FORMAT_KEY: found[FORMAT_KEY], IDENTITY_KEY: found[IDENTITY_KEY]}
+                    wanted = {k: found.get(k, "") for k in (FORMAT_KEY, IDENTITY_KEY)}
                 if where.partitions > 1:
                     wanted[PARTITIONS_KEY] = str(where.partitions)
                 try:

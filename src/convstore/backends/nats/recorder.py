@@ -367,22 +367,23 @@ class NatsRecorder(SQLiteWriterRecorder):
             )
         for k in sorted(shares):
             self._publish_to(self.links[k], shares[k], retry=retry)
-        return self._local_ids(stored)
+        return self._read_back(stored)
 
-    def _local_ids(self, stored: Sequence[StoredEvent]) -> list[int]:
-        """The replica's ids of events it holds (a partitioned store's notification ids)."""
+    def _read_back(self, stored: Sequence[StoredEvent]) -> list[int]:
+        """The replica's ids of events it holds (the stream sequences with one stream),
+        checked to be these very events: one missing or different is ``IntegrityError``."""
+        ids = []
         with self.datastore.transaction(commit=False) as cursor:
-            ids = []
             for s in stored:
                 cursor.execute(
-                    f"SELECT rowid FROM {self.events_table_name} "  # noqa: S608
+                    f"SELECT rowid, state FROM {self.events_table_name} "  # noqa: S608
                     "WHERE originator_id = ? AND originator_version = ?",
                     (UUID(str(s.originator_id)).hex, s.originator_version),
                 )
                 row = cursor.fetchone()
-                if row is None:  # pragma: no cover - applied before this is asked
-                    msg = f"version {s.originator_version} of {s.originator_id} is not applied"
-                    raise OperationalError(msg)
+                if row is None or bytes(row[1]) != s.state:
+                    msg = f"version {s.originator_version} of {s.originator_id} is taken"
+                    raise IntegrityError(msg)
                 ids.append(int(row[0]))
         return ids
 
@@ -422,22 +423,9 @@ class NatsRecorder(SQLiteWriterRecorder):
 
     def _landed_before(self, stored: Sequence[StoredEvent]) -> list[int]:
         """An insert whose batch the stream had already stored (a retry after a lost
-        acknowledgement): its events' sequences, read back from the replica."""
+        acknowledgement): its events' ids, read back from the replica brought up to date."""
         self.catch_up()
-        seqs = []
-        with self.datastore.transaction(commit=False) as cursor:
-            for s in stored:
-                cursor.execute(
-                    f"SELECT rowid, state FROM {self.events_table_name} "  # noqa: S608
-                    "WHERE originator_id = ? AND originator_version = ?",
-                    (UUID(str(s.originator_id)).hex, s.originator_version),
-                )
-                row = cursor.fetchone()
-                if row is None or bytes(row[1]) != s.state:
-                    msg = f"version {s.originator_version} of {s.originator_id} is taken"
-                    raise IntegrityError(msg)
-                seqs.append(int(row[0]))
-        return seqs
+        return self._read_back(stored)
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
