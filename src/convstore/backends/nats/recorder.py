@@ -217,7 +217,12 @@ class NatsRecorder(SQLiteWriterRecorder):
 
     def _apply_runs(self, stream: str, delivered: list[Delivered]) -> None:
         for run in _whole_appends(delivered, APPLY_BATCH):
-            with self._writer_lock, self._waiting() as conn, immediate(conn):
+            # The lock is polled for, as an append to a SQLite store polls for it: the
+            # connection's busy timeout stays 0 and is not switched (two statements an apply).
+            with (
+                self._writer_lock,
+                immediate(self._connection(), self._lock_wait, busy_ms=0) as conn,
+            ):
                 (position,) = conn.execute(
                     f"SELECT seq FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
                     (stream,),
@@ -329,7 +334,9 @@ class NatsRecorder(SQLiteWriterRecorder):
             return rowid
         return f"(SELECT s.seq FROM {SEQS_TABLE} s WHERE s.rowid = {rowid})"  # noqa: S608
 
-    def _messages(self, stored: Sequence[StoredEvent]) -> list[Outgoing]:
+    def _messages(
+        self, stored: Sequence[StoredEvent], known: dict[UUID, tuple[int | None, int]]
+    ) -> list[Outgoing]:
         """The messages of an insert, the first of each conversation expecting its newest
         event as the replica has it; raises ``IntegrityError`` when the replica already
         holds one of the versions."""
@@ -344,7 +351,7 @@ class NatsRecorder(SQLiteWriterRecorder):
             }
             if conversation not in seen:
                 seen.add(conversation)
-                version, seq = self._expected(conversation)
+                version, seq = known.get(conversation) or self._expected(conversation)
                 if version is not None and version >= s.originator_version:
                     msg = f"version {s.originator_version} of {conversation} is taken"
                     raise IntegrityError(msg)
@@ -353,20 +360,26 @@ class NatsRecorder(SQLiteWriterRecorder):
             outgoing.append(Outgoing(subject, headers, s.state))
         return outgoing
 
-    def _publish(self, stored: Sequence[StoredEvent], *, retry: bool) -> list[int]:
+    def _publish(
+        self,
+        stored: Sequence[StoredEvent],
+        *,
+        retry: bool,
+        known: dict[UUID, tuple[int | None, int]] | None = None,
+    ) -> list[int]:
         """Publish an insert's events and apply them to the replica; their notification
         ids. All or none within a stream: a partitioned store publishes each partition's
         share of an insert (conversations of several partitions: a load, an import) on its
         own, in the order of the partitions."""
         if not self.partitioned:
-            return self._publish_to(self.links[0], stored, retry=retry)
+            return self._publish_to(self.links[0], stored, retry=retry, known=known)
         shares: dict[int, list[StoredEvent]] = {}
         for s in stored:
             shares.setdefault(partition_of(UUID(str(s.originator_id)), len(self.links)), []).append(
                 s
             )
         for k in sorted(shares):
-            self._publish_to(self.links[k], shares[k], retry=retry)
+            self._publish_to(self.links[k], shares[k], retry=retry, known=known)
         return self._read_back(stored)
 
     def _read_back(self, stored: Sequence[StoredEvent]) -> list[int]:
@@ -388,16 +401,22 @@ class NatsRecorder(SQLiteWriterRecorder):
         return ids
 
     def _publish_to(
-        self, link: JetStreamLink, stored: Sequence[StoredEvent], *, retry: bool
+        self,
+        link: JetStreamLink,
+        stored: Sequence[StoredEvent],
+        *,
+        retry: bool,
+        known: dict[UUID, tuple[int | None, int]] | None = None,
     ) -> list[int]:
         """Publish events of ``link``'s stream, all or none, and apply them to the replica;
         their stream sequences. A lost race is ``IntegrityError`` (tried again with the
-        replica brought up to date first while ``retry``)."""
+        replica brought up to date first while ``retry``). ``known``: each conversation's
+        newest (version, sequence) as the caller just read it, for the first try."""
         if not stored:
             return []
         attempts = CONFLICT_ATTEMPTS if retry else 1
         for attempt in range(1, attempts + 1):
-            outgoing = self._messages(stored)
+            outgoing = self._messages(stored, (known or {}) if attempt == 1 else {})
             try:
                 seqs: list[int] = []
                 for start in range(0, len(outgoing), BATCH_LIMIT):
@@ -445,16 +464,21 @@ class NatsRecorder(SQLiteWriterRecorder):
         publish conditionally on the conversation's newest event: a writer that lost the
         race gets ``IntegrityError`` and decides again (there is no lock to take turns on)."""
         rows: list[tuple[bytes, bytes]] | None = None
+        known: dict[UUID, tuple[int | None, int]] = {}
         if contended:
-            self.catch_up()
+            self.catch_up(link=self.link_of(conversation_id))
             rows = self._local_rows(conversation_id, after)
-        elif (self._expected(conversation_id)[0] or 0) != after:
-            self.catch_up()
-            if (self._expected(conversation_id)[0] or 0) != after:
-                msg = f"conversation {conversation_id} is past version {after}"
-                raise IntegrityError(msg)
+        else:
+            newest = self._expected(conversation_id)
+            if (newest[0] or 0) != after:
+                self.catch_up(link=self.link_of(conversation_id))
+                newest = self._expected(conversation_id)
+                if (newest[0] or 0) != after:
+                    msg = f"conversation {conversation_id} is past version {after}"
+                    raise IntegrityError(msg)
+            known[conversation_id] = newest  # what _messages would read again
         stored, _listing = decide(rows)
-        self._publish(stored, retry=False)
+        self._publish(stored, retry=False, known=known)
 
     def _local_rows(self, conversation_id: UUID, after: int) -> list[tuple[bytes, bytes]]:
         """The replica's rows of a conversation after ``after``, as it holds them now."""
