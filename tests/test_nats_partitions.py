@@ -5,6 +5,8 @@ and a store moved onto partitions and back with the same log."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -123,6 +125,39 @@ def test_conversations_spread_over_every_partition_and_read_back_in_one_order(
         assert len(records) == sum(events.values())
         assert {c.id for c in other.conversations()} == set(made)
         assert all(len(other.events(conv)) == events[conv] for conv in made)
+
+
+def test_two_processes_append_to_conversations_in_different_partitions(
+    nats_cluster: Cluster, store_name: str, tmp_path: Path
+) -> None:
+    """Two writer processes sharing one replica file, each on a conversation of its own
+    partition: every acknowledged append is read back once, in order, by the shared replica
+    and by a fresh one (a different host)."""
+    url = f"nats://{nats_cluster.url}/{store_name}?partitions={PARTITIONS}"
+    shared = f"{url}&replica={tmp_path / 'shared.db'}"
+    with open_store(shared) as store:
+        made: dict[int, UUID] = {}
+        while len(made) < 2:
+            conv = store.new_conversation()
+            made.setdefault(partition_of(conv, PARTITIONS), conv)
+    convs = list(made.values())
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.nats_writer", shared, str(conv), f"w{n}", "5"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n, conv in enumerate(convs)
+    ]
+    outputs = [w.communicate(timeout=300)[0] for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], outputs
+    for location in (shared, f"{url}&replica={tmp_path / 'fresh.db'}"):
+        with open_store(location) as reader:
+            for n, conv in enumerate(convs):
+                texts = [str(m["content"]) for m in reader.replay(conv)["messages"]]
+                assert texts == [f"w{n}-{i}" for i in range(5)], texts
+            records = list(reader.scan())
+            assert [r.position for r in records] == list(range(1, len(records) + 1))
 
 
 def test_a_store_keeps_the_number_of_partitions_it_was_made_with(
