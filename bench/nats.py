@@ -5,7 +5,7 @@ The run starts its own 3-server cluster (the ``nats-server`` binary of the ``nat
 dev dependency, loopback ports, ``sync_interval: always`` as the docs recommend; the launcher is
 the tests' :mod:`tests.nats_cluster`). Then, per number of writers:
 
-- **convstore**: each writer process opens ``nats://…/bench1`` (one stream, 3 replicas; every
+- **convstore**: each writer process opens ``nats://…/bench`` (one stream, 3 replicas; every
   writer on the one replica file, as processes of one host share it) and streams its own
   conversation: ``start_message``, three ``append_block``, ``end_message``, each one event,
   one publish and its quorum acknowledgement, then the replica applying it;
@@ -42,6 +42,7 @@ from bench.writers import (
     sample_payloads,
 )
 from convstore import open_store
+from convstore.backends.nats.location import NatsLocation
 from convstore.backends.nats.recorder import END_HEADER, TOPIC_HEADER, VERSION_HEADER, message_id
 from convstore.domain.errors import InvalidInput
 
@@ -88,7 +89,7 @@ def _measure(ctx: Context, servers: str) -> None:
         url = store_url(servers, ctx.dir, partitions)
         available = _opens(url)
         if available is None and partitions > 1:
-            names = [f"{STORE_STREAM}{partitions}p-p{k}" for k in range(partitions)]
+            names = list(NatsLocation.parse(url).streams)
             leaders = asyncio.run(_leaders(servers, names))
             log(f"  convstore's streams' leaders: {_shown(leaders)}")
         streams = RAW_STREAMS[:partitions]

@@ -46,6 +46,9 @@ QUICK = Plan([1, 4], 3, 0.5)
 Payload = tuple[str, bytes]
 """(topic, state) of one stored event."""
 
+Appender = tuple[Callable[[], None], Callable[[], None]]
+"""What a writer process runs: one append, and the close at the end."""
+
 
 def run(ctx: Context) -> None:
     log("writers: N processes, each appending to its own conversation, PostgreSQL")
@@ -176,10 +179,6 @@ def _raw_appender(base_url: str, schema: str, payloads: list[Payload]) -> Append
         cur.fetchone()
 
     return append, conn.close
-
-
-Appender = tuple[Callable[[], None], Callable[[], None]]
-"""What a writer process runs: one append, and the close at the end."""
 
 
 def writer_process(

@@ -99,8 +99,6 @@ class NatsBackend:
         """Create the stream, fill it, and delete it again (the replica too) if ``fill``
         raises; an existing stream is refused. Unlike a SQLite file, which is linked into
         place once whole, other hosts may see the stream while it fills."""
-        from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415
-
         where = NatsLocation.parse(location)
         shown = redact(location)
         try:
@@ -116,13 +114,7 @@ class NatsBackend:
                 return fill(opening), shown
             except BaseException:
                 for stream in where.streams:
-                    link = JetStreamLink(
-                        where.servers,
-                        stream,
-                        user=where.user,
-                        password=where.password,
-                        timeout=where.timeout,
-                    )
+                    link = _link(where, stream)
                     try:
                         link.delete_stream()
                     finally:
@@ -166,27 +158,25 @@ class NatsBackend:
         return data_directory() / f"audit-{slug}-{digest}.db"
 
 
+def _link(where: NatsLocation, stream: str) -> JetStreamLink:
+    """A link to one of the store's streams (the client is imported only now)."""
+    from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415
+
+    return JetStreamLink(
+        where.servers, stream, user=where.user, password=where.password, timeout=where.timeout
+    )
+
+
 def _stream(where: NatsLocation, *, create: bool, shown: str) -> tuple[int, str]:
     """The store's format and identity, from its stream (or each partition's), the streams
     created first if missing; a store made with another number of partitions is refused."""
-    from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415
-
-    def link_to(stream: str) -> JetStreamLink:
-        return JetStreamLink(
-            where.servers,
-            stream,
-            user=where.user,
-            password=where.password,
-            timeout=where.timeout,
-        )
-
     found: dict[str, str] | None = None
     for k, stream in enumerate(where.streams):
-        link = link_to(stream)
+        link = _link(where, stream)
         try:
             metadata = link.stream_metadata()
             if metadata is None and k == 0:
-                _refuse_other_partitions(where, link_to, shown)
+                _refuse_other_partitions(where, shown)
                 if not create:
                     msg = f"no store at {shown} (the cluster has no stream {stream})"
                     raise NoStore(msg)
@@ -225,13 +215,11 @@ def _stream(where: NatsLocation, *, create: bool, shown: str) -> tuple[int, str]
     return store_format, found[IDENTITY_KEY]
 
 
-def _refuse_other_partitions(
-    where: NatsLocation, link_to: Callable[[str], JetStreamLink], shown: str
-) -> None:
+def _refuse_other_partitions(where: NatsLocation, shown: str) -> None:
     """Before making a store: refuse when the name already holds one with another number of
     partitions (its unpartitioned stream, or its first partition's)."""
     other = where.stream if where.partitions > 1 else stream_names(where.stream, 2)[0]
-    link = link_to(other)
+    link = _link(where, other)
     try:
         metadata = link.stream_metadata()
     finally:

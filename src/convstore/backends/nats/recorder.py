@@ -195,25 +195,28 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._following = True
         self.listing_missing = False
 
-    def catch_up(self, through: int | None = None, link: JetStreamLink | None = None) -> None:
-        """Apply every message of ``link``'s stream up to sequence ``through`` (its newest
-        when ``None``), or with no ``link`` every stream's up to its newest: what a read does
-        first, so it sees every acknowledged write."""
+    def catch_up(self) -> None:
+        """Apply every stream's messages up to its newest sequence: what a read of more than
+        one conversation does first, so it sees every acknowledged write."""
+        for link in self.links:
+            self._catch_up_stream(link)
+
+    def _catch_up_stream(self, link: JetStreamLink, through: int | None = None) -> None:
+        """Apply ``link``'s stream up to sequence ``through`` (its newest when ``None``)."""
         if not self._following:
             return
-        for each in self.links if link is None else [link]:
+        try:
+            target = link.last_seq() if through is None else through
+        except Unavailable as exc:
+            raise OperationalError(str(exc)) from None
+        # Taking and applying are one step: a thread that finds the buffer emptied by
+        # another waits here until that one has applied what it took.
+        with self._feeding:
             try:
-                target = each.last_seq() if through is None else through
+                delivered = link.take(target, _ends_a_publish)
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            # Taking and applying are one step: a thread that finds the buffer emptied by
-            # another waits here until that one has applied what it took.
-            with self._feeding:
-                try:
-                    delivered = each.take(target, _ends_a_publish)
-                except Unavailable as exc:
-                    raise OperationalError(str(exc)) from None
-                self._apply_runs(each.stream, delivered)
+            self._apply_runs(link.stream, delivered)
 
     def _apply_runs(self, stream: str, delivered: list[Delivered]) -> None:
         for run in _whole_appends(delivered, APPLY_BATCH):
@@ -375,9 +378,8 @@ class NatsRecorder(SQLiteWriterRecorder):
             return self._publish_to(self.links[0], stored, retry=retry, known=known)
         shares: dict[int, list[StoredEvent]] = {}
         for s in stored:
-            shares.setdefault(partition_of(UUID(str(s.originator_id)), len(self.links)), []).append(
-                s
-            )
+            k = partition_of(UUID(str(s.originator_id)), len(self.links))
+            shares.setdefault(k, []).append(s)
         for k in sorted(shares):
             self._publish_to(self.links[k], shares[k], retry=retry, known=known)
         return self._read_back(stored)
@@ -429,14 +431,14 @@ class NatsRecorder(SQLiteWriterRecorder):
                     return self._landed_before(stored)
                 if exc.err_code not in WRONG_LAST_SEQUENCE:
                     raise PersistenceError(str(exc)) from None
-                self.catch_up(link=link)
+                self._catch_up_stream(link)
                 if attempt == attempts:
                     msg = f"another writer took a version first: {exc}"
                     raise IntegrityError(msg) from None
                 continue
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            self.catch_up(seqs[-1], link)
+            self._catch_up_stream(link, seqs[-1])
             return seqs
         raise AssertionError  # pragma: no cover - the loop returns or raises
 
@@ -466,12 +468,12 @@ class NatsRecorder(SQLiteWriterRecorder):
         rows: list[tuple[bytes, bytes]] | None = None
         known: dict[UUID, tuple[int | None, int]] = {}
         if contended:
-            self.catch_up(link=self.link_of(conversation_id))
+            self._catch_up_stream(self.link_of(conversation_id))
             rows = self._local_rows(conversation_id, after)
         else:
             newest = self._expected(conversation_id)
             if (newest[0] or 0) != after:
-                self.catch_up(link=self.link_of(conversation_id))
+                self._catch_up_stream(self.link_of(conversation_id))
                 newest = self._expected(conversation_id)
                 if (newest[0] or 0) != after:
                     msg = f"conversation {conversation_id} is past version {after}"
@@ -495,7 +497,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         link = self.link_of(conversation)
         subject = subject_of(link.stream, conversation)
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            self.catch_up(link=link)
+            self._catch_up_stream(link)
             try:
                 _version, newest = self._expected(conversation)
             except ConversationErased:
@@ -527,7 +529,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                 link.purge(subject, tombstone)
             except (Refused, Unavailable) as exc:
                 raise OperationalError(str(exc)) from None
-            self.catch_up(tombstone, link)
+            self._catch_up_stream(link, tombstone)
             with self.datastore.transaction(commit=False) as cursor:
                 cursor.execute(
                     f"SELECT seq, events FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
@@ -578,7 +580,7 @@ class NatsRecorder(SQLiteWriterRecorder):
     def _catch_up_for(self, conversation: UUID) -> None:
         """Before a read of one conversation: its partition's stream up to its newest (every
         event of the conversation is there), not every partition's."""
-        self.catch_up(link=self.link_of(conversation))
+        self._catch_up_stream(self.link_of(conversation))
 
     def select_events(
         self,

@@ -250,8 +250,9 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                 # SQLite keeps no statistics here: count each label's matches (its index) and
                 # let driving_label choose between walking the index and reading the rarest.
                 counts = []
+                counting = count_label(SQLITE)
                 for label in query.labels:
-                    cursor.execute(count_label(SQLITE), label)
+                    cursor.execute(counting, label)
                     counts.append((int(cursor.fetchone()[0]), label))
                 # The rowid's high mark: the index's size, or a little over after erasures.
                 cursor.execute(f"SELECT max(rowid) FROM {LISTING_TABLE}")  # noqa: S608
