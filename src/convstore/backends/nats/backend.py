@@ -173,6 +173,7 @@ def _stream(where: NatsLocation, *, create: bool, shown: str) -> tuple[int, str]
     found: dict[str, str] | None = None
     for k, stream in enumerate(where.streams):
         link = _link(where, stream)
+        made = False
         try:
             metadata = link.stream_metadata()
             if metadata is None and k == 0:
@@ -185,17 +186,26 @@ def _stream(where: NatsLocation, *, create: bool, shown: str) -> tuple[int, str]
                 # the first partition's format and identity.
                 wanted = {FORMAT_KEY: str(STORE_FORMAT), IDENTITY_KEY: new_identity()}
                 if found is not None:
-                    wanted = {k: found.get(k, "") for k in (FORMAT_KEY, IDENTITY_KEY)}
+                    wanted = {key: found.get(key, "") for key in (FORMAT_KEY, IDENTITY_KEY)}
                 if where.partitions > 1:
                     wanted[PARTITIONS_KEY] = str(where.partitions)
                 try:
                     link.create_stream([f"{stream}.c.*"], where.replicas, wanted)
+                    made = True
                 except Exception:  # another host may have made it meanwhile
                     if link.stream_metadata() is None:
                         raise
                 metadata = link.stream_metadata() or {}
         finally:
             link.close()
+        if known_format(metadata.get(FORMAT_KEY)) is None or not metadata.get(IDENTITY_KEY):
+            msg = f"stream {stream} at {shown} is not a convstore store of a format this reads"
+            if made:  # made just now, and its metadata did not stay: a server before 2.10
+                msg = (
+                    f"the server at {shown} kept no metadata on the stream {stream} it made: "
+                    "convstore needs NATS server 2.12 or later"
+                )
+            raise InvalidInput(msg)
         made_with = int(metadata.get(PARTITIONS_KEY, "1") or "1")
         if made_with != where.partitions:
             msg = _other_partitions(shown, made_with, where.partitions)
@@ -207,11 +217,7 @@ def _stream(where: NatsLocation, *, create: bool, shown: str) -> tuple[int, str]
             raise InvalidInput(msg)
     assert found is not None
     store_format = known_format(found.get(FORMAT_KEY))
-    if store_format is None or not found.get(IDENTITY_KEY):
-        msg = (
-            f"stream {where.streams[0]} at {shown} is not a convstore store of a format this reads"
-        )
-        raise InvalidInput(msg)
+    assert store_format is not None  # checked on each stream above
     return store_format, found[IDENTITY_KEY]
 
 
