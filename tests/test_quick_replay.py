@@ -21,6 +21,7 @@ from convstore.app.quick_replay import MARKER_TABLE as QUICK_MARKER
 from convstore.app.quick_replay import STORE_FORMATS as QUICK_FORMATS
 from convstore.backends.common.application import MARKER_TABLE, STORE_FORMATS
 from convstore.backends.common.replay_tables import HEADS, MESSAGES
+from convstore.backends.sqlite.replay_keeper import DEFER_LIMIT
 from convstore.engine.plan import HISTORY_STARTS
 from convstore.ports.replay import ReplayModel
 from tests.strategies import IMAGE_BLOCKS
@@ -136,7 +137,14 @@ def test_it_steps_aside_when_the_model_lags_the_log_or_the_call_is_not_its_own(
     with open_store(db, replay_model="on_read") as store:
         store.append_message(conv, "user", [{"type": "text", "text": "one more"}])
     assert quick_replay(argv) is False  # an event after the model's version
-    with open_store(db) as store:  # a writer keeping models extends none that lags the log
+    with open_store(db) as store:  # a writer keeping models folds the few events it lacks
+        store.append_message(conv, "user", [{"type": "text", "text": "and another"}])
+    assert quick_replay(argv) is True
+    assert json.loads(capsys.readouterr().out) == json.loads(cli(*argv, quick=False).stdout)
+    with open_store(db, replay_model="on_read") as store:
+        for i in range(DEFER_LIMIT // 3 + 1):  # three events a message: DEFER_LIMIT or more
+            store.append_message(conv, "user", [{"type": "text", "text": f"more {i}"}])
+    with open_store(db) as store:  # ... but leaves a model further behind to readers
         store.append_message(conv, "user", [{"type": "text", "text": "and another"}])
     assert quick_replay(argv) is False
     for other in (

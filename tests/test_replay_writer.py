@@ -1,6 +1,8 @@
 """The replay model its writers keep (SQLite): inside each append's transaction, equal after
-every append to a fold of the log from scratch, with two writers taking turns and readers
-replaying in between; never ahead of or behind the log when a writer is killed mid-append;
+every append to a fold of the log from scratch (a message still streaming written when it
+closes, or once DEFER_LIMIT of its events wait), with two writers taking turns and readers
+replaying in between; never ahead of the log, nor behind it by more than a streaming
+message's events, when a writer is killed mid-append;
 extended only where the stored head is what a writer can trust; a model stored under the
 digest before the sum of row MACs still read, and stored anew once; ``replay_model="on_read"``
 leaving it to readers."""
@@ -25,7 +27,8 @@ from hypothesis import strategies as st
 
 from convstore import InvalidInput, Store, open_store
 from convstore.backends.common.tables import HEADS, MESSAGES
-from convstore.domain.events import Event
+from convstore.backends.sqlite.replay_keeper import DEFER_LIMIT
+from convstore.domain.events import BlockAppended, Event, MessageStarted
 from convstore.engine.model import fold
 from convstore.engine.plan import replay
 from convstore.engine.state import ReplayState, model_digest, row_digest
@@ -66,6 +69,20 @@ def folded_model(conversation: UUID, events: list[Event]) -> tuple[Any, ...]:
     return (state.version, state.encode_head(conversation.hex), rows)
 
 
+def assert_kept(location: Path | str, conversation: UUID, events: list[Event]) -> int:
+    """The stored model is the fold of the log up to its version: the log's own, or behind
+    it only by a message still streaming (its start and blocks, fewer than DEFER_LIMIT
+    events), which the writer holds until the message closes. Returns the stored version."""
+    stored = stored_model(location, conversation)
+    version = stored[0]
+    assert version is not None
+    assert stored == folded_model(conversation, events[:version])
+    waiting = events[version:]
+    assert len(waiting) < DEFER_LIMIT
+    assert all(isinstance(e, (MessageStarted, BlockAppended)) for e in waiting), waiting
+    return int(version)
+
+
 def write(store: Store, events: list[Event]) -> None:
     """Record events decided elsewhere through the store's writer, as its commands do (so the
     writer's hook runs in the append's transaction)."""
@@ -80,7 +97,8 @@ def test_the_writers_keep_the_stored_model_equal_to_a_fresh_fold_after_every_app
 ) -> None:
     """Two writers take turns (each other's appends are another process's to it); a reader
     replays in between, storing what it folds at once (its writes must agree): after every
-    append the stored model is the fold of the whole log, at the log's version."""
+    append the stored model is the fold of the whole log, at the log's version, but for a
+    message still streaming (:func:`assert_kept`)."""
     location = tmp_path_factory.mktemp("kept") / "s.db"
     conversation = events[0].originator_id
     cuts = sorted(data.draw(st.sets(st.integers(1, len(events)), max_size=5)))
@@ -96,7 +114,7 @@ def test_the_writers_keep_the_stored_model_equal_to_a_fresh_fold_after_every_app
                 continue
             write(writers[turn], events[done:cut])
             done = cut
-            assert stored_model(location, conversation) == folded_model(conversation, events[:done])
+            assert_kept(location, conversation, events[:done])
             if data.draw(st.booleans()):
                 assert reader.replay(conversation) == replay(events[:done])
                 assert stored_model(location, conversation)[0] == done
@@ -123,8 +141,9 @@ with open_store(location) as store:
 
 def test_a_writer_killed_mid_append_leaves_the_model_at_the_logs_version(tmp_path: Path) -> None:
     """SIGKILL at random moments of a writer appending (whole messages and block by block):
-    the stored model is always at exactly the log's version and is its fold, since it is
-    written in the append's own transaction; the next writer goes on extending it."""
+    the stored model is always the fold of the log up to its version, written in the append's
+    own transaction, and behind the log only by the message streaming when the writer died;
+    the next writer folds those events from the log and goes on extending it."""
     location = tmp_path / "s.db"
     with open_store(location) as store:
         conv = store.new_conversation()
@@ -143,7 +162,7 @@ def test_a_writer_killed_mid_append_leaves_the_model_at_the_logs_version(tmp_pat
         child.wait()
         with open_store(location, replay_cache_bytes=0) as store:
             events = store.events(conv)
-            assert stored_model(location, conv) == folded_model(conv, events), round_
+            assert_kept(location, conv, events)
             store.append_message(conv, "user", [{"type": "text", "text": f"after {round_}"}])
             events = store.events(conv)
             assert stored_model(location, conv) == folded_model(conv, events)
@@ -263,3 +282,55 @@ def test_replay_model_on_read_and_a_wrong_value(tmp_path: Path) -> None:
         assert stored_model(location, conv) == folded_model(conv, store.events(conv))
     with pytest.raises(InvalidInput, match=r"^replay_model must be True, False or 'on_read'"):
         open_store(location, replay_model="writer")  # type: ignore[arg-type]
+
+
+def test_a_streaming_message_is_written_when_it_closes_and_read_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """Block by block, the writer holds the open message's row until the message closes (or
+    DEFER_LIMIT of its events wait): the stored model stays the fold of the log up to the
+    last write, a fresh reader meanwhile folds the few events after it and sees every block,
+    and the closing append writes the row and the head at the log's version."""
+    location = tmp_path / "s.db"
+    with open_store(location) as store:
+        conv = store.new_conversation()
+        record_turns(store, conv, 1)
+        written = assert_kept(location, conv, store.events(conv))
+        message = store.start_message(conv, "assistant")
+        for i in range(3):
+            store.append_block(conv, message, {"type": "text", "text": f"part {i}"})
+            assert assert_kept(location, conv, store.events(conv)) == written
+            with open_store(location, replay_cache_bytes=0) as fresh:
+                replayed = fresh.replay(conv)
+                assert replayed == replay(store.events(conv))
+                assert f"part {i}" in replayed["messages"][-1]["content"]
+        store.end_message(conv, message)
+        events = store.events(conv)
+        assert stored_model(location, conv) == folded_model(conv, events)
+        long = store.start_message(conv, "assistant")
+        versions = set()
+        for i in range(2 * DEFER_LIMIT):
+            store.append_block(conv, long, {"type": "text", "text": f"chunk {i}"})
+            versions.add(assert_kept(location, conv, store.events(conv)))
+        assert len(versions) >= 2  # written along the way, not only when it closes
+
+
+def test_a_writer_folds_what_another_held_of_a_streaming_message(tmp_path: Path) -> None:
+    """A writer killed (or still streaming) holds a message's blocks unwritten; the next
+    append by another store folds them from the log inside its own transaction, so the model
+    is at the log's version again, and the first writer's next append reads it anew."""
+    location = tmp_path / "s.db"
+    with open_store(location) as first, open_store(location) as second:
+        conv = first.new_conversation()
+        record_turns(first, conv, 1)
+        message = first.start_message(conv, "assistant")
+        first.append_block(conv, message, {"type": "text", "text": "held"})
+        held = assert_kept(location, conv, first.events(conv))
+        assert held < len(first.events(conv))
+        second.append_message(conv, "user", [{"type": "text", "text": "meanwhile"}])
+        events = second.events(conv)
+        assert stored_model(location, conv) == folded_model(conv, events)
+        first.append_block(conv, message, {"type": "text", "text": "more"})
+        assert assert_kept(location, conv, first.events(conv)) > held
+        first.end_message(conv, message)
+        assert stored_model(location, conv) == folded_model(conv, first.events(conv))

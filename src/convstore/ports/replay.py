@@ -37,10 +37,12 @@ class ReplayKeeper(Protocol):
         events: Sequence[Event],
         *,
         empty: bool,
+        missed: Callable[[int], Sequence[Event]],
     ) -> None:
         """Fold an append's ``events`` (following version ``before``) into the stored model
         with ``execute``, the append's transaction; ``empty``: the conversation held nothing
-        replay shows at ``before``. Never raises for the model's sake."""
+        replay shows at ``before``; ``missed``: the conversation's events after a version, up
+        to ``before``, read in that transaction. Never raises for the model's sake."""
 
     def forget(self, conversation: UUID) -> None:
         """Drop what is held of a conversation (it was erased)."""

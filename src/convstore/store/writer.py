@@ -37,6 +37,7 @@ from convstore.domain.errors import (
 from convstore.domain.events import BlockAppended, Event
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_id
+from convstore.ports.recorder import RowsAfter
 from convstore.ports.replay import Execute, ReplayKeeper
 from convstore.projections.listing import ListingChange, listing_changes
 from convstore.store.reading import LogReader
@@ -278,12 +279,18 @@ class _Turn:
         first_users = {state.id: state.first_user}
         return stored, listing_changes(self.events, first_users, previews=self._writer._previews)
 
-    def keep(self, execute: Execute) -> None:
+    def keep(self, execute: Execute, rows_after: RowsAfter) -> None:
         """The replay model's share of the write, in its transaction (the hook the recorder
         calls once the events are inserted)."""
         keeper = self._writer._keeper
         assert keeper is not None
-        keeper(execute, self._state.id, self.before, self.events, empty=self.empty)
+        conversation, before = self._state.id, self.before
+
+        def missed(version: int) -> list[Event]:
+            decoded = self._writer._decoded(conversation, rows_after(version))
+            return [event for event in decoded if event.originator_version <= before]
+
+        keeper(execute, conversation, before, self.events, empty=self.empty, missed=missed)
 
 
 def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:

@@ -353,7 +353,13 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                 if stored:
                     self._insert(conn, stored, listing)
                     if keep is not None:
-                        keep(conn.execute)
+                        key, select = conversation_id.hex, self._select_missed
+
+                        def rows_after(version: int) -> list[tuple[bytes, bytes]]:
+                            found = conn.execute(select, (key, version)).fetchall()
+                            return [(bytes(row[0] or b""), row[1]) for row in found]
+
+                        keep(conn.execute, rows_after)
         if rows:
             time.sleep(random.uniform(POLL_SECONDS, 2 * POLL_SECONDS))  # noqa: S311 - jitter
 

@@ -23,15 +23,20 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from uuid import UUID
 
 from convstore.backends.common.log_changes import SELECT_CHANGE_COUNT
+from convstore.backends.common.replay_tables import WRITE_LAG
 from convstore.backends.common.tables import HEADS, MESSAGES
-from convstore.domain.events import Event
+from convstore.domain.events import BlockAppended, Event, MessageStarted
 from convstore.engine.model import fold
 from convstore.engine.state import MessagePlan, ReplayState
 from convstore.ports.replay import Execute
+
+DEFER_LIMIT = WRITE_LAG
+"""At most this many events of a streaming message wait to be written (:func:`_streaming`):
+the lag at which a reader would store the model itself."""
 
 TAILS_KEPT = 256
 """How many conversations' tails one store's writer keeps (as many as its writer states)."""
@@ -68,12 +73,15 @@ _DROP_HEAD = f"DELETE FROM {HEADS} WHERE originator_id = ?"  # noqa: S608
 
 
 class _Tail:
-    __slots__ = ("head", "state")
+    __slots__ = ("head", "state", "stored")
 
     def __init__(self, state: ReplayState, head: str) -> None:
         self.state = state
         self.head = head
-        """The head text last written (or read) for ``state``."""
+        """The head text last written (or read)."""
+        self.stored = state.version
+        """The version that head is at: ``state`` may be ahead of it by the events of a
+        message still streaming (see :func:`_streaming`), folded but not yet written."""
 
 
 class SQLiteReplayKeeper:
@@ -93,15 +101,20 @@ class SQLiteReplayKeeper:
         events: Sequence[Event],
         *,
         empty: bool,
+        missed: Callable[[int], Sequence[Event]],
     ) -> None:
         """Fold ``events`` (the append's, following version ``before``) into the stored model,
         inside the append's transaction (``execute``). ``empty``: the conversation at
         ``before`` holds nothing replay shows (no message, no rewind), so a model that does
-        not exist yet starts here."""
+        not exist yet starts here. ``missed`` reads the events a stored model at most
+        :data:`DEFER_LIMIT` behind ``before`` lacks (a writer killed while a message streamed
+        left it so), which are folded in first."""
         with self._guard:
             tail = self._tails.pop(conversation, None)
         try:
-            tail = self._extend(execute, conversation, before, events, tail, empty=empty)
+            tail = self._extend(
+                execute, conversation, before, events, tail, empty=empty, missed=missed
+            )
         except Exception:  # noqa: BLE001 - derived data: drop it, never fail the append
             # Whatever was written of it no longer matches a head: without one, its readers
             # fold the log and store it again. (A table dropped meanwhile has no head to drop.)
@@ -124,6 +137,7 @@ class SQLiteReplayKeeper:
         tail: _Tail | None,
         *,
         empty: bool,
+        missed: Callable[[int], Sequence[Event]],
     ) -> _Tail | None:
         key = conversation.hex
         if not self._created:
@@ -136,10 +150,12 @@ class SQLiteReplayKeeper:
             # statement moves it on, on that very condition, before any row is written.
             state = tail.state
             fold(state, events)
+            if _streaming(events) and state.version - tail.stored < DEFER_LIMIT:
+                return tail  # written with the append that closes the message
             dirty = sorted(state.dirty)
             rows = state.rows(key, self.key, dirty)
             head = state.encode_head(key, self.key)
-            moved = execute(_MOVE_HEAD, (state.version, head, key, before, tail.head))
+            moved = execute(_MOVE_HEAD, (state.version, head, key, tail.stored, tail.head))
             if moved.rowcount == 1:
                 for position, message_id, text in rows:
                     execute(_WRITE_ROW, (key, position, message_id, text))
@@ -152,14 +168,22 @@ class SQLiteReplayKeeper:
             state = ReplayState()
             state.version = before
             state.changes = int(execute(SELECT_CHANGE_COUNT, (key,)).fetchone()[0])
-        elif int(row[0]) != before:
-            return None  # behind the log (or ahead of this writer): its readers catch it up
         else:
+            stored = int(row[0])
+            if not 0 <= before - stored <= DEFER_LIMIT:
+                return None  # far behind the log (or ahead of this writer): readers catch it up
             rows = execute(_SELECT_ROWS, (key,)).fetchall()
-            state = ReplayState.decode(key, before, row[1], rows, self.key)
+            state = ReplayState.decode(key, stored, row[1], rows, self.key)
             if state.legacy:
                 return None  # a head of the old digest: its next reader stores it anew
             _drop_closed(state, range(len(state.messages)))
+            if stored < before:
+                # A few events behind: a writer held a streaming message's and was killed,
+                # or another process's writer holds them now. Fold them from the log.
+                behind = missed(stored)
+                if [e.originator_version for e in behind] != list(range(stored + 1, before + 1)):
+                    return None  # the log is not what the model was folded from
+                fold(state, behind)
         fold(state, events)
         dirty = sorted(state.dirty)
         for position, message_id, text in state.rows(key, self.key, dirty):
@@ -185,6 +209,15 @@ class SQLiteReplayKeeper:
         with self._guard:
             self._tails.clear()
             self._created = False
+
+
+def _streaming(events: Sequence[Event]) -> bool:
+    """Whether an append only opens a message or adds blocks to an open one: what it
+    changes is the row of a message still streaming, rewritten by every block until the
+    message closes, so the writer holds it and writes it (and the head) with the append that
+    closes it, or once :data:`DEFER_LIMIT` events wait. A reader meanwhile folds those few
+    events from the log, as it does after any stored version."""
+    return all(isinstance(event, (MessageStarted, BlockAppended)) for event in events)
 
 
 def _drop_closed(state: ReplayState, positions: Sequence[int] | range) -> None:
