@@ -178,9 +178,8 @@ class MessagePlan:
         self.fresh_mac: int | None = None
         """The :func:`row_mac` of the text :meth:`encode` gives now, once worked out (dropped
         when the message changes)."""
-        self.status = "open"  # while its parts are added
-        for part in parts or ():
-            self.add(part)
+        if parts:
+            self._take(parts)
         self.status = status
 
     def add(self, part: PartData) -> None:
@@ -188,50 +187,72 @@ class MessagePlan:
         if self.sealed:
             msg = "a closed message takes no more blocks"
             raise ValueError(msg)
-        self.parts.append(part)
         self.plain = None
         self.fresh_mac = None
-        code = part[0]
-        if code == "x":
-            if part[1].strip():
-                self.blank = False
-            self.size += 2 * len(part[1])
-            return
-        self.blank = False
-        if code not in {"g", "t"}:
-            self.simple = False
-        if code in {"g", "t"}:
-            self.size += 2 * len(part[1])
-        elif code in CALL_CODES:
-            self.calls.append(part[2])
-            self.size += 2 * len(part[1])
-        elif code in RESULT_CODES:
-            self.answers.append(part[4])
-            self.results += 1
-            content = part[3]
-            if isinstance(content, str):
-                self.size += 2 * (len(part[1]) + len(content)) + len(part[2])
+        self._take((part,))
+
+    def _take(self, parts: Iterable[PartData]) -> None:
+        """Append parts to a message that is not sealed, in one pass (a fresh process reads
+        every stored message's parts this way)."""
+        size, blank, simple, images, results = (
+            self.size,
+            self.blank,
+            self.simple,
+            self.images,
+            self.results,
+        )
+        kept, calls, answers = self.parts, self.calls, self.answers
+        for part in parts:
+            code = part[0]
+            if code == "x":
+                if blank and part[1].strip():
+                    blank = False
+                size += 2 * len(part[1])
+            elif code in {"g", "t"}:
+                blank = False
+                size += 2 * len(part[1])
+            elif code in CALL_CODES:
+                blank = simple = False
+                calls.append(part[2])
+                size += 2 * len(part[1])
+            elif code in RESULT_CODES:
+                blank = simple = False
+                answers.append(part[4])
+                results += 1
+                content = part[3]
+                if isinstance(content, str):
+                    size += 2 * (len(part[1]) + len(content)) + len(part[2])
+                else:
+                    size += 2 * len(part[1]) + len(part[2])
+                    for piece in content:
+                        if isinstance(piece, str):
+                            size += 2 * len(piece)
+                            continue
+                        images = True
+                        if piece[0] == "d":
+                            ref = piece[1]
+                            size += 64 + len(ref[4]) + len(ref[5] or "") + len(ref[6] or "")
+                        else:
+                            size += 64 + len(piece[4]) + len(piece[5] or "")
+            elif code == "i":
+                blank = simple = False
+                images = True
+                size += 64 + len(part[1][4]) + len(part[1][5] or "")
+            elif code == "d":
+                blank = simple = False
+                images = True
+                size += 64 + len(part[1][4]) + len(part[1][5] or "") + len(part[1][6] or "")
             else:
-                self.size += 2 * len(part[1]) + len(part[2])
-                for piece in content:
-                    if isinstance(piece, str):
-                        self.size += 2 * len(piece)
-                        continue
-                    self.images = True
-                    if piece[0] == "d":
-                        ref = piece[1]
-                        self.size += 64 + len(ref[4]) + len(ref[5] or "") + len(ref[6] or "")
-                    else:
-                        self.size += 64 + len(piece[4]) + len(piece[5] or "")
-        elif code == "i":
-            self.images = True
-            self.size += 64 + len(part[1][4]) + len(part[1][5] or "")
-        elif code == "d":
-            self.images = True
-            self.size += 64 + len(part[1][4]) + len(part[1][5] or "") + len(part[1][6] or "")
-        else:
-            msg = f"unknown part code {code!r}"
-            raise ValueError(msg)
+                msg = f"unknown part code {code!r}"
+                raise ValueError(msg)
+            kept.append(part)
+        self.size, self.blank, self.simple, self.images, self.results = (
+            size,
+            blank,
+            simple,
+            images,
+            results,
+        )
 
     def close(self, status: MessageStatus, reason: str | None = None) -> None:
         """The message ended or was interrupted."""
@@ -341,15 +362,29 @@ def row_mac(conversation: str, position: int, message_id: str, text: str, key: b
     The head keeps the sum of its rows' MACs modulo :data:`MAC_MODULUS` (a keyed multiset
     hash), so replacing one row costs subtracting its old MAC and adding its new one, and
     binding the position into each MAC makes a moved row count as changed."""
+    return row_macs(conversation, key)(position, message_id, text)
+
+
+def row_macs(conversation: str, key: bytes) -> Callable[[int, str, str], int]:
+    """:func:`row_mac` of ``conversation``'s rows under ``key``, as a function of a row's
+    position, message id and text (what is the same for every row worked out once: a reader
+    takes the MAC of every stored row)."""
     keyed = _KEYED.get(key)
     if keyed is None:
         secret = hashlib.sha256(b"convstore-replay-row\x00" + key).digest()
         keyed = _KEYED.setdefault(key, hashlib.sha256(secret))
-    data = text.encode(errors="surrogatepass")
-    digest = keyed.copy()
-    digest.update(f"{len(data)}\x00{conversation}\x00{position}\x00{message_id}\x00".encode())
-    digest.update(data)
-    return int.from_bytes(digest.digest(), "big")
+    copy, number, ours = keyed.copy, int.from_bytes, conversation.encode()
+
+    def mac(position: int, message_id: str, text: str) -> int:
+        data = text.encode(errors="surrogatepass")
+        digest = copy()
+        digest.update(
+            b"%d\x00%b\x00%d\x00%b\x00" % (len(data), ours, position, message_id.encode())
+        )
+        digest.update(data)
+        return number(digest.digest(), "big")
+
+    return mac
 
 
 def head_digest(  # noqa: PLR0917 - each part of what is digested, in order
@@ -470,10 +505,11 @@ class ReplayState:
         the conversation's length. ``positions`` must hold every :attr:`dirty` one."""
         found = []
         total = self.total
+        mac_of = row_macs(conversation, key)
         for position in positions:
             message = self.messages[position]
             text = message.encode()
-            mac = row_mac(conversation, position, message.message_id, text, key)
+            mac = mac_of(position, message.message_id, text)
             total += mac - message.mac
             message.mac = message.fresh_mac = mac
             found.append((position, message.message_id, text))
@@ -530,19 +566,17 @@ class ReplayState:
         stored_digest = loaded["d"]
         state.legacy = "s" not in loaded
         state.size = sum(2 * len(s) + 64 for _, s in state.compactions)
-        decode = MessagePlan.decode
+        decode, mac_of = MessagePlan.decode, row_macs(conversation, key)
         messages = state.messages
         positions = state.positions
-        legacy_rows: list[bytes] = []
+        legacy, legacy_rows = state.legacy, []
         size = total = 0
-        for message_id, stored in rows:
-            text = stored.decode() if isinstance(stored, bytes) else stored
+        for position, (message_id, stored) in enumerate(rows):
+            text = stored if isinstance(stored, str) else stored.decode()
             message = decode(message_id, text)
-            position = len(messages)
-            mac = row_mac(conversation, position, message_id, text, key)
-            message.mac = message.fresh_mac = mac
+            message.mac = message.fresh_mac = mac = mac_of(position, message_id, text)
             total += mac
-            if state.legacy:
+            if legacy:
                 legacy_rows.append(row_digest(message_id, text))
             positions[message_id] = position
             messages.append(message)
