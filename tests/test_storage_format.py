@@ -22,6 +22,8 @@ from uuid import UUID, uuid4
 
 import pytest
 from click.testing import CliRunner
+from eventsourcing.compressor import ZlibCompressor
+from eventsourcing.persistence import JSONTranscoder
 from pydantic import BaseModel
 
 import convstore
@@ -31,6 +33,7 @@ from convstore.backends.common.mapper import (
     COMPACT_ZLIB,
     COMPRESS_FROM,
     KIND_CODES,
+    PydanticMapper,
     UnreadableEvent,
     compact_state,
     decode_compact,
@@ -345,6 +348,29 @@ def test_every_kind_has_a_code_and_round_trips(twins: tuple[Store, Store]) -> No
         assert event_json(state) == event.model_dump_json().encode()
         seen.add(event.type)
     assert seen == set(KIND_CODES)
+
+
+def test_the_version_is_read_from_a_compact_header_without_decoding(
+    twins: tuple[Store, Store],
+) -> None:
+    """``version_in_header`` gives every kind's version from its compact state, 4-byte and
+    8-byte versions alike, compressed body or not; for what it cannot read without decoding
+    (a full-JSON state, a cut or unknown one, a state wrapped by eventsourcing's compressor
+    or cipher) it says so (``None``), and the reader decodes instead."""
+    new, _ = twins
+    mapper = PydanticMapper(transcoder=JSONTranscoder())
+    wrapped = PydanticMapper(transcoder=JSONTranscoder(), compressor=ZlibCompressor())
+    for event in _events(new):
+        for version in (event.originator_version, 2**32 + 7):
+            moved = event.model_copy(update={"originator_version": version})
+            for compress in (True, False):
+                state = compact_state(moved, compress=compress)
+                assert mapper.version_in_header(state) == version
+                assert wrapped.version_in_header(state) is None
+            assert mapper.version_in_header(state[:21]) is None
+            assert mapper.version_in_header(moved.model_dump_json().encode()) is None
+            assert mapper.version_in_header(state[:1] + b"\x00" + state[2:]) is None
+    assert mapper.version_in_header(b"") is None
 
 
 def test_compact_states_are_smaller_and_say_their_form() -> None:

@@ -109,8 +109,8 @@ class LogReader:
         conversation_id = parse_id(conversation, "conversation")
         after = parse_count(after, "after", maximum=MAX_COUNT)
         with paused_gc():
-            changes, events = self._counted_stream(conversation_id, after)
-            return changes, list(events)
+            changes, tail = self._counted_stream(conversation_id, after)
+            return changes, list(tail.events())
 
     def raw_events(self, conversation: UUID | str) -> Iterator[bytes]:
         """Every recorded event of a conversation as its full JSON, whatever its stored form."""
@@ -170,13 +170,13 @@ class LogReader:
         )
         yield from self._decoded(conversation_id, rows)
 
-    def _counted_stream(self, conversation_id: UUID, after: int = 0) -> tuple[int, Iterator[Event]]:
+    def _counted_stream(self, conversation_id: UUID, after: int = 0) -> tuple[int, _Tail]:
         """:meth:`_stream`, with the conversation's change count read in the same snapshot
         (see :data:`convstore.backends.common.log_changes.CHANGES_TABLE`)."""
         changes, rows = self._guarded(
             lambda: self._log.store_recorder.select_log_tail(conversation_id, after)
         )
-        return changes, self._decoded(conversation_id, rows)
+        return changes, _Tail(self, conversation_id, rows)
 
     def _decoded(
         self, conversation_id: UUID, rows: Iterable[tuple[bytes, bytes]]
@@ -219,3 +219,27 @@ def damaged_topic(
         f"topic {shown!r} disagrees with the event ({TOPIC_PREFIX}{event.type}); "
         "convstore verify lists every such row"
     )
+
+
+class _Tail:
+    """A conversation's (topic, state) rows after a version, decoded as consumed (a
+    :class:`convstore.backends.common.replay_tables.LogTail`)."""
+
+    __slots__ = ("_conversation", "_reader", "_rows")
+
+    def __init__(
+        self, reader: LogReader, conversation: UUID, rows: list[tuple[bytes, bytes]]
+    ) -> None:
+        self._reader, self._conversation, self._rows = reader, conversation, rows
+
+    def first_version(self) -> int | None:
+        if not self._rows:
+            return None
+        version = self._reader._log.pydantic_mapper.version_in_header(self._rows[0][1])
+        if version is not None:
+            return version
+        return next(self._reader._decoded(self._conversation, self._rows[:1])).originator_version
+
+    def events(self, *, skip_first: bool = False) -> Iterator[Event]:
+        rows = self._rows[1:] if skip_first else self._rows
+        return self._reader._decoded(self._conversation, rows)

@@ -335,6 +335,17 @@ class PydanticMapper(Mapper[UUID]):
             return EVENT_ADAPTER.validate_json(plain)
         return decode_compact(plain)
 
+    def version_in_header(self, state: bytes) -> int | None:
+        """The version a stored compact state's header holds, read without decoding its event
+        (so without building the event models); ``None`` for a state it cannot be read from
+        so (encrypted or compressed by eventsourcing, a full-JSON state, a malformed one)."""
+        if self.cipher or self.compressor or state[:1] not in {b"\x01", b"\x02"}:
+            return None
+        layout = _LAYOUTS.get(state[1]) if len(state) > 1 else None
+        if layout is None or len(state) < layout[4]:
+            return None
+        return int.from_bytes(state[18 : layout[1]], "big")
+
     def decode(self, stored_event: StoredEvent) -> Event:
         """The event a stored record holds; raises ``MapperDeserialisationError`` if it can't."""
         try:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from convstore.backends.common.gc_pause import paused_gc
@@ -51,6 +51,7 @@ __all__ = [
     "WRITE_LAG",
     "EventsAfter",
     "Execute",
+    "LogTail",
     "ReplayReader",
     "ReplayTables",
     "Stored",
@@ -67,9 +68,22 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 # -- the reader ------------------------------------------------------------------------------
 
 
-EventsAfter = Callable[[UUID, int], "tuple[int, Iterator[Event]]"]
+class LogTail(Protocol):
+    """A conversation's events after a version, as read, decoded only as consumed."""
+
+    def first_version(self) -> int | None:
+        """The first event's version (``None``: there is none), read without decoding it
+        where the stored form allows: a replay from a stored model only checks that the
+        event at the model's version is still there, and a fresh process that finds nothing
+        after it then never builds the event models."""
+
+    def events(self, *, skip_first: bool = False) -> Iterator[Event]:
+        """The events in order, decoded one by one (without the first, ``skip_first``)."""
+
+
+EventsAfter = Callable[[UUID, int], "tuple[int, LogTail]"]
 """A conversation's change count (:data:`convstore.backends.common.log_changes.CHANGES_TABLE`) and
-its events after a version, decoded as consumed, read as of one moment (the store's reader)."""
+its events after a version, read as of one moment (the store's reader)."""
 
 
 class _Entry:
@@ -145,18 +159,18 @@ class ReplayReader:
                 except (ValueError, KeyError, TypeError, IndexError):
                     mismatched = True  # damaged or edited: fold the log alone, store it again
         since = state.version
-        changes, events = self._events_after(conversation, max(since - 1, 0))
-        if since:
+        changes, tail = self._events_after(conversation, max(since - 1, 0))
+        events = tail.events(skip_first=bool(since))
+        if since and (tail.first_version() != since or changes != state.changes):
             # Read from the model's own version: if that event is gone, the conversation was
             # erased (or the log replaced) since; if a row was changed or deleted in place
             # since the model was folded, it is no longer the fold of this log. Either way,
             # start again from the log alone, exactly as a replay without a model does.
-            first = next(events, None)
-            if first is None or first.originator_version != since or changes != state.changes:
-                mismatched = mismatched or entry.stored > 0
-                entry.state, entry.stored = None, 0
-                state, since = ReplayState(), 0
-                changes, events = self._events_after(conversation, 0)
+            mismatched = mismatched or entry.stored > 0
+            entry.state, entry.stored = None, 0
+            state, since = ReplayState(), 0
+            changes, tail = self._events_after(conversation, 0)
+            events = tail.events()
         state.changes = changes
         try:
             # The fold builds the domain's models; the quick path, which only reads stored
