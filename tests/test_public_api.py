@@ -125,6 +125,112 @@ def test_open_store_leaves_the_unused_parts_unimported() -> None:
     assert converters == {"convstore.convert.history"}  # the History type import_history takes
 
 
+READ_ONLY = """
+import sys
+from convstore import open_store
+from convstore.domain.blocks import BLOCK_CLASSES
+from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES
+models = [*BLOCK_CLASSES, *EVENT_CLASSES]
+assert not any(m.__pydantic_complete__ for m in models), "built at import"
+with open_store(sys.argv[1], create=False) as store:
+    replayed = store.replay(sys.argv[2])
+built = [m.__name__ for m in models if m.__pydantic_complete__]
+print(len(replayed["messages"]), EVENT_ADAPTER.pydantic_complete, built)
+"""
+
+
+def test_a_process_that_only_replays_stored_models_builds_no_domain_model(
+    tmp_path: Path,
+) -> None:
+    """The domain's pydantic models and adapters are built on first use: importing convstore
+    builds none, and a fresh process whose replay reads a stored model that is current (a
+    conversation another process wrote) builds none either, since it checks the model's
+    version in the event's stored header rather than decoding the event. One more append
+    makes the next fresh replay decode that event: then the event adapter is built."""
+    location = tmp_path / "s.db"
+    with convstore.open_store(location) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "hello"}])
+        store.append_message(conv, "assistant", [{"type": "text", "text": "hi"}])
+    run = [sys.executable, "-c", READ_ONLY, str(location), str(conv)]
+    out = subprocess.run(run, capture_output=True, text=True, check=True)
+    assert out.stdout.split(maxsplit=1) == ["2", "False []\n"]
+    with convstore.open_store(location, replay_model="on_read") as store:
+        store.append_message(conv, "user", [{"type": "text", "text": "more"}])
+    out = subprocess.run(run, capture_output=True, text=True, check=True)
+    assert out.stdout.split(maxsplit=1) == ["3", "True []\n"]
+
+
+BUILD = """
+import pydantic
+from convstore import build_models
+from convstore.domain import blocks, events
+def parts():
+    for module in (blocks, events):
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, pydantic.BaseModel):
+                if value.__module__ == module.__name__:
+                    yield value.__name__, value.__pydantic_complete__
+            elif isinstance(value, pydantic.TypeAdapter):
+                yield repr(value), value.pydantic_complete
+before = dict(parts())
+build_models()
+after = dict(parts())
+print(sum(before.values()), len(after), sorted(k for k, done in after.items() if not done))
+"""
+
+
+def test_build_models_builds_every_domain_model_and_adapter_at_once() -> None:
+    """``build_models()`` takes the validators' build out of a writer's first append: before
+    it nothing of the domain is built, after it every model and adapter is."""
+    out = subprocess.run([sys.executable, "-c", BUILD], capture_output=True, text=True, check=True)
+    built_before, count, left = out.stdout.split(maxsplit=2)
+    assert built_before == "0"
+    assert int(count) > 20  # every block and event model, and the adapters
+    assert left.strip() == "[]"
+
+
+FIRST_USE_IN_THREADS = """
+import sys, threading
+from convstore import open_store
+from convstore.domain.blocks import DEFERRED
+from convstore.domain.events import EVENT_CLASSES
+assert not DEFERRED["defer_build"] or not any(m.__pydantic_complete__ for m in EVENT_CLASSES)
+store = open_store(sys.argv[1])
+start = threading.Barrier(8)
+errors = []
+def write(i):
+    start.wait()
+    try:
+        conv = store.new_conversation(title=f"t{i}")
+        call = {"type": "tool_use", "id": f"c{i}", "name": "ls", "input": {"i": i}}
+        store.append_message(conv, "assistant", [{"type": "text", "text": f"hi {i}"}, call])
+        result = {"type": "tool_result", "tool_use_id": f"c{i}", "content": "out"}
+        store.append_message(conv, "user", [result])
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len(store.conversations()), errors)
+"""
+
+
+def test_threads_building_the_models_on_first_use_all_write(tmp_path: Path) -> None:
+    """Eight threads of a fresh process make their first writes at once, so the models they
+    use are built while other threads validate with them: every write lands (pydantic from
+    2.14 builds under a lock; before it, convstore builds them at import)."""
+    for run in range(3):
+        location = tmp_path / f"s{run}.db"
+        out = subprocess.run(
+            [sys.executable, "-c", FIRST_USE_IN_THREADS, str(location)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.strip() == "8 []", out.stdout
+
+
 def test_every_error_lives_in_the_one_error_module_and_is_exported() -> None:
     """No module but ``convstore.domain.errors`` defines a ConvstoreError, and the package
     exports every class that module defines."""

@@ -36,7 +36,7 @@ from uuid import UUID
 import pytest
 from click.testing import CliRunner
 
-from convstore import Store, open_store
+from convstore import Store, build_models, open_store
 from convstore.app.demo import tiny_png
 from convstore.app.projector import catch_up, open_audit, rebuild
 from convstore.audit.db import TABLES
@@ -161,6 +161,7 @@ def _stream_turn(  # noqa: PLR0917 - a Process target takes its arguments positi
     """
     pace = seeded(f"pace-{seed}")
     fd = os.open(acks, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    build_models()  # at start-up, as a writer that wants a quick first call does
     with open_store(location) as store:
         ready.set()
         if not go.wait(60):

@@ -154,6 +154,9 @@ if TYPE_CHECKING:
     from convstore.domain.events import (
         TokenUsage as TokenUsage,
     )
+    from convstore.domain.events import (
+        build_models as build_models,
+    )
     from convstore.domain.limits import (
         Limits as Limits,
     )
@@ -268,6 +271,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResultBlock": "convstore.domain.blocks",
     "ToolUseBlock": "convstore.domain.blocks",
     "as_async": "convstore.store.aio",
+    "build_models": "convstore.domain.events",
     "VersionConflict": "convstore.domain.errors",
     "open_async_store": "convstore.app.aio",
     "open_store": "convstore.app.bootstrap",

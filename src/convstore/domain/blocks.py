@@ -21,12 +21,22 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.version import VERSION
 
 from convstore.domain.images import ImageMediaType, dimensions, sniff_media_type
 
+PYDANTIC_VERSION = tuple(int(part) for part in VERSION.split(".")[:2])
+
+DEFERRED = ConfigDict(defer_build=PYDANTIC_VERSION >= (2, 14))
+"""The domain's models and adapters build their validators and serializers on first use, not
+at import: a process that only reads stored replay models (a fresh host's first replay, the
+web surface, the command line's quick path) never builds them. Only from pydantic 2.14 on,
+whose first-use build is thread-safe (before it, threads instantiating a model being built
+could validate with its base class's validator); with an older one they build at import."""
+
 
 class _Block(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, **DEFERRED)
 
 
 def _annotations_typed(
@@ -334,8 +344,8 @@ BLOCK_TYPES: frozenset[str] = frozenset(
     str(cls.model_fields["type"].default) for cls in BLOCK_CLASSES
 )
 
-BLOCK_ADAPTER: TypeAdapter[Block] = TypeAdapter(Block)
-BLOCKS_ADAPTER: TypeAdapter[list[Block]] = TypeAdapter(list[Block])
+BLOCK_ADAPTER: TypeAdapter[Block] = TypeAdapter(Block, config=DEFERRED)
+BLOCKS_ADAPTER: TypeAdapter[list[Block]] = TypeAdapter(list[Block], config=DEFERRED)
 
 
 def block_images(block: Block) -> list[ImageBlock]:

@@ -27,7 +27,7 @@ from convstore.backends import backend_for
 from convstore.backends.common.application import FULL_JSON_FORMAT, EventLog
 from convstore.backends.common.replay_tables import DEFAULT_CACHE_BYTES, ReplayReader
 from convstore.backends.sqlite.backend import WAL_RETRY_PAUSE_SECONDS, WAL_WAIT_SECONDS
-from convstore.domain.blocks import AnyToolResult, Block, TextBlock
+from convstore.domain.blocks import DEFERRED, AnyToolResult, Block, TextBlock
 from convstore.domain.conversation import Conversation, EntryMessage, as_of
 from convstore.domain.errors import (
     ConversationErased,
@@ -529,4 +529,4 @@ def _entry(entry: Mapping[str, Any], index: int) -> dict[str, JsonValue]:
     return checked
 
 
-_ENTRY: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
+_ENTRY: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue], config=DEFERRED)
