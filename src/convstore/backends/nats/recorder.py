@@ -159,7 +159,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         """The SQLite store's tables, a position row per stream, and each stream's messages
         after it."""
         super().create_table()
-        with self._writer_lock, self._waiting() as conn, immediate(conn):
+        with self._writer_lock, self._waiting() as conn, self._polled(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {POSITION_TABLE} ("
                 "stream TEXT PRIMARY KEY, seq INTEGER NOT NULL, identity TEXT NOT NULL)"

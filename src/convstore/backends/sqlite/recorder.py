@@ -8,7 +8,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -212,7 +212,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             counted = _counts_changes(conn)
             if found and erased and counted:
                 return
-            with immediate(conn):
+            with self._polled(conn):
                 if not found:
                     for statement in heads_table_statements(self.events_table_name):
                         conn.execute(statement)
@@ -229,7 +229,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
                 and conn.execute(_INDEX_EXISTS, (PARENT_INDEX,)).fetchone()
             ):
                 return
-            with immediate(conn):
+            with self._polled(conn):
                 if not conn.execute(_TABLE_EXISTS, (LISTING_TABLE,)).fetchone():
                     for statement in create_statements(SQLITE):
                         conn.execute(statement)
@@ -273,7 +273,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         """Refill the listing index from every event, in one write transaction (writers wait);
         returns how many conversations it lists."""
         with self._writer_lock, self._waiting() as conn:
-            with immediate(conn):
+            with self._polled(conn):
                 for statement in clear_statements():
                     conn.execute(statement)
                 for changes in _changes_in_batches(
@@ -313,6 +313,14 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             yield conn
         finally:
             conn.execute("PRAGMA busy_timeout = 0")
+
+    def _polled(self, conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
+        """A write transaction on ``conn`` (inside :meth:`_waiting`) whose lock is asked for
+        every millisecond, as appends ask for it, for up to the lock timeout: SQLite's busy
+        handler asks ever more rarely (up to every 100 ms), and against appending processes
+        that take the lock back within a millisecond it can wait out the whole timeout (an
+        erasure racing three appending processes did, on a clean CI run)."""
+        return immediate(conn, self._lock_wait, busy_ms=self._lock_timeout_ms)
 
     @property
     def _lock_wait(self) -> float:
@@ -435,7 +443,7 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         key = conversation.hex
         with self._writer_lock:
             try:
-                with self._waiting() as conn, immediate(conn):
+                with self._waiting() as conn, self._polled(conn):
                     seq, count = _erase_rows(
                         conn, self.events_table_name, key, (reason, at), idle_since
                     )
