@@ -180,14 +180,29 @@ print(sum(before.values()), len(after), sorted(k for k, done in after.items() if
 """
 
 
-def test_build_models_builds_every_domain_model_and_adapter_at_once() -> None:
+def test_build_models_builds_every_domain_model_and_adapter_at_once(tmp_path: Path) -> None:
     """``build_models()`` takes the validators' build out of a writer's first append: before
-    it nothing of the domain is built, after it every model and adapter is."""
+    it nothing of the domain is built, after it every model and adapter is; a store's first
+    append calls it itself (before its write transaction), so after that append everything is
+    built too."""
     out = subprocess.run([sys.executable, "-c", BUILD], capture_output=True, text=True, check=True)
     built_before, count, left = out.stdout.split(maxsplit=2)
     assert built_before == "0"
     assert int(count) > 20  # every block and event model, and the adapters
     assert left.strip() == "[]"
+    first_append = BUILD.replace(
+        "build_models()\n",
+        "from convstore import open_store\n"
+        f"store = open_store({str(tmp_path / 's.db')!r})\n"
+        "conv = store.new_conversation()\n"
+        "store.append_message(conv, 'user', [{'type': 'text', 'text': 'hi'}])\n",
+    )
+    assert first_append != BUILD
+    out = subprocess.run(
+        [sys.executable, "-c", first_append], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split(maxsplit=2)[0] == "0"
+    assert out.stdout.split(maxsplit=2)[2].strip() == "[]"
 
 
 FIRST_USE_IN_THREADS = """

@@ -6,6 +6,7 @@ position in that conversation, from 1, gapless) that eventsourcing's recorders k
 
 from __future__ import annotations
 
+import functools
 import sys
 from datetime import UTC, datetime
 from typing import Annotated, ClassVar, Literal, TypeAlias
@@ -244,11 +245,13 @@ EVENT_CLASSES: tuple[type[_Event], ...] = union_members(Event)
 """Every event class, derived from the :data:`Event` union."""
 
 
+@functools.cache
 def build_models() -> None:
-    """Build the domain's validators and serializers now. They are built on first use
-    (:data:`convstore.domain.blocks.DEFERRED`), so a process that only replays stored models
-    never builds them, and a writing process builds them in its first append (tens of
-    milliseconds); a writer that wants its first append as quick as the rest calls this once
+    """Build the domain's validators and serializers now (once a process: a later call does
+    nothing). They are built on first use (:data:`convstore.domain.blocks.DEFERRED`), so a
+    process that only replays stored models never builds them; a store's writer calls this
+    before its first decision, outside the write lock, which the build (tens of milliseconds)
+    would otherwise hold. A writer that wants its first append as quick as the rest calls it
     at start-up. Every pydantic model of the domain's modules, and their adapters."""
     from convstore.domain import blocks  # noqa: PLC0415 - the module itself, for its models
 

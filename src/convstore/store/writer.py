@@ -34,7 +34,7 @@ from convstore.domain.errors import (
     StoreError,
     VersionConflict,
 )
-from convstore.domain.events import BlockAppended, Event
+from convstore.domain.events import BlockAppended, Event, build_models
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_id
 from convstore.ports.recorder import RowsAfter
@@ -168,6 +168,7 @@ class Writer(LogReader):
         """
         conversation_id = parse_id(conversation, "conversation")
         recorder = self._log.store_recorder
+        build_models()  # the models a decision makes, built before the recorder's lock is taken
         with self._lock(conversation_id):
             deadline = time.monotonic() + WRITE_RETRY_SECONDS
             attempt = 0
