@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import uuid4
@@ -127,8 +128,15 @@ def test_erase_overwrites_the_events_in_every_servers_stream_files(
         store.append_message(conv, "user", [{"type": "text", "text": marker.decode()}])
         kept = store.new_conversation(title="kept")
         store.append_message(kept, "user", [{"type": "text", "text": "stays"}])
-        before = _holding(nats_cluster, marker)
-        assert len([f for f in before if f"/streams/{name}/" in f]) == 3, before
+        # Acknowledged on a quorum (two servers): the third may write it a moment later.
+        deadline = time.monotonic() + 10
+        while True:
+            before = _holding(nats_cluster, marker)
+            in_streams = [f for f in before if f"/streams/{name}/" in f]
+            if len(in_streams) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert len(in_streams) == 3, before
         store.erase(conv, reason="asked")
         after = _holding(nats_cluster, marker)
         assert [f for f in after if "/_js_/" not in f] == []
