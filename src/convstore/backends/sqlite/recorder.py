@@ -355,18 +355,20 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         poll's length after it commits, leaving the lock to one of them."""
         with self._writer_lock, _translated():
             conn = self._connection()
+            key, select = conversation_id.hex, self._select_missed
+
+            def rows_after(version: int) -> list[tuple[bytes, bytes]]:
+                """The conversation's (topic, state) rows after ``version``, in this
+                transaction: what the writer missed, and what the keeper may lack."""
+                found = conn.execute(select, (key, version)).fetchall()
+                return [(bytes(row[0] or b""), row[1]) for row in found]
+
             with immediate(conn, self._lock_wait, busy_ms=0):
-                rows = conn.execute(self._select_missed, (conversation_id.hex, after)).fetchall()
-                stored, listing = decide([(bytes(row[0] or b""), row[1]) for row in rows])
+                rows = rows_after(after)
+                stored, listing = decide(rows)
                 if stored:
                     self._insert(conn, stored, listing)
                     if keep is not None:
-                        key, select = conversation_id.hex, self._select_missed
-
-                        def rows_after(version: int) -> list[tuple[bytes, bytes]]:
-                            found = conn.execute(select, (key, version)).fetchall()
-                            return [(bytes(row[0] or b""), row[1]) for row in found]
-
                         keep(conn.execute, rows_after)
         if rows:
             time.sleep(random.uniform(POLL_SECONDS, 2 * POLL_SECONDS))  # noqa: S311 - jitter
