@@ -45,6 +45,16 @@ PRESSURE_OF_THE_TOOL_ROUND = 76
 """The tokens of the tool round the pressure test records, the same on every backend."""
 
 
+def interleaved_with(store: Store, conv: UUID) -> UUID:
+    """A second conversation, and three messages in each of the two, taking turns (what the
+    notification tests page through); the second's id."""
+    other_conv = store.new_conversation(title="other")
+    for n in range(3):
+        store.append_message(conv, "user", [{"type": "text", "text": f"mine {n}"}])
+        store.append_message(other_conv, "user", [{"type": "text", "text": f"theirs {n}"}])
+    return other_conv
+
+
 class StoreContract(ABC):
     """Behaviour every backend must show."""
 
@@ -909,10 +919,7 @@ class StoreContract(ABC):
         """Notifications are every event of every conversation, positions increasing, each
         conversation's in version order, the same in pages of any size and from another
         store; none after the newest position."""
-        other_conv = store.new_conversation(title="other")
-        for n in range(3):
-            store.append_message(conv, "user", [{"type": "text", "text": f"mine {n}"}])
-            store.append_message(other_conv, "user", [{"type": "text", "text": f"theirs {n}"}])
+        other_conv = interleaved_with(store, conv)
         everything = store.notifications(0, 1000)
         positions = [position for position, _ in everything]
         assert positions == sorted(set(positions))

@@ -16,17 +16,9 @@ import pytest
 from convstore import InvalidInput, Store, open_store
 from convstore.backends.nats.location import partition_of
 from convstore.domain.events import Event
-from tests.contract import StoreContract
+from tests.contract import StoreContract, interleaved_with
 from tests.nats_cluster import Cluster, delete_stream
-from tests.test_transfer import (
-    fill,
-    log_order,
-    log_rows,
-    pipe_dump_into,
-    problems,
-    replays,
-    run,
-)
+from tests.test_transfer import filled_and_piped, log_order, log_rows, problems, replays
 
 pytestmark = pytest.mark.slow
 
@@ -74,10 +66,7 @@ class TestPartitionedNatsStore(StoreContract):
         host reads the same events, each conversation's in version order, at positions
         1, 2, 3, … of its own (the contract's claim of equal positions across hosts is
         exactly what a partitioned store does not make; docs/design/nats.md says so)."""
-        other_conv = store.new_conversation(title="other")
-        for n in range(3):
-            store.append_message(conv, "user", [{"type": "text", "text": f"mine {n}"}])
-            store.append_message(other_conv, "user", [{"type": "text", "text": f"theirs {n}"}])
+        other_conv = interleaved_with(store, conv)
         everything = store.notifications(0, 1000)
         positions = [position for position, _ in everything]
         assert positions == list(range(1, len(everything) + 1))
@@ -205,14 +194,7 @@ def test_sqlite_to_partitions_and_back_keeps_the_log(
     db, back = tmp_path / "agent.db", tmp_path / "back.db"
     url = f"nats://{nats_cluster.url}/{store_name}?partitions={PARTITIONS}"
     url += f"&replica={tmp_path / 'replica.db'}"
-    with open_store(db) as store:
-        ids = fill(store)
-    pipe_dump_into(db, url)
-    checked = run("--db", url, "verify")
-    assert checked.returncode == 0, checked.stderr
-    for conv in ids:
-        expected = run("--db", str(db), "replay", str(conv))
-        assert run("--db", url, "replay", str(conv)).stdout == expected.stdout
+    ids = filled_and_piped(db, url)
     with open_store(url) as nats_store, open_store(back) as copy, open_store(db) as original:
         copy.load(nats_store.dump())
         for target in (nats_store, copy):

@@ -36,6 +36,16 @@ from tests.nats_cluster import delete_stream as _delete_stream
 TIMINGS = "a timing, not a pass/fail property: convstore's timings live in bench/"
 
 
+class _TimingsInBench:
+    """eventsourcing's timing cases, which are not pass/fail properties, skipped."""
+
+    def test_performance(self) -> None:
+        pytest.skip(TIMINGS)
+
+    def test_concurrent_throughput(self) -> None:
+        pytest.skip(TIMINGS)
+
+
 class _HeadsToo:
     """That the recorder under test is convstore's: each insert also moves the head row."""
 
@@ -77,15 +87,9 @@ class _SQLiteWriter:
 
 
 class TestSQLiteWriterRecorder(
-    _SQLiteWriter, _HeadsToo, ApplicationRecorderTestCase[SQLiteWriterRecorder]
+    _SQLiteWriter, _HeadsToo, _TimingsInBench, ApplicationRecorderTestCase[SQLiteWriterRecorder]
 ):
     """eventsourcing's ApplicationRecorderTestCase on convstore's SQLite writer recorder."""
-
-    def test_performance(self) -> None:
-        pytest.skip(TIMINGS)
-
-    def test_concurrent_throughput(self) -> None:
-        pytest.skip(TIMINGS)
 
 
 class TestSQLiteWriterNonInterleaving(_SQLiteWriter, NonInterleavingNotificationIDsBaseCase):
@@ -147,15 +151,9 @@ class _Postgres:
 
 @pytest.mark.postgres
 class TestChainedPostgresRecorder(
-    _Postgres, _HeadsToo, ApplicationRecorderTestCase[ApplicationRecorder]
+    _Postgres, _HeadsToo, _TimingsInBench, ApplicationRecorderTestCase[ApplicationRecorder]
 ):
     """eventsourcing's ApplicationRecorderTestCase on convstore's PostgreSQL recorder."""
-
-    def test_performance(self) -> None:
-        pytest.skip(TIMINGS)
-
-    def test_concurrent_throughput(self) -> None:
-        pytest.skip(TIMINGS)
 
 
 @pytest.mark.postgres
@@ -219,25 +217,15 @@ class _NatsPartitioned(_Nats):
 
 
 class TestPartitionedNatsRecorder(
-    _NatsPartitioned, _HeadsToo, ApplicationRecorderTestCase[ApplicationRecorder]
+    _NatsPartitioned, _HeadsToo, _TimingsInBench, ApplicationRecorderTestCase[ApplicationRecorder]
 ):
     """eventsourcing's ApplicationRecorderTestCase on a partitioned JetStream recorder."""
 
-    def test_performance(self) -> None:
-        pytest.skip(TIMINGS)
 
-    def test_concurrent_throughput(self) -> None:
-        pytest.skip(TIMINGS)
-
-
-class TestNatsRecorder(_Nats, _HeadsToo, ApplicationRecorderTestCase[ApplicationRecorder]):
+class TestNatsRecorder(
+    _Nats, _HeadsToo, _TimingsInBench, ApplicationRecorderTestCase[ApplicationRecorder]
+):
     """eventsourcing's ApplicationRecorderTestCase on convstore's JetStream recorder."""
-
-    def test_performance(self) -> None:
-        pytest.skip(TIMINGS)
-
-    def test_concurrent_throughput(self) -> None:
-        pytest.skip(TIMINGS)
 
 
 class TestNatsNonInterleaving(_Nats, NonInterleavingNotificationIDsBaseCase):

@@ -18,7 +18,7 @@ from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
 from tests.contract import StoreContract
 from tests.nats_cluster import Cluster, delete_stream
-from tests.test_transfer import assert_same_log, fill, pipe_dump_into, run
+from tests.test_transfer import assert_same_log, fill, filled_and_piped, run
 
 pytestmark = pytest.mark.slow
 
@@ -154,15 +154,7 @@ def test_sqlite_to_nats_and_back_through_the_command_line(stream_url: str, tmp_p
     loads back into a new SQLite file holding the same log."""
     db, back = tmp_path / "agent.db", tmp_path / "back.db"
     url = f"{stream_url}?replica={tmp_path / 'replica.db'}"
-    with open_store(db) as store:
-        ids = fill(store)
-    pipe_dump_into(db, url)
-    checked = run("--db", url, "verify")
-    assert checked.returncode == 0, checked.stderr
-    for conv in ids:
-        for flags in ([], ["--shape", "anthropic", "--vision"]):
-            expected = run("--db", str(db), "replay", str(conv), *flags)
-            assert run("--db", url, "replay", str(conv), *flags).stdout == expected.stdout
+    filled_and_piped(db, url, [], ["--shape", "anthropic", "--vision"])
     with open_store(url) as nats_store, open_store(back) as copy:
         copy.load(nats_store.dump())
         with open_store(db) as original:

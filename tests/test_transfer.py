@@ -362,6 +362,22 @@ def pipe_dump_into(db: Path, location: str) -> subprocess.CompletedProcess[bytes
     return loading
 
 
+def filled_and_piped(db: Path, location: str, *flag_sets: list[str]) -> list[UUID]:
+    """A store at ``db`` made by :func:`fill`, piped into ``location`` (:func:`pipe_dump_into`):
+    ``verify`` is clean there and every conversation replays byte-identically, with each of
+    ``flag_sets`` (none: plain); the conversations' ids."""
+    with convstore.open_store(db) as store:
+        ids = fill(store)
+    pipe_dump_into(db, location)
+    checked = run("--db", location, "verify")
+    assert checked.returncode == 0, checked.stderr
+    for conv in ids:
+        for flags in flag_sets or ([],):
+            expected = run("--db", str(db), "replay", str(conv), *flags)
+            assert run("--db", location, "replay", str(conv), *flags).stdout == expected.stdout
+    return ids
+
+
 # -- the command line --------------------------------------------------------------------------
 
 
