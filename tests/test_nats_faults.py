@@ -126,14 +126,15 @@ def _wait_until(check: object, timeout: float = 60.0) -> None:
 def test_killing_the_stream_leader_loses_and_doubles_nothing(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """4 writer processes (2 per conversation) append while the stream's leader is
+    """4 writer processes (2 per conversation, 2 per host: each pair shares a replica file,
+    one of them following the stream for both) append while the stream's leader is
     SIGKILLed: they carry on with no error once a new leader is elected, every acknowledged
     append is in the log exactly once and in each writer's order, and verify is clean."""
     url = f"nats://{cluster.url}/{STREAM}"
     with open_store(f"{url}?replica={tmp_path / 'main.db'}") as store:
         conversations = [store.new_conversation(title=t) for t in ("a", "b")]
     writers = [
-        Writer(f"{url}?replica={tmp_path / f'w{k}.db'}", conversations[k % 2], f"w{k}")
+        Writer(f"{url}?replica={tmp_path / f'host{k // 2}.db'}", conversations[k % 2], f"w{k}")
         for k in range(4)
     ]
     _wait_until(lambda: all(len(w.acked) >= 5 or w.process.poll() is not None for w in writers))

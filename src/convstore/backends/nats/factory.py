@@ -10,7 +10,7 @@ from eventsourcing.sqlite import SQLiteFactory
 from convstore.backends.common.mapper import PydanticMapper
 from convstore.backends.nats.link import JetStreamLink
 from convstore.backends.nats.location import NatsLocation
-from convstore.backends.nats.recorder import NatsRecorder
+from convstore.backends.nats.recorder import FOLLOW_LOCK_SUFFIX, NatsRecorder
 from convstore.backends.sqlite.recorder import file_uri, lock_timeout_seconds
 
 
@@ -26,6 +26,7 @@ def nats_env(location: NatsLocation, identity: str) -> dict[str, str]:
         "NATS_PASSWORD": location.password,
         "NATS_TIMEOUT": str(location.timeout),
         "NATS_IDENTITY": identity,
+        "NATS_FOLLOW_LOCK": f"{location.replica}{FOLLOW_LOCK_SUFFIX}",
     }
 
 
@@ -52,6 +53,7 @@ class NatsFactory(SQLiteFactory):
                 mapper.decode_state,
                 previews=cipher is None,
                 identity=self.env.get("NATS_IDENTITY", ""),
+                follow_lock=self.env.get("NATS_FOLLOW_LOCK", ""),
             )
             recorder.create_table()
         except BaseException:

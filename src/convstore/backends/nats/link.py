@@ -4,8 +4,9 @@ loop thread, called from any thread.
 eventsourcing's recorders are synchronous, so every call here submits a coroutine to the
 link's own loop (:func:`asyncio.run_coroutine_threadsafe`) and waits for its result. The link
 publishes (one message, or an atomic batch of several), reads the stream's newest sequence,
-purges a subject, and keeps one ordered consumer that delivers every message of the stream,
-in stream order, into a buffer the recorder drains (:meth:`JetStreamLink.take`).
+purges a subject, and, in the process that follows the stream for its replica, keeps one
+ordered consumer that delivers every message of the stream, in stream order, into a buffer the
+recorder drains (:meth:`JetStreamLink.take`, :meth:`JetStreamLink.take_ready`).
 
 Imported only for ``nats://`` stores: it needs the ``nats`` extra (nats-py).
 """
@@ -369,6 +370,35 @@ class JetStreamLink:
 
         self._subscription = self._retrying(subscribe)
 
+    @property
+    def following(self) -> bool:
+        """Whether this link has an ordered consumer (see :meth:`follow`)."""
+        return bool(self._subjects)
+
+    def wait_whole(self, ends: Callable[[Delivered], bool], wait: float) -> bool:
+        """Wait up to ``wait`` seconds until the buffer holds a whole publish (a message that
+        ``ends`` one); whether it does."""
+        with self._arrived:
+            return self._arrived.wait_for(
+                lambda: any(ends(message) for message in reversed(self._delivered)), wait
+            )
+
+    def take_ready(self, ends: Callable[[Delivered], bool]) -> list[Delivered]:
+        """The buffered messages up to the last that ``ends`` a publish (the rest stay
+        buffered); none waits."""
+        with self._arrived:
+            cut = len(self._delivered)
+            while cut and not ends(self._delivered[cut - 1]):
+                cut -= 1
+            taken, self._delivered = self._delivered[:cut], self._delivered[cut:]
+            return taken
+
+    def put_back(self, messages: list[Delivered]) -> None:
+        """Return taken ``messages`` to the front of the buffer (their apply failed), so the
+        next take gets them again rather than the messages after them."""
+        with self._arrived:
+            self._delivered[:0] = messages
+
     def take(self, through: int, ends: Callable[[Delivered], bool]) -> list[Delivered]:
         """The buffered messages up to the last one at or before sequence ``through`` that
         ``ends`` a publish, once all up to ``through`` have arrived (the rest stay buffered);
@@ -438,7 +468,9 @@ class JetStreamLink:
             asyncio.run_coroutine_threadsafe(cancel_the_rest(), self._loop).result(5.0)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
-        if not self._thread.is_alive():
+        # At interpreter exit (a store never closed, collected then) the loop's thread may be
+        # frozen with the loop still marked running: leave it; the process is ending.
+        if not self._thread.is_alive() and not self._loop.is_running():
             self._loop.close()
 
 

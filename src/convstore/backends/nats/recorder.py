@@ -20,10 +20,14 @@ Writes go to the stream only (see :mod:`convstore.backends.nats.backend` for the
   stream and sequence).
 
 Reads first bring the replica up to the stream's newest sequence (one request to the stream's
-leader, then the ordered consumer's messages up to it), so every read sees every write
-acknowledged before it began, from any host (read-your-writes). Applying a run of messages is
-one SQLite transaction that also moves the replica's position, and skips what is at or below
-it: several processes may share one replica file, and each message is applied once. Only
+leader, then the messages up to it), so every read sees every write acknowledged before it
+began, from any host (read-your-writes). Of the processes sharing a replica file, one follows
+the streams: the holder of the file's follow lock (``flock``) runs the ordered consumers and a
+thread applying what they deliver; the others wait for its position to pass the sequence they
+need, take the lock when it is free, and follow alongside when the position stands still for
+``STALL_SECONDS``. Applying a run of messages is one SQLite transaction that also moves the
+replica's position, and skips what is at or below it, so each message is applied once; a run
+that fails goes back in front of the buffer. Only
 whole publishes are applied, and a transaction ends only where one ends (its last message is
 marked): the leader may report a newest sequence inside an atomic batch it is storing, and no
 reader of the replica may see part of a message.
@@ -37,10 +41,13 @@ as a SQLite erasure does.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -60,6 +67,7 @@ from convstore.backends.common.log_changes import CHANGES_TABLE
 from convstore.backends.nats.link import (
     BATCH_LIMIT,
     DUPLICATE_IN_BATCH,
+    STALL_SECONDS,
     WRONG_LAST_SEQUENCE,
     Delivered,
     JetStreamLink,
@@ -68,7 +76,12 @@ from convstore.backends.nats.link import (
     Unavailable,
 )
 from convstore.backends.nats.location import partition_of
-from convstore.backends.sqlite.recorder import SQLITE, SQLiteWriterRecorder, _advance_heads
+from convstore.backends.sqlite.recorder import (
+    SQLITE,
+    SQLiteWriterRecorder,
+    _advance_heads,
+    _translated,
+)
 from convstore.backends.sqlite.replay_tables import forget_sqlite as forget_replays
 from convstore.backends.sqlite.transaction import immediate
 from convstore.domain.errors import ConversationErased, ConversationNotFound
@@ -77,6 +90,11 @@ from convstore.ports.chain import HEADS_TABLE, Head
 from convstore.ports.erasure import ERASED_TABLE, Erasure
 from convstore.ports.recorder import Decision, Keep, RawRecord
 from convstore.projections.listing import ListedRow, ListingQuery, listing_changes
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: every process follows (no shared lock)
+    fcntl = None  # type: ignore[assignment]
 
 POSITION_TABLE = "convstore_nats_position"
 """The replica's row per stream (one, or one per partition): the sequence applied up to."""
@@ -98,6 +116,20 @@ APPLY_BATCH = 500
 
 CONFLICT_ATTEMPTS = 5
 """Publishes an insert tries with a freshly read expectation before calling it a conflict."""
+
+FOLLOW_LOCK_SUFFIX = "-follow"
+"""The replica's follow lock is the file beside it named with this suffix: the process that
+holds it follows the streams and applies them for every process sharing the replica."""
+
+POLL_FIRST_SECONDS = 0.0002
+POLL_MOST_SECONDS = 0.002
+"""A process that does not follow polls the replica's position for a sequence it needs: first
+after most of its usual wait (within these bounds), then after the first, doubling up to the
+most."""
+
+IDLE_WAIT_SECONDS = 0.25
+"""How long the follower's applying thread waits for a whole publish before it checks
+whether the store is closing."""
 
 
 def subject_of(stream: str, conversation: UUID) -> str:
@@ -127,6 +159,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         *,
         previews: bool,
         identity: str,
+        follow_lock: str = "",
     ) -> None:
         super().__init__(datastore)
         self.links = list(links)
@@ -135,9 +168,18 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._identity = identity
         self._decode = decode
         self._previews = previews
-        self._following = False
+        self._open = False
         self._relaxed: sqlite3.Connection | None = None
         self._feeding = threading.Lock()
+        self._follow_lock = follow_lock
+        self._lock_fd: int | None = None
+        self._leading = False
+        self._claiming = threading.Lock()
+        self._peek: sqlite3.Connection | None = None
+        self._peeking = threading.Lock()
+        self._usual_wait = POLL_FIRST_SECONDS
+        self._stopping = threading.Event()
+        self._appliers: list[threading.Thread] = []
 
     def _connection(self) -> sqlite3.Connection:
         """The replica's writer connection, with ``synchronous = NORMAL``: the replica is
@@ -190,10 +232,119 @@ class NatsRecorder(SQLiteWriterRecorder):
                     f"named {link.stream} (since deleted): remove the file and it is rebuilt"
                 )
                 raise OperationalError(msg)
-        for link, (after, _identity) in zip(self.links, positions, strict=True):
-            link.follow(int(after), f"{link.stream}.c.*")
-        self._following = True
+        self._open = True
+        self._claim()
         self.listing_missing = False
+
+    # -- following: one process per replica ------------------------------------------------
+
+    def _claim(self) -> bool:
+        """Become the process that follows the streams for this replica, if no other process
+        sharing it is (the follow lock, held until the store closes or the process dies);
+        whether this process follows. Without a lock file (or on a system without
+        ``flock``) every process follows for itself."""
+        with self._claiming:
+            return self._leading or self._lead()
+
+    def _lead(self) -> bool:
+        if self._follow_lock and fcntl is not None:
+            if self._lock_fd is None:
+                self._lock_fd = os.open(self._follow_lock, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+        self._follow()
+        self._leading = True
+        for link in self.links:
+            applier = threading.Thread(
+                target=self._apply_arrivals, args=(link,), name=f"nats-apply-{link.stream}"
+            )
+            applier.daemon = True
+            applier.start()
+            self._appliers.append(applier)
+        return True
+
+    def _follow(self) -> None:
+        """Start each link's ordered consumer just after the replica's position (a link that
+        already follows is left as it is); the caller holds ``_claiming``."""
+        for link in self.links:
+            if not link.following:
+                link.follow(self._position(link.stream), f"{link.stream}.c.*")
+
+    def _position(self, stream: str) -> int:
+        """The sequence of ``stream`` the replica has applied up to, as committed now."""
+        (seq,) = self._peeked(
+            f"SELECT (SELECT seq FROM {POSITION_TABLE} WHERE stream = ?)",  # noqa: S608
+            (stream,),
+        )
+        return int(seq or 0)
+
+    def _peeked(self, sql: str, parameters: tuple[str, ...]) -> tuple[Any, ...]:
+        """The one row of ``sql``, read on a connection of this recorder's own, outside any
+        transaction: the latest commit, in one statement. For the reads an append and a wait
+        for the follower make every time (the pool's transaction costs six times as much)."""
+        with self._peeking, _translated():
+            if self._peek is None:
+                self._peek = sqlite3.connect(
+                    self.datastore.pool.db_name,
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            row: tuple[Any, ...] = self._peek.execute(sql, parameters).fetchone()
+        return row
+
+    def _apply_arrivals(self, link: JetStreamLink) -> None:
+        """The follower's thread: apply whole publishes as they arrive, so the replica is
+        current for the processes that share it without following."""
+        while not self._stopping.is_set():
+            if not link.wait_whole(_ends_a_publish, IDLE_WAIT_SECONDS):
+                continue
+            with self._feeding:
+                if self._stopping.is_set():
+                    return
+                taken = link.take_ready(_ends_a_publish)
+                try:
+                    self._apply_runs(link.stream, taken)
+                except Exception:  # noqa: BLE001 - tried again; a read meets the error itself
+                    link.put_back(taken)
+                    failed = True
+                else:
+                    failed = False
+            if failed:
+                self._stopping.wait(IDLE_WAIT_SECONDS)
+
+    def _await(self, link: JetStreamLink, through: int) -> None:
+        """In a process that does not follow: wait until the follower has applied ``link``'s
+        stream up to ``through`` (it applies whole publishes only, so the position passes
+        ``through`` once the publish holding it is applied). Takes over following when the
+        follower is gone (its lock is free), and follows alongside it when the position has
+        not moved for :data:`STALL_SECONDS`."""
+        started = time.monotonic()
+        seen, since = -1, started
+        # The first pause is most of the usual wait, so a wait takes one or two reads.
+        pause = min(max(0.7 * self._usual_wait, POLL_FIRST_SECONDS), POLL_MOST_SECONDS)
+        polled = False
+        while True:
+            position = self._position(link.stream)
+            now = time.monotonic()
+            if position >= through:
+                self._usual_wait += (now - started - self._usual_wait) / 8
+                return
+            if position != seen:
+                seen, since = position, now
+            if self._claim():
+                break
+            if now - since >= STALL_SECONDS:
+                with self._claiming:
+                    self._follow()
+                break
+            time.sleep(pause)
+            # After the first: short, then doubling (the usual wait was not enough).
+            pause = min(2 * pause, POLL_MOST_SECONDS) if polled else POLL_FIRST_SECONDS
+            polled = True
+        self._take_and_apply(link, through)
 
     def catch_up(self) -> None:
         """Apply every stream's messages up to its newest sequence: what a read of more than
@@ -203,20 +354,32 @@ class NatsRecorder(SQLiteWriterRecorder):
 
     def _catch_up_stream(self, link: JetStreamLink, through: int | None = None) -> None:
         """Apply ``link``'s stream up to sequence ``through`` (its newest when ``None``)."""
-        if not self._following:
+        if not self._open:
             return
         try:
             target = link.last_seq() if through is None else through
         except Unavailable as exc:
             raise OperationalError(str(exc)) from None
+        if link.following:
+            self._take_and_apply(link, target)
+        else:
+            self._await(link, target)
+
+    def _take_and_apply(self, link: JetStreamLink, through: int) -> None:
+        """Apply what ``link`` delivered up to ``through``, waiting for it to arrive."""
         # Taking and applying are one step: a thread that finds the buffer emptied by
         # another waits here until that one has applied what it took.
         with self._feeding:
             try:
-                delivered = link.take(target, _ends_a_publish)
+                delivered = link.take(through, _ends_a_publish)
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            self._apply_runs(link.stream, delivered)
+            try:
+                with _translated():
+                    self._apply_runs(link.stream, delivered)
+            except BaseException:
+                link.put_back(delivered)  # never skipped: the next take applies them
+                raise
 
     def _apply_runs(self, stream: str, delivered: list[Delivered]) -> None:
         for run in _whole_appends(delivered, APPLY_BATCH):
@@ -314,22 +477,19 @@ class NatsRecorder(SQLiteWriterRecorder):
     def _expected(self, conversation: UUID) -> tuple[int | None, int]:
         """The replica's newest (version, stream sequence) of a conversation, ``(None, 0)``
         for none; refuses an erased one."""
-        with self.datastore.transaction(commit=False) as cursor:
-            cursor.execute(
-                f"SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = ?",  # noqa: S608
-                (conversation.hex,),
-            )
-            if cursor.fetchone():
-                msg = f"conversation {conversation} was erased"
-                raise ConversationErased(msg)
-            cursor.execute(
-                f"SELECT originator_version, {self._seq_of('e.rowid')} "  # noqa: S608
-                f"FROM {self.events_table_name} e "
-                "WHERE originator_id = ? ORDER BY originator_version DESC LIMIT 1",
-                (conversation.hex,),
-            )
-            row = cursor.fetchone()
-        return (None, 0) if row is None else (int(row[0]), int(row[1]))
+        newest = (
+            f"FROM {self.events_table_name} e WHERE originator_id = ?1 "
+            "ORDER BY originator_version DESC LIMIT 1"
+        )
+        erased, version, seq = self._peeked(
+            f"SELECT EXISTS (SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = ?1), "  # noqa: S608
+            f"(SELECT originator_version {newest}), (SELECT {self._seq_of('e.rowid')} {newest})",
+            (conversation.hex,),
+        )
+        if erased:
+            msg = f"conversation {conversation} was erased"
+            raise ConversationErased(msg)
+        return (None, 0) if version is None else (int(version), int(seq))
 
     def _seq_of(self, rowid: str) -> str:
         """SQL for the stream sequence of the event at local id ``rowid`` (an expression)."""
@@ -651,11 +811,25 @@ class NatsRecorder(SQLiteWriterRecorder):
         return super().rebuild_listing(decode, previews=previews)
 
     def close_writer(self) -> None:
-        """Close the replica's writer connection and the links."""
+        """Stop applying, close the replica's writer connection and the links, and let
+        another process sharing the replica follow."""
+        self._open = False
+        self._stopping.set()
+        for applier in self._appliers:
+            applier.join(timeout=5)
+        self._appliers.clear()
         super().close_writer()
-        self._following = False
+        with self._peeking:
+            if self._peek is not None:
+                self._peek.close()
+                self._peek = None
         for link in self.links:
             link.close()
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)  # the follow lock goes with its descriptor
+            self._lock_fd = None
+        self._leading = False
 
 
 def _apply_tombstone(

@@ -1,0 +1,188 @@
+"""Processes sharing one ``nats://`` replica file follow the stream once: one of them (the
+holder of the replica's follow lock) applies every message, the others wait for its position.
+On a real 3-server cluster: one consumer for a host's processes, a follower SIGKILLed or
+stopped, and an apply that fails leaving no gap."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+
+from convstore import Store, StoreError, open_store
+from tests.nats_cluster import Cluster, delete_stream
+from tests.test_nats_faults import _texts, _verified
+
+pytestmark = pytest.mark.slow
+
+HOLDER = """
+import json, sys
+from uuid import UUID
+import convstore
+with convstore.open_store(sys.argv[1]) as store:
+    print("ready", flush=True)
+    for line in sys.stdin:
+        conv = UUID(line.strip())
+        texts = [str(m["content"]) for m in store.replay(conv)["messages"]]
+        print(json.dumps(texts), flush=True)
+"""
+"""A process holding the store open on a replica; each conversation id it is sent, it
+replays and prints the messages' texts of (one JSON line)."""
+
+
+@pytest.fixture
+def url(nats_cluster: Cluster) -> Iterator[str]:
+    name = f"t{uuid4().hex[:12]}"
+    yield f"nats://{nats_cluster.url}/{name}"
+    asyncio.run(delete_stream(nats_cluster, name))
+
+
+def _holder(location: str) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, location],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "ready"
+    return holder
+
+
+def _ask(holder: subprocess.Popen[str], conversation: UUID) -> list[str]:
+    assert holder.stdin is not None
+    assert holder.stdout is not None
+    holder.stdin.write(f"{conversation}\n")
+    holder.stdin.flush()
+    texts: list[str] = json.loads(holder.stdout.readline())
+    return texts
+
+
+def _say(store: Store, conversation: UUID, text: str) -> None:
+    store.append_message(conversation, "user", [{"type": "text", "text": text}])
+
+
+async def _consumers(cluster: Cluster, stream: str) -> int:
+    import nats  # noqa: PLC0415 - a dev dependency
+
+    client = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
+    try:
+        return int((await client.jetstream().stream_info(stream)).state.consumer_count)
+    finally:
+        await client.close()
+
+
+def _stop(*holders: subprocess.Popen[str]) -> None:
+    for holder in holders:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_processes_sharing_a_replica_follow_the_stream_once(
+    nats_cluster: Cluster, url: str, tmp_path: Path
+) -> None:
+    """Three processes on one replica file make one consumer on the stream, not three (beside
+    the one of another host, on a replica of its own); each reads what that host wrote, and
+    the writes of a process that does not follow."""
+    stream = url.rsplit("/", 1)[1]
+    shared = f"{url}?replica={tmp_path / 'shared.db'}"
+    with open_store(f"{url}?replica={tmp_path / 'elsewhere.db'}") as elsewhere:
+        conv = elsewhere.new_conversation()
+        first = _holder(shared)
+        second = _holder(shared)
+        try:
+            with open_store(shared) as store:
+                assert asyncio.run(_consumers(nats_cluster, stream)) == 2
+                _say(elsewhere, conv, "from another host")
+                _say(store, conv, "from this host")
+                expected = ["from another host", "from this host"]
+                assert _texts(store, conv) == expected
+                assert _ask(first, conv) == expected
+                assert _ask(second, conv) == expected
+                assert _texts(elsewhere, conv) == expected
+                assert asyncio.run(_consumers(nats_cluster, stream)) == 2
+        finally:
+            _stop(first, second)
+
+
+def test_a_follower_killed_is_replaced_by_a_process_that_reads(url: str, tmp_path: Path) -> None:
+    """SIGKILL the process that follows for a replica: the next read of another process on
+    that replica takes over following (the lock went with the dead process) and sees every
+    write, and so does a third process, now through the new follower."""
+    shared = f"{url}?replica={tmp_path / 'shared.db'}"
+    follower = _holder(shared)
+    with open_store(shared) as store:
+        waiting = _holder(shared)
+        try:
+            with open_store(f"{url}?replica={tmp_path / 'elsewhere.db'}") as elsewhere:
+                conv = elsewhere.new_conversation()
+                _say(elsewhere, conv, "before")
+                assert _texts(store, conv) == ["before"]
+                follower.send_signal(signal.SIGKILL)
+                follower.wait(timeout=30)
+                _say(elsewhere, conv, "after the kill")
+            assert _texts(store, conv) == ["before", "after the kill"]
+            assert _ask(waiting, conv) == ["before", "after the kill"]
+        finally:
+            _stop(follower, waiting)
+
+
+def test_a_stopped_follower_does_not_stop_the_others(url: str, tmp_path: Path) -> None:
+    """A follower that holds the lock but applies nothing (SIGSTOP) does not hang a read of
+    another process: once the position has not moved for a while, that process follows the
+    stream too and reads every write."""
+    shared = f"{url}?replica={tmp_path / 'shared.db'}"
+    follower = _holder(shared)
+    try:
+        with open_store(shared) as store:
+            with open_store(f"{url}?replica={tmp_path / 'elsewhere.db'}") as elsewhere:
+                conv = elsewhere.new_conversation()
+                _say(elsewhere, conv, "first")
+                assert _texts(store, conv) == ["first"]
+                follower.send_signal(signal.SIGSTOP)
+                _say(elsewhere, conv, "while it is stopped")
+            assert _texts(store, conv) == ["first", "while it is stopped"]
+            follower.send_signal(signal.SIGCONT)
+            assert _ask(follower, conv) == ["first", "while it is stopped"]
+    finally:
+        follower.send_signal(signal.SIGCONT)
+        _stop(follower)
+
+
+def test_an_apply_that_fails_is_applied_again_not_skipped(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While another connection holds the replica's write lock past the lock timeout, a read
+    fails in one line; the messages it could not apply are applied by the next read, before
+    the ones that came after (none skipped), and the replica verifies clean."""
+    monkeypatch.setenv("CONVSTORE_LOCK_TIMEOUT", "1")
+    replica = tmp_path / "r.db"
+    with (
+        open_store(f"{url}?replica={replica}") as store,
+        open_store(f"{url}?replica={tmp_path / 'elsewhere.db'}") as elsewhere,
+    ):
+        conv = elsewhere.new_conversation()
+        _say(elsewhere, conv, "one")
+        assert _texts(store, conv) == ["one"]
+        blocker = sqlite3.connect(replica, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            _say(elsewhere, conv, "two")
+            with pytest.raises(StoreError) as caught:
+                store.replay(conv)
+            assert "\n" not in str(caught.value)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        _say(elsewhere, conv, "three")
+        assert _texts(store, conv) == ["one", "two", "three"]
+        assert _verified(store) == []
