@@ -198,3 +198,24 @@ def test_the_replica_lives_in_the_data_directory_unless_told(
     with open_store(stream_url) as again:
         assert [c.id for c in again.conversations()] == [conv]
     assert sorted((tmp_path / "xdg" / "convstore").glob("nats-*.db")) == replicas
+
+
+def test_a_link_waits_for_its_loop_thread_to_run(
+    nats_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link whose event-loop thread is slow to start (a busy machine: eight processes opening
+    a store at once) connects once it runs, instead of calling itself closed."""
+    from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415 - the nats extra
+
+    started = asyncio.BaseEventLoop.run_forever
+
+    def late(loop: asyncio.BaseEventLoop) -> None:
+        time.sleep(0.3)
+        started(loop)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "run_forever", late)
+    link = JetStreamLink([f"nats://{s}" for s in nats_cluster.url.split(",")], "nothing")
+    try:
+        assert link.stream_metadata() is None
+    finally:
+        link.close()

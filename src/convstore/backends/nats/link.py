@@ -116,7 +116,12 @@ class JetStreamLink:
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"nats-{stream}", daemon=True
         )
+        # Wait until the loop runs: a call made before is refused as if the link were closed
+        # (seen when eight processes opened a store at once on two busy cores).
+        running = threading.Event()
+        self._loop.call_soon(running.set)
         self._thread.start()
+        running.wait()
         self._delivered: list[Delivered] = []
         self._highest = 0
         self._arrived = threading.Condition()
