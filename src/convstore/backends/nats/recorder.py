@@ -48,7 +48,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -281,9 +281,16 @@ class NatsRecorder(SQLiteWriterRecorder):
         return int(seq or 0)
 
     def _peeked(self, sql: str, parameters: tuple[str, ...]) -> tuple[Any, ...]:
-        """The one row of ``sql``, read on a connection of this recorder's own, outside any
-        transaction: the latest commit, in one statement. For the reads an append and a wait
-        for the follower make every time (the pool's transaction costs six times as much)."""
+        """The one row of ``sql`` as committed now (see :meth:`_peeking_at`)."""
+        with self._peeking_at() as conn:
+            row: tuple[Any, ...] = conn.execute(sql, parameters).fetchone()
+        return row
+
+    @contextlib.contextmanager
+    def _peeking_at(self) -> Iterator[sqlite3.Connection]:
+        """A connection of this recorder's own, outside any transaction (each statement reads
+        the latest commit), for the reads an append and a wait for the follower make every
+        time: the pool's transaction costs six times as much as such a statement."""
         with self._peeking, _translated():
             if self._peek is None:
                 self._peek = sqlite3.connect(
@@ -292,8 +299,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                     isolation_level=None,
                     check_same_thread=False,
                 )
-            row: tuple[Any, ...] = self._peek.execute(sql, parameters).fetchone()
-        return row
+            yield self._peek
 
     def _apply_arrivals(self, link: JetStreamLink) -> None:
         """The follower's thread: apply whole publishes as they arrive, so the replica is
@@ -548,14 +554,15 @@ class NatsRecorder(SQLiteWriterRecorder):
         """The replica's ids of events it holds (the stream sequences with one stream),
         checked to be these very events: one missing or different is ``IntegrityError``."""
         ids = []
-        with self.datastore.transaction(commit=False) as cursor:
+        select = (
+            f"SELECT rowid, state FROM {self.events_table_name} "  # noqa: S608
+            "WHERE originator_id = ? AND originator_version = ?"
+        )
+        with self._peeking_at() as conn:
             for s in stored:
-                cursor.execute(
-                    f"SELECT rowid, state FROM {self.events_table_name} "  # noqa: S608
-                    "WHERE originator_id = ? AND originator_version = ?",
-                    (UUID(str(s.originator_id)).hex, s.originator_version),
-                )
-                row = cursor.fetchone()
+                row = conn.execute(
+                    select, (UUID(str(s.originator_id)).hex, s.originator_version)
+                ).fetchone()
                 if row is None or bytes(row[1]) != s.state:
                     msg = f"version {s.originator_version} of {s.originator_id} is taken"
                     raise IntegrityError(msg)
