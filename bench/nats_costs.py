@@ -6,8 +6,10 @@ The ``nats`` benchmark gives appends/s; a plan for many machines needs the costs
 which a rate on 2 shared cores hides: per append, the CPU of the writing process (convstore
 with its replica, or raw nats-py) and of the three servers together, and how fast a new
 host's replica applies a stream it has never seen. One writer in this process, convstore and
-raw taking turns (two rounds of ``APPENDS`` each); then a second replica file is built from
-the whole stream. Printed, not a ``run.py`` row: these are inputs to arithmetic, not targets.
+raw taking turns (two rounds of ``APPENDS`` each); then three processes hold the store open on
+the writer's replica while it appends (what a host's other processes cost it), and a second
+replica file is built from the whole stream. Printed, not a ``run.py`` row: these are inputs to
+arithmetic, not targets.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +56,51 @@ def measure(make: Callable[[], Appender], appends: int, pids: list[int]) -> tupl
     finally:
         close()
     return appends / wall, 1000 * cpu / appends, 1000 * servers / appends
+
+
+IDLE_PROCESSES = 3
+
+HOLDER = """
+import sys
+from convstore import open_store
+with open_store(sys.argv[1]) as store:
+    store.list_conversations()
+    print("ready", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far."""
+    return server_cpu([pid])
+
+
+def _idle_processes_cost(url: str, appends: int, pids: list[int]) -> float:
+    """CPU per append (ms) of each of :data:`IDLE_PROCESSES` processes that hold the store open
+    on the writer's replica file while this process appends: the cost of a host's other
+    processes (opened after the writer, so the writer follows the stream for the file)."""
+    append, close = convstore_appender(url)
+    holders = [
+        subprocess.Popen(  # noqa: S603 - this interpreter, a fixed script, the bench's URL
+            [sys.executable, "-c", HOLDER, url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(IDLE_PROCESSES)
+    ]
+    try:
+        for holder in holders:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "ready"
+        before = [process_cpu(holder.pid) for holder in holders]
+        measure(lambda: (append, lambda: None), appends, pids)
+        used = [process_cpu(h.pid) - b for h, b in zip(holders, before, strict=True)]
+    finally:
+        for holder in holders:
+            holder.communicate("\n", timeout=60)
+        close()
+    return 1000 * median(used) / appends
 
 
 def main(argv: list[str]) -> int:
@@ -100,6 +148,12 @@ def main(argv: list[str]) -> int:
                     f"{side}: {rate:,.0f} appends/s, {client:.2f} ms client CPU, "
                     f"{servers:.2f} ms servers' CPU (3 servers) per append\n"
                 )
+            idle = _idle_processes_cost(url, appends, pids)
+            sys.stdout.write(
+                f"{IDLE_PROCESSES} processes holding the store open on the writer's replica, "
+                f"not writing: {idle:.3f} ms CPU each per append (one follows the stream for "
+                "the file; the others only wait)\n"
+            )
             fresh = f"nats://{cluster.url}/{STORE_STREAM}?replica={root / 'fresh.db'}"
             started = time.perf_counter()
             with open_store(fresh) as store:

@@ -124,6 +124,8 @@ class JetStreamLink:
         running.wait()
         self._delivered: list[Delivered] = []
         self._highest = 0
+        self._pending = 0
+        self._released = False
         self._arrived = threading.Condition()
         self._subscription: Any = None
         self._subjects = ""
@@ -345,12 +347,14 @@ class JetStreamLink:
         the newest one delivered is right even while an old one still delivers."""
 
         async def deliver(msg: Msg) -> None:
-            seq = msg.metadata.sequence.stream
+            metadata = msg.metadata
+            seq = metadata.sequence.stream
             delivered = Delivered(seq, msg.subject, dict(msg.headers or {}), msg.data)
             with self._arrived:
                 if seq > self._highest:
                     self._delivered.append(delivered)
                     self._highest = seq
+                    self._pending = metadata.num_pending or 0
                     self._arrived.notify_all()
 
         with self._arrived:
@@ -380,13 +384,29 @@ class JetStreamLink:
         """Whether this link has an ordered consumer (see :meth:`follow`)."""
         return bool(self._subjects)
 
-    def wait_whole(self, ends: Callable[[Delivered], bool], wait: float) -> bool:
-        """Wait up to ``wait`` seconds until the buffer holds a whole publish (a message that
-        ``ends`` one); whether it does."""
-        with self._arrived:
-            return self._arrived.wait_for(
-                lambda: any(ends(message) for message in reversed(self._delivered)), wait
+    def wait_whole(self, ends: Callable[[Delivered], bool], wait: float, batch: int) -> bool:
+        """Whether the buffer holds a whole publish (a message that ``ends`` one), waiting up
+        to ``wait`` seconds for one while nothing more is due (the stream had no message after
+        the newest delivered) or ``batch`` messages are buffered: a consumer catching up on a
+        long stream is so taken in batches, not message by message (and a count of what is
+        due that never comes down, its messages deleted meanwhile, costs at most ``wait``)."""
+
+        def whole() -> bool:
+            return any(ends(message) for message in reversed(self._delivered))
+
+        def ready() -> bool:
+            return self._released or (
+                (self._pending == 0 or len(self._delivered) >= batch) and whole()
             )
+
+        with self._arrived:
+            return (self._arrived.wait_for(ready, wait) or whole()) and not self._released
+
+    def release(self) -> None:
+        """End every wait in :meth:`wait_whole`, now and later (the store is closing)."""
+        with self._arrived:
+            self._released = True
+            self._arrived.notify_all()
 
     def take_ready(self, ends: Callable[[Delivered], bool]) -> list[Delivered]:
         """The buffered messages up to the last that ``ends`` a publish (the rest stay

@@ -305,7 +305,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         """The follower's thread: apply whole publishes as they arrive, so the replica is
         current for the processes that share it without following."""
         while not self._stopping.is_set():
-            if not link.wait_whole(_ends_a_publish, IDLE_WAIT_SECONDS):
+            if not link.wait_whole(_ends_a_publish, IDLE_WAIT_SECONDS, APPLY_BATCH):
                 continue
             with self._feeding:
                 if self._stopping.is_set():
@@ -675,6 +675,10 @@ class NatsRecorder(SQLiteWriterRecorder):
                 msg = f"conversation {conversation} not found"
                 raise ConversationNotFound(msg)
             refuse_if_active(conversation, last_active, idle_since)
+            # Its events' sequences now: once the tombstone is published, the follower may
+            # apply it (dropping the rows) at any moment; and none can land after these, as
+            # the tombstone is conditional on the newest of them.
+            seqs = self._seqs(conversation)
             payload = json.dumps({"reason": reason, "at": at, "events": count}).encode()
             headers = {
                 ERASED_HEADER: "1",
@@ -692,7 +696,7 @@ class NatsRecorder(SQLiteWriterRecorder):
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
             try:
-                link.erase(self._seqs(conversation))
+                link.erase(seqs)
                 link.purge(subject, tombstone)
             except (Refused, Unavailable) as exc:
                 raise OperationalError(str(exc)) from None
@@ -822,6 +826,8 @@ class NatsRecorder(SQLiteWriterRecorder):
         another process sharing the replica follow."""
         self._open = False
         self._stopping.set()
+        for link in self.links:
+            link.release()
         for applier in self._appliers:
             applier.join(timeout=5)
         self._appliers.clear()
