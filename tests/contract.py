@@ -289,6 +289,19 @@ class StoreContract(ABC):
         assert len(store.events(conv)) == before
         assert store.conversations() == listed
 
+    def test_message_text_may_hold_nul_on_every_backend(self, store: Store) -> None:
+        """A NUL in message text is content, not a name: it is stored and replayed as given
+        on every backend, and the listing's preview (an index column, which PostgreSQL's text
+        cannot hold NUL in) shows it as U+FFFD, the same on each."""
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "bin\x00ary"}])
+        streamed = store.start_message(conv, "assistant")
+        store.append_block(conv, streamed, {"type": "text", "text": "\x00"})
+        store.end_message(conv, streamed)
+        assert [m["content"] for m in store.replay(conv)["messages"]] == ["bin\x00ary", "\x00"]
+        (listed,) = [c for c in store.conversations() if c.id == conv]
+        assert listed.preview == "bin\ufffdary"
+
     def test_the_nil_uuid_is_refused_as_a_conversation_id(self, store: Store, conv: UUID) -> None:
         """The all-zeros id is the hash chains' start marker's: given as a new conversation's
         id (a UUID or its text, either spelling) it is bad input, nothing lands, and verify

@@ -81,9 +81,10 @@ PREVIEW_CHARS = 80
 
 
 def preview_of(text: str) -> str:
-    """Text as a listing shows it: whitespace runs made one space, cut to
-    :data:`PREVIEW_CHARS` characters (an ellipsis marking a cut)."""
-    flat = " ".join(text.split())
+    """Text as a listing shows it: whitespace runs made one space, a NUL character shown as
+    U+FFFD (PostgreSQL's text cannot hold NUL, and every backend's index holds the same
+    previews), cut to :data:`PREVIEW_CHARS` characters (an ellipsis marking a cut)."""
+    flat = " ".join(text.replace("\x00", "\ufffd").split())
     return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1].rstrip() + "…"
 
 
