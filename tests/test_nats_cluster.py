@@ -4,6 +4,8 @@ followers, and the two JetStream behaviours the NATS backend is built on."""
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -26,7 +28,7 @@ async def _replicated_stream(cluster: Cluster) -> tuple[str | None, list[str], l
         assert info.cluster is not None
         followers = [str(peer.name) for peer in info.cluster.replicas or []]
         headers = {"Nats-Expected-Last-Subject-Sequence": "0", "Nats-Msg-Id": "m1"}
-        first = await js.publish(f"{name}.a", b"1", headers=headers)
+        first = await _first_publish(js, f"{name}.a", headers)
         again = await js.publish(f"{name}.a", b"1", headers=headers)  # a retried publish
         refused = []
         try:
@@ -38,6 +40,22 @@ async def _replicated_stream(cluster: Cluster) -> tuple[str | None, list[str], l
         return info.cluster.leader, followers, refused
     finally:
         await nc.close()
+
+
+async def _first_publish(js: Any, subject: str, headers: dict[str, str]) -> Any:
+    """The first publish to a stream just made: a server may not know of the stream's
+    subjects yet ("no responders", seen once in CI on a busy machine), so it is tried again
+    for up to 10 s, as convstore's own link does."""
+    from nats.errors import NoRespondersError  # noqa: PLC0415 - a dev dependency
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return await js.publish(subject, b"1", headers=headers)
+        except NoRespondersError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 def test_the_cluster_replicates_a_stream_over_three_servers(nats_cluster: Cluster) -> None:
