@@ -170,7 +170,8 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._previews = previews
         self._open = False
         self._relaxed: sqlite3.Connection | None = None
-        self._feeding = threading.Lock()
+        self._feeding = {link.stream: threading.Lock() for link in self.links}
+        """Per stream: taking its delivered messages and applying them is one step."""
         self._follow_lock = follow_lock
         self._lock_fd: int | None = None
         self._leading = False
@@ -307,7 +308,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         while not self._stopping.is_set():
             if not link.wait_whole(_ends_a_publish, IDLE_WAIT_SECONDS, APPLY_BATCH):
                 continue
-            with self._feeding:
+            with self._feeding[link.stream]:
                 if self._stopping.is_set():
                     return
                 taken = link.take_ready(_ends_a_publish)
@@ -375,7 +376,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         """Apply what ``link`` delivered up to ``through``, waiting for it to arrive."""
         # Taking and applying are one step: a thread that finds the buffer emptied by
         # another waits here until that one has applied what it took.
-        with self._feeding:
+        with self._feeding[link.stream]:
             try:
                 delivered = link.take(through, _ends_a_publish)
             except Unavailable as exc:
