@@ -34,8 +34,8 @@ with convstore.open_store(sys.argv[1]) as store:
         texts = [str(m["content"]) for m in store.replay(conv)["messages"]]
         print(json.dumps(texts), flush=True)
 """
-"""A process holding the store open on a replica; each conversation id it is sent, it
-replays and prints the messages' texts of (one JSON line)."""
+"""A process holding the store open on a replica: for each conversation id sent to it, it
+replays the conversation and prints its messages' texts (one JSON line)."""
 
 
 @pytest.fixture
