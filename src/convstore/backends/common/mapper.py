@@ -234,21 +234,39 @@ def checked_json(event: BaseModel) -> bytes:
     return state
 
 
+def _layout_of(state: bytes) -> tuple[bytes, int, bool, bool, int]:
+    """The header layout (:data:`_LAYOUTS`) of a well-formed compact state; ``ValueError``
+    for anything else."""
+    try:
+        layout = _LAYOUTS[state[1]]
+    except (IndexError, KeyError):
+        msg = "not a compact state (cut short, or an unknown event kind)"
+        raise ValueError(msg) from None
+    tag = state[0]
+    if len(state) <= layout[4] or (tag != COMPACT and tag != COMPACT_ZLIB):  # noqa: PLR1714
+        msg = f"not a well-formed compact state (first byte {tag}, {len(state)} bytes)"
+        raise ValueError(msg)
+    return layout
+
+
+def compact_version(state: bytes) -> int | None:
+    """The version in a compact state's header, read without decoding the event; ``None``
+    for a state that is not a well-formed compact one."""
+    try:
+        version_end = _layout_of(state)[1]
+    except ValueError:
+        return None
+    return int.from_bytes(state[18:version_end], "big")
+
+
 def full_json(state: bytes) -> bytes:
     """The JSON a compact state's event is read from (all its fields but the defaulted ones),
     built from the header and the body without decoding the event.
 
     Raises ``ValueError`` for a state that is not a well-formed compact one.
     """
-    try:
-        head, version_end, timestamp, message_id, at = _LAYOUTS[state[1]]
-    except (IndexError, KeyError):
-        msg = "not a compact state (cut short, or an unknown event kind)"
-        raise ValueError(msg) from None
+    head, version_end, timestamp, message_id, at = _layout_of(state)
     tag = state[0]
-    if len(state) <= at or (tag != COMPACT and tag != COMPACT_ZLIB):  # noqa: PLR1714 - ints
-        msg = f"not a well-formed compact state (first byte {tag}, {len(state)} bytes)"
-        raise ValueError(msg)
     # One format per layout with every value at once: fewer steps than piece by piece.
     originator, version = state[2:18].hex().encode(), int.from_bytes(state[18:version_end], "big")
     if timestamp:
@@ -339,12 +357,9 @@ class PydanticMapper(Mapper[UUID]):
         """The version a stored compact state's header holds, read without decoding its event
         (so without building the event models); ``None`` for a state it cannot be read from
         so (encrypted or compressed by eventsourcing, a full-JSON state, a malformed one)."""
-        if self.cipher or self.compressor or state[:1] not in {b"\x01", b"\x02"}:
+        if self.cipher or self.compressor:
             return None
-        layout = _LAYOUTS.get(state[1]) if len(state) > 1 else None
-        if layout is None or len(state) < layout[4]:
-            return None
-        return int.from_bytes(state[18 : layout[1]], "big")
+        return compact_version(state)
 
     def decode(self, stored_event: StoredEvent) -> Event:
         """The event a stored record holds; raises ``MapperDeserialisationError`` if it can't."""
