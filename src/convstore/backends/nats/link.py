@@ -412,11 +412,18 @@ class JetStreamLink:
         """The buffered messages up to the last that ``ends`` a publish (the rest stay
         buffered); none waits."""
         with self._arrived:
-            cut = len(self._delivered)
-            while cut and not ends(self._delivered[cut - 1]):
-                cut -= 1
-            taken, self._delivered = self._delivered[:cut], self._delivered[cut:]
-            return taken
+            return self._whole_through(self._highest, ends)
+
+    def _whole_through(self, through: int, ends: Callable[[Delivered], bool]) -> list[Delivered]:
+        """Take the buffered messages up to the last one at or before ``through`` that
+        ``ends`` a publish (the rest stay buffered); the caller holds ``_arrived``."""
+        cut = len(self._delivered)
+        while cut and (
+            self._delivered[cut - 1].seq > through or not ends(self._delivered[cut - 1])
+        ):
+            cut -= 1
+        taken, self._delivered = self._delivered[:cut], self._delivered[cut:]
+        return taken
 
     def put_back(self, messages: list[Delivered]) -> None:
         """Return taken ``messages`` to the front of the buffer (their apply failed), so the
@@ -438,13 +445,7 @@ class JetStreamLink:
                 if self._highest >= through:
                     # Only whole publishes: the stream's newest sequence may be read while
                     # an atomic batch is being stored, so it can fall inside one.
-                    cut = len(self._delivered)
-                    while cut and (
-                        self._delivered[cut - 1].seq > through or not ends(self._delivered[cut - 1])
-                    ):
-                        cut -= 1
-                    taken, self._delivered = self._delivered[:cut], self._delivered[cut:]
-                    return taken
+                    return self._whole_through(through, ends)
                 now = time.monotonic()
                 if self._highest != seen:
                     seen, stalled_since = self._highest, now

@@ -311,11 +311,9 @@ class NatsRecorder(SQLiteWriterRecorder):
             with self._feeding[link.stream]:
                 if self._stopping.is_set():
                     return
-                taken = link.take_ready(_ends_a_publish)
                 try:
-                    self._apply_runs(link.stream, taken)
+                    self._apply_taken(link, link.take_ready(_ends_a_publish))
                 except Exception:  # noqa: BLE001 - tried again; a read meets the error itself
-                    link.put_back(taken)
                     failed = True
                 else:
                     failed = False
@@ -381,12 +379,18 @@ class NatsRecorder(SQLiteWriterRecorder):
                 delivered = link.take(through, _ends_a_publish)
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            try:
-                with _translated():
-                    self._apply_runs(link.stream, delivered)
-            except BaseException:
-                link.put_back(delivered)  # never skipped: the next take applies them
-                raise
+            self._apply_taken(link, delivered)
+
+    def _apply_taken(self, link: JetStreamLink, taken: list[Delivered]) -> None:
+        """Apply messages taken from ``link``'s buffer (the caller holds its ``_feeding``
+        lock); if that fails they go back in front of the buffer, so the next take applies
+        them first: none is skipped."""
+        try:
+            with _translated():
+                self._apply_runs(link.stream, taken)
+        except BaseException:
+            link.put_back(taken)
+            raise
 
     def _apply_runs(self, stream: str, delivered: list[Delivered]) -> None:
         for run in _whole_appends(delivered, APPLY_BATCH):
