@@ -109,7 +109,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.nats_costs",
         description="CPU per append on a 3-server JetStream cluster it starts: convstore's "
-        "writer and the servers against raw nats-py's, and a new replica's build rate.",
+        "writer and the servers against raw nats-py's, what processes holding the store open "
+        "beside the writer cost it, and a new replica's build rate.",
         epilog="example: python -m bench.nats_costs 3000",
     )
     parser.add_argument(
