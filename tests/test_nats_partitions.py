@@ -126,6 +126,46 @@ def test_conversations_spread_over_every_partition_and_read_back_in_one_order(
         assert all(len(other.events(conv)) == events[conv] for conv in made)
 
 
+def _sockets_to(cluster: Cluster) -> int:
+    """How many TCP connections this process holds open to the cluster's client ports (read
+    from ``/proc``: the sockets among this process's descriptors, by the port they reach)."""
+    ports = {server.port for server in cluster.servers}
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = fd.readlink().name
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    count = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if fields[3] == "01" and remote_port in ports and fields[9] in inodes:  # ESTABLISHED
+                count += 1
+    return count
+
+
+@pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="reads Linux's /proc")
+def test_the_partitions_share_one_connection(
+    nats_cluster: Cluster, store_name: str, tmp_path: Path
+) -> None:
+    """A store over three streams holds one connection to the cluster, not one per stream:
+    every partition's publishes and deliveries go over it (three before, each with its own
+    event-loop thread). Closing the store closes it."""
+    url = f"nats://{nats_cluster.url}/{store_name}?partitions={PARTITIONS}"
+    before = _sockets_to(nats_cluster)
+    with open_store(f"{url}&replica={tmp_path / 'a.db'}") as store:
+        assert _sockets_to(nats_cluster) == before + 1
+        convs = [store.new_conversation(title=f"c{n}") for n in range(6)]
+        for conv in convs:
+            store.append_message(conv, "user", [{"type": "text", "text": "hi"}])
+        assert all(len(store.events(conv)) > 0 for conv in convs)
+    assert _sockets_to(nats_cluster) == before
+
+
 def test_two_processes_append_to_conversations_in_different_partitions(
     nats_cluster: Cluster, store_name: str, tmp_path: Path
 ) -> None:

@@ -43,6 +43,7 @@ class NatsFactory(SQLiteFactory):
                     user=self.env.get("NATS_USER", ""),
                     password=self.env.get("NATS_PASSWORD", ""),
                     timeout=float(self.env.get("NATS_TIMEOUT", "20")),
+                    via=links[0] if links else None,  # the partitions share one connection
                 )
                 links.append(link)  # one at a time: a failed connect closes those made
             cipher = self.cipher()

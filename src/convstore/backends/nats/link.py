@@ -26,6 +26,7 @@ from uuid import uuid4
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, StreamConfig
 from nats.js.errors import NotFoundError
 
@@ -109,9 +110,33 @@ class JetStreamLink:
         user: str = "",
         password: str = "",
         timeout: float = 20.0,
+        via: JetStreamLink | None = None,
     ) -> None:
+        """Connect to ``servers`` for ``stream``; or, given ``via``, use that link's
+        connection (its client and event loop thread) for another stream of the same
+        cluster: a partitioned store's links share one, so the messages of every partition
+        arrive on one socket and one thread. The connection closes with the link that made
+        it; closing a link made ``via`` another only ends its consumer."""
         self.stream = stream
         self.timeout = timeout
+        self._delivered: list[Delivered] = []
+        self._highest = 0
+        self._pending = 0
+        self._released = False
+        self._subscription: Any = None
+        self._subjects = ""
+        if via is not None:
+            self._root: JetStreamLink = via._root
+            self._loop: asyncio.AbstractEventLoop = via._loop
+            self._thread: threading.Thread = via._thread
+            self._nc: Client = via._nc
+            self._js: JetStreamContext = via._js
+            self._arrived: threading.Condition = via._arrived
+            return
+        self._root = self
+        self._last_error = ""
+        self._arrived = threading.Condition()
+        """Notified when a message arrives (shared by the links of one connection)."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"nats-{stream}", daemon=True
@@ -122,17 +147,8 @@ class JetStreamLink:
         self._loop.call_soon(running.set)
         self._thread.start()
         running.wait()
-        self._delivered: list[Delivered] = []
-        self._highest = 0
-        self._pending = 0
-        self._released = False
-        self._arrived = threading.Condition()
-        self._subscription: Any = None
-        self._subjects = ""
-        self.last_error = ""
-        """The client's most recent connection error, for messages."""
         try:
-            self._nc: Client = self._call(
+            self._nc = self._call(
                 asyncio.wait_for(
                     nats.connect(
                         list(servers),
@@ -153,8 +169,13 @@ class JetStreamLink:
             raise
         self._js = self._nc.jetstream(timeout=timeout)
 
+    @property
+    def last_error(self) -> str:
+        """The client's most recent connection error, for messages."""
+        return self._root._last_error
+
     async def _note_error(self, exc: Exception) -> None:
-        self.last_error = f"{type(exc).__name__}: {exc}"
+        self._last_error = f"{type(exc).__name__}: {exc}"
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         if self._loop.is_closed() or not self._loop.is_running():
@@ -384,26 +405,9 @@ class JetStreamLink:
         """Whether this link has an ordered consumer (see :meth:`follow`)."""
         return bool(self._subjects)
 
-    def wait_whole(self, ends: Callable[[Delivered], bool], wait: float, batch: int) -> bool:
-        """Whether the buffer holds a whole publish (a message that ``ends`` one), waiting up
-        to ``wait`` seconds for one while nothing more is due (the stream had no message after
-        the newest delivered) or ``batch`` messages are buffered: a consumer catching up on a
-        long stream is so taken in batches, not message by message (and a count of what is
-        due that never comes down, its messages deleted meanwhile, costs at most ``wait``)."""
-
-        def whole() -> bool:
-            return any(ends(message) for message in reversed(self._delivered))
-
-        def ready() -> bool:
-            return self._released or (
-                (self._pending == 0 or len(self._delivered) >= batch) and whole()
-            )
-
-        with self._arrived:
-            return (self._arrived.wait_for(ready, wait) or whole()) and not self._released
-
     def release(self) -> None:
-        """End every wait in :meth:`wait_whole`, now and later (the store is closing)."""
+        """End every wait in :func:`wait_whole` on this link, now and later (the store is
+        closing)."""
         with self._arrived:
             self._released = True
             self._arrived.notify_all()
@@ -466,18 +470,22 @@ class JetStreamLink:
     # -- closing -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection and stop the loop thread."""
+        """End the consumer; for the link that made the connection, close the connection
+        and stop the loop thread too (every link made ``via`` it stops working)."""
         if self._loop.is_closed():
             return
+        subscription, self._subscription = self._subscription, None
 
         async def close() -> None:
-            if self._subscription is not None:
-                await self._subscription.unsubscribe()
-            await self._nc.close()
+            if subscription is not None:
+                await subscription.unsubscribe()
+            if self._root is self:
+                await self._nc.close()
 
         with contextlib.suppress(Exception):  # closing what may already be gone
             self._call(asyncio.wait_for(close(), 5.0), 5.0)
-        self._stop_loop()
+        if self._root is self:
+            self._stop_loop()
 
     def _stop_loop(self) -> None:
         """Cancel what the client leaves running (an ordered consumer's checks, a connect
@@ -498,6 +506,35 @@ class JetStreamLink:
         # frozen with the loop still marked running: leave it; the process is ending.
         if not self._thread.is_alive() and not self._loop.is_running():
             self._loop.close()
+
+
+def wait_whole(
+    links: Sequence[JetStreamLink], ends: Callable[[Delivered], bool], wait: float, batch: int
+) -> bool:
+    """Whether one of ``links`` (all on one connection) buffers a whole publish (a message
+    that ``ends`` one), waiting up to ``wait`` seconds for one whose stream has nothing more
+    due (no message after the newest delivered) or that buffers ``batch`` messages: a
+    consumer catching up on a long stream is so taken in batches, not message by message
+    (and a count of what is due that never comes down, its messages deleted meanwhile,
+    costs at most ``wait``). False once a link is released."""
+    arrived = links[0]._arrived
+    if any(link._arrived is not arrived for link in links):
+        msg = "links waited on together share one connection"
+        raise ValueError(msg)
+
+    def whole(link: JetStreamLink) -> bool:
+        return any(ends(message) for message in reversed(link._delivered))
+
+    def ready() -> bool:
+        return any(
+            link._released
+            or ((link._pending == 0 or len(link._delivered) >= batch) and whole(link))
+            for link in links
+        )
+
+    with arrived:
+        found = arrived.wait_for(ready, wait) or any(whole(link) for link in links)
+        return found and not any(link._released for link in links)
 
 
 def _ack(reply: Msg) -> dict[str, Any]:

@@ -74,6 +74,7 @@ from convstore.backends.nats.link import (
     Outgoing,
     Refused,
     Unavailable,
+    wait_whole,
 )
 from convstore.backends.nats.location import partition_of
 from convstore.backends.sqlite.recorder import (
@@ -257,13 +258,11 @@ class NatsRecorder(SQLiteWriterRecorder):
                 return False
         self._follow()
         self._leading = True
-        for link in self.links:
-            applier = threading.Thread(
-                target=self._apply_arrivals, args=(link,), name=f"nats-apply-{link.stream}"
-            )
-            applier.daemon = True
-            applier.start()
-            self._appliers.append(applier)
+        applier = threading.Thread(
+            target=self._apply_arrivals, name=f"nats-apply-{self.links[0].stream}", daemon=True
+        )
+        applier.start()
+        self._appliers.append(applier)
         return True
 
     def _follow(self) -> None:
@@ -302,17 +301,22 @@ class NatsRecorder(SQLiteWriterRecorder):
                 )
             yield self._peek
 
-    def _apply_arrivals(self, link: JetStreamLink) -> None:
-        """The follower's thread: apply whole publishes as they arrive, so the replica is
-        current for the processes that share it without following."""
+    def _apply_arrivals(self) -> None:
+        """The follower's thread: apply whole publishes as they arrive, every stream's in one
+        transaction, so the replica is current for the processes that share it without
+        following."""
         while not self._stopping.is_set():
-            if not link.wait_whole(_ends_a_publish, IDLE_WAIT_SECONDS, APPLY_BATCH):
+            if not wait_whole(self.links, _ends_a_publish, IDLE_WAIT_SECONDS, APPLY_BATCH):
                 continue
-            with self._feeding[link.stream]:
+            with contextlib.ExitStack() as held:
+                for link in self.links:  # in order, as every thread takes them
+                    held.enter_context(self._feeding[link.stream])
                 if self._stopping.is_set():
                     return
                 try:
-                    self._apply_taken(link, link.take_ready(_ends_a_publish))
+                    self._apply_taken(
+                        {link: link.take_ready(_ends_a_publish) for link in self.links}
+                    )
                 except Exception:  # noqa: BLE001 - tried again; a read meets the error itself
                     failed = True
                 else:
@@ -379,38 +383,50 @@ class NatsRecorder(SQLiteWriterRecorder):
                 delivered = link.take(through, _ends_a_publish)
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            self._apply_taken(link, delivered)
+            self._apply_taken({link: delivered})
 
-    def _apply_taken(self, link: JetStreamLink, taken: list[Delivered]) -> None:
-        """Apply messages taken from ``link``'s buffer (the caller holds its ``_feeding``
-        lock); if that fails they go back in front of the buffer, so the next take applies
-        them first: none is skipped."""
+    def _apply_taken(self, taken: dict[JetStreamLink, list[Delivered]]) -> None:
+        """Apply messages taken from links' buffers (the caller holds their ``_feeding``
+        locks); if that fails they go back in front of the buffers, so the next take
+        applies them first: none is skipped."""
         try:
             with _translated():
-                self._apply_runs(link.stream, taken)
+                self._apply_runs([(link.stream, messages) for link, messages in taken.items()])
         except BaseException:
-            link.put_back(taken)
+            for link, messages in taken.items():
+                link.put_back(messages)
             raise
 
-    def _apply_runs(self, stream: str, delivered: list[Delivered]) -> None:
-        for run in _whole_appends(delivered, APPLY_BATCH):
+    def _apply_runs(self, delivered: list[tuple[str, list[Delivered]]]) -> None:
+        """Apply each stream's messages in transactions of whole publishes, about
+        :data:`APPLY_BATCH` messages each, several streams' runs sharing one."""
+        runs = [
+            (stream, run)
+            for stream, messages in delivered
+            for run in _whole_appends(messages, APPLY_BATCH)
+        ]
+        while runs:
+            group = [runs.pop(0)]
+            while runs and sum(len(run) for _, run in group) + len(runs[0][1]) <= APPLY_BATCH:
+                group.append(runs.pop(0))
             # The lock is polled for, as an append to a SQLite store polls for it: the
             # connection's busy timeout stays 0 and is not switched (two statements an apply).
             with (
                 self._writer_lock,
                 immediate(self._connection(), self._lock_wait, busy_ms=0) as conn,
             ):
-                (position,) = conn.execute(
-                    f"SELECT seq FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
-                    (stream,),
-                ).fetchone()
-                fresh = [message for message in run if message.seq > position]
-                if fresh:
-                    self._apply(conn, stream, fresh)
-                    conn.execute(
-                        f"UPDATE {POSITION_TABLE} SET seq = ? WHERE stream = ?",  # noqa: S608
-                        (fresh[-1].seq, stream),
-                    )
+                for stream, run in group:
+                    (position,) = conn.execute(
+                        f"SELECT seq FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
+                        (stream,),
+                    ).fetchone()
+                    fresh = [message for message in run if message.seq > position]
+                    if fresh:
+                        self._apply(conn, stream, fresh)
+                        conn.execute(
+                            f"UPDATE {POSITION_TABLE} SET seq = ? WHERE stream = ?",  # noqa: S608
+                            (fresh[-1].seq, stream),
+                        )
 
     def _apply(self, conn: Any, stream: str, messages: list[Delivered]) -> None:
         """Apply one stream's messages to the replica, in order, inside the caller's
@@ -450,12 +466,15 @@ class NatsRecorder(SQLiteWriterRecorder):
         if not self.partitioned:
             conn.executemany(insert, rows)
             return
-        for seq, *row in rows:
-            rowid = conn.execute(
-                f"INSERT INTO {SEQS_TABLE} (stream, seq) VALUES (?, ?)",  # noqa: S608
-                (stream, seq),
-            ).lastrowid
-            conn.execute(insert, (rowid, *row))
+        conn.executemany(
+            f"INSERT INTO {SEQS_TABLE} (stream, seq) VALUES (?, ?)",  # noqa: S608
+            [(stream, row[0]) for row in rows],
+        )
+        # The ids just handed out are consecutive: AUTOINCREMENT gives each row one past the
+        # highest ever, and this transaction holds the replica's write lock.
+        (last,) = conn.execute("SELECT last_insert_rowid()").fetchone()
+        first = int(last) - len(rows) + 1
+        conn.executemany(insert, [(first + i, *row[1:]) for i, row in enumerate(rows)])
 
     def _apply_run(self, conn: Any, stream: str, run: list[tuple[int, StoredEvent]]) -> None:
         if not run:
@@ -540,11 +559,15 @@ class NatsRecorder(SQLiteWriterRecorder):
         *,
         retry: bool,
         known: dict[UUID, tuple[int | None, int]] | None = None,
+        ids: bool = True,
     ) -> list[int]:
         """Publish an insert's events and apply them to the replica; their notification
         ids. All or none within a stream: a partitioned store publishes each partition's
         share of an insert (conversations of several partitions: a load, an import) on its
-        own, in the order of the partitions."""
+        own, in the order of the partitions. Without ``ids`` a partitioned store returns
+        none and skips reading them back: a decided append has no use for them, and its
+        publish, conditional on the conversation's newest event, already says its events
+        are the ones stored."""
         if not self.partitioned:
             return self._publish_to(self.links[0], stored, retry=retry, known=known)
         shares: dict[int, list[StoredEvent]] = {}
@@ -553,7 +576,7 @@ class NatsRecorder(SQLiteWriterRecorder):
             shares.setdefault(k, []).append(s)
         for k in sorted(shares):
             self._publish_to(self.links[k], shares[k], retry=retry, known=known)
-        return self._read_back(stored)
+        return self._read_back(stored) if ids else []
 
     def _read_back(self, stored: Sequence[StoredEvent]) -> list[int]:
         """The replica's ids of events it holds (the stream sequences with one stream),
@@ -652,7 +675,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                     raise IntegrityError(msg)
             known[conversation_id] = newest  # what _messages would read again
         stored, _listing = decide(rows)
-        self._publish(stored, retry=False, known=known)
+        self._publish(stored, retry=False, known=known, ids=False)
 
     def _local_rows(self, conversation_id: UUID, after: int) -> list[tuple[bytes, bytes]]:
         """The replica's rows of a conversation after ``after``, as it holds them now."""
@@ -841,7 +864,7 @@ class NatsRecorder(SQLiteWriterRecorder):
             if self._peek is not None:
                 self._peek.close()
                 self._peek = None
-        for link in self.links:
+        for link in reversed(self.links):  # the first holds the connection the others use
             link.close()
         if self._lock_fd is not None:
             with contextlib.suppress(OSError):
