@@ -280,6 +280,27 @@ def test_commands_refuse_unknown_or_malformed_conversation_ids(
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
+        (["append", "not-a-uuid", "--role", "user"], "'not-a-uuid' is not a conversation id"),
+        (["add-block", "{conv}", "nope"], "'nope' is not a message id"),
+        (["add-block", "not-a-uuid", "{msg}"], "'not-a-uuid' is not a conversation id"),
+    ],
+    ids=["append-conversation", "add-block-message", "add-block-conversation"],
+)
+def test_a_malformed_id_is_named_before_the_input_is_read(
+    seeded: Seeded, args: list[str], fragment: str
+) -> None:
+    """A malformed id is the error reported, not the input that came with it (which the
+    command never reads): the id is checked as the arguments are."""
+    filled = [part.format(conv=seeded.conv, msg=seeded.open_msg) for part in args]
+    before = dump(seeded.db)
+    result = invoke(seeded.db, *filled, stdin=b"not json")
+    assert_refused(result, fragment)
+    assert dump(seeded.db) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
         (["append", "{conv}", "--role", "tool"], "'tool' is not one of"),
         (["append", "{conv}"], "Missing option '--role'"),
         (["replay", "{conv}", "--shape", "gemini"], "'gemini' is not one of"),

@@ -20,6 +20,7 @@ from convstore.domain.errors import (
     InvalidInput,
     MessageNotFound,
 )
+from convstore.domain.parsing import parse_id
 from convstore.engine.plan import SHAPES, ReplayOptions, Shape
 from convstore.store import Store
 
@@ -102,18 +103,22 @@ def _pick(prefix: str, kind: str, where: str, ids: list[UUID]) -> str:
 
 
 def resolve_conversation(ctx: click.Context, text: str) -> str:
-    """A conversation id from a unique prefix of it (whole ids and other text pass as given)."""
+    """A conversation id from a unique prefix of it (a whole id passes as given; other text
+    is refused now, before the command reads its input)."""
     prefix = _prefix(text)
     if prefix is None:
+        parse_id(text, "conversation")
         return text
     ids = [c.id for c in store_from(ctx, create=False).conversations()]
     return _pick(prefix, "conversation", "", ids)
 
 
 def resolve_message(ctx: click.Context, conversation: str, text: str) -> str:
-    """A message id from a unique prefix of it among ``conversation``'s messages."""
+    """A message id from a unique prefix of it among ``conversation``'s messages (a whole id
+    passes as given; other text is refused now)."""
     prefix = _prefix(text)
     if prefix is None:
+        parse_id(text, "message")
         return text
     messages = store_from(ctx, create=False).messages(conversation)
     return _pick(prefix, "message", " in that conversation", [m.message_id for m in messages])
