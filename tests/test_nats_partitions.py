@@ -126,10 +126,14 @@ def test_conversations_spread_over_every_partition_and_read_back_in_one_order(
         assert all(len(other.events(conv)) == events[conv] for conv in made)
 
 
-def _sockets_to(cluster: Cluster) -> int:
-    """How many TCP connections this process holds open to the cluster's client ports (read
-    from ``/proc``: the sockets among this process's descriptors, by the port they reach)."""
-    ports = {server.port for server in cluster.servers}
+CONNECTIONS_SCRIPT = """
+import sys
+from pathlib import Path
+from convstore import open_store
+
+def connections(ports):
+    # This process's established TCP connections to ``ports``: its sockets' inodes among
+    # its descriptors, matched against the kernel's table of TCP connections.
     inodes = set()
     for fd in Path("/proc/self/fd").iterdir():
         try:
@@ -142,10 +146,21 @@ def _sockets_to(cluster: Cluster) -> int:
     for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
-            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-            if fields[3] == "01" and remote_port in ports and fields[9] in inodes:  # ESTABLISHED
+            port = int(fields[2].rsplit(":", 1)[1], 16)
+            if fields[3] == "01" and port in ports and fields[9] in inodes:
                 count += 1
     return count
+
+url, ports = sys.argv[1], {int(p) for p in sys.argv[2].split(",")}
+store = open_store(url)
+convs = [store.new_conversation(title=f"c{n}") for n in range(6)]
+for conv in convs:
+    store.append_message(conv, "user", [{"type": "text", "text": "hi"}])
+assert all(store.events(conv) for conv in convs)
+print(connections(ports))
+store.close()
+print(connections(ports))
+"""
 
 
 @pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="reads Linux's /proc")
@@ -154,16 +169,18 @@ def test_the_partitions_share_one_connection(
 ) -> None:
     """A store over three streams holds one connection to the cluster, not one per stream:
     every partition's publishes and deliveries go over it (three before, each with its own
-    event-loop thread). Closing the store closes it."""
+    event-loop thread). Closing the store closes it. Counted in a fresh process, so nothing
+    another test left open is counted."""
     url = f"nats://{nats_cluster.url}/{store_name}?partitions={PARTITIONS}"
-    before = _sockets_to(nats_cluster)
-    with open_store(f"{url}&replica={tmp_path / 'a.db'}") as store:
-        assert _sockets_to(nats_cluster) == before + 1
-        convs = [store.new_conversation(title=f"c{n}") for n in range(6)]
-        for conv in convs:
-            store.append_message(conv, "user", [{"type": "text", "text": "hi"}])
-        assert all(len(store.events(conv)) > 0 for conv in convs)
-    assert _sockets_to(nats_cluster) == before
+    ports = ",".join(str(server.port) for server in nats_cluster.servers)
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECTIONS_SCRIPT, f"{url}&replica={tmp_path / 'a.db'}", ports],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.split() == ["1", "0"], done.stderr
 
 
 def test_two_processes_append_to_conversations_in_different_partitions(
