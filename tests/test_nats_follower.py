@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -80,6 +81,17 @@ async def _consumers(cluster: Cluster, stream: str) -> int:
         await client.close()
 
 
+def _consumers_settle(cluster: Cluster, stream: str, count: int, seconds: float = 15.0) -> bool:
+    """Whether the stream's consumer count comes to ``count`` within ``seconds`` (a closed
+    store's ordered consumer lingers on the server until its inactivity threshold, 5 s)."""
+    deadline = time.monotonic() + seconds
+    while asyncio.run(_consumers(cluster, stream)) != count:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.25)
+    return True
+
+
 def _stop(*holders: subprocess.Popen[str]) -> None:
     for holder in holders:
         if holder.poll() is None:
@@ -136,23 +148,44 @@ def test_a_follower_killed_is_replaced_by_a_process_that_reads(url: str, tmp_pat
             _stop(follower, waiting)
 
 
-def test_a_stopped_follower_does_not_stop_the_others(url: str, tmp_path: Path) -> None:
+def test_a_stopped_follower_does_not_stop_the_others(
+    nats_cluster: Cluster, url: str, tmp_path: Path
+) -> None:
     """A follower that holds the lock but applies nothing (SIGSTOP) does not hang a read of
     another process: once the position has not moved for a while, that process follows the
-    stream too and reads every write."""
+    stream too and reads every write. Once the follower applies again, the other process
+    stops following: the host is back to one consumer on the stream."""
+    stream = url.rsplit("/", 1)[1]
     shared = f"{url}?replica={tmp_path / 'shared.db'}"
     follower = _holder(shared)
     try:
         with open_store(shared) as store:
-            with open_store(f"{url}?replica={tmp_path / 'elsewhere.db'}") as elsewhere:
-                conv = elsewhere.new_conversation()
-                _say(elsewhere, conv, "first")
+            elsewhere = f"{url}?replica={tmp_path / 'elsewhere.db'}"
+            with open_store(elsewhere) as other:
+                conv = other.new_conversation()
+                _say(other, conv, "first")
                 assert _texts(store, conv) == ["first"]
                 follower.send_signal(signal.SIGSTOP)
-                _say(elsewhere, conv, "while it is stopped")
+                _say(other, conv, "while it is stopped")
             assert _texts(store, conv) == ["first", "while it is stopped"]
+            assert _consumers_settle(nats_cluster, stream, 2)  # the stopped one's, and ours
             follower.send_signal(signal.SIGCONT)
             assert _ask(follower, conv) == ["first", "while it is stopped"]
+            expected = ["first", "while it is stopped"]
+            with open_store(elsewhere) as other:  # a consumer of its own, on its replica
+                for n in range(30):  # the one dropped lingers on the servers up to 5 s
+                    _say(other, conv, f"back {n}")
+                    expected.append(f"back {n}")
+                    time.sleep(0.5)  # the follower applies it (or else this read does)
+                    assert _texts(store, conv) == expected
+                    if asyncio.run(_consumers(nats_cluster, stream)) == 2:  # other's, follower's
+                        break
+                else:
+                    pytest.fail("the process that followed alongside kept its consumer")
+            assert _consumers_settle(nats_cluster, stream, 1)
+            assert _ask(follower, conv) == expected
+            _say(store, conv, "from the process that waits again")
+            assert _ask(follower, conv) == [*expected, "from the process that waits again"]
     finally:
         follower.send_signal(signal.SIGCONT)
         _stop(follower)

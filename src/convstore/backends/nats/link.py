@@ -57,6 +57,10 @@ short and tries repeat until the link's timeout: a leader election costs a few t
 HEARTBEAT_SECONDS = 1.0
 """The ordered consumer's idle heartbeat: how soon the client notices it lost its consumer."""
 
+INACTIVE_SECONDS = 5.0
+"""How long the servers keep an ordered consumer nobody listens to any more (its link closed
+or stopped following, its process killed) before they delete it."""
+
 STALL_SECONDS = 2.0
 """How long :meth:`JetStreamLink.take` waits for a due message before it starts a new
 consumer where the old one stopped."""
@@ -356,11 +360,27 @@ class JetStreamLink:
 
     def follow(self, after: int, subjects: str) -> None:
         """Start delivering every message of ``subjects`` after sequence ``after``, in stream
-        order, into the buffer :meth:`take` drains."""
+        order, into the buffer :meth:`take` drains (anything an earlier consumer left there
+        is dropped: this one delivers from ``after`` on)."""
         with self._arrived:
             self._highest = after
+            self._delivered = []
         self._subjects = subjects
         self._subscribe()
+
+    def unfollow(self) -> None:
+        """End the ordered consumer and drop what it buffered; :meth:`follow` starts again."""
+        subscription, self._subscription = self._subscription, None
+        self._subjects = ""
+        if subscription is not None:
+
+            async def stop() -> None:
+                await subscription.unsubscribe()
+
+            with contextlib.suppress(Exception):  # a consumer already gone is as good
+                self._call(asyncio.wait_for(stop(), 5.0), 5.0)
+        with self._arrived:  # after the unsubscribe: nothing more is delivered
+            self._delivered = []
 
     def _subscribe(self) -> None:
         """(Re)start the ordered consumer just after the newest message delivered. Each
@@ -396,6 +416,7 @@ class JetStreamLink:
                 ordered_consumer=True,
                 config=config,
                 idle_heartbeat=HEARTBEAT_SECONDS,
+                inactive_threshold=INACTIVE_SECONDS,
             )
 
         self._subscription = self._retrying(subscribe)

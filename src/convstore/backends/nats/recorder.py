@@ -182,6 +182,9 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._usual_wait = POLL_FIRST_SECONDS
         self._stopping = threading.Event()
         self._appliers: list[threading.Thread] = []
+        self._alongside: dict[str, int] = {}
+        """While this process follows alongside a stopped holder of the follow lock: per
+        stream, the replica's position as this process last left it (see :meth:`_back`)."""
 
     def _connection(self) -> sqlite3.Connection:
         """The replica's writer connection, with ``synchronous = NORMAL``: the replica is
@@ -348,6 +351,8 @@ class NatsRecorder(SQLiteWriterRecorder):
             if now - since >= STALL_SECONDS:
                 with self._claiming:
                     self._follow()
+                    for each in self.links:
+                        self._alongside[each.stream] = self._position(each.stream)
                 break
             time.sleep(pause)
             # After the first: short, then doubling (the usual wait was not enough).
@@ -369,21 +374,35 @@ class NatsRecorder(SQLiteWriterRecorder):
             target = link.last_seq() if through is None else through
         except Unavailable as exc:
             raise OperationalError(str(exc)) from None
-        if link.following:
-            self._take_and_apply(link, target)
-        else:
-            self._await(link, target)
+        if link.following and not self._leading and self._back(link):
+            with self._claiming:
+                for each in self.links:
+                    with self._feeding[each.stream]:
+                        each.unfollow()
+                self._alongside.clear()
+        self._take_and_apply(link, target)
+
+    def _back(self, link: JetStreamLink) -> bool:
+        """Whether the holder of the follow lock, which this process follows alongside, is
+        applying again: the replica's position moved past where this process left it."""
+        return self._position(link.stream) > self._alongside.get(link.stream, 0)
 
     def _take_and_apply(self, link: JetStreamLink, through: int) -> None:
-        """Apply what ``link`` delivered up to ``through``, waiting for it to arrive."""
+        """Apply what ``link`` delivered up to ``through``, waiting for it to arrive; in a
+        process that does not follow, wait for the follower instead (see :meth:`_await`)."""
         # Taking and applying are one step: a thread that finds the buffer emptied by
         # another waits here until that one has applied what it took.
         with self._feeding[link.stream]:
-            try:
-                delivered = link.take(through, _ends_a_publish)
-            except Unavailable as exc:
-                raise OperationalError(str(exc)) from None
-            self._apply_taken({link: delivered})
+            if link.following:
+                try:
+                    delivered = link.take(through, _ends_a_publish)
+                except Unavailable as exc:
+                    raise OperationalError(str(exc)) from None
+                self._apply_taken({link: delivered})
+                if not self._leading:
+                    self._alongside[link.stream] = self._position(link.stream)
+                return
+        self._await(link, through)
 
     def _apply_taken(self, taken: dict[JetStreamLink, list[Delivered]]) -> None:
         """Apply messages taken from links' buffers (the caller holds their ``_feeding``
