@@ -495,18 +495,16 @@ class JetStreamLink:
         and stop the loop thread too (every link made ``via`` it stops working)."""
         if self._loop.is_closed():
             return
-        subscription, self._subscription = self._subscription, None
+        self.unfollow()
+        if self._root is not self:
+            return
 
         async def close() -> None:
-            if subscription is not None:
-                await subscription.unsubscribe()
-            if self._root is self:
-                await self._nc.close()
+            await self._nc.close()
 
         with contextlib.suppress(Exception):  # closing what may already be gone
             self._call(asyncio.wait_for(close(), 5.0), 5.0)
-        if self._root is self:
-            self._stop_loop()
+        self._stop_loop()
 
     def _stop_loop(self) -> None:
         """Cancel what the client leaves running (an ordered consumer's checks, a connect
