@@ -181,7 +181,8 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._peeking = threading.Lock()
         self._usual_wait = POLL_FIRST_SECONDS
         self._stopping = threading.Event()
-        self._appliers: list[threading.Thread] = []
+        self._applier: threading.Thread | None = None
+        """The follower's thread applying what the consumers deliver (see :meth:`_lead`)."""
         self._alongside: dict[str, int] = {}
         """While this process follows alongside a stopped holder of the follow lock: per
         stream, the replica's position as this process last left it (see :meth:`_back`)."""
@@ -261,11 +262,10 @@ class NatsRecorder(SQLiteWriterRecorder):
                 return False
         self._follow()
         self._leading = True
-        applier = threading.Thread(
+        self._applier = threading.Thread(
             target=self._apply_arrivals, name=f"nats-apply-{self.links[0].stream}", daemon=True
         )
-        applier.start()
-        self._appliers.append(applier)
+        self._applier.start()
         return True
 
     def _follow(self) -> None:
@@ -399,8 +399,10 @@ class NatsRecorder(SQLiteWriterRecorder):
                 except Unavailable as exc:
                     raise OperationalError(str(exc)) from None
                 self._apply_taken({link: delivered})
-                if not self._leading:
-                    self._alongside[link.stream] = self._position(link.stream)
+                if delivered and not self._leading:
+                    # Where this process left the position: past it, the holder applied.
+                    mark = self._alongside.get(link.stream, 0)
+                    self._alongside[link.stream] = max(mark, delivered[-1].seq)
                 return
         self._await(link, through)
 
@@ -426,7 +428,9 @@ class NatsRecorder(SQLiteWriterRecorder):
         ]
         while runs:
             group = [runs.pop(0)]
-            while runs and sum(len(run) for _, run in group) + len(runs[0][1]) <= APPLY_BATCH:
+            size = len(group[0][1])
+            while runs and size + len(runs[0][1]) <= APPLY_BATCH:
+                size += len(runs[0][1])
                 group.append(runs.pop(0))
             # The lock is polled for, as an append to a SQLite store polls for it: the
             # connection's busy timeout stays 0 and is not switched (two statements an apply).
@@ -875,9 +879,9 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._stopping.set()
         for link in self.links:
             link.release()
-        for applier in self._appliers:
-            applier.join(timeout=5)
-        self._appliers.clear()
+        if self._applier is not None:
+            self._applier.join(timeout=5)
+            self._applier = None
         super().close_writer()
         with self._peeking:
             if self._peek is not None:
