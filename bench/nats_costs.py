@@ -103,6 +103,19 @@ def _idle_processes_cost(url: str, appends: int, pids: list[int]) -> float:
     return 1000 * median(used) / appends
 
 
+def _count(text: str) -> int:
+    """A number of appends: a whole number, at least 1 (argparse reports anything else)."""
+    try:
+        count = int(text)
+    except ValueError:
+        msg = f"invalid int value: {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if count < 1:
+        msg = f"must be at least 1, not {count}"
+        raise argparse.ArgumentTypeError(msg)
+    return count
+
+
 def main(argv: list[str]) -> int:
     from tests.nats_cluster import Cluster, server_binary  # noqa: PLC0415 - a checkout's
 
@@ -114,7 +127,7 @@ def main(argv: list[str]) -> int:
         epilog="example: python -m bench.nats_costs 3000",
     )
     parser.add_argument(
-        "appends", nargs="?", type=int, default=1500, help="appends per round (default 1500)"
+        "appends", nargs="?", type=_count, default=1500, help="appends per round (default 1500)"
     )
     appends = parser.parse_args(argv).appends
     binary = server_binary()

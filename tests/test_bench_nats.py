@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from bench import nats
 from bench.cli import BENCHMARKS
 from bench.common import Context
@@ -48,3 +49,20 @@ def test_a_refused_partitions_option_becomes_a_row_that_says_so(tmp_path: Path) 
 def test_this_build_takes_the_partitions_option(tmp_path: Path) -> None:
     """So the benchmark's 3-partition rows measure convstore, not only raw nats-py."""
     assert NatsLocation.parse(store_url(SERVERS, tmp_path, 3)).partitions == 3
+
+
+@pytest.mark.parametrize("given", ["0", "-5", "many"])
+def test_the_costs_script_refuses_a_count_of_appends_below_one(
+    given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m bench.nats_costs N`` with N not a whole number of at least 1 exits 2 with
+    one usage error, before it starts a cluster (it used to run, and print per-append costs
+    of nothing)."""
+    from bench import nats_costs  # noqa: PLC0415 - imports the nats extra's client
+
+    with pytest.raises(SystemExit) as exited:
+        nats_costs.main([given])
+    assert exited.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1
+    assert "argument appends" in errors[0]
