@@ -30,6 +30,7 @@ from convstore.backends.common.replay_tables import HEADS, MESSAGES
 from convstore.domain.events import Event
 from convstore.engine.model import fold as fold_into
 from convstore.engine.plan import SHAPES, replay
+from convstore.engine.state import plan_text
 from tests.strategies import histories
 
 SETTINGS = settings(
@@ -62,7 +63,7 @@ def model_rows(store: Store, conversation: UUID) -> tuple[Any, ...]:
     stored = tables.read(conversation)
     if stored is None:
         return (None,)
-    return (stored.version, stored.head, [tuple(row) for row in stored.rows])
+    return (stored.version, stored.head, [(m, plan_text(plan)) for m, plan in stored.rows])
 
 
 @contextmanager

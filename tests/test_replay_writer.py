@@ -31,7 +31,7 @@ from convstore.backends.sqlite.replay_keeper import DEFER_LIMIT
 from convstore.domain.events import BlockAppended, Event, MessageStarted
 from convstore.engine.model import fold
 from convstore.engine.plan import replay
-from convstore.engine.state import ReplayState, model_digest, row_digest
+from convstore.engine.state import ReplayState, model_digest, packed_plan, row_digest
 from tests.strategies import histories
 
 SETTINGS = settings(
@@ -65,7 +65,7 @@ def folded_model(conversation: UUID, events: list[Event]) -> tuple[Any, ...]:
     """What a fold of ``events`` from scratch stores."""
     state = ReplayState()
     fold(state, events)
-    rows = [(m.message_id, m.encode()) for m in state.messages]
+    rows = [(m.message_id, packed_plan(m.encode())) for m in state.messages]
     return (state.version, state.encode_head(conversation.hex), rows)
 
 

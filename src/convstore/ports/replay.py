@@ -54,7 +54,7 @@ class Stored:
 
     version: int
     head: str
-    rows: list[tuple[str, str]]
+    rows: list[tuple[str, str | bytes]]
 
 
 class ReplayTables(Protocol):

@@ -31,7 +31,7 @@ from convstore.backends.common.replay_tables import WRITE_LAG
 from convstore.backends.common.tables import HEADS, MESSAGES
 from convstore.domain.events import BlockAppended, Event, MessageStarted
 from convstore.engine.model import fold
-from convstore.engine.state import MessagePlan, ReplayState
+from convstore.engine.state import MessagePlan, ReplayState, packed_plan
 from convstore.ports.replay import Execute
 
 DEFER_LIMIT = WRITE_LAG
@@ -158,7 +158,7 @@ class SQLiteReplayKeeper:
             moved = execute(_MOVE_HEAD, (state.version, head, key, tail.stored, tail.head))
             if moved.rowcount == 1:
                 for position, message_id, text in rows:
-                    execute(_WRITE_ROW, (key, position, message_id, text))
+                    execute(_WRITE_ROW, (key, position, message_id, packed_plan(text)))
                 return self._kept(state, dirty, head)
             tail = None  # another process wrote: read the stored model below
         row = execute(_SELECT_HEAD, (key,)).fetchone()
@@ -187,7 +187,7 @@ class SQLiteReplayKeeper:
         fold(state, events)
         dirty = sorted(state.dirty)
         for position, message_id, text in state.rows(key, self.key, dirty):
-            execute(_WRITE_ROW, (key, position, message_id, text))
+            execute(_WRITE_ROW, (key, position, message_id, packed_plan(text)))
         head = state.encode_head(key, self.key)
         execute(_WRITE_HEAD, (key, state.version, head))
         return self._kept(state, dirty, head)

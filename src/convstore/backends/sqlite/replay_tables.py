@@ -18,7 +18,7 @@ from convstore.backends.sqlite.replay_keeper import (
     drop_earlier_shape,
 )
 from convstore.backends.sqlite.transaction import delete_securely, immediate
-from convstore.engine.state import ReplayState
+from convstore.engine.state import ReplayState, packed_plan
 from convstore.ports.erasure import ERASED_TABLE
 from convstore.ports.replay import ReplayKeeper, Stored, rows_to_write, superseded
 
@@ -128,7 +128,10 @@ class SQLiteReplayTables:
                     positions = list(range(len(state.messages)))
                 conn.executemany(
                     f"INSERT OR REPLACE INTO {MESSAGES} VALUES (?, ?, ?, ?)",  # noqa: S608
-                    [(key, *row) for row in state.rows(key, self.key, positions)],
+                    [
+                        (key, position, message_id, packed_plan(text))
+                        for position, message_id, text in state.rows(key, self.key, positions)
+                    ],
                 )
                 conn.execute(
                     f"INSERT OR REPLACE INTO {HEADS} VALUES (?, ?, ?)",  # noqa: S608
