@@ -601,7 +601,8 @@ class ReplayState:
         key: bytes = b"",
     ) -> ReplayState:
         """A state read back: its conversation's id (32 hex digits), its version, its head's
-        text and (message id, plan text) of each message in position order. Raises
+        text and (message id, plan text, or its packed form: :func:`plan_text`) of each message
+        in position order. Raises
         :class:`ValueError` when the rows, the head and the version are not what a store
         wrote together (see :func:`head_digest`; a head written before it is checked as it
         was written, :func:`model_digest`): an edited or misplaced row is never rendered."""

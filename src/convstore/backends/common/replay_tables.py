@@ -4,8 +4,9 @@ Two tables beside the events (in the same SQLite file, or the same PostgreSQL sc
 host of a store shares them): ``convstore_replay_heads`` holds, per conversation, the version
 the model has folded and its head (compactions, rewinds in force, the log's change count when
 it was folded, and a digest binding all of it to every message row);
-``convstore_replay_messages`` one row per stored message: its id and its plan's JSON text (see
-:mod:`convstore.engine.model`). A stored model is used only when its digest holds
+``convstore_replay_messages`` one row per stored message: its id and its plan's text (see
+:mod:`convstore.engine.model`; SQLite stores a long plan LZ4-packed,
+:func:`convstore.engine.state.packed_plan`). A stored model is used only when its digest holds
 and its change count is the log's count now (``log_changes.CHANGES_TABLE``, read with the events in
 one snapshot); otherwise the log is folded alone, as a replay without a model does, and the
 model stored again. Nothing else writes them: readers do, after they
