@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ import pytest
 from convstore import InvalidInput, Store, open_async_store, open_store
 from convstore.audit.file import default_audit_file, store_file_of
 from convstore.backends import BACKENDS, backend_for
+from convstore.backends.common.mapper import COMPACT, COMPACT_ZLIB
 from convstore.backends.postgres.backend import PostgresBackend
 from convstore.backends.sqlite.backend import SQLiteBackend
 from convstore.ports.backend import Backend, Opening
@@ -134,6 +136,7 @@ class ToyBackend:
 
     name = "Toy"
     writer_threads = 3
+    compress_from = 4096
     erasures: ClassVar[list[UUID | None]] = []
 
     def __init__(self) -> None:
@@ -219,3 +222,28 @@ def test_the_toy_backend_is_asked_for_everything(tmp_path: Path) -> None:
             return astore._writes._max_workers  # the pool the backend sized
 
     assert asyncio.run(writers()) == ToyBackend.writer_threads
+
+
+@pytest.mark.usefixtures("toy")
+def test_the_backend_decides_from_what_size_event_bodies_are_compressed(tmp_path: Path) -> None:
+    """A 1 KB text block's event is compressed in a SQLite store (from 512 bytes) and not in
+    the toy's (from 4 KB): the threshold is the backend's, read through the port."""
+    text = " ".join(f"step {i} checks the parser against its fixture" for i in range(24))
+    assert 512 < len(text) < 4096
+    firsts = {}
+    for name, location in (
+        ("sqlite", str(tmp_path / "a.db")),
+        ("toy", PREFIX + str(tmp_path / "b.db")),
+    ):
+        with open_store(location) as store:
+            conv = store.new_conversation()
+            store.append_message(conv, "user", [{"type": "text", "text": text}])
+            assert store.replay(conv)["messages"] == [{"role": "user", "content": text}]
+        with sqlite3.connect(location.removeprefix(PREFIX)) as conn:
+            [(state,)] = conn.execute(
+                "SELECT state FROM stored_events WHERE originator_id = ? "
+                "AND originator_version = 3",  # the block's event
+                (conv.hex,),
+            ).fetchall()
+        firsts[name] = state[0]
+    assert firsts == {"sqlite": COMPACT_ZLIB, "toy": COMPACT}

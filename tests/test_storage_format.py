@@ -398,14 +398,16 @@ def test_compact_states_are_smaller_and_say_their_form() -> None:
     assert len(packed) < 200
     assert compact_state(big, compress=False)[0] == COMPACT
     assert len(big.model_dump_json()) > COMPRESS_FROM
-    # A paragraph (a reasoning block, an answer) is compressed too; a line of text is not.
+    # A backend may compress from fewer bytes (SQLite: 512): a paragraph (a reasoning block,
+    # an answer) then is too, a line of text is not.
     prose = " ".join(f"step {i} checks the parser against the fixture" for i in range(14))
     paragraph = small.model_copy(update={"block": TextBlock(text=prose)})
-    assert COMPRESS_FROM <= len(prose) < 2048
-    assert compact_state(paragraph)[0] == COMPACT_ZLIB
-    assert decode_compact(compact_state(paragraph)) == paragraph
-    line = small.model_copy(update={"block": TextBlock(text=prose[: COMPRESS_FROM // 2])})
-    assert compact_state(line)[0] == COMPACT
+    assert 512 <= len(prose) < COMPRESS_FROM
+    assert compact_state(paragraph)[0] == COMPACT
+    assert compact_state(paragraph, compress_from=512)[0] == COMPACT_ZLIB
+    assert decode_compact(compact_state(paragraph, compress_from=512)) == paragraph
+    line = small.model_copy(update={"block": TextBlock(text=prose[:256])})
+    assert compact_state(line, compress_from=512)[0] == COMPACT
 
 
 @pytest.mark.parametrize(

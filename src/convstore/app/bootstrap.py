@@ -124,7 +124,11 @@ def _open(backend: Backend, opening: Opening, *, limits: Limits, replay: ReplayS
     """The store ``opening`` makes ready: its event log opened, its listing index built if
     it has none."""
     try:
-        log = EventLog(env=opening.env, store_format=opening.store_format)
+        log = EventLog(
+            env=opening.env,
+            store_format=opening.store_format,
+            compress_from=backend.compress_from,
+        )
         log.recorder.max_notification_id()  # fail here, not at first use, if it is no store
     except Exception as exc:  # noqa: BLE001 - any backend failure is reported as one line
         msg = f"cannot open the store at {opening.shown}: {failure_detail(exc, opening.secret)}"

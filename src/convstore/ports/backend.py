@@ -49,6 +49,11 @@ class Backend(Protocol):
     writer_threads: int
     """How many writer threads an :class:`~convstore.AsyncStore` gives it unless told."""
 
+    compress_from: int
+    """Event bodies of this many bytes or more are stored zlib-compressed (when that saves an
+    eighth): a trade of append CPU for disk, made per backend
+    (:data:`convstore.backends.common.mapper.COMPRESS_FROM`)."""
+
     def show(self, location: str) -> str:
         """The location with every secret masked, safe to print and log."""
         ...

@@ -10,7 +10,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import Environment, EnvType
 
-from convstore.backends.common.mapper import PydanticMapper
+from convstore.backends.common.mapper import COMPRESS_FROM, PydanticMapper
 from convstore.backends.common.tables import FULL_JSON_FORMAT as FULL_JSON_FORMAT  # noqa: PLC0414
 from convstore.backends.common.tables import MARKER_TABLE as MARKER_TABLE  # noqa: PLC0414
 from convstore.backends.common.tables import STORE_FORMAT as STORE_FORMAT  # noqa: PLC0414
@@ -59,13 +59,22 @@ class EventLog(Application[UUID]):
 
     name = APPLICATION_NAME
 
-    def __init__(self, env: EnvType | None = None, *, store_format: int = STORE_FORMAT) -> None:
+    def __init__(
+        self,
+        env: EnvType | None = None,
+        *,
+        store_format: int = STORE_FORMAT,
+        compress_from: int = COMPRESS_FROM,
+    ) -> None:
         """``store_format`` is the format of the store the settings name, as its marker says:
-        it decides the form events are written in."""
+        it decides the form events are written in. ``compress_from``: event bodies of this
+        many bytes or more are compressed (the backend's
+        :attr:`~convstore.ports.backend.Backend.compress_from`)."""
         if store_format not in STORE_FORMATS:
             msg = f"store format {store_format!r}: {READS}"
             raise ValueError(msg)
         self.store_format = store_format
+        self.compress_from = compress_from
         super().__init__(env)
 
     def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
@@ -110,6 +119,7 @@ class EventLog(Application[UUID]):
             compressor=self.factory.compressor(),
             cipher=self.factory.cipher(),
             compact=self.store_format != FULL_JSON_FORMAT,
+            compress_from=self.compress_from,
         )
 
     @property

@@ -10,7 +10,8 @@ event's JSON without what the header holds::
         [| timestamp (8: microseconds since 1970, UTC)] [| message id (16)] | body
 
 The tag says how the body is stored: :data:`COMPACT` as it is, :data:`COMPACT_ZLIB`
-zlib-compressed (bodies of :data:`COMPRESS_FROM` bytes or more, when that saves an eighth).
+zlib-compressed (bodies of :data:`COMPRESS_FROM` bytes or more, or the backend's own threshold,
+when that saves an eighth).
 The kind byte holds the event type's stable code (:data:`KIND_CODES`) and flags saying
 whether the version is long and whether the timestamp (a UTC one from 1970 on) and the
 message id are in the header. The body is the event's JSON without its opening brace, the
@@ -71,15 +72,15 @@ COMPACT = 1
 COMPACT_ZLIB = 2
 """First byte of a compact state whose body is zlib-compressed."""
 
-COMPRESS_FROM = 512
-"""Bodies of at least this many bytes are compressed (when that saves an eighth or more).
+COMPRESS_FROM = 2048
+"""Bodies of at least this many bytes are compressed (when that saves an eighth or more),
+unless the backend says otherwise (:attr:`convstore.ports.backend.Backend.compress_from`).
 
-From 512 bytes a text block's body (a paragraph of reasoning, an answer) shrinks to about
-55%, and 2 KB tool outputs to 30-50%: on issue 23's agent workload, lowering this from 2,048
-took 1.7 MB (~9% of the raw rows) off 10,000 messages, for ~26 µs of CPU on an append that
-compresses a 600-byte body and ~8 µs when a fold from the log inflates it. Replay rarely
-reads the log's text (a fresh process reads the replay model's rows), so the disk wins;
-below 512 bytes the saving is too small to pay for either."""
+From 2 KB on, real tool results and answers shrink to 30-50%. Below it the saving costs
+CPU on the append path, where PostgreSQL's and NATS's throughput targets are measured: zlib
+takes ~26 µs for a 600-byte body and ~55 µs for a 1 KB one here (a 1 KB block append
+~10% more CPU), and a fold from the log ~8 µs to inflate one. SQLite stores, whose host's
+disk holds the store and its replay model, compress from 512 bytes."""
 
 KIND_CODES: tuple[str, ...] = (
     "conversation_started",
@@ -159,9 +160,12 @@ class UnreadableEvent(ValueError):
     """An event whose stored JSON would not read back as the same event; nothing is stored."""
 
 
-def compact_state(event: BaseModel, *, compress: bool = True) -> bytes:
+def compact_state(
+    event: BaseModel, *, compress: bool = True, compress_from: int = COMPRESS_FROM
+) -> bytes:
     """The event's compact state (see the module's notes), once it is known to decode back to
-    an equal event.
+    an equal event; its body zlib-compressed from ``compress_from`` bytes (when
+    ``compress``, and when that saves an eighth).
 
     The check goes through the very decoder every reader uses, so whatever is accepted can be
     read back: a value the JSON reader refuses (an integer past its range, nesting past its
@@ -202,7 +206,7 @@ def compact_state(event: BaseModel, *, compress: bool = True) -> bytes:
     # stored state reads back as this one does, without inflating it here.
     state = bytes((COMPACT, kind)) + header + body
     _reads_back(event, decode_compact, state)
-    if compress and len(body) >= COMPRESS_FROM:
+    if compress and len(body) >= compress_from:
         packed = zlib.compress(body)
         if len(packed) <= len(body) - len(body) // 8:
             return bytes((COMPACT_ZLIB, kind)) + header + packed
@@ -323,15 +327,20 @@ class PydanticMapper(Mapper[UUID]):
         cipher: Cipher | None = None,
         *,
         compact: bool = True,
+        compress_from: int = COMPRESS_FROM,
     ) -> None:
         super().__init__(transcoder, compressor=compressor, cipher=cipher)
         self.compact = compact
         """Whether events are written as compact states, or as their full JSON."""
+        self.compress_from = compress_from
+        """A compact state's body is zlib-compressed from this many bytes."""
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         assert isinstance(domain_event, BaseModel)
         if self.compact:
-            state = compact_state(domain_event, compress=not self.compressor)
+            state = compact_state(
+                domain_event, compress=not self.compressor, compress_from=self.compress_from
+            )
         else:
             state = checked_json(domain_event)
         if self.compressor:

@@ -35,6 +35,7 @@ from uuid import UUID
 
 from convstore.backends.common.application import STORE_FORMAT, known_format, new_identity
 from convstore.backends.common.locations import data_directory, redact
+from convstore.backends.common.mapper import COMPRESS_FROM
 from convstore.backends.nats.location import NatsLocation, stream_names
 from convstore.backends.sqlite.backend import SQLiteBackend
 from convstore.backends.sqlite.recorder import create_private_file
@@ -67,6 +68,7 @@ class NatsBackend:
 
     name = "NATS JetStream"
     writer_threads = WRITER_THREADS
+    compress_from = COMPRESS_FROM
 
     def show(self, location: str) -> str:
         return redact(location)

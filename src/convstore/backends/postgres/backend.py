@@ -16,6 +16,7 @@ from typing import TypeVar
 from uuid import UUID
 
 from convstore.backends.common.locations import data_directory, redact
+from convstore.backends.common.mapper import COMPRESS_FROM
 from convstore.backends.postgres.factory import PostgresSettings
 from convstore.backends.postgres.replay_tables import PostgresReplayTables
 from convstore.domain.errors import ConvstoreError, InvalidInput, StoreError
@@ -38,6 +39,7 @@ class PostgresBackend:
 
     name = "PostgreSQL"
     writer_threads = WRITER_THREADS
+    compress_from = COMPRESS_FROM
 
     def show(self, location: str) -> str:
         return redact(location)
