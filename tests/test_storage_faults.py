@@ -204,9 +204,10 @@ def test_a_full_disk_fails_in_one_line_writes_nothing_half_and_recovers(
         conv = store.new_conversation(title="disk full")
         streaming = store.start_message(conv, "assistant")
         store.append_block(conv, streaming, TEXT)
-        # Ballast larger than what the log will hold: freeing it leaves room for SQLite to
-        # checkpoint the write-ahead log into the database file as well.
-        ballast.write_bytes(b"\0" * 640 * 1024)
+        # Ballast that leaves room for a few messages (each writes its 8 KB pages whole to
+        # the write-ahead log): freeing it leaves room for SQLite to checkpoint the log into
+        # the database file as well.
+        ballast.write_bytes(b"\0" * 384 * 1024)
         whole = 0  # whole two-block messages, until the disk says no
         with pytest.raises(StoreError) as caught:  # noqa: PT012 - fill until the disk says no
             for whole in range(200):

@@ -26,6 +26,8 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 
 from convstore import InvalidInput, open_store
+from convstore.app.bootstrap import fill_new_store
+from convstore.backends.sqlite.backend import PAGE_SIZE
 from convstore.backends.sqlite.recorder import create_private_file
 from convstore.cli import cli
 
@@ -358,3 +360,51 @@ def test_a_new_store_shares_one_write_ahead_index_with_other_processes(tmp_path:
         store.close()
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT count(*) FROM stored_events").fetchone() == (10,)
+
+
+# -- page size ---------------------------------------------------------------------------------
+
+
+def _page_size(db: Path) -> int:
+    with closing(sqlite3.connect(db)) as conn:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+def test_a_new_store_is_made_in_pages_of_8_kb_whether_opened_or_loaded(tmp_path: Path) -> None:
+    """Both ways a store file is made (a first open, a load into a new file) give it
+    :data:`PAGE_SIZE` pages, and the store they make is the same."""
+    opened = tmp_path / "opened.db"
+    conv = _write_and_read_back(opened)
+    assert _page_size(opened) == PAGE_SIZE == 8192
+    with open_store(opened) as store:
+        dumped = list(store.dump())
+        expected = store.replay(conv, shape="openai", vision=False)
+    loaded = tmp_path / "loaded.db"
+    fill_new_store(str(loaded), lambda store: store.load(dumped))
+    assert _page_size(loaded) == PAGE_SIZE
+    with open_store(loaded, create=False) as store:
+        assert store.replay(conv, shape="openai", vision=False) == expected
+    result = CliRunner().invoke(cli, ["--db", str(loaded), "verify"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_store_made_in_4_kb_pages_keeps_them_and_works(tmp_path: Path) -> None:
+    """A store an earlier version made (SQLite's 4 KB pages) is written, vacuumed, replayed
+    and verified in its own page size: nothing rewrites it into another."""
+    db = tmp_path / "old.db"
+    conv = _write_and_read_back(db)
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute("PRAGMA page_size = 4096")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA journal_mode = WAL")
+    assert _page_size(db) == 4096
+    with open_store(db) as store:
+        for n in range(40):
+            store.append_message(conv, "assistant", [{"type": "text", "text": f"{n} " * 900}])
+        store.vacuum()
+        replayed = store.replay(conv, shape="openai", vision=False)["messages"]
+        assert [m["content"] for m in replayed[1:]] == [f"{n} " * 900 for n in range(40)]
+    result = CliRunner().invoke(cli, ["--db", str(db), "verify"])
+    assert result.exit_code == 0, result.output
+    assert _page_size(db) == 4096
