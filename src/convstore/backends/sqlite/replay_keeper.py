@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from uuid import UUID
 
 from convstore.backends.common.log_changes import SELECT_CHANGE_COUNT
@@ -63,8 +63,9 @@ _CLOSED = MessagePlan("", "user", "ended")
 
 _SELECT_HEAD = f"SELECT version, head FROM {HEADS} WHERE originator_id = ?"  # noqa: S608
 _SELECT_ROWS = f"SELECT message_id, plan FROM {MESSAGES} WHERE originator_id = ? ORDER BY position"  # noqa: S608
-_WRITE_ROW = f"INSERT OR REPLACE INTO {MESSAGES} VALUES (?, ?, ?, ?)"  # noqa: S608
-_WRITE_HEAD = f"INSERT OR REPLACE INTO {HEADS} VALUES (?, ?, ?)"  # noqa: S608
+WRITE_ROW = f"INSERT OR REPLACE INTO {MESSAGES} VALUES (?, ?, ?, ?)"  # noqa: S608
+"""Stores one message row: its values as :func:`row_values` gives them."""
+WRITE_HEAD = f"INSERT OR REPLACE INTO {HEADS} VALUES (?, ?, ?)"  # noqa: S608
 _MOVE_HEAD = (
     f"UPDATE {HEADS} SET version = ?, head = ? "  # noqa: S608
     "WHERE originator_id = ? AND version = ? AND head = ?"
@@ -82,6 +83,15 @@ class _Tail:
         self.stored = state.version
         """The version that head is at: ``state`` may be ahead of it by the events of a
         message still streaming (see :func:`_streaming`), folded but not yet written."""
+
+
+def row_values(
+    key: str, rows: Iterable[tuple[int, str, str]]
+) -> list[tuple[str, int, str, str | bytes]]:
+    """The values :data:`WRITE_ROW` stores for ``rows`` ((position, message id, plan text),
+    as :meth:`ReplayState.rows` gives them) of conversation ``key``: each plan as SQLite keeps
+    it, packed when long (:func:`~convstore.engine.state.packed_plan`)."""
+    return [(key, position, message_id, packed_plan(text)) for position, message_id, text in rows]
 
 
 class SQLiteReplayKeeper:
@@ -157,8 +167,8 @@ class SQLiteReplayKeeper:
             head = state.encode_head(key, self.key)
             moved = execute(_MOVE_HEAD, (state.version, head, key, tail.stored, tail.head))
             if moved.rowcount == 1:
-                for position, message_id, text in rows:
-                    execute(_WRITE_ROW, (key, position, message_id, packed_plan(text)))
+                for values in row_values(key, rows):
+                    execute(WRITE_ROW, values)
                 return self._kept(state, dirty, head)
             tail = None  # another process wrote: read the stored model below
         row = execute(_SELECT_HEAD, (key,)).fetchone()
@@ -186,10 +196,10 @@ class SQLiteReplayKeeper:
                 fold(state, behind)
         fold(state, events)
         dirty = sorted(state.dirty)
-        for position, message_id, text in state.rows(key, self.key, dirty):
-            execute(_WRITE_ROW, (key, position, message_id, packed_plan(text)))
+        for values in row_values(key, state.rows(key, self.key, dirty)):
+            execute(WRITE_ROW, values)
         head = state.encode_head(key, self.key)
-        execute(_WRITE_HEAD, (key, state.version, head))
+        execute(WRITE_HEAD, (key, state.version, head))
         return self._kept(state, dirty, head)
 
     @staticmethod

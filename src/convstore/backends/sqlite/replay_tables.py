@@ -14,11 +14,14 @@ from convstore.backends.common.replay_tables import Execute
 from convstore.backends.common.tables import HEADS, MESSAGES
 from convstore.backends.sqlite.replay_keeper import (
     SQLITE_CREATE,
+    WRITE_HEAD,
+    WRITE_ROW,
     SQLiteReplayKeeper,
     drop_earlier_shape,
+    row_values,
 )
 from convstore.backends.sqlite.transaction import delete_securely, immediate
-from convstore.engine.state import ReplayState, packed_plan
+from convstore.engine.state import ReplayState
 from convstore.ports.erasure import ERASED_TABLE
 from convstore.ports.replay import ReplayKeeper, Stored, rows_to_write, superseded
 
@@ -126,17 +129,8 @@ class SQLiteReplayTables:
                 if positions is None:
                     conn.execute(f"DELETE FROM {MESSAGES} WHERE originator_id = ?", (key,))  # noqa: S608
                     positions = list(range(len(state.messages)))
-                conn.executemany(
-                    f"INSERT OR REPLACE INTO {MESSAGES} VALUES (?, ?, ?, ?)",  # noqa: S608
-                    [
-                        (key, position, message_id, packed_plan(text))
-                        for position, message_id, text in state.rows(key, self.key, positions)
-                    ],
-                )
-                conn.execute(
-                    f"INSERT OR REPLACE INTO {HEADS} VALUES (?, ?, ?)",  # noqa: S608
-                    (key, state.version, state.encode_head(key, self.key)),
-                )
+                conn.executemany(WRITE_ROW, row_values(key, state.rows(key, self.key, positions)))
+                conn.execute(WRITE_HEAD, (key, state.version, state.encode_head(key, self.key)))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
