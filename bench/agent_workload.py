@@ -19,13 +19,17 @@ raw baseline as one JSON row per message (the message as convstore's blocks).
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from bench.workload import Message, make_texts, role_of
+from convstore import open_store
 
 USER_TEXTS = make_texts(32, 300, seed=11)
 REASONING = make_texts(32, 500, seed=12)
@@ -152,3 +156,84 @@ class EsPeer:
 
     def close(self) -> None:
         self.app.close()
+
+
+EventRow = tuple[str, int, str, bytes]
+"""One stored event as convstore's log table holds it: originator id, version, topic, state."""
+
+
+def convstore_event_rows(path: str, n: int) -> list[list[EventRow]]:
+    """The event rows convstore stores for the workload's first ``n`` messages, message by
+    message (start, each block, end), made by appending them to a store at ``path``: what the
+    append floor writes without convstore's work (see :class:`FloorRows`)."""
+    with open_store(path) as store:
+        conv = store.new_conversation(title="agent")
+        for i in range(n):
+            message = agent_message(i)
+            store.append_message(conv, message["role"], message["content"])
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT originator_id, originator_version, topic, state FROM stored_events "
+            "WHERE originator_id = ? ORDER BY originator_version",
+            (conv.hex,),
+        ).fetchall()
+    messages: list[list[EventRow]] = []
+    current: list[EventRow] = []
+    for row in rows[1:]:  # the first is the conversation's start, not a message's
+        current.append(row)
+        if row[2].endswith(":message_ended"):
+            messages.append(current)
+            current = []
+    assert len(messages) == n, (len(messages), n)
+    return messages
+
+
+class FloorRows:
+    """The append floor without any library: convstore's own event rows for a message, written
+    by raw ``sqlite3`` in one transaction into a table of the log's shape (WAL,
+    ``synchronous=FULL``, 8 KB pages as a new convstore store)."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA page_size=8192")
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        assert self.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        self.conn.execute(
+            "CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, "
+            "topic TEXT, state BLOB, PRIMARY KEY (originator_id, originator_version))"
+        )
+
+    def append(self, rows: list[EventRow]) -> None:
+        execute = self.conn.execute
+        execute("BEGIN")
+        self.conn.executemany("INSERT INTO stored_events VALUES (?, ?, ?, ?)", rows)
+        execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class FloorRecorder:
+    """The append floor through eventsourcing: the same rows as :class:`FloorRows`, inserted
+    by eventsourcing's own ``SQLiteApplicationRecorder.insert_events`` (its connection pool,
+    transaction and statements; WAL, ``synchronous`` FULL)."""
+
+    def __init__(self, path: str) -> None:
+        self.datastore = SQLiteDatastore(path)
+        self.recorder = SQLiteApplicationRecorder(self.datastore)
+        self.recorder.create_table()
+
+    @staticmethod
+    def prepare(rows: list[EventRow]) -> list[StoredEvent]:
+        """The rows as the recorder takes them (made before the clock starts)."""
+        return [
+            StoredEvent(UUID(origin), version, topic, state)
+            for origin, version, topic, state in rows
+        ]
+
+    def append(self, events: list[StoredEvent]) -> None:
+        self.recorder.insert_events(events)
+
+    def close(self) -> None:
+        self.datastore.close()
