@@ -27,7 +27,7 @@ from eventsourcing.domain import Aggregate, event
 
 from convstore import InvalidInput, open_store
 from convstore.app.bootstrap import fill_new_store
-from convstore.backends.sqlite.backend import PAGE_SIZE
+from convstore.backends.sqlite.files import PAGE_SIZE
 from convstore.backends.sqlite.recorder import create_private_file
 from convstore.cli import cli
 
@@ -279,7 +279,8 @@ def test_a_store_made_before_the_marker_opens_and_is_marked(tmp_path: Path) -> N
 @pytest.mark.parametrize("content", ["nothing", "header only"])
 def test_a_file_left_empty_by_an_old_killed_open_is_finished(tmp_path: Path, content: str) -> None:
     """The files an earlier version's killed first open left (0 bytes, or a SQLite header with
-    no tables) open as new stores instead of being refused forever."""
+    no tables) open as new stores instead of being refused forever: an empty one in this
+    version's pages, as a new store; one with a header in the size its header gives."""
     db = tmp_path / "half.db"
     db.touch(mode=0o600)
     if content == "header only":
@@ -291,6 +292,7 @@ def test_a_file_left_empty_by_an_old_killed_open_is_finished(tmp_path: Path, con
         assert conn.execute(
             "SELECT key, value FROM convstore_store WHERE key != 'id'"
         ).fetchall() == [("format", "2")]
+    assert _page_size(db) == (PAGE_SIZE if content == "nothing" else 4096)
 
 
 def test_a_store_of_another_format_is_refused(tmp_path: Path) -> None:

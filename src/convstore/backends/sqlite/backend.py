@@ -13,7 +13,12 @@ from typing import TypeVar
 from uuid import UUID
 
 from convstore.backends.common.application import EventLog
-from convstore.backends.sqlite.files import claim_store_file, create_store_file, remove_leftovers
+from convstore.backends.sqlite.files import (
+    PAGE_SIZE,
+    claim_store_file,
+    create_store_file,
+    remove_leftovers,
+)
 from convstore.backends.sqlite.recorder import (
     SQLiteWriterRecorder,
     file_uri,
@@ -43,17 +48,6 @@ SQLITE_COMPRESS_FROM = 512
 and its replay model, and a paragraph of reasoning or an answer shrinks to ~55%. On issue 23's
 agent workload that took 1.3 MB off 10,000 messages (~0.07x of the raw rows) for ~4% more CPU
 per append (zlib, ~26 µs a 600-byte body); a stream of 1 KB blocks pays ~10% per block."""
-
-PAGE_SIZE = 8192
-"""The page size of a store this version creates (SQLite's default is 4 KB; a file keeps
-the size it was made with, so older stores stay at theirs). A message's row of the replay
-model (~2.3 KB for two 2 KB tool outputs, packed) or an event holding a long block leaves
-the rest of a 4 KB page unused when the next row does not fit: on issue 23's agent workload
-8 KB pages took the file from 1.62x to 1.59x the raw rows at 1,000 messages and from 1.59x
-to 1.51x at 10,000. The prices: each commit writes its pages whole to the write-ahead log,
-so a durable append writes twice the bytes there, ~4-6% of its time on this machine's disk
-(paired, message by message); and an empty store's ~20 one-page tables take ~84 KB more,
-which a store of a few hundred KB of short messages notices (see the benchmarks page)."""
 
 
 class SQLiteBackend:
