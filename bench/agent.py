@@ -30,14 +30,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.agent_workload import (
-    EsPeer,
-    FloorRecorder,
-    FloorRows,
-    agent_message,
-    convstore_event_rows,
-    sdk_items,
-)
+from bench.agent_workload import EsPeer, Floor, agent_message, sdk_items
 from bench.baselines import RAW_MESSAGES_SELECT, RAW_MESSAGES_TABLE, have_agents_sdk
 from bench.common import Context, checkpoint, copy_db, log, median, pc, run_python, store_files
 from bench.report import Row, verdict
@@ -57,7 +50,12 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 SESSION = "agent-session"
 
 PEERS = ("sdk", "es")
-"""The sides convstore's append must be ahead of; the others are the floor (see FloorRows)."""
+"""The sides convstore's append must be ahead of; the others are the floor (see Floor)."""
+FLOORS = {
+    "rows": "floor: convstore's event rows by raw sqlite3",
+    "recorder": "floor: the same rows by eventsourcing's recorder",
+}
+"""The floor's sides, as the rows name them."""
 
 RAW_INSERT = "INSERT INTO messages (conversation, message) VALUES (?, ?)"
 
@@ -144,17 +142,13 @@ def raw_appender(conn: sqlite3.Connection, conversation: str) -> Callable[[Messa
 
 def floor_sides(
     tmp: Path, n: int, counter: list[int], sides: dict[str, Callable[[Message], None]]
-) -> list[Callable[[], None]]:
-    """Add the floor's sides: convstore's own event rows for each message (made beforehand,
-    untimed), written with none of convstore's work, by raw sqlite3 and by eventsourcing's
-    recorder (message ``counter[0]``'s rows). Returns their closers."""
-    event_rows = convstore_event_rows(str(tmp / "floor-source.db"), n)
-    recorder_events = [FloorRecorder.prepare(rows) for rows in event_rows]
-    rows = FloorRows(str(tmp / "floor-rows.db"))
-    recorder = FloorRecorder(str(tmp / "floor-recorder.db"))
-    sides["rows"] = lambda _m: rows.append(event_rows[counter[0]])
-    sides["recorder"] = lambda _m: recorder.append(recorder_events[counter[0]])
-    return [rows.close, recorder.close]
+) -> Callable[[], None]:
+    """Add the floor's sides (see :class:`Floor`), each writing message ``counter[0]``'s
+    rows; returns their closer."""
+    floor = Floor(tmp, n)
+    sides["rows"] = lambda _m: floor.raw.append(floor.rows[counter[0]])
+    sides["recorder"] = lambda _m: floor.recorder.append(floor.events[counter[0]])
+    return floor.close
 
 
 def windowed_ratios(side: list[float], base: list[float], windows: int) -> list[float]:
@@ -197,7 +191,7 @@ def appends(ctx: Context, n: int, windows: int, files: dict[str, Path]) -> str:
     sides["es"] = es.append
     closers.append(es.close)
     files["es_id"] = Path(str(es.chat.id))
-    closers += floor_sides(tmp, n, counter, sides)
+    closers.append(floor_sides(tmp, n, counter, sides))
     times: dict[str, list[float]] = {side: [0.0] * n for side in sides}
     order = list(sides)
     for i in range(n):
@@ -238,8 +232,7 @@ def appends(ctx: Context, n: int, windows: int, files: dict[str, Path]) -> str:
     names = {
         "sdk": "peer Agents SDK SQLiteSession.add_items",
         "es": "peer eventsourcing Application.save",
-        "rows": "floor: convstore's event rows by raw sqlite3",
-        "recorder": "floor: the same rows by eventsourcing's recorder",
+        **FLOORS,
     }
     for side in [s for s in names if s in ratios]:
         ratio = median(ratios[side])
@@ -271,10 +264,7 @@ def streamed(ctx: Context, n: int, windows: int) -> None:
     tmp = ctx.dir / f"agent-stream-{n}"
     tmp.mkdir()
     raw = raw_connection(tmp / "raw.db")
-    event_rows = convstore_event_rows(str(tmp / "floor-source.db"), n)
-    recorder_events = [FloorRecorder.prepare(rows) for rows in event_rows]
-    rows = FloorRows(str(tmp / "floor-rows.db"))
-    recorder = FloorRecorder(str(tmp / "floor-recorder.db"))
+    floor = Floor(tmp, n)
     per_commit: dict[str, list[float]] = {"convstore": [], "rows": [], "recorder": []}
     base: list[float] = []
     commits = 0
@@ -295,15 +285,15 @@ def streamed(ctx: Context, n: int, windows: int) -> None:
             commits += k
             per_commit["convstore"].append((pc() - a) / k)
             a = pc()
-            for row in event_rows[i]:
-                rows.append([row])
+            for row in floor.rows[i]:
+                floor.raw.append([row])
             per_commit["rows"].append((pc() - a) / k)
             a = pc()
-            for event in recorder_events[i]:
-                recorder.append([event])
+            for event in floor.events[i]:
+                floor.recorder.append([event])
             per_commit["recorder"].append((pc() - a) / k)
-    for close in (raw.close, rows.close, recorder.close):
-        close()
+    raw.close()
+    floor.close()
     ratios = {side: windowed_ratios(t, base, windows) for side, t in per_commit.items()}
     ratio = median(ratios["convstore"])
     ctx.add(
@@ -322,11 +312,7 @@ def streamed(ctx: Context, n: int, windows: int) -> None:
             samples={"ratios": ratios["convstore"]},
         )
     )
-    names = {
-        "rows": "floor: convstore's event rows by raw sqlite3",
-        "recorder": "floor: the same rows by eventsourcing's recorder",
-    }
-    for side, name in names.items():
+    for side, name in FLOORS.items():
         ctx.add(
             Row(
                 f"agent: streamed, {name}, one a commit, vs raw message commit",

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -171,7 +173,7 @@ def convstore_event_rows(path: str, n: int) -> list[list[EventRow]]:
         for i in range(n):
             message = agent_message(i)
             store.append_message(conv, message["role"], message["content"])
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute(
             "SELECT originator_id, originator_version, topic, state FROM stored_events "
             "WHERE originator_id = ? ORDER BY originator_version",
@@ -237,3 +239,18 @@ class FloorRecorder:
 
     def close(self) -> None:
         self.datastore.close()
+
+
+class Floor:
+    """The floor's two writers for the workload's first ``n`` messages, in ``directory``, with
+    the rows each writes for message ``i`` (:attr:`rows`, :attr:`events`), made beforehand."""
+
+    def __init__(self, directory: Path, n: int) -> None:
+        self.rows = convstore_event_rows(str(directory / "floor-source.db"), n)
+        self.events = [FloorRecorder.prepare(rows) for rows in self.rows]
+        self.raw = FloorRows(str(directory / "floor-rows.db"))
+        self.recorder = FloorRecorder(str(directory / "floor-recorder.db"))
+
+    def close(self) -> None:
+        self.raw.close()
+        self.recorder.close()
