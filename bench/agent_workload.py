@@ -32,6 +32,9 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from bench.workload import Message, make_texts, role_of
 from convstore import open_store
+from convstore.backends.common.mapper import TOPIC_PREFIX
+from convstore.backends.sqlite.files import PAGE_SIZE
+from convstore.backends.sqlite.tables import EVENTS_TABLE
 
 USER_TEXTS = make_texts(32, 300, seed=11)
 REASONING = make_texts(32, 500, seed=12)
@@ -160,6 +163,9 @@ class EsPeer:
         self.app.close()
 
 
+MESSAGE_ENDED = f"{TOPIC_PREFIX}message_ended"
+"""The topic of the event that closes a message: where one message's rows end."""
+
 EventRow = tuple[str, int, str, bytes]
 """One stored event as convstore's log table holds it: originator id, version, topic, state."""
 
@@ -175,15 +181,15 @@ def convstore_event_rows(path: str, n: int) -> list[list[EventRow]]:
             store.append_message(conv, message["role"], message["content"])
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute(
-            "SELECT originator_id, originator_version, topic, state FROM stored_events "
-            "WHERE originator_id = ? ORDER BY originator_version",
+            "SELECT originator_id, originator_version, topic, state "  # noqa: S608
+            f"FROM {EVENTS_TABLE} WHERE originator_id = ? ORDER BY originator_version",
             (conv.hex,),
         ).fetchall()
     messages: list[list[EventRow]] = []
     current: list[EventRow] = []
     for row in rows[1:]:  # the first is the conversation's start, not a message's
         current.append(row)
-        if row[2].endswith(":message_ended"):
+        if row[2] == MESSAGE_ENDED:
             messages.append(current)
             current = []
     assert len(messages) == n, (len(messages), n)
@@ -192,24 +198,25 @@ def convstore_event_rows(path: str, n: int) -> list[list[EventRow]]:
 
 class FloorRows:
     """The append floor without any library: convstore's own event rows for a message, written
-    by raw ``sqlite3`` in one transaction into a table of the log's shape (WAL,
-    ``synchronous=FULL``, 8 KB pages as a new convstore store)."""
+    by raw ``sqlite3`` in one transaction into a table made by the same statement as the log's
+    in the store at ``like`` (WAL, ``synchronous=FULL``, the pages of a new convstore store)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, like: str) -> None:
+        with closing(sqlite3.connect(like)) as source:
+            (table,) = source.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (EVENTS_TABLE,)
+            ).fetchone()
         self.conn = sqlite3.connect(path, isolation_level=None)
-        self.conn.execute("PRAGMA page_size=8192")
+        self.conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")
         assert self.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
-        self.conn.execute(
-            "CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, "
-            "topic TEXT, state BLOB, PRIMARY KEY (originator_id, originator_version))"
-        )
+        self.conn.execute(table)
 
     def append(self, rows: list[EventRow]) -> None:
         execute = self.conn.execute
         execute("BEGIN")
-        self.conn.executemany("INSERT INTO stored_events VALUES (?, ?, ?, ?)", rows)
+        self.conn.executemany(f"INSERT INTO {EVENTS_TABLE} VALUES (?, ?, ?, ?)", rows)  # noqa: S608
         execute("COMMIT")
 
     def close(self) -> None:
@@ -246,9 +253,10 @@ class Floor:
     the rows each writes for message ``i`` (:attr:`rows`, :attr:`events`), made beforehand."""
 
     def __init__(self, directory: Path, n: int) -> None:
-        self.rows = convstore_event_rows(str(directory / "floor-source.db"), n)
+        source = str(directory / "floor-source.db")
+        self.rows = convstore_event_rows(source, n)
         self.events = [FloorRecorder.prepare(rows) for rows in self.rows]
-        self.raw = FloorRows(str(directory / "floor-rows.db"))
+        self.raw = FloorRows(str(directory / "floor-rows.db"), like=source)
         self.recorder = FloorRecorder(str(directory / "floor-recorder.db"))
 
     def close(self) -> None:
