@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 
 from bench import (
     adk,
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [s for s in selected if s not in BENCHMARKS]
         if unknown:
             p.error(f"unknown benchmark(s) {unknown}; choose from {', '.join(BENCHMARKS)}")
+    if args.dir and not Path(args.dir).is_dir():
+        p.error(f"--dir {args.dir}: no such directory (the run makes its own inside it)")
     if not compile_package():
         log("warning: some convstore modules did not compile; fresh processes compile them")
     report = Report(mode="quick" if args.quick else "full", machine=machine_info(args.pg_url))
