@@ -19,6 +19,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from convstore import Store, StoreError, open_store
+from convstore.backends.nats.recorder import FOLLOW_LOCK_SUFFIX, MARK, POSITION_TABLE
 from tests.nats_cluster import Cluster, delete_stream
 from tests.test_nats_faults import _texts, _verified
 
@@ -219,3 +220,64 @@ def test_an_apply_that_fails_is_applied_again_not_skipped(
         _say(elsewhere, conv, "three")
         assert _texts(store, conv) == ["one", "two", "three"]
         assert _verified(store) == []
+
+
+def _marks(replica: Path) -> list[int]:
+    """The follower's marks in the replica's follow lock file, one per stream."""
+    raw = Path(f"{replica}{FOLLOW_LOCK_SUFFIX}").read_bytes()
+    return [MARK.unpack_from(raw, offset)[0] for offset in range(0, len(raw), MARK.size)]
+
+
+def _positions(replica: Path) -> list[int]:
+    with sqlite3.connect(replica) as conn:
+        return [int(seq) for (seq,) in conn.execute(f"SELECT seq FROM {POSITION_TABLE}")]  # noqa: S608
+
+
+def test_the_follower_marks_each_commit_for_the_processes_that_wait(
+    url: str, tmp_path: Path
+) -> None:
+    """The holder of the follow lock writes, after each commit, the position it committed into
+    the lock file: what the processes that wait read instead of asking the replica again and
+    again. Appends of a waiting process return with their messages applied, and the mark is
+    the replica's position."""
+    replica = tmp_path / "shared.db"
+    shared = f"{url}?replica={replica}"
+    follower = _holder(shared)
+    try:
+        with open_store(shared) as store:
+            conv = store.new_conversation()
+            said = [f"message {n}" for n in range(20)]
+            for text in said:
+                _say(store, conv, text)
+            assert _ask(follower, conv) == said
+            assert _texts(store, conv) == said
+            (position,) = _positions(replica)
+            assert position > 20
+            assert _marks(replica) == [position]
+    finally:
+        _stop(follower)
+
+
+def test_a_mark_ahead_of_the_replica_ends_no_wait(
+    nats_cluster: Cluster, url: str, tmp_path: Path
+) -> None:
+    """A mark is a hint, the replica the truth: with the follower stopped and a mark far past
+    anything the stream holds (a lock file left by a replica since deleted, say), a read of
+    another process still waits for the replica to hold what was written (it follows
+    alongside), never returns without it."""
+    replica = tmp_path / "shared.db"
+    shared = f"{url}?replica={replica}"
+    follower = _holder(shared)
+    try:
+        with open_store(shared) as store:
+            with open_store(f"{url}?replica={tmp_path / 'elsewhere.db'}") as other:
+                conv = other.new_conversation()
+                _say(other, conv, "first")
+                assert _texts(store, conv) == ["first"]
+                follower.send_signal(signal.SIGSTOP)
+                Path(f"{replica}{FOLLOW_LOCK_SUFFIX}").write_bytes(MARK.pack(2**40))
+                _say(other, conv, "while the mark says it is there")
+            assert _texts(store, conv) == ["first", "while the mark says it is there"]
+    finally:
+        follower.send_signal(signal.SIGCONT)
+        _stop(follower)

@@ -46,6 +46,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -122,11 +123,19 @@ FOLLOW_LOCK_SUFFIX = "-follow"
 """The replica's follow lock is the file beside it named with this suffix: the process that
 holds it follows the streams and applies them for every process sharing the replica."""
 
+MARK = struct.Struct("<Q")
+"""The follow lock file's content: per stream, in the order of the links, the position the
+holder of the lock last committed to the replica (its *mark*). A waiting process reads it
+with one ``pread`` and asks the replica itself only once the mark says it may be there: the
+replica stays the only truth (a mark is a hint, written after the commit it names)."""
+
 POLL_FIRST_SECONDS = 0.0002
 POLL_MOST_SECONDS = 0.002
-"""A process that does not follow polls the replica's position for a sequence it needs: first
+"""A process that does not follow polls the follower's mark for a sequence it needs: first
 after most of its usual wait (within these bounds), then after the first, doubling up to the
-most."""
+most. It reads the replica's position when the mark has passed the sequence, and at least
+every ``POLL_MOST_SECONDS`` whatever the mark says (a follower of a version that writes no
+mark, or one gone without a word: then the lock is free and this process takes it)."""
 
 IDLE_WAIT_SECONDS = 0.25
 """How long the follower's applying thread waits for a whole publish before it checks
@@ -175,6 +184,8 @@ class NatsRecorder(SQLiteWriterRecorder):
         """Per stream: taking its delivered messages and applying them is one step."""
         self._follow_lock = follow_lock
         self._lock_fd: int | None = None
+        self._index = {link.stream: k for k, link in enumerate(self.links)}
+        """Each stream's place in the follow lock file's marks (see :data:`MARK`)."""
         self._leading = False
         self._claiming = threading.Lock()
         self._peek: sqlite3.Connection | None = None
@@ -261,7 +272,9 @@ class NatsRecorder(SQLiteWriterRecorder):
             except BlockingIOError:
                 return False
         self._follow()
-        self._leading = True
+        with self._writer_lock:
+            self._leading = True
+            self._mark({link.stream: self._position(link.stream) for link in self.links})
         self._applier = threading.Thread(
             target=self._apply_arrivals, name=f"nats-apply-{self.links[0].stream}", daemon=True
         )
@@ -274,6 +287,26 @@ class NatsRecorder(SQLiteWriterRecorder):
         for link in self.links:
             if not link.following:
                 link.follow(self._position(link.stream), f"{link.stream}.c.*")
+
+    def _mark(self, positions: dict[str, int]) -> None:
+        """As the holder of the follow lock, write the marks of ``positions`` just committed
+        (the caller holds ``_writer_lock``, so marks are written in the order of commits)."""
+        if self._lock_fd is None:
+            return
+        for stream, seq in positions.items():
+            with contextlib.suppress(OSError):  # a hint: waiters read the replica anyway
+                os.pwrite(self._lock_fd, MARK.pack(seq), MARK.size * self._index[stream])
+
+    def _marked(self, stream: str) -> int | None:
+        """The follower's mark for ``stream``; ``None`` when there is none to read (no lock
+        file, or a follower that writes no mark), so the caller reads the replica instead."""
+        if self._lock_fd is None:
+            return None
+        try:
+            raw = os.pread(self._lock_fd, MARK.size, MARK.size * self._index[stream])
+        except OSError:
+            return None
+        return MARK.unpack(raw)[0] if len(raw) == MARK.size else None
 
     def _position(self, stream: str) -> int:
         """The sequence of ``stream`` the replica has applied up to, as committed now."""
@@ -334,26 +367,30 @@ class NatsRecorder(SQLiteWriterRecorder):
         follower is gone (its lock is free), and follows alongside it when the position has
         not moved for :data:`STALL_SECONDS`."""
         started = time.monotonic()
-        seen, since = -1, started
+        seen, since, read = -1, started, started
         # The first pause is most of the usual wait, so a wait takes one or two reads.
         pause = min(max(0.7 * self._usual_wait, POLL_FIRST_SECONDS), POLL_MOST_SECONDS)
         polled = False
         while True:
-            position = self._position(link.stream)
+            mark = self._marked(link.stream)
             now = time.monotonic()
-            if position >= through:
-                self._usual_wait += (now - started - self._usual_wait) / 8
-                return
-            if position != seen:
-                seen, since = position, now
-            if self._claim():
-                break
-            if now - since >= STALL_SECONDS:
-                with self._claiming:
-                    self._follow()
-                    for each in self.links:
-                        self._alongside[each.stream] = self._position(each.stream)
-                break
+            # The mark only says when to look: the replica's own position decides.
+            if mark is None or mark >= through or now - read >= POLL_MOST_SECONDS:
+                position = self._position(link.stream)
+                now = read = time.monotonic()
+                if position >= through:
+                    self._usual_wait += (now - started - self._usual_wait) / 8
+                    return
+                if position != seen:
+                    seen, since = position, now
+                if self._claim():
+                    break
+                if now - since >= STALL_SECONDS:
+                    with self._claiming:
+                        self._follow()
+                        for each in self.links:
+                            self._alongside[each.stream] = self._position(each.stream)
+                    break
             time.sleep(pause)
             # After the first: short, then doubling (the usual wait was not enough).
             pause = min(2 * pause, POLL_MOST_SECONDS) if polled else POLL_FIRST_SECONDS
@@ -434,22 +471,24 @@ class NatsRecorder(SQLiteWriterRecorder):
                 group.append(runs.pop(0))
             # The lock is polled for, as an append to a SQLite store polls for it: the
             # connection's busy timeout stays 0 and is not switched (two statements an apply).
-            with (
-                self._writer_lock,
-                immediate(self._connection(), self._lock_wait, busy_ms=0) as conn,
-            ):
-                for stream, run in group:
-                    (position,) = conn.execute(
-                        f"SELECT seq FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
-                        (stream,),
-                    ).fetchone()
-                    fresh = [message for message in run if message.seq > position]
-                    if fresh:
-                        self._apply(conn, stream, fresh)
-                        conn.execute(
-                            f"UPDATE {POSITION_TABLE} SET seq = ? WHERE stream = ?",  # noqa: S608
-                            (fresh[-1].seq, stream),
-                        )
+            moved: dict[str, int] = {}
+            with self._writer_lock:
+                with immediate(self._connection(), self._lock_wait, busy_ms=0) as conn:
+                    for stream, run in group:
+                        (position,) = conn.execute(
+                            f"SELECT seq FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
+                            (stream,),
+                        ).fetchone()
+                        fresh = [message for message in run if message.seq > position]
+                        if fresh:
+                            self._apply(conn, stream, fresh)
+                            moved[stream] = fresh[-1].seq
+                            conn.execute(
+                                f"UPDATE {POSITION_TABLE} SET seq = ? WHERE stream = ?",  # noqa: S608
+                                (moved[stream], stream),
+                            )
+                if self._leading and moved:
+                    self._mark(moved)
 
     def _apply(self, conn: Any, stream: str, messages: list[Delivered]) -> None:
         """Apply one stream's messages to the replica, in order, inside the caller's
