@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 
 from convstore import ConversationErased, InvalidInput, NoStore, Store, StoreError, open_store
+from convstore.backends.nats import link as link_module
 from convstore.backends.nats.backend import NatsBackend
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
@@ -219,3 +221,79 @@ def test_a_link_waits_for_its_loop_thread_to_run(
         assert link.stream_metadata() is None
     finally:
         link.close()
+
+
+def _said(store: Store, conversation: UUID) -> list[str]:
+    return [str(m["content"]) for m in store.replay(conversation)["messages"]]
+
+
+def _say(store: Store, conversation: UUID, text: str) -> None:
+    store.append_message(conversation, "user", [{"type": "text", "text": text}])
+
+
+def test_appends_from_many_threads_at_once_all_land(stream_url: str, tmp_path: Path) -> None:
+    """Eight threads append to one store at once. A publish is made by the thread that asks
+    for it, on a connection that thread drives itself, one thread at a time; the others
+    publish through the link's loop thread meanwhile. Every append lands once, in order."""
+    with open_store(f"{stream_url}?replica={tmp_path / 'r.db'}") as store:
+        conversations = [store.new_conversation() for _ in range(8)]
+        failures: list[BaseException] = []
+
+        def write(conversation: UUID) -> None:
+            try:
+                for n in range(15):
+                    _say(store, conversation, f"{n}")
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=write, args=(c,)) for c in conversations]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert failures == []
+        for conversation in conversations:
+            assert _said(store, conversation) == [f"{n}" for n in range(15)]
+
+
+def test_an_append_from_inside_an_event_loop_lands(stream_url: str, tmp_path: Path) -> None:
+    """A host calling the synchronous store from a coroutine runs an event loop in that
+    thread, which cannot run a second: its publishes go through the link's loop thread."""
+    with open_store(f"{stream_url}?replica={tmp_path / 'r.db'}") as store:
+        conversation = store.new_conversation()
+
+        async def inside() -> None:
+            _say(store, conversation, "from a coroutine")
+
+        asyncio.run(inside())
+        _say(store, conversation, "from plain code")
+        assert _said(store, conversation) == ["from a coroutine", "from plain code"]
+
+
+def test_a_publishing_connection_left_idle_is_made_again(
+    stream_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection a thread publishes on runs only while it publishes, so it answers no
+    server PING in between: unused for ``DIRECT_IDLE_SECONDS`` it is closed, and the next
+    publish connects again (and lands)."""
+    import nats  # noqa: PLC0415 - a dev dependency
+
+    connects = []
+    real = nats.connect
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        connects.append(time.monotonic())
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(nats, "connect", counted)
+    monkeypatch.setattr(link_module, "DIRECT_IDLE_SECONDS", 0.2)
+    with open_store(f"{stream_url}?replica={tmp_path / 'r.db'}") as store:
+        conversation = store.new_conversation()
+        _say(store, conversation, "one")
+        made = len(connects)
+        _say(store, conversation, "two")
+        assert len(connects) == made  # the same connection, within the idle time
+        time.sleep(0.5)
+        _say(store, conversation, "after a pause")
+        assert len(connects) == made + 1
+        assert _said(store, conversation) == ["one", "two", "after a pause"]

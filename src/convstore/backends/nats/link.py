@@ -2,10 +2,12 @@
 loop thread, called from any thread.
 
 eventsourcing's recorders are synchronous, so every call here submits a coroutine to the
-link's own loop (:func:`asyncio.run_coroutine_threadsafe`) and waits for its result. The link
-publishes (one message, or an atomic batch of several), reads the stream's newest sequence,
-purges a subject, and, in the process that follows the stream for its replica, keeps one
-ordered consumer that delivers every message of the stream, in stream order, into a buffer the
+link's own loop (:func:`asyncio.run_coroutine_threadsafe`) and waits for its result; except a
+publish, which the calling thread makes itself on a second connection when it can
+(:class:`_Direct`): handing it to the loop's thread and back cost a third of its client CPU.
+The link publishes (one message, or an atomic batch of several), reads the stream's newest
+sequence, purges a subject, and, in the process that follows the stream for its replica, keeps
+one ordered consumer that delivers every message of the stream, in stream order, into a buffer the
 recorder drains (:meth:`JetStreamLink.take`, :meth:`JetStreamLink.take_ready`).
 
 Imported only for ``nats://`` stores: it needs the ``nats`` extra (nats-py).
@@ -20,7 +22,8 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, TypeVar, cast
 from uuid import uuid4
 
 import nats
@@ -65,6 +68,11 @@ STALL_SECONDS = 2.0
 """How long :meth:`JetStreamLink.take` waits for a due message before it starts a new
 consumer where the old one stopped."""
 
+DIRECT_IDLE_SECONDS = 60.0
+"""A publishing connection unused this long is closed and made again at its next publish:
+its loop runs only while a thread publishes, so it answers no server PING between publishes,
+and the servers drop a client that misses two (two minutes apart by default)."""
+
 _RETRY_PAUSE_SECONDS = 0.1
 
 
@@ -103,6 +111,72 @@ class Delivered:
     data: bytes
 
 
+class _Direct:
+    """A second connection to the cluster for publishing, driven by the thread that publishes
+    (``run_until_complete`` on a loop of its own), one thread at a time: a publish so skips two
+    hand-overs between threads. A thread that finds it taken by another, or that runs an event
+    loop itself, gets :data:`NOT_TAKEN` and publishes through the link's loop thread instead.
+    Made at the first publish, and again after :data:`DIRECT_IDLE_SECONDS` unused."""
+
+    NOT_TAKEN: Any = object()
+
+    def __init__(self, connect: Callable[[], Coroutine[Any, Any, Client]]) -> None:
+        self._connect = connect
+        self._loop = asyncio.new_event_loop()
+        self._lock = threading.Lock()
+        self._nc: Client | None = None
+        self._used = 0.0
+        self._closed = False
+
+    def run(self, make: Callable[[Client], Coroutine[Any, Any, T]], timeout: float) -> T:
+        """``make(client)`` run to its end in this thread, or :data:`NOT_TAKEN`."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            return cast(T, self.NOT_TAKEN)  # a loop runs in this thread: it cannot run another
+        if not self._lock.acquire(blocking=False):
+            return cast(T, self.NOT_TAKEN)
+        try:
+            if self._closed:
+                return cast(T, self.NOT_TAKEN)
+            now = time.monotonic()
+            if self._nc is not None and now - self._used > DIRECT_IDLE_SECONDS:
+                self._drop()
+            if self._nc is None:
+                self._nc = self._loop.run_until_complete(asyncio.wait_for(self._connect(), timeout))
+            self._used = now
+            return self._loop.run_until_complete(make(self._nc))
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        """Close the connection and the loop; a later :meth:`run` is :data:`NOT_TAKEN`."""
+        with self._lock:
+            self._closed = True
+            self._drop()
+            self._loop.close()
+
+    def _drop(self) -> None:
+        """Close the connection (the caller holds ``_lock``) and cancel what it left."""
+        nc, self._nc = self._nc, None
+        if nc is None:
+            return
+
+        async def close() -> None:
+            with contextlib.suppress(Exception):  # a connection already gone is as good
+                await asyncio.wait_for(nc.close(), 2.0)
+            current = asyncio.current_task()
+            rest = [task for task in asyncio.all_tasks() if task is not current]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            self._loop.run_until_complete(close())
+
+
 class JetStreamLink:
     """One connection to a cluster, for one stream, used synchronously from any thread."""
 
@@ -136,6 +210,7 @@ class JetStreamLink:
             self._nc: Client = via._nc
             self._js: JetStreamContext = via._js
             self._arrived: threading.Condition = via._arrived
+            self._direct: _Direct = via._direct
             return
         self._root = self
         self._last_error = ""
@@ -151,26 +226,25 @@ class JetStreamLink:
         self._loop.call_soon(running.set)
         self._thread.start()
         running.wait()
-        try:
-            self._nc = self._call(
-                asyncio.wait_for(
-                    nats.connect(
-                        list(servers),
-                        user=user or None,
-                        password=password or None,
-                        connect_timeout=min(timeout, 5.0),
-                        allow_reconnect=True,
-                        max_reconnect_attempts=-1,
-                        reconnect_time_wait=0.2,
-                        error_cb=self._note_error,
-                    ),
-                    timeout,
-                ),
-                timeout,
+
+        def connect() -> Coroutine[Any, Any, Client]:
+            return nats.connect(
+                list(servers),
+                user=user or None,
+                password=password or None,
+                connect_timeout=min(timeout, 5.0),
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.2,
+                error_cb=self._note_error,
             )
+
+        try:
+            self._nc = self._call(asyncio.wait_for(connect(), timeout), timeout)
         except BaseException:
             self._stop_loop()
             raise
+        self._direct = _Direct(connect)
         self._js = self._nc.jetstream(timeout=timeout)
 
     @property
@@ -309,8 +383,11 @@ class JetStreamLink:
         deadline = time.monotonic() + self.timeout
         while True:
             left = max(deadline - time.monotonic(), 0.5)
+            attempt = min(left, ATTEMPT_SECONDS)
             try:
-                ack = self._call(self._publish(messages, min(left, ATTEMPT_SECONDS)), left)
+                ack = self._direct.run(partial(self._publish, messages, attempt), attempt)
+                if ack is _Direct.NOT_TAKEN:
+                    ack = self._call(self._publish(messages, attempt, self._nc), left)
             except Closed:
                 raise
             except (TimeoutError, nats.errors.Error) as exc:
@@ -328,12 +405,12 @@ class JetStreamLink:
                 raise Refused(code, str(error.get("description", "")))
             return int(ack["seq"])
 
-    async def _publish(self, messages: Sequence[Outgoing], timeout: float) -> dict[str, Any]:
+    @staticmethod
+    async def _publish(messages: Sequence[Outgoing], timeout: float, nc: Client) -> dict[str, Any]:
+        """One try of a publish on the connection ``nc``: its acknowledgement (or error)."""
         if len(messages) == 1:
             only = messages[0]
-            reply = await self._nc.request(
-                only.subject, only.data, timeout=timeout, headers=only.headers
-            )
+            reply = await nc.request(only.subject, only.data, timeout=timeout, headers=only.headers)
             return _ack(reply)
         batch = uuid4().hex
         last = len(messages)
@@ -346,13 +423,13 @@ class JetStreamLink:
             if number == last:
                 headers["Nats-Batch-Commit"] = "1"
             if number in (1, last):  # the first is acknowledged (empty), the last committed
-                reply = await self._nc.request(
+                reply = await nc.request(
                     message.subject, message.data, timeout=timeout, headers=headers
                 )
                 if number == last or reply.data:
                     return _ack(reply)
             else:
-                await self._nc.publish(message.subject, message.data, headers=headers)
+                await nc.publish(message.subject, message.data, headers=headers)
         msg = "unreachable"
         raise AssertionError(msg)
 
@@ -498,6 +575,7 @@ class JetStreamLink:
         self.unfollow()
         if self._root is not self:
             return
+        self._direct.close()
 
         async def close() -> None:
             await self._nc.close()
