@@ -167,11 +167,7 @@ class _Direct:
         async def close() -> None:
             with contextlib.suppress(Exception):  # a connection already gone is as good
                 await asyncio.wait_for(nc.close(), 2.0)
-            current = asyncio.current_task()
-            rest = [task for task in asyncio.all_tasks() if task is not current]
-            for task in rest:
-                task.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
+            await _cancel_the_rest()
 
         with contextlib.suppress(Exception):
             self._loop.run_until_complete(close())
@@ -588,21 +584,24 @@ class JetStreamLink:
         """Cancel what the client leaves running (an ordered consumer's checks, a connect
         that timed out), then stop the loop and its thread."""
 
-        async def cancel_the_rest() -> None:
-            current = asyncio.current_task()
-            tasks = [task for task in asyncio.all_tasks() if task is not current]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(cancel_the_rest(), self._loop).result(5.0)
+            asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self._loop).result(5.0)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         # At interpreter exit (a store never closed, collected then) the loop's thread may be
         # frozen with the loop still marked running: leave it; the process is ending.
         if not self._thread.is_alive() and not self._loop.is_running():
             self._loop.close()
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every task of the running loop but the caller's (what a client leaves running:
+    its reads, pings and flushes, an ordered consumer's checks) and wait for them to end."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def wait_whole(
