@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 from uuid import uuid4
 
 import nats
@@ -115,10 +115,8 @@ class _Direct:
     """A second connection to the cluster for publishing, driven by the thread that publishes
     (``run_until_complete`` on a loop of its own), one thread at a time: a publish so skips two
     hand-overs between threads. A thread that finds it taken by another, or that runs an event
-    loop itself, gets :data:`NOT_TAKEN` and publishes through the link's loop thread instead.
+    loop itself, gets ``None`` and publishes through the link's loop thread instead.
     Made at the first publish, and again after :data:`DIRECT_IDLE_SECONDS` unused."""
-
-    NOT_TAKEN: Any = object()
 
     def __init__(self, connect: Callable[[], Coroutine[Any, Any, Client]]) -> None:
         self._connect = connect
@@ -128,19 +126,19 @@ class _Direct:
         self._used = 0.0
         self._closed = False
 
-    def run(self, make: Callable[[Client], Coroutine[Any, Any, T]], timeout: float) -> T:
-        """``make(client)`` run to its end in this thread, or :data:`NOT_TAKEN`."""
+    def run(self, make: Callable[[Client], Coroutine[Any, Any, T]], timeout: float) -> T | None:
+        """``make(client)`` run to its end in this thread; ``None`` when this thread cannot."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             pass
         else:
-            return cast(T, self.NOT_TAKEN)  # a loop runs in this thread: it cannot run another
+            return None  # a loop runs in this thread: it cannot run another
         if not self._lock.acquire(blocking=False):
-            return cast(T, self.NOT_TAKEN)
+            return None
         try:
             if self._closed:
-                return cast(T, self.NOT_TAKEN)
+                return None
             now = time.monotonic()
             if self._nc is not None and now - self._used > DIRECT_IDLE_SECONDS:
                 self._drop()
@@ -152,7 +150,7 @@ class _Direct:
             self._lock.release()
 
     def close(self) -> None:
-        """Close the connection and the loop; a later :meth:`run` is :data:`NOT_TAKEN`."""
+        """Close the connection and the loop; a later :meth:`run` gives ``None``."""
         with self._lock:
             self._closed = True
             self._drop()
@@ -382,7 +380,7 @@ class JetStreamLink:
             attempt = min(left, ATTEMPT_SECONDS)
             try:
                 ack = self._direct.run(partial(self._publish, messages, attempt), attempt)
-                if ack is _Direct.NOT_TAKEN:
+                if ack is None:
                     ack = self._call(self._publish(messages, attempt, self._nc), left)
             except Closed:
                 raise
