@@ -20,6 +20,8 @@ from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
 from tests.contract import StoreContract
 from tests.nats_cluster import Cluster, delete_stream
+from tests.test_nats_faults import _texts
+from tests.test_nats_follower import _say
 from tests.test_transfer import assert_same_log, fill, filled_and_piped, run
 
 pytestmark = pytest.mark.slow
@@ -223,14 +225,6 @@ def test_a_link_waits_for_its_loop_thread_to_run(
         link.close()
 
 
-def _said(store: Store, conversation: UUID) -> list[str]:
-    return [str(m["content"]) for m in store.replay(conversation)["messages"]]
-
-
-def _say(store: Store, conversation: UUID, text: str) -> None:
-    store.append_message(conversation, "user", [{"type": "text", "text": text}])
-
-
 def test_appends_from_many_threads_at_once_all_land(stream_url: str, tmp_path: Path) -> None:
     """Eight threads append to one store at once. A publish is made by the thread that asks
     for it, on a connection that thread drives itself, one thread at a time; the others
@@ -253,7 +247,7 @@ def test_appends_from_many_threads_at_once_all_land(stream_url: str, tmp_path: P
             thread.join(timeout=120)
         assert failures == []
         for conversation in conversations:
-            assert _said(store, conversation) == [f"{n}" for n in range(15)]
+            assert _texts(store, conversation) == [f"{n}" for n in range(15)]
 
 
 def test_an_append_from_inside_an_event_loop_lands(stream_url: str, tmp_path: Path) -> None:
@@ -267,7 +261,7 @@ def test_an_append_from_inside_an_event_loop_lands(stream_url: str, tmp_path: Pa
 
         asyncio.run(inside())
         _say(store, conversation, "from plain code")
-        assert _said(store, conversation) == ["from a coroutine", "from plain code"]
+        assert _texts(store, conversation) == ["from a coroutine", "from plain code"]
 
 
 def test_a_publishing_connection_left_idle_is_made_again(
@@ -296,4 +290,4 @@ def test_a_publishing_connection_left_idle_is_made_again(
         time.sleep(0.5)
         _say(store, conversation, "after a pause")
         assert len(connects) == made + 1
-        assert _said(store, conversation) == ["one", "two", "after a pause"]
+        assert _texts(store, conversation) == ["one", "two", "after a pause"]
