@@ -223,7 +223,7 @@ def _raw_appender(servers: str, stream: str, payloads: list[Payload]) -> Appende
         loop.run_until_complete(client.close())
         loop.close()
 
-    return append, close
+    return Appender(append, close)
 
 
 async def _make_raw_streams(servers: str) -> dict[str, str]:

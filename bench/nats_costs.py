@@ -43,18 +43,20 @@ def server_cpu(pids: list[int]) -> float:
 
 def measure(make: Callable[[], Appender], appends: int, pids: list[int]) -> tuple[float, ...]:
     """(appends/s, client CPU ms per append, servers' CPU ms per append) of one writer."""
-    append, close = make()
+    appender = make()
     try:
         for _ in range(5):
-            append()
+            appender.append()
+        appender.settle()
         wall, cpu, servers = time.perf_counter(), time.process_time(), server_cpu(pids)
         for _ in range(appends):
-            append()
+            appender.append()
+        appender.settle()
         wall = time.perf_counter() - wall
         cpu = time.process_time() - cpu
         servers = server_cpu(pids) - servers
     finally:
-        close()
+        appender.close()
     return appends / wall, 1000 * cpu / appends, 1000 * servers / appends
 
 
@@ -79,7 +81,7 @@ def _idle_processes_cost(url: str, appends: int, pids: list[int]) -> float:
     """CPU per append (ms) of each of :data:`IDLE_PROCESSES` processes that hold the store open
     on the writer's replica file while this process appends: the cost of a host's other
     processes (opened after the writer, so the writer follows the stream for the file)."""
-    append, close = convstore_appender(url)
+    appender = convstore_appender(url)
     holders = [
         subprocess.Popen(  # noqa: S603 - this interpreter, a fixed script, the bench's URL
             [sys.executable, "-c", HOLDER, url],
@@ -94,12 +96,12 @@ def _idle_processes_cost(url: str, appends: int, pids: list[int]) -> float:
             assert holder.stdout is not None
             assert holder.stdout.readline().strip() == "ready"
         before = [process_cpu(holder.pid) for holder in holders]
-        measure(lambda: (append, lambda: None), appends, pids)
+        measure(lambda: Appender(appender.append, lambda: None, appender.settle), appends, pids)
         used = [process_cpu(h.pid) - b for h, b in zip(holders, before, strict=True)]
     finally:
         for holder in holders:
             holder.communicate("\n", timeout=60)
-        close()
+        appender.close()
     return 1000 * median(used) / appends
 
 
