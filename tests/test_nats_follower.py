@@ -19,7 +19,13 @@ from uuid import UUID, uuid4
 import pytest
 
 from convstore import Store, StoreError, open_store
-from convstore.backends.nats.recorder import FOLLOW_LOCK_SUFFIX, MARK, POSITION_TABLE
+from convstore.backends.nats.location import NatsLocation
+from convstore.backends.nats.recorder import (
+    FOLLOW_LOCK_SUFFIX,
+    MARK,
+    POSITION_TABLE,
+    WAIT_EVERY,
+)
 from tests.nats_cluster import Cluster, delete_stream
 from tests.test_nats_faults import _texts, _verified
 
@@ -70,6 +76,16 @@ def _ask(holder: subprocess.Popen[str], conversation: UUID) -> list[str]:
 
 def _say(store: Store, conversation: UUID, text: str) -> None:
     store.append_message(conversation, "user", [{"type": "text", "text": text}])
+
+
+async def _last_seq(cluster: Cluster, stream: str) -> int:
+    import nats  # noqa: PLC0415 - a dev dependency
+
+    client = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
+    try:
+        return int((await client.jetstream().stream_info(stream)).state.last_seq)
+    finally:
+        await client.close()
 
 
 async def _consumers(cluster: Cluster, stream: str) -> int:
@@ -238,8 +254,8 @@ def test_the_follower_marks_each_commit_for_the_processes_that_wait(
 ) -> None:
     """The holder of the follow lock writes, after each commit, the position it committed into
     the lock file: what the processes that wait read instead of asking the replica again and
-    again. Appends of a waiting process return with their messages applied, and the mark is
-    the replica's position."""
+    again. Once reads of a waiting process have returned its appends, the mark is the
+    replica's position."""
     replica = tmp_path / "shared.db"
     shared = f"{url}?replica={replica}"
     follower = _holder(shared)
@@ -255,6 +271,37 @@ def test_the_follower_marks_each_commit_for_the_processes_that_wait(
             assert position > 20
             assert _marks(replica) == [position]
     finally:
+        _stop(follower)
+
+
+def test_an_append_returns_acknowledged_and_every_so_often_waits_for_the_replica(
+    nats_cluster: Cluster, url: str, tmp_path: Path
+) -> None:
+    """An append returns once the stream has acknowledged it, and leaves its applying to the
+    follower: with the follower stopped, a process that does not follow appends
+    ``WAIT_EVERY - 1`` times and the replica has not moved. The next append waits until the
+    replica holds it (here by following alongside the stopped follower), so a host's replica
+    never falls far behind its writers. A read then has every append."""
+    replica = tmp_path / "shared.db"
+    shared = f"{url}?replica={replica}"
+    stream = NatsLocation.parse(url).stream
+    follower = _holder(shared)
+    try:
+        with open_store(shared) as store:
+            conv = store.new_conversation()
+            assert _texts(store, conv) == []
+            before = _positions(replica)
+            follower.send_signal(signal.SIGSTOP)
+            said = [f"message {n}" for n in range(WAIT_EVERY)]
+            for text in said[:-1]:
+                _say(store, conv, text)
+            assert _positions(replica) == before
+            assert asyncio.run(_last_seq(nats_cluster, stream)) > before[0]
+            _say(store, conv, said[-1])
+            assert _positions(replica) == [asyncio.run(_last_seq(nats_cluster, stream))]
+            assert _texts(store, conv) == said
+    finally:
+        follower.send_signal(signal.SIGCONT)
         _stop(follower)
 
 

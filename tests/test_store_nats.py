@@ -152,6 +152,27 @@ def test_erase_overwrites_the_events_in_every_servers_stream_files(
             fresh.new_conversation(conversation_id=conv)
 
 
+def test_an_append_after_another_hosts_erasure_is_refused(stream_url: str, tmp_path: Path) -> None:
+    """A host that last wrote a conversation publishes its next append without reading its
+    replica (it knows the newest event from its own acknowledgement): after another host
+    erased the conversation, the stream refuses that publish, and the append ends in
+    ConversationErased with nothing written."""
+    with (
+        open_store(f"{stream_url}?replica={tmp_path / 'a.db'}") as writer,
+        open_store(f"{stream_url}?replica={tmp_path / 'b.db'}") as eraser,
+    ):
+        conv = writer.new_conversation()
+        writer.append_message(conv, "user", [{"type": "text", "text": "first"}])
+        eraser.erase(conv, reason="asked")
+        with pytest.raises(ConversationErased):
+            writer.append_message(conv, "user", [{"type": "text", "text": "after"}])
+        assert [e.id for e in writer.erasures()] == [conv]
+        assert writer.last_event(conv) is None
+    with open_store(f"{stream_url}?replica={tmp_path / 'c.db'}") as fresh:
+        assert [e.id for e in fresh.erasures()] == [conv]
+        assert fresh.last_event(conv) is None
+
+
 def test_sqlite_to_nats_and_back_through_the_command_line(stream_url: str, tmp_path: Path) -> None:
     """`convstore --db agent.db dump | convstore --db nats://… load -` moves a store onto the
     stream; `verify` is clean there, every replay is byte-identical, and a dump of the stream

@@ -21,16 +21,19 @@ Writes go to the stream only (see :mod:`convstore.backends.nats.backend` for the
 
 Reads first bring the replica up to the stream's newest sequence (one request to the stream's
 leader, then the messages up to it), so every read sees every write acknowledged before it
-began, from any host (read-your-writes). Of the processes sharing a replica file, one follows
-the streams: the holder of the file's follow lock (``flock``) runs the ordered consumers and a
-thread applying what they deliver; the others wait for its position to pass the sequence they
-need, take the lock when it is free, and follow alongside when the position stands still for
-``STALL_SECONDS``. Applying a run of messages is one SQLite transaction that also moves the
-replica's position, and skips what is at or below it, so each message is applied once; a run
-that fails goes back in front of the buffer. Only
-whole publishes are applied, and a transaction ends only where one ends (its last message is
-marked): the leader may report a newest sequence inside an atomic batch it is storing, and no
-reader of the replica may see part of a message.
+began, from any host (read-your-writes). An append decided against a conversation's newest
+version returns once acknowledged and leaves its applying to the follower (every
+:data:`WAIT_EVERY`-th waits for it), and the process's next append to that conversation
+takes the newest event from its own acknowledgement, not from the replica. Of the processes
+sharing a replica file, one follows the streams: the holder of the file's follow lock
+(``flock``) runs the ordered consumers and a thread applying what they deliver; the others
+wait for its position to pass the sequence they need, take the lock when it is free, and
+follow alongside when the position stands still for ``STALL_SECONDS``. Applying a run of
+messages is one SQLite transaction that also moves the replica's position, and skips what is
+at or below it, so each message is applied once; a run that fails goes back in front of the
+buffer. Only whole publishes are applied, and a transaction ends only where one ends (its
+last message is marked): the leader may report a newest sequence inside an atomic batch it is
+storing, and no reader of the replica may see part of a message.
 
 Erasure publishes a tombstone on the conversation's own subject, conditional on its newest
 event (so an append racing it either lands before it or is refused), then deletes each of its
@@ -137,6 +140,19 @@ most. It reads the replica's position when the mark has passed the sequence, and
 every ``POLL_MOST_SECONDS`` whatever the mark says (a follower of a version that writes no
 mark, or one gone without a word: then the lock is free and this process takes it)."""
 
+WAIT_EVERY = 64
+"""An append decided against a conversation's newest version returns once the stream has
+acknowledged it, leaving its applying to the follower (a read waits for it, as for any
+acknowledged write); every this many-th such append of a process waits for the replica to
+apply it, so the replica of a host whose processes only append cannot fall far behind them,
+and a process whose follower is gone takes over following."""
+
+ACKED_KEPT = 4096
+"""How many conversations' newest (version, stream sequence), as this process's own
+acknowledged publishes left them, a recorder remembers: its next append to one of them
+publishes without reading the replica first (the stream still refuses it when another
+writer, or an erasure, came in between)."""
+
 IDLE_WAIT_SECONDS = 0.25
 """How long the follower's applying thread waits for a whole publish before it checks
 whether the store is closing."""
@@ -194,6 +210,11 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._stopping = threading.Event()
         self._applier: threading.Thread | None = None
         """The follower's thread applying what the consumers deliver (see :meth:`_lead`)."""
+        self._acked: dict[UUID, tuple[int, int]] = {}
+        """See :data:`ACKED_KEPT`; guarded by ``_acking``."""
+        self._acking = threading.Lock()
+        self._unwaited = 0
+        """Decided appends since one last waited for the replica (see :data:`WAIT_EVERY`)."""
         self._alongside: dict[str, int] = {}
         """While this process follows alongside a stopped holder of the follow lock: per
         stream, the replica's position as this process last left it (see :meth:`_back`)."""
@@ -507,6 +528,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                     seqs=self.partitioned,
                 )
                 self._heads.pop(conversation, None)
+                self._forget_acked(conversation)
                 continue
             version = int(message.headers[VERSION_HEADER])
             topic = message.headers[TOPIC_HEADER]
@@ -626,18 +648,20 @@ class NatsRecorder(SQLiteWriterRecorder):
         """Publish an insert's events and apply them to the replica; their notification
         ids. All or none within a stream: a partitioned store publishes each partition's
         share of an insert (conversations of several partitions: a load, an import) on its
-        own, in the order of the partitions. Without ``ids`` a partitioned store returns
-        none and skips reading them back: a decided append has no use for them, and its
+        own, in the order of the partitions. Without ``ids`` the events are left to the
+        follower to apply (see :data:`WAIT_EVERY`), and a partitioned store returns no ids
+        and skips reading them back: a decided append has no use for them, and its
         publish, conditional on the conversation's newest event, already says its events
         are the ones stored."""
         if not self.partitioned:
-            return self._publish_to(self.links[0], stored, retry=retry, known=known)
+            seqs = self._publish_to(self.links[0], stored, retry=retry, known=known, wait=ids)
+            return seqs if ids else []
         shares: dict[int, list[StoredEvent]] = {}
         for s in stored:
             k = partition_of(UUID(str(s.originator_id)), len(self.links))
             shares.setdefault(k, []).append(s)
         for k in sorted(shares):
-            self._publish_to(self.links[k], shares[k], retry=retry, known=known)
+            self._publish_to(self.links[k], shares[k], retry=retry, known=known, wait=ids)
         return self._read_back(stored) if ids else []
 
     def _read_back(self, stored: Sequence[StoredEvent]) -> list[int]:
@@ -666,11 +690,13 @@ class NatsRecorder(SQLiteWriterRecorder):
         *,
         retry: bool,
         known: dict[UUID, tuple[int | None, int]] | None = None,
+        wait: bool = True,
     ) -> list[int]:
-        """Publish events of ``link``'s stream, all or none, and apply them to the replica;
-        their stream sequences. A lost race is ``IntegrityError`` (tried again with the
-        replica brought up to date first while ``retry``). ``known``: each conversation's
-        newest (version, sequence) as the caller just read it, for the first try."""
+        """Publish events of ``link``'s stream, all or none, and apply them to the replica
+        (without ``wait``, only every :data:`WAIT_EVERY`-th time); their stream sequences.
+        A lost race is ``IntegrityError`` (tried again with the replica brought up to date
+        first while ``retry``). ``known``: each conversation's newest (version, sequence)
+        as the caller just read it, for the first try."""
         if not stored:
             return []
         attempts = CONFLICT_ATTEMPTS if retry else 1
@@ -695,9 +721,38 @@ class NatsRecorder(SQLiteWriterRecorder):
                 continue
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            self._catch_up_stream(link, seqs[-1])
+            self._remember_acked(stored, seqs)
+            if wait or self._due_to_wait():
+                self._catch_up_stream(link, seqs[-1])
             return seqs
         raise AssertionError  # pragma: no cover - the loop returns or raises
+
+    def _remember_acked(self, stored: Sequence[StoredEvent], seqs: list[int]) -> None:
+        """Keep each conversation's newest (version, sequence) of an acknowledged publish
+        (see :data:`ACKED_KEPT`), the least recently written forgotten first."""
+        newest = {
+            UUID(str(s.originator_id)): (s.originator_version, seq)
+            for s, seq in zip(stored, seqs, strict=True)
+        }
+        with self._acking:
+            for conversation, known in newest.items():
+                self._acked.pop(conversation, None)
+                self._acked[conversation] = known
+            while len(self._acked) > ACKED_KEPT:
+                del self._acked[next(iter(self._acked))]
+
+    def _forget_acked(self, conversation: UUID) -> None:
+        with self._acking:
+            self._acked.pop(conversation, None)
+
+    def _due_to_wait(self) -> bool:
+        """Whether this append, which need not wait for the replica, is one that does
+        (see :data:`WAIT_EVERY`; threads racing on the count only shift which one)."""
+        self._unwaited += 1
+        if self._unwaited < WAIT_EVERY:
+            return False
+        self._unwaited = 0
+        return True
 
     def _landed_before(self, stored: Sequence[StoredEvent]) -> list[int]:
         """An insert whose batch the stream had already stored (a retry after a lost
@@ -721,14 +776,22 @@ class NatsRecorder(SQLiteWriterRecorder):
     ) -> None:
         """Decide against the replica (brought up to date first when ``contended``) and
         publish conditionally on the conversation's newest event: a writer that lost the
-        race gets ``IntegrityError`` and decides again (there is no lock to take turns on)."""
+        race gets ``IntegrityError`` and decides again (there is no lock to take turns on).
+        Uncontended, the newest event this process's own last publish to the conversation
+        acknowledged is taken without reading the replica, when it is the version the
+        writer decides after; the append returns once acknowledged (see
+        :data:`WAIT_EVERY`)."""
         rows: list[tuple[bytes, bytes]] | None = None
         known: dict[UUID, tuple[int | None, int]] = {}
         if contended:
             self._catch_up_stream(self.link_of(conversation_id))
             rows = self._local_rows(conversation_id, after)
         else:
-            newest = self._expected(conversation_id)
+            with self._acking:
+                acked = self._acked.get(conversation_id)
+            newest: tuple[int | None, int] | None = acked
+            if newest is None or newest[0] != after:
+                newest = self._expected(conversation_id)
             if (newest[0] or 0) != after:
                 self._catch_up_stream(self.link_of(conversation_id))
                 newest = self._expected(conversation_id)
@@ -790,6 +853,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                 link.purge(subject, tombstone)
             except (Refused, Unavailable) as exc:
                 raise OperationalError(str(exc)) from None
+            self._forget_acked(conversation)
             self._catch_up_stream(link, tombstone)
             with self.datastore.transaction(commit=False) as cursor:
                 cursor.execute(
