@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from uuid import UUID, uuid4
 
 import pytest
@@ -28,6 +29,9 @@ from convstore.backends.nats.recorder import (
 )
 from tests.nats_cluster import Cluster, delete_stream
 from tests.test_nats_faults import _texts, _verified
+
+if TYPE_CHECKING:
+    from nats.js.api import StreamState
 
 pytestmark = pytest.mark.slow
 
@@ -78,24 +82,22 @@ def _say(store: Store, conversation: UUID, text: str) -> None:
     store.append_message(conversation, "user", [{"type": "text", "text": text}])
 
 
-async def _last_seq(cluster: Cluster, stream: str) -> int:
+async def _stream_state(cluster: Cluster, stream: str) -> StreamState:
     import nats  # noqa: PLC0415 - a dev dependency
 
     client = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
     try:
-        return int((await client.jetstream().stream_info(stream)).state.last_seq)
+        return (await client.jetstream().stream_info(stream)).state
     finally:
         await client.close()
+
+
+async def _last_seq(cluster: Cluster, stream: str) -> int:
+    return int((await _stream_state(cluster, stream)).last_seq)
 
 
 async def _consumers(cluster: Cluster, stream: str) -> int:
-    import nats  # noqa: PLC0415 - a dev dependency
-
-    client = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
-    try:
-        return int((await client.jetstream().stream_info(stream)).state.consumer_count)
-    finally:
-        await client.close()
+    return int((await _stream_state(cluster, stream)).consumer_count)
 
 
 def _consumers_settle(cluster: Cluster, stream: str, count: int, seconds: float = 15.0) -> bool:
