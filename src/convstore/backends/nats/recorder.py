@@ -654,8 +654,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         publish, conditional on the conversation's newest event, already says its events
         are the ones stored."""
         if not self.partitioned:
-            seqs = self._publish_to(self.links[0], stored, retry=retry, known=known, wait=ids)
-            return seqs if ids else []
+            return self._publish_to(self.links[0], stored, retry=retry, known=known, wait=ids)
         shares: dict[int, list[StoredEvent]] = {}
         for s in stored:
             k = partition_of(UUID(str(s.originator_id)), len(self.links))
