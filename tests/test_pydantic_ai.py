@@ -496,9 +496,9 @@ def test_importing_without_pydantic_ai_names_the_extra() -> None:
     )
     assert failed.returncode == 1
     assert failed.stderr.strip().splitlines()[-1] == (
-        "ImportError: convstore.integrations.pydantic_ai (Pydantic AI 2.68 or newer) needs "
+        "ImportError: convstore.integrations.pydantic_ai (Pydantic AI 2.78 or newer) needs "
         "convstore's 'pydantic-ai' extra: pip install -e '.[pydantic-ai]' in the convstore "
-        "checkout, or pip install 'pydantic-ai-slim>=2.68'"
+        "checkout, or pip install 'pydantic-ai-slim>=2.78'"
     )
 
 

@@ -74,6 +74,7 @@ MESSAGE_KEYS: dict[str, frozenset[str]] = {
         {
             *_COMMON,
             "canonical_system",
+            "duration",
             "failed_attempts",
             "finish_reason",
             "history_digest",
@@ -83,6 +84,7 @@ MESSAGE_KEYS: dict[str, frozenset[str]] = {
             "provider_name",
             "provider_response_id",
             "provider_url",
+            "request_timestamp",
             "usage",
             "vendor_details",
             "vendor_id",
@@ -93,7 +95,18 @@ MESSAGE_KEYS: dict[str, frozenset[str]] = {
 """The keys of each message kind; any other is refused."""
 
 _PROVIDER = {"id", "part_kind", "provider_details", "provider_name"}
-_RETURN = {"content", "content_file_digests", "metadata", "outcome", "part_kind", "retry"}
+_CALL = {*_PROVIDER, "args", "tool_call_id", "tool_kind", "tool_name", "ui_visibility"}
+"""A tool call's keys; ``ui_visibility`` is what a UI adapter shows a client, never sent to the
+model (Pydantic AI 2.78)."""
+_RETURN = {
+    "content",
+    "content_file_digests",
+    "metadata",
+    "outcome",
+    "part_kind",
+    "retry",
+    "ui_visibility",
+}
 REQUEST_PARTS: dict[str, frozenset[str]] = {
     "system-prompt": frozenset(
         {"content", "context_id", "dynamic_ref", "metadata", "part_kind", "scope", "timestamp"}
@@ -106,9 +119,9 @@ REQUEST_PARTS: dict[str, frozenset[str]] = {
 RESPONSE_PARTS: dict[str, frozenset[str]] = {
     "text": frozenset({*_PROVIDER, "content", "citations"}),
     "thinking": frozenset({*_PROVIDER, "content", "signature"}),
-    "tool-call": frozenset({*_PROVIDER, "args", "tool_call_id", "tool_kind", "tool_name"}),
+    "tool-call": frozenset(_CALL),
     "file": frozenset({*_PROVIDER, "content"}),
-    "builtin-tool-call": frozenset({*_PROVIDER, "args", "tool_call_id", "tool_kind", "tool_name"}),
+    "builtin-tool-call": frozenset(_CALL),
     "builtin-tool-return": frozenset(
         {*_RETURN - {"retry"}, "provider_details", "provider_name", "timestamp"}
         | {"tool_call_id", "tool_kind", "tool_name"}
@@ -131,9 +144,12 @@ PENDING_PARTS = (
     "model-settings-delta",
     "tool-availability-delta",
     "capability-load-delta",
+    "capability",
 )
 """Part kinds refused: a provider's compaction (encrypted, or a summary in the middle of a
-response), speech, and the instruction and delta parts (the run's settings, not content)."""
+response), speech, the instruction and delta parts (the run's settings, not content), and a
+capability's part (an application-defined kind whose rendering, as instruction, user turn or
+framed data, only its registered class knows)."""
 
 CONTENT_KINDS: dict[str, frozenset[str]] = {
     "image-url": frozenset(

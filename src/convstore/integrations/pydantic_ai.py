@@ -53,9 +53,9 @@ try:
     )
 except ImportError:  # pragma: no cover - exercised by a test that hides the package
     _HINT = missing_extra(
-        "convstore.integrations.pydantic_ai (Pydantic AI 2.68 or newer)",
+        "convstore.integrations.pydantic_ai (Pydantic AI 2.78 or newer)",
         "pydantic-ai",
-        "'pydantic-ai-slim>=2.68'",
+        "'pydantic-ai-slim>=2.78'",
     )
     raise ImportError(_HINT) from None
 
