@@ -34,6 +34,7 @@ from convstore.domain.errors import InvalidBlock, InvalidInput, MessageClosed, M
 from convstore.domain.events import (
     UNKNOWN_TOOL,
     BlockAppended,
+    BlockRecorded,
     Compacted,
     ConversationRenamed,
     ConversationStarted,
@@ -107,13 +108,16 @@ class Conversation:
                 self.title = event.title
                 self.created_at = event.timestamp
             case MessageStarted():
-                self.messages[event.message_id] = MessageState(role=event.role)
-                if event.role == "user" and self.first_user is None:
-                    self.first_user = event.message_id
+                self._opened(event.message_id, event.role)
             case BlockAppended():
-                self.messages[event.message_id].block_count += 1
-                if isinstance(event.block, ToolUseBlock | HostedToolUseBlock):
-                    self.tool_names[event.block.id] = event.block.name
+                self._add(self.messages[event.message_id], event.block)
+            case BlockRecorded():
+                if event.index == 0 and event.message_id not in self.messages:
+                    self._opened(event.message_id, event.role)
+                message = self.messages[event.message_id]
+                self._add(message, event.block)
+                if event.closes:
+                    message.status = "ended"
             case MessageEnded():
                 self.messages[event.message_id].status = "ended"
             case MessageInterrupted():
@@ -171,6 +175,8 @@ class Conversation:
                 if decided.tool_name != event.tool_name:
                     msg = f"tool name {event.tool_name!r}; the writer records {decided.tool_name!r}"
                     raise InvalidInput(msg)
+            case BlockRecorded():
+                self._recheck_block(event)
             case MessageEnded():
                 self.end_message(event.message_id)
             case MessageInterrupted():
@@ -191,6 +197,46 @@ class Conversation:
                 self.record_meta(event.message_id, event.meta)
             case _:
                 assert_never(event)
+
+    def _opened(self, message_id: UUID, role: Role) -> None:
+        """A message opened: by its start, or by its first block."""
+        self.messages[message_id] = MessageState(role=role)
+        if role == "user" and self.first_user is None:
+            self.first_user = message_id
+
+    def _add(self, message: MessageState, block: Block) -> None:
+        """A block landed in ``message``."""
+        message.block_count += 1
+        if isinstance(block, ToolUseBlock | HostedToolUseBlock):
+            self.tool_names[block.id] = block.name
+
+    def _recheck_block(self, event: BlockRecorded) -> None:
+        """:meth:`recheck` of a block that may open or close its message."""
+        known = self.messages.get(event.message_id)
+        if known is None and event.index == 0:
+            decided = self._decide_block(
+                message_id=event.message_id,
+                role=event.role,
+                index=0,
+                version=event.originator_version,
+                block=event.block,
+                pending_tool_ids={},
+            )
+        else:
+            if known is not None and known.role != event.role:
+                msg = f"a block of role {event.role}; its message {event.message_id} is "
+                msg += f"{known.role}'s"
+                raise InvalidInput(msg)
+            if event.meta is not None:
+                msg = "metadata on a block that does not open its message"
+                raise InvalidInput(msg)
+            decided = self.append_block(event.message_id, event.block)
+        if decided.index != event.index:
+            msg = f"block at position {event.index}; the writer puts it at {decided.index}"
+            raise InvalidInput(msg)
+        if decided.tool_name != event.tool_name:
+            msg = f"tool name {event.tool_name!r}; the writer records {decided.tool_name!r}"
+            raise InvalidInput(msg)
 
     # -- commands --------------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ from convstore.domain.errors import (
 )
 from convstore.domain.events import (
     BlockAppended,
+    BlockRecorded,
     EntriesDeleted,
     EntriesRecorded,
     MessageStarted,
@@ -181,12 +182,23 @@ class _Log:
                         current = []
                         self.items.append((entry, current))
             elif isinstance(event, MessageStarted):
-                if current is not None:
-                    owners[event.message_id] = current
-                    self.messages[len(self.items) - 1] = event.message_id
+                self._own(owners, current, event.message_id)
                 current = None
-            elif isinstance(event, BlockAppended) and event.message_id in owners:
-                owners[event.message_id].append(event.block)
+            elif isinstance(event, BlockAppended | BlockRecorded):
+                if isinstance(event, BlockRecorded) and event.index == 0:
+                    self._own(owners, current, event.message_id)
+                    current = None
+                if event.message_id in owners:
+                    owners[event.message_id].append(event.block)
+
+    def _own(
+        self, owners: dict[UUID, list[Block]], current: list[Block] | None, message: UUID
+    ) -> None:
+        """A message opened right after an item's entry holds that item's blocks; nothing is
+        current after it (a first block after its message's start opens nothing more)."""
+        if current is not None:
+            owners[message] = current
+            self.messages[len(self.items) - 1] = message
 
 
 def _marker(session: Session) -> int | None:
