@@ -81,6 +81,7 @@ from convstore.backends.nats.link import (
     wait_whole,
 )
 from convstore.backends.nats.location import partition_of
+from convstore.backends.nats.replica import POSITION_TABLE, owner_problem
 from convstore.backends.sqlite.recorder import (
     SQLITE,
     SQLiteWriterRecorder,
@@ -100,9 +101,6 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: every process follows (no shared lock)
     fcntl = None  # type: ignore[assignment]
-
-POSITION_TABLE = "convstore_nats_position"
-"""The replica's row per stream (one, or one per partition): the sequence applied up to."""
 
 SEQS_TABLE = "convstore_nats_seqs"
 """A partitioned store's replica only: each event's stream and sequence, by its local id
@@ -236,13 +234,23 @@ class NatsRecorder(SQLiteWriterRecorder):
         return self.links[partition_of(conversation, len(self.links))]
 
     def create_table(self) -> None:
-        """The SQLite store's tables, a position row per stream, and each stream's messages
-        after it."""
-        super().create_table()
+        """A position row per stream, then the SQLite store's tables and each stream's
+        messages after them. The rows come first, in one transaction that refuses a file
+        holding another store's (see :mod:`convstore.backends.nats.replica`), so no other
+        table is made in a file that is not this store's replica."""
         with self._writer_lock, self._waiting() as conn, self._polled(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {POSITION_TABLE} ("
                 "stream TEXT PRIMARY KEY, seq INTEGER NOT NULL, identity TEXT NOT NULL)"
+            )
+            rows = conn.execute(f"SELECT stream, identity FROM {POSITION_TABLE}").fetchall()  # noqa: S608
+            streams = [link.stream for link in self.links]
+            problem = owner_problem(self.datastore.pool.db_name, rows, streams, self._identity)
+            if problem:
+                raise OperationalError(problem)
+            conn.executemany(
+                f"INSERT OR IGNORE INTO {POSITION_TABLE} VALUES (?, 0, ?)",  # noqa: S608
+                [(stream, self._identity) for stream in streams],
             )
             if self.partitioned:
                 conn.execute(
@@ -251,25 +259,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                     f"CREATE TABLE IF NOT EXISTS {SEQS_TABLE} (rowid INTEGER PRIMARY KEY "
                     "AUTOINCREMENT, stream TEXT NOT NULL, seq INTEGER NOT NULL)"
                 )
-            positions = []
-            for link in self.links:
-                conn.execute(
-                    f"INSERT OR IGNORE INTO {POSITION_TABLE} VALUES (?, 0, ?)",  # noqa: S608
-                    (link.stream, self._identity),
-                )
-                positions.append(
-                    conn.execute(
-                        f"SELECT seq, identity FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
-                        (link.stream,),
-                    ).fetchone()
-                )
-        for link, (_after, identity) in zip(self.links, positions, strict=True):
-            if identity != self._identity:
-                msg = (
-                    f"the replica {self.datastore.pool.db_name} was fed from another stream "
-                    f"named {link.stream} (since deleted): remove the file and it is rebuilt"
-                )
-                raise OperationalError(msg)
+        super().create_table()
         self._open = True
         self._claim()
         self.listing_missing = False

@@ -1,0 +1,115 @@
+"""What a ``nats://`` store's replica accepts, on a real 3-server cluster: a replica file
+belongs to one store (another store's, or another application's SQLite file, is refused and
+left as it is), a message on a conversation's subject that convstore cannot read is reported
+and skipped, and a message deleted from the stream (its newest included) stops no read."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from convstore import InvalidInput, open_store
+from tests.nats_cluster import Cluster, delete_stream
+from tests.test_nats_faults import _texts
+from tests.test_nats_follower import _say
+from tests.test_transfer import one_error_line, run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def names(nats_cluster: Cluster) -> Iterator[list[str]]:
+    """Fresh store names (append to it); every stream they may have made is deleted after."""
+    made: list[str] = []
+    yield made
+    for name in made:
+        for stream in (name, *(f"{name}-p{k}" for k in range(3))):
+            asyncio.run(delete_stream(nats_cluster, stream))
+
+
+def _url(cluster: Cluster, names: list[str], options: str) -> str:
+    name = f"t{uuid4().hex[:12]}"
+    names.append(name)
+    return f"nats://{cluster.url}/{name}?{options}"
+
+
+def _bytes(path: Path) -> dict[str, bytes]:
+    """The file and its write-ahead log, as they are now (an empty log is no log: a
+    read-only open of a WAL file makes one)."""
+    return {
+        p.name: p.read_bytes()
+        for p in (path, path.with_name(f"{path.name}-wal"))
+        if p.exists() and p.stat().st_size
+    }
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_a_replica_file_belongs_to_one_store(
+    nats_cluster: Cluster, names: list[str], tmp_path: Path, partitions: int
+) -> None:
+    """Two stores (other stream names, partitioned or not) given one replica file: the
+    second is refused in one line before it reads or writes a row, so it never shows the
+    first's conversations; the first still opens and reads its own."""
+    replica = tmp_path / "r.db"
+    options = f"replica={replica}" + (f"&partitions={partitions}" if partitions > 1 else "")
+    url_a = _url(nats_cluster, names, options)
+    url_b = _url(nats_cluster, names, options)
+    with open_store(url_a) as a:
+        secret = a.new_conversation(title="tenant a")
+        _say(a, secret, "tenant a's private text")
+    before = _bytes(replica)
+    with pytest.raises(InvalidInput, match="belongs to another store") as caught:
+        open_store(url_b)
+    assert "\n" not in str(caught.value)
+    replayed = run("--db", url_b, "replay", str(secret))
+    assert "belongs to another store" in one_error_line(replayed)
+    assert b"private" not in replayed.stdout
+    assert _bytes(replica) == before
+    with open_store(url_a) as a:
+        assert _texts(a, secret) == ["tenant a's private text"]
+
+
+def test_a_replica_of_the_same_name_on_another_stream_is_refused(
+    nats_cluster: Cluster, names: list[str], tmp_path: Path
+) -> None:
+    """The stream deleted and made again (another identity): its old replica is refused."""
+    replica = tmp_path / "r.db"
+    url = _url(nats_cluster, names, f"replica={replica}")
+    with open_store(url) as store:
+        store.new_conversation(title="old")
+    asyncio.run(delete_stream(nats_cluster, names[-1]))
+    with pytest.raises(InvalidInput, match="was fed from another stream"):
+        open_store(url)
+
+
+def test_another_applications_sqlite_file_is_refused_and_left_byte_for_byte(
+    nats_cluster: Cluster, names: list[str], tmp_path: Path
+) -> None:
+    """``?replica=`` naming another application's SQLite file (or a SQLite store): refused in
+    one line, and the file is left as it was (no tables added, not switched to WAL)."""
+    foreign = tmp_path / "app.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('keep me')")
+    conn.close()
+    sqlite_store = tmp_path / "store.db"
+    open_store(sqlite_store).close()
+    not_sqlite = tmp_path / "text.db"
+    not_sqlite.write_bytes(b"plain text, not a database\n" * 10)
+    for path, fragment in (
+        (foreign, "not the replica of a convstore NATS store"),
+        (sqlite_store, "not the replica of a convstore NATS store"),
+        (not_sqlite, "cannot be read as a SQLite file"),
+    ):
+        before = _bytes(path)
+        url = _url(nats_cluster, names, f"replica={path}")
+        with pytest.raises(InvalidInput, match=fragment) as caught:
+            open_store(url)
+        assert "\n" not in str(caught.value)
+        assert fragment in one_error_line(run("--db", url, "list"))
+        assert _bytes(path) == before, path
