@@ -113,3 +113,64 @@ def test_another_applications_sqlite_file_is_refused_and_left_byte_for_byte(
         assert "\n" not in str(caught.value)
         assert fragment in one_error_line(run("--db", url, "list"))
         assert _bytes(path) == before, path
+
+
+async def _publish(
+    cluster: Cluster, subject: str, data: bytes, headers: dict[str, str] | None = None
+) -> int:
+    """Publish one message as any client of the stream may; its stream sequence."""
+    import nats  # noqa: PLC0415 - a dev dependency
+
+    client = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
+    try:
+        return int((await client.jetstream().publish(subject, data, headers=headers)).seq)
+    finally:
+        await client.close()
+
+
+def _verify(url: str) -> tuple[int, str]:
+    """`convstore verify` in a process of its own: its exit code and its output."""
+    proc = run("--db", url, "verify", "--json")
+    return proc.returncode, (proc.stdout + proc.stderr).decode()
+
+
+def test_a_message_convstore_cannot_read_is_reported_and_skipped(
+    nats_cluster: Cluster, names: list[str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Messages another client published on a conversation's subject (no headers, a version
+    the conversation holds, a tombstone that is none, a subject naming no conversation) are
+    never applied and stop nothing: every conversation reads, on the host that follows and
+    on a new one, the conversation takes appends again, `verify` names each (before any
+    append too) and exits 1, and the follower logs each once."""
+    url = _url(nats_cluster, names, f"replica={tmp_path / 'a.db'}")
+    stream = names[-1]
+    with open_store(url) as a:
+        hit, other = a.new_conversation(title="hit"), a.new_conversation(title="other")
+        _say(a, hit, "before")
+        _say(a, other, "untouched")
+        junk = [asyncio.run(_publish(nats_cluster, f"{stream}.c.{hit.hex}", b"junk"))]
+        code, said = _verify(url)  # the junk is the stream's newest message: no append since
+        assert code == 1, said
+        assert f"message {junk[0]} on {stream}.c.{hit.hex} was not applied" in said
+        for subject, headers in (
+            (f"{stream}.c.{hit.hex}", {"Convstore-Version": "1", "Convstore-Topic": "x"}),
+            (f"{stream}.c.{hit.hex}", {"Convstore-Erased": "1"}),
+            (f"{stream}.c.not-a-conversation", {}),
+        ):
+            junk.append(asyncio.run(_publish(nats_cluster, subject, b"{junk", headers)))
+        assert _texts(a, hit) == ["before"]
+        assert _texts(a, other) == ["untouched"]
+        _say(a, hit, "after")  # its subject's newest is a skipped message: the stream expects it
+        assert _texts(a, hit) == ["before", "after"]
+        code, said = _verify(url)
+        assert code == 1, said
+        for seq in junk:
+            assert f"message {seq} on " in said
+        assert said.count("was not applied") == len(junk)
+    logged = [r.getMessage() for r in caplog.records if "was not applied" in r.getMessage()]
+    for seq in junk:  # once each, by the follower that applied it
+        assert sum(f"message {seq} on " in m for m in logged) == 1, logged
+    with open_store(f"{url.split('?')[0]}?replica={tmp_path / 'b.db'}") as b:
+        assert _texts(b, hit) == ["before", "after"]
+        assert _texts(b, other) == ["untouched"]
+        assert sum(f"message {junk[0]} on " in p for p in b.storage_problems()) == 1

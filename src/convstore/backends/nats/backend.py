@@ -37,7 +37,7 @@ from convstore.backends.common.application import STORE_FORMAT, known_format, ne
 from convstore.backends.common.locations import data_directory, redact
 from convstore.backends.common.mapper import COMPRESS_FROM
 from convstore.backends.nats.location import NatsLocation, stream_names
-from convstore.backends.nats.replica import refuse_other_owner, replica_owner
+from convstore.backends.nats.replica import refuse_other_owner, replica_owner, skipped_messages
 from convstore.backends.sqlite.backend import SQLiteBackend
 from convstore.backends.sqlite.recorder import create_private_file
 from convstore.backends.sqlite.replay_tables import SQLiteReplayTables
@@ -154,8 +154,10 @@ class NatsBackend:
         return NatsLocation.parse(location).replica
 
     def storage_problems(self, location: str) -> list[str]:
-        """SQLite's check of the replica (the stream's servers check their own files)."""
-        return SQLiteBackend().storage_problems(str(NatsLocation.parse(location).replica))
+        """SQLite's check of the replica (the stream's servers check their own files), and
+        each message of the streams the replica could not apply."""
+        replica = NatsLocation.parse(location).replica
+        return [*SQLiteBackend().storage_problems(str(replica)), *skipped_messages(replica)]
 
     def default_audit_file(self, location: str) -> Path:
         """In the data directory, named after the servers and stream, ending in a digest of

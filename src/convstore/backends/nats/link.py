@@ -46,6 +46,11 @@ DUPLICATE_IN_BATCH = 10201
 """The error code of an atomic batch holding a message id the stream has already stored:
 the same batch, retried after its acknowledgement was lost, landed the first time."""
 
+BATCH_ID_HEADER = "Nats-Batch-Id"
+BATCH_COMMIT_HEADER = "Nats-Batch-Commit"
+"""An atomic batch's headers, kept on its stored messages: every message of a batch carries
+the first, its last the second."""
+
 MESSAGE_NOT_FOUND = 10057
 """The error code of a message delete whose message is already gone."""
 
@@ -411,11 +416,11 @@ class JetStreamLink:
         for number, message in enumerate(messages, start=1):
             headers = {
                 **message.headers,
-                "Nats-Batch-Id": batch,
+                BATCH_ID_HEADER: batch,
                 "Nats-Batch-Sequence": str(number),
             }
             if number == last:
-                headers["Nats-Batch-Commit"] = "1"
+                headers[BATCH_COMMIT_HEADER] = "1"
             if number in (1, last):  # the first is acknowledged (empty), the last committed
                 reply = await nc.request(
                     message.subject, message.data, timeout=timeout, headers=headers

@@ -24,6 +24,34 @@ POSITION_TABLE = "convstore_nats_position"
 """The replica's row per stream (one, or one per partition): the sequence applied up to, and
 the identity of the stream it was fed from."""
 
+SKIPPED_TABLE = "convstore_nats_skipped"
+"""The messages of the streams the replica could not apply (not written by convstore: a
+subject naming no conversation, headers missing or unreadable, a version already held), one
+row each with why; ``verify`` reports them, and an append takes a skipped message on its
+conversation's subject as that subject's newest (the stream checks it so)."""
+
+
+def skipped_line(stream: str, seq: int, subject: str, problem: str) -> str:
+    """How a skipped message is reported (by the follower's log, and by ``verify``)."""
+    return (
+        f"stream {stream}: message {seq} on {subject} was not applied ({problem}): not "
+        "written by convstore"
+    )
+
+
+def skipped_messages(path: Path) -> list[str]:
+    """Each message the replica at ``path`` skipped, as :func:`skipped_line` reports it
+    (read only; none from a replica of a version that skipped none)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    with closing(_readonly(path)) as conn:
+        if not _table_exists(conn, SKIPPED_TABLE):
+            return []
+        rows = conn.execute(
+            f"SELECT stream, seq, subject, problem FROM {SKIPPED_TABLE} ORDER BY stream, seq"  # noqa: S608 - fixed name
+        ).fetchall()
+    return [skipped_line(str(a), int(b), str(c), str(d)) for a, b, c, d in rows]
+
 
 def owner_problem(
     replica: object,
