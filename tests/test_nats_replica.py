@@ -174,3 +174,52 @@ def test_a_message_convstore_cannot_read_is_reported_and_skipped(
         assert _texts(b, hit) == ["before", "after"]
         assert _texts(b, other) == ["untouched"]
         assert sum(f"message {junk[0]} on " in p for p in b.storage_problems()) == 1
+
+
+async def _delete_message(cluster: Cluster, stream: str, seq: int) -> None:
+    """Delete one message as `nats stream rmm` does (the stream's message-delete API)."""
+    import nats  # noqa: PLC0415 - a dev dependency
+
+    client = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
+    try:
+        assert await client.jetstream().delete_msg(stream, seq)
+    finally:
+        await client.close()
+
+
+def test_deleted_messages_stop_no_read_and_verify_reports_them(
+    nats_cluster: Cluster, names: list[str], tmp_path: Path
+) -> None:
+    """The stream's newest message deleted (the stream's newest sequence stays at it): a host
+    that had not read it reads at once after a short wait, in the process that follows and
+    in one that does not, and `verify` there names the deleted sequence; a deleted message
+    inside a conversation is reported as the gap in its versions. The host that had applied
+    them keeps them (its replica is not the stream)."""
+    base = _url(nats_cluster, names, "timeout=6")  # a read that never returns fails in 6 s
+    stream = names[-1]
+    with open_store(f"{base}&replica={tmp_path / 'a.db'}") as a:
+        gapped, cut = a.new_conversation(title="gapped"), a.new_conversation(title="cut")
+        for text in ("one", "two", "three"):
+            _say(a, gapped, text)
+        _say(a, cut, "kept")
+        _say(a, cut, "lost")
+        assert _texts(a, cut) == ["kept", "lost"]
+        middle = [r.position for r in a.scan() if r.originator_id == gapped][5]
+        newest = max(r.position for r in a.scan())
+    asyncio.run(_delete_message(nats_cluster, stream, middle))
+    asyncio.run(_delete_message(nats_cluster, stream, newest))
+    url_b = f"{base}&replica={tmp_path / 'b.db'}"
+    with open_store(url_b) as b:
+        # Another process on b's replica does not follow (b does): it waits for b's follower.
+        replayed = run("--db", url_b, "replay", str(cut))
+        assert replayed.returncode == 0, replayed.stderr
+        assert b"kept" in replayed.stdout
+        assert _texts(b, cut) == ["kept", "lost"]  # "lost" without its end event
+        code, said = _verify(url_b)
+        assert code == 1, said
+        assert f"message {newest} was deleted from the stream before this replica read it" in said
+        assert "(a gap)" in said
+        _say(b, cut, "again")  # the conversation takes appends on
+        assert _texts(b, cut)[-1] == "again"
+    with open_store(f"{base}&replica={tmp_path / 'c.db'}") as c:  # a new replica follows
+        assert _texts(c, cut)[-1] == "again"

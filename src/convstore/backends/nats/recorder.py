@@ -531,6 +531,9 @@ class NatsRecorder(SQLiteWriterRecorder):
         run: list[tuple[int, StoredEvent]] = []
         skipped: list[Skipped] = []
         for message in messages:
+            if message.deleted_from:  # no message: what the stream held there was deleted
+                skipped.append(Skipped(stream, message, None, _deleted(message)))
+                continue
             conversation, problem = _unreadable(message, stream, self._index, len(self.links))
             if problem is None and message.headers.get(ERASED_HEADER):
                 assert conversation is not None
@@ -1122,6 +1125,23 @@ class Skipped:
 
     def line(self) -> str:
         return skipped_line(self.stream, self.message.seq, self.message.subject, self.problem)
+
+
+def _deleted(message: Delivered) -> str:
+    """What a replica reports of the sequences the stream no longer held when it read them
+    (``message`` stands in for them): never an erasure's (those are all below its tombstone,
+    which the stream keeps)."""
+    first, last = message.deleted_from, message.seq
+    which = (
+        f"message {last} was deleted from the stream before this replica read it"
+        if first == last
+        else f"messages {first} to {last} were deleted from the stream before this replica "
+        "read them"
+    )
+    return (
+        f"{which}, not by an erasure (an event lost, or a message removed by hand): the "
+        "replica cannot say whose"
+    )
 
 
 def _unreadable(

@@ -25,14 +25,18 @@ POSITION_TABLE = "convstore_nats_position"
 the identity of the stream it was fed from."""
 
 SKIPPED_TABLE = "convstore_nats_skipped"
-"""The messages of the streams the replica could not apply (not written by convstore: a
-subject naming no conversation, headers missing or unreadable, a version already held), one
-row each with why; ``verify`` reports them, and an append takes a skipped message on its
-conversation's subject as that subject's newest (the stream checks it so)."""
+"""What the replica could not apply: each message of the streams not written by convstore (a
+subject naming no conversation, headers missing or unreadable, a version already held), and
+each run of the stream's newest sequences found deleted (no subject), one row each with why.
+``verify`` reports them, and an append takes a skipped message on its conversation's subject
+as that subject's newest (the stream checks it so)."""
 
 
 def skipped_line(stream: str, seq: int, subject: str, problem: str) -> str:
-    """How a skipped message is reported (by the follower's log, and by ``verify``)."""
+    """How a skipped message is reported (by the follower's log, and by ``verify``); with
+    no ``subject``, sequences up to ``seq`` the stream had deleted (``problem`` says so)."""
+    if not subject:
+        return f"stream {stream}: {problem}"
     return (
         f"stream {stream}: message {seq} on {subject} was not applied ({problem}): not "
         "written by convstore"
