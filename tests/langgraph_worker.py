@@ -95,4 +95,5 @@ def main(location: str, thread_id: str, mode: str, prompt: str | None) -> None:
 
 if __name__ == "__main__":
     positional = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(*positional[:3], positional[3] if len(positional) > 3 else None)
+    location_arg, thread_arg, mode_arg = positional[:3]
+    main(location_arg, thread_arg, mode_arg, positional[3] if len(positional) > 3 else None)
