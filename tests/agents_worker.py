@@ -1,13 +1,17 @@
 """One OpenAI Agents SDK run on a ConvstoreSession, as its own process (no network).
 
-``python -m tests.agents_worker LOCATION SESSION_ID PROMPT SEEN_FILE [--die-in-tool]``
+``python -m tests.agents_worker LOCATION SESSION_ID PROMPT SEEN_FILE [--die-in-tool]
+[--ready=FILE]``
 
 The agent's model is :class:`ScriptedModel`, written against the SDK's ``Model`` interface: a
 prompt that says "delete" gets a ``delete_tmp`` tool call, a tool output gets a closing text,
 anything else gets "I am here.". Every input the model is given is appended to SEEN_FILE as a
 JSON line. With ``--die-in-tool`` the tool kills its own process (SIGKILL) before it returns,
 so the tool's output is never saved. A prompt that says "wipe" calls ``wipe_disk``, a tool that
-needs a person's approval: the run stops there with the call saved and no output.
+needs a person's approval: the run stops there with the call saved and no output. A prompt
+that names release-7 calls ``delete_branch``, which with ``--ready=FILE`` writes FILE and then
+waits for its parent to kill it. The run passes the session's hooks, which record a call before
+its tool runs.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -76,6 +81,13 @@ class ScriptedModel(Model):
         last = items[-1]
         if last.get("type") == "function_call_output":
             output: Any = _message("Deleted.")
+        elif "release-7" in _text(last):
+            output = ResponseFunctionToolCall(
+                type="function_call",
+                call_id=f"call_{uuid4().hex}",
+                name="delete_branch",
+                arguments=json.dumps({"branch": "release-7"}),
+            )
         elif "delete" in _text(last).lower() or "wipe" in _text(last).lower():
             tool = "delete_tmp" if "delete" in _text(last).lower() else "wipe_disk"
             output = ResponseFunctionToolCall(
@@ -112,6 +124,16 @@ def delete_tmp(path: str) -> str:
     return f"deleted {path}"
 
 
+@function_tool
+def delete_branch(branch: str) -> str:
+    """Delete a git branch; with a ready file, say the deletion started and wait to be killed."""
+    ready = os.environ.get("CONVSTORE_READY_FILE")
+    if ready:
+        Path(ready).write_text(branch)
+        time.sleep(120)
+    return f"deleted {branch}"
+
+
 @function_tool(needs_approval=True)
 def wipe_disk(path: str) -> str:
     """Wipe a disk; a person must approve it first."""
@@ -127,9 +149,9 @@ async def main(location: str, session_id: str, prompt: str, seen: Path) -> None:
             name="janitor",
             instructions="Clean up when asked.",
             model=ScriptedModel(seen),
-            tools=[delete_tmp, wipe_disk],
+            tools=[delete_tmp, delete_branch, wipe_disk],
         )
-        result = await Runner.run(agent, prompt, session=session)
+        result = await Runner.run(agent, prompt, session=session, hooks=session.hooks)
         # The test reads it: the answer, or the tools left waiting for approval.
         waiting = [i.raw_item.name for i in result.interruptions]  # type: ignore[union-attr]
         print(f"waiting for approval: {waiting}" if waiting else result.final_output)  # noqa: T201
@@ -140,5 +162,8 @@ async def main(location: str, session_id: str, prompt: str, seen: Path) -> None:
 if __name__ == "__main__":
     if "--die-in-tool" in sys.argv:
         os.environ["CONVSTORE_DIE_IN_TOOL"] = "1"
+    for flag in sys.argv[5:]:
+        if flag.startswith("--ready="):
+            os.environ["CONVSTORE_READY_FILE"] = flag.removeprefix("--ready=")
     location_arg, session_arg, prompt_arg, seen_arg = sys.argv[1:5]
     asyncio.run(main(location_arg, session_arg, prompt_arg, Path(seen_arg)))

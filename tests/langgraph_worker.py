@@ -1,20 +1,27 @@
 """A LangGraph agent (StateGraph: a model node and a tool node) checkpointed by ConvstoreSaver,
 as its own process (no network).
 
-``python -m tests.langgraph_worker LOCATION THREAD_ID run PROMPT [--die-in-tool]``
+``python -m tests.langgraph_worker LOCATION THREAD_ID run PROMPT [--die-in-tool] [--ready=FILE]
+[--seen=FILE]``
 ``python -m tests.langgraph_worker LOCATION THREAD_ID resume``
 
 The model is LangChain's ``GenericFakeChatModel``, scripted per process: ``run`` answers with
 a ``delete_tmp`` tool call, ``resume`` with "Done.". With ``--die-in-tool`` the tool kills its
 own process (SIGKILL) before it returns. ``resume`` continues the thread from its last
-checkpoint (``invoke(None, ...)``) and prints the roles of the final state's messages.
+checkpoint (``invoke(None, ...)``) and prints the roles of the final state's messages. With
+``--ready=FILE`` the tool writes FILE and then waits for its parent to kill it; with
+``--seen=FILE`` every request the model is sent is appended to FILE as one JSON line (each
+message's type, content, tool calls' ids and a tool message's call id).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
+import time
+from pathlib import Path
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
@@ -27,6 +34,9 @@ import convstore
 from convstore.integrations.langgraph import ConvstoreSaver
 
 DIE = "--die-in-tool" in sys.argv
+FLAGS = dict(
+    a.removeprefix("--").split("=", 1) for a in sys.argv if a.startswith("--") and "=" in a
+)
 
 
 @tool
@@ -34,6 +44,9 @@ def delete_tmp(path: str) -> str:
     """Delete a scratch directory."""
     if DIE:
         os.kill(os.getpid(), signal.SIGKILL)
+    if "ready" in FLAGS:
+        Path(FLAGS["ready"]).write_text(path)
+        time.sleep(120)
     return f"deleted {path}"
 
 
@@ -50,6 +63,18 @@ def main(location: str, thread_id: str, mode: str, prompt: str | None) -> None:
     model = GenericFakeChatModel(messages=iter(script))
 
     def agent(state: MessagesState) -> dict[str, list[object]]:
+        if "seen" in FLAGS:
+            sent = [
+                {
+                    "type": m.type,
+                    "content": m.content,
+                    "calls": [c["id"] for c in getattr(m, "tool_calls", [])],
+                    "answers": getattr(m, "tool_call_id", None),
+                }
+                for m in state["messages"]
+            ]
+            with Path(FLAGS["seen"]).open("a") as seen:
+                seen.write(json.dumps(sent) + "\n")
         return {"messages": [model.invoke(state["messages"])]}
 
     graph = StateGraph(MessagesState)
@@ -69,4 +94,6 @@ def main(location: str, thread_id: str, mode: str, prompt: str | None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+    positional = [a for a in sys.argv[1:] if not a.startswith("--")]
+    location_arg, thread_arg, mode_arg = positional[:3]
+    main(location_arg, thread_arg, mode_arg, positional[3] if len(positional) > 3 else None)

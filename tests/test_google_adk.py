@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from convstore.integrations.google_adk import (
     session_conversation,
 )
 from convstore.projections.wording import NO_RESULT
+from tests.killed_in_tool import kill_in_tool, missing_calls
 from tests.strategies import TINY_IMAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -443,8 +443,9 @@ def assert_calls_answered(contents: list[dict[str, Any]]) -> None:
 
 
 def test_run_killed_in_its_tool_resumes_with_a_valid_request(location: str, tmp_path: Path) -> None:
-    """ADK's Runner, killed (SIGKILL) inside its tool, leaves a call no response answers; a
-    fresh process's next run sends the model a request in which that call is prose (with
+    """ADK's Runner, killed (SIGKILL) inside its tool, leaves a call no response answers (ADK
+    appends the call's event before the tool runs), which ``audit tools --status missing``
+    lists; a fresh process's next run sends the model a request in which that call is prose (with
     the note that no result was recorded) and every call it holds is answered."""
     with convstore.open_store(location) as store:
         run(
@@ -453,20 +454,16 @@ def test_run_killed_in_its_tool_resumes_with_a_valid_request(location: str, tmp_
             )
         )
     hang = tmp_path / "in-tool"
-    killed = worker(location, tmp_path / "seen-killed", 1, hang)
-    deadline = time.monotonic() + 60
-    while not hang.exists():
-        assert killed.poll() is None, killed.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    killed.send_signal(signal.SIGKILL)
-    killed.communicate()
+    args = [sys.executable, "-m", "tests.adk_worker", location, "s"]
+    kill_in_tool([*args, str(tmp_path / "seen-killed"), "1", str(hang)], hang)
 
     with convstore.open_store(location) as store:
         service = ConvstoreSessionService(store=store, unanswered_calls_as_prose=False)
         left = run(service.get_session(app_name="weather", user_id="ada", session_id="s"))
         assert left is not None
         assert left.events[-1].get_function_calls()[0].name == "lookup"  # no response: killed
+    # ADK appends the function-call event before it runs the tool: the call is recorded.
+    assert missing_calls(location, tmp_path / "audit.db") == [("lookup", '{"city":"city0"}')]
 
     resumed = worker(location, tmp_path / "seen-resumed", 1)
     _, err = resumed.communicate(timeout=120)

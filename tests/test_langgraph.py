@@ -5,6 +5,7 @@ StateGraph agent killed mid tool round and resumed, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 import convstore
 from convstore.integrations.langgraph import ConvstoreSaver, conversation_for
+from tests.killed_in_tool import kill_in_tool, missing_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,6 +61,36 @@ def agent(location: str, thread: str, *args: str) -> subprocess.CompletedProcess
         timeout=120,
         check=False,
     )
+
+
+@pytest.mark.slow
+def test_a_call_killed_inside_its_tool_is_checkpointed_and_resumed_answered(
+    location: str, tmp_path: Path
+) -> None:
+    """SIGKILLed by its parent inside the tool, with durability="sync": the AIMessage that
+    called the tool was checkpointed before the ToolNode ran, so the call is in the store and
+    ``audit tools --status missing`` lists it; resuming runs the tool again, and the model's
+    first request holds the call followed by its ToolMessage (no call left unanswered)."""
+    ready, seen = tmp_path / "in-tool", tmp_path / "seen.jsonl"
+    argv = [sys.executable, "-m", "tests.langgraph_worker", location, "t-2"]
+    kill_in_tool([*argv, "run", "Delete scratch.", f"--ready={ready}"], ready)
+    with convstore.open_store(location) as store:
+        stored = store.messages(conversation_for("t-2"))
+        assert [(m.role, [b.block.type for b in m.blocks]) for m in stored] == [
+            ("user", ["text"]),
+            ("assistant", ["tool_use"]),
+        ]
+    assert missing_calls(location, tmp_path / "audit.db") == [("delete_tmp", '{"path":"scratch"}')]
+
+    resumed = agent(location, "t-2", "resume", f"--seen={seen}")
+    assert resumed.returncode == 0, resumed.stderr
+    first_request = json.loads(seen.read_text().splitlines()[0])
+    assert first_request == [
+        {"type": "human", "content": "Delete scratch.", "calls": [], "answers": None},
+        {"type": "ai", "content": "", "calls": ["call_1"], "answers": None},
+        {"type": "tool", "content": "deleted scratch", "calls": [], "answers": "call_1"},
+    ]
+    assert missing_calls(location, tmp_path / "audit.db") == []
 
 
 @pytest.mark.slow

@@ -24,9 +24,9 @@ from convstore.backends.nats.location import NatsLocation
 from convstore.backends.nats.recorder import (
     FOLLOW_LOCK_SUFFIX,
     MARK,
-    POSITION_TABLE,
     WAIT_EVERY,
 )
+from convstore.backends.nats.replica import POSITION_TABLE
 from tests.nats_cluster import Cluster, delete_stream
 from tests.test_nats_faults import _texts, _verified
 

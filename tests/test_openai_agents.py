@@ -13,14 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents.items import ModelResponse
 from agents.memory.session import Session
 from agents.memory.session_settings import SessionSettings
-from openai.types.responses import ResponseInputParam
+from agents.usage import Usage
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseInputParam,
+    ResponseReasoningItem,
+)
 from pydantic import TypeAdapter
 
 import convstore
 from convstore.domain.events import Rewound
 from convstore.integrations.openai_agents import ConvstoreSession, conversation_for
+from convstore.projections.wording import NO_RESULT
+from tests.killed_in_tool import kill_in_tool, missing_calls
 from tests.sdk import request_problems
 from tests.strategies import TINY_IMAGES
 
@@ -78,6 +86,7 @@ def test_runs_killed_mid_tool_or_left_waiting_do_not_poison_the_next_run(
     assert {item.get("type", "message") for item in last_input} == {"message"}
     assert [item["content"] for item in last_input] == [
         "Please delete tmp",
+        f'Tool use: delete_tmp({{"path":"/tmp/scratch"}})\n\n{NO_RESULT}',  # recorded early
         "Now wipe the disk",
         'Tool use: wipe_disk({"path":"/tmp/scratch"})',
         "Are you there?",
@@ -85,6 +94,93 @@ def test_runs_killed_mid_tool_or_left_waiting_do_not_poison_the_next_run(
     with convstore.open_store(location) as store:
         replayed = store.replay(conversation_for("ops-1"))["messages"]
     assert replayed[-1] == {"role": "assistant", "content": "I am here."}
+
+
+@pytest.mark.slow
+def test_a_call_killed_inside_its_tool_is_recorded_and_resumes_as_prose(
+    location: str, tmp_path: Path
+) -> None:
+    """The run is SIGKILLed inside ``delete_branch`` (the tool has started, the runner has not
+    saved the turn): the session's hooks recorded the call before the tool ran, so the call
+    is in the store, ``audit tools --status missing`` lists it, and the next run's first
+    request shows it as prose with no call id left dangling."""
+    seen, ready = tmp_path / "seen.jsonl", tmp_path / "in-tool"
+    argv = ["-m", "tests.agents_worker", location, "ops-2", "Delete release-7.", str(seen)]
+    kill_in_tool([sys.executable, *argv, f"--ready={ready}"], ready)
+
+    conversation = conversation_for("ops-2")
+    with convstore.open_store(location) as store:
+        stored = [(m.role, [b.block for b in m.blocks]) for m in store.messages(conversation)]
+    assert [(role, [b.type for b in blocks]) for role, blocks in stored] == [
+        ("user", ["text"]),
+        ("assistant", ["tool_use"]),
+    ]
+    call = stored[1][1][0]
+    assert (call.name, call.input) == ("delete_branch", {"branch": "release-7"})  # type: ignore[union-attr]
+    assert missing_calls(location, tmp_path / "audit.db") == [
+        ("delete_branch", '{"branch":"release-7"}')
+    ]
+
+    resumed = run_agent(location, "ops-2", "Did that go through?", seen)
+    assert resumed.returncode == 0, resumed.stderr
+    first_request = json.loads(seen.read_text().splitlines()[-1])
+    assert first_request == [
+        {"role": "user", "content": "Delete release-7."},
+        # The runner reads the history before it saves the new question, so the call is the
+        # history's last message and replay adds no note of a missing result yet.
+        {"role": "assistant", "content": 'Tool use: delete_branch({"branch":"release-7"})'},
+        {"role": "user", "content": "Did that go through?"},
+    ]
+    assert_valid_input(first_request)  # plain messages: no function_call without its output
+
+
+def test_the_runner_saving_a_turn_recorded_early_writes_each_item_once(tmp_path: Path) -> None:
+    """A response recorded by the hooks before its tools ran, then handed to ``add_items``
+    with the tool's output (as the runner saves a turn; the reasoning item without its id and
+    the call without its status, as the runner may send them): every item is stored once."""
+
+    async def go() -> None:
+        async with await convstore.open_async_store(tmp_path / "s.db") as store:
+            session = ConvstoreSession("early", store=store)
+            await session.add_items([{"role": "user", "content": "Delete release-7."}])
+            reasoning = {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [{"type": "summary_text", "text": "Delete it."}],
+            }
+            call = {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_1",
+                "name": "delete_branch",
+                "arguments": '{"branch":"release-7"}',
+                "status": "completed",
+            }
+            response = ModelResponse(
+                output=[
+                    ResponseReasoningItem.model_validate(reasoning),
+                    ResponseFunctionToolCall.model_validate(call),
+                ],
+                usage=Usage(),
+                response_id=None,
+            )
+            await session.record_response(response)
+            assert len(await store.messages(session.conversation_id)) == 2  # before the tool
+            without_id = {k: v for k, v in reasoning.items() if k != "id"}
+            without_status = {k: v for k, v in call.items() if k != "status"}
+            output = {"type": "function_call_output", "call_id": "call_1", "output": "done"}
+            await session.add_items([without_id, without_status, output])  # type: ignore[list-item]
+            items: list[Any] = await session.get_items()
+            assert [item["content"] for item in items] == [
+                "Delete release-7.",
+                '[Reasoning]: Delete it.\n\nTool use: delete_branch({"branch":"release-7"})',
+                "Result (delete_branch): done",
+            ]
+            # A response with no call the caller runs is left to add_items.
+            await session.record_response(ModelResponse(output=[], usage=Usage(), response_id=None))
+            assert len(await store.messages(session.conversation_id)) == 3
+
+    asyncio.run(go())
 
 
 async def _semantics(location: str) -> None:

@@ -26,6 +26,7 @@ from pydantic_ai.messages import (
     DocumentUrl,
     ImageUrl,
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     ModelResponsePart,
@@ -54,6 +55,7 @@ from convstore import (
 )
 from convstore.engine.plan import HISTORY_STARTS
 from convstore.integrations.pydantic_ai import (
+    RunRecorder,
     amessage_history,
     arecord_messages,
     convert_messages,
@@ -62,6 +64,7 @@ from convstore.integrations.pydantic_ai import (
     record_messages,
     record_messages_async,
 )
+from tests.killed_in_tool import kill_in_tool, missing_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,6 +197,93 @@ def test_a_run_killed_in_its_tool_resumes_from_the_prose_history(location: str) 
             "role": "assistant",
             "content": "a.txt and b.txt",
         }
+
+
+@pytest.mark.slow
+def test_a_run_recorder_keeps_a_call_killed_inside_its_tool(location: str, tmp_path: Path) -> None:
+    """A run given ``RunRecorder`` and SIGKILLed by its parent inside ``delete_branch``: the
+    call was recorded before the tool ran, ``audit tools --status missing`` lists it, and the
+    next run's first request holds it as prose, with no tool-call part left without its
+    return; that run's messages are recorded once each."""
+    with open_store(location) as store:
+        conversation = str(store.new_conversation(title="pydantic-ai"))
+    seen, ready = tmp_path / "seen.jsonl", tmp_path / "in-tool"
+    worker = [sys.executable, "-m", "tests.pydantic_ai_worker", location, conversation]
+    kill_in_tool([*worker, "Delete release-7.", str(seen), f"--ready={ready}"], ready)
+
+    with open_store(location) as store:
+        stored = _texts(store, conversation)
+    assert stored[0] == ("user", [TextBlock(text="Delete release-7.")])
+    [(role, [call])] = stored[1:]
+    assert (role, call.name, call.input) == ("assistant", "delete_branch", {"branch": "release-7"})
+    assert missing_calls(location, tmp_path / "audit.db") == [
+        ("delete_branch", '{"branch":"release-7"}')
+    ]
+
+    resumed = subprocess.run(
+        [*worker, "Did that go through?", str(seen)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "I cannot tell."
+    first_request = ModelMessagesTypeAdapter.validate_json(seen.read_text().splitlines()[-1])
+    assert _contents(first_request) == [
+        [("UserPromptPart", "Delete release-7.")],
+        [("TextPart", 'Tool use: delete_branch({"branch":"release-7"})')],
+        [("UserPromptPart", "Did that go through?")],
+    ]
+    with open_store(location) as store:
+        assert [m.role for m in store.messages(conversation)] == [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+        ]
+
+
+def test_a_run_recorder_records_each_message_once_and_the_call_before_its_tool(
+    tmp_path: Path,
+) -> None:
+    """In process: when the tool starts, the prompt and the response that called it are
+    recorded; when the run ends, the tool's return and the answer follow, each once."""
+    answers: Iterator[list[ModelResponsePart]] = iter(
+        [
+            [ToolCallPart("delete_branch", {"branch": "release-7"}, tool_call_id="c1")],
+            [TextPart("Deleted.")],
+        ]
+    )
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=next(answers))
+
+    agent = Agent(FunctionModel(model), system_prompt="You are terse.")
+    with open_store(tmp_path / "s.db") as store:
+        conversation = store.new_conversation(title="early")
+        in_tool: list[list[str]] = []
+
+        @agent.tool_plain
+        def delete_branch(branch: str) -> str:
+            in_tool.append([m.role for m in store.messages(conversation)])
+            return f"deleted {branch}"
+
+        recorder = RunRecorder(store, conversation)
+        agent.run_sync("Delete release-7.", capabilities=[recorder])
+        assert in_tool == [["system", "user", "assistant"]]
+        assert [m.role for m in store.messages(conversation)] == [
+            "system",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+        ]
+        assert store.replay(conversation)["messages"][-2:] == [
+            {"role": "user", "content": "Result (delete_branch): deleted release-7"},
+            {"role": "assistant", "content": "Deleted."},
+        ]
 
 
 def _retrying_run() -> list[ModelMessage]:

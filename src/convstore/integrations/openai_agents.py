@@ -11,6 +11,13 @@ killed between a tool call and its output cannot make the next run's request fai
 ``pop_item`` and ``clear_session`` are recorded as rewinds: the log keeps everything, replay
 leaves out what was popped or cleared.
 
+The runner hands a turn's items to ``add_items`` only once the turn's tools have run, so a
+process killed inside a tool would leave the model's call unrecorded. Passed as the run's
+hooks (``Runner.run(..., session=session, hooks=session.hooks)``), :attr:`ConvstoreSession.hooks`
+records a response that holds a call the caller's code runs as soon as the model returns it,
+before any tool starts (:meth:`ConvstoreSession.record_response`), and ``add_items`` then skips
+those items when the runner saves the turn, so nothing is recorded twice.
+
 The session id maps to the same conversation in every process and after a restart (a UUID5 of
 the id); :attr:`ConvstoreSession.conversation_id` names it for ``convstore replay``, ``audit``
 and ``show``.
@@ -20,14 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any, cast
 from uuid import UUID, uuid5
 
 from convstore.ports.extras import missing_extra
 
 try:
-    from agents.items import TResponseInputItem
+    from agents.agent import Agent
+    from agents.items import ModelResponse, TResponseInputItem
+    from agents.lifecycle import RunHooks
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     msg = missing_extra(
@@ -37,6 +49,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     )
     raise ImportError(msg) from exc
 
+from convstore.convert.responses_tools import CALLER_RUN
 from convstore.domain.errors import ConcurrencyError, InvalidInput, VersionConflict
 from convstore.projections.messages import collect_messages
 from convstore.recording.openai import arecord_responses_items
@@ -48,6 +61,10 @@ SESSION_NAMESPACE = UUID("5b0f3c52-8a4e-4f1e-9a77-0c6f2d1e9b43")
 
 POP_ATTEMPTS = 200
 """How many times a pop reads and tries its conditional rewind before it gives up."""
+
+RUN_HERE = ("function_call", *(kind for kind in CALLER_RUN if not kind.endswith("_output")))
+"""The call item types the caller's code runs: a response holding one is recorded before its
+tools start."""
 
 
 def conversation_for(session_id: str) -> UUID:
@@ -70,6 +87,29 @@ def _input_item(message: dict[str, Any]) -> TResponseInputItem:
                 parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
         content = parts
     return cast(TResponseInputItem, {"role": message["role"], "content": content})
+
+
+def _echo_key(item: Mapping[str, Any]) -> str:
+    """What identifies an item recorded early when the runner hands it to ``add_items``: a
+    call by its type and call id; anything else by its content without ``status`` (which the
+    runner drops when it is unset), and a reasoning item without its ``id`` too (the runner's
+    reasoning id policy may strip it)."""
+    kind = str(item.get("type", "message"))
+    if kind in RUN_HERE and item.get("call_id") is not None:
+        return f"{kind} {item['call_id']}"
+    dropped = {"status", "id"} if kind == "reasoning" else {"status"}
+    kept = {key: value for key, value in item.items() if key not in dropped}
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+class _RecordCallsEarly(RunHooks[Any]):
+    """Run hooks that record a model response holding a tool call before its tools run."""
+
+    def __init__(self, session: ConvstoreSession) -> None:
+        self.session = session
+
+    async def on_llm_end(self, context: object, agent: Agent[Any], response: ModelResponse) -> None:
+        await self.session.record_response(response)
 
 
 class ConvstoreSession:
@@ -95,7 +135,12 @@ class ConvstoreSession:
         self.vision = vision
         self.conversation_id = conversation_for(session_id)
         """The convstore conversation that holds this session."""
+        self.hooks: RunHooks[Any] = _RecordCallsEarly(self)
+        """Run hooks to pass to ``Runner.run(..., hooks=session.hooks)``: they record each
+        response that holds a tool call before its tools run (see :meth:`record_response`)."""
         self._created = False
+        self._early: Counter[str] = Counter()
+        """Items recorded by :meth:`record_response` that the runner has not saved yet."""
 
     async def _conversation(self) -> UUID:
         """The session's conversation, created on first use (another process may win the
@@ -122,12 +167,35 @@ class ConvstoreSession:
             return items
         return items[-limit:] if limit > 0 else []
 
+    async def record_response(self, response: ModelResponse) -> None:
+        """Record a model response now, as one assistant message, when it holds a call the
+        caller's code runs (a ``function_call``, ``computer_call``, ``shell_call``, ...), so a
+        process killed inside the tool leaves the call recorded; a response without one is
+        left to ``add_items``. When the runner later saves the turn, ``add_items`` skips the
+        items recorded here. :attr:`hooks` calls this from ``on_llm_end``; hooks of your own
+        can call it from theirs instead."""
+        items = response.to_input_items()
+        if not any(item.get("type") in RUN_HERE for item in items):
+            return
+        await arecord_responses_items(self.store, await self._conversation(), items)
+        self._early.update(_echo_key(item) for item in items)
+
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Record Responses items as blocks: consecutive assistant-side items form one
-        assistant message, consecutive tool outputs one user message. An item type the
-        converter does not know is refused (``InvalidInput``) and nothing is recorded."""
-        if items:
-            await arecord_responses_items(self.store, await self._conversation(), items)
+        assistant message, consecutive tool outputs one user message. Items
+        :meth:`record_response` already recorded are skipped. An item type the converter does
+        not know is refused (``InvalidInput``) and nothing is recorded."""
+        fresh: list[TResponseInputItem] = []
+        echoed: Counter[str] = Counter()
+        for item in items:
+            key = _echo_key(cast(Mapping[str, Any], item))
+            if echoed[key] < self._early[key]:
+                echoed[key] += 1
+            else:
+                fresh.append(item)
+        if fresh:
+            await arecord_responses_items(self.store, await self._conversation(), fresh)
+        self._early -= echoed
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Withdraw the latest message (a rewind; the log keeps it) and return it as

@@ -10,6 +10,10 @@ before its return was recorded cannot break the next run. For asyncio, await
 :func:`arecord_messages` and :func:`amessage_history` (on an :class:`~convstore.AsyncStore`
 or a ``Store``, through :func:`convstore.store.aio.as_async`); ``record_messages_async`` and
 ``message_history_async`` are their old names, kept for one release.
+
+:class:`RunRecorder`, a capability given to ``agent.run(..., capabilities=[...])``, records a
+run's new messages as the run goes instead: everything up to the model's response before a tool
+runs, the rest when the run ends, so a process killed inside a tool leaves the call recorded.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from uuid import UUID
 from convstore.ports.extras import missing_extra
 
 try:
+    from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import (
         ERROR_OUTCOMES,
         BinaryContent,
@@ -51,6 +56,8 @@ try:
         UserContent,
         UserPromptPart,
     )
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.tools import RunContext, ToolDefinition
 except ImportError:  # pragma: no cover - exercised by a test that hides the package
     _HINT = missing_extra(
         "convstore.integrations.pydantic_ai (Pydantic AI 2.78 or newer)",
@@ -75,6 +82,7 @@ from convstore.store import Store
 from convstore.store.aio import AsyncStore, as_async
 
 __all__ = [
+    "RunRecorder",
     "amessage_history",
     "arecord_messages",
     "convert_messages",
@@ -186,6 +194,59 @@ async def arecord_messages(
 
 record_messages_async = arecord_messages
 """The old name of :func:`arecord_messages`, kept for one release (see CHANGELOG.md)."""
+
+
+class RunRecorder(AbstractCapability[Any]):
+    """A capability that records a run's new messages into ``conversation`` as the run goes:
+    before each tool runs, every new message so far (the prompt, the responses, the earlier
+    tools' returns, up to the response that called the tool), and the rest when the run ends.
+    Give it instead of calling :func:`record_messages` on ``result.new_messages()``:
+
+        agent.run_sync(prompt, message_history=message_history(store, conversation),
+                       capabilities=[RunRecorder(store, conversation)])
+
+    A process killed inside a tool so leaves the model's call recorded (the tool's return
+    never lands). Each message is recorded once, each an atomic write as with
+    :func:`record_messages`; a run that fails keeps what was recorded before it failed.
+    """
+
+    def __init__(self, store: Store | AsyncStore, conversation: UUID | str) -> None:
+        self.store = store
+        self.conversation = conversation
+        self._start = 0  # where the run's new messages begin in ctx.messages
+        self._recorded = 0  # how many of them are recorded
+        self._lock = asyncio.Lock()  # tools of one response may start at once
+
+    async def for_run(self, ctx: RunContext[Any]) -> RunRecorder:
+        """A recorder of its own for each run (the counts are the run's)."""
+        return RunRecorder(self.store, self.conversation)
+
+    async def before_run(self, ctx: RunContext[Any]) -> None:
+        self._start = len(ctx.messages)
+
+    async def before_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+    ) -> dict[str, Any]:
+        await self._record(ctx.messages[self._start :])
+        return args
+
+    async def after_run(
+        self, ctx: RunContext[Any], *, result: AgentRunResult[Any]
+    ) -> AgentRunResult[Any]:
+        await self._record(result.new_messages())
+        return result
+
+    async def _record(self, new: Sequence[ModelMessage]) -> None:
+        async with self._lock:
+            fresh = list(new[self._recorded :])
+            if fresh:
+                await arecord_messages(self.store, self.conversation, fresh)
+                self._recorded += len(fresh)
 
 
 def _message(

@@ -37,6 +37,7 @@ from convstore.backends.common.application import STORE_FORMAT, known_format, ne
 from convstore.backends.common.locations import data_directory, redact
 from convstore.backends.common.mapper import COMPRESS_FROM
 from convstore.backends.nats.location import NatsLocation, stream_names
+from convstore.backends.nats.replica import refuse_other_owner, replica_owner, skipped_messages
 from convstore.backends.sqlite.backend import SQLiteBackend
 from convstore.backends.sqlite.recorder import create_private_file
 from convstore.backends.sqlite.replay_tables import SQLiteReplayTables
@@ -77,7 +78,8 @@ class NatsBackend:
     def opening(self, location: str, *, create: bool, make_directory: bool) -> Iterator[Opening]:
         """Find (or create, when ``create``) the stream, read its format and identity, and
         make the replica's file if missing (its directory too when ``make_directory`` or it
-        is the data directory)."""
+        is the data directory). An existing replica file that is not this store's (another
+        store's, another application's) is refused before anything is written to it."""
         from convstore.backends.nats.factory import nats_env  # noqa: PLC0415 - needs the client
 
         where = NatsLocation.parse(location)
@@ -86,7 +88,10 @@ class NatsBackend:
             msg = missing_extra("a NATS JetStream store", "nats", "nats-py")
             raise InvalidInput(msg)
         try:
+            # Whose the replica is, read before the stream is made or the file written.
+            owner = replica_owner(where.replica, where.streams)
             store_format, identity = _stream(where, create=create, shown=shown)
+            refuse_other_owner(where.replica, owner, where.streams, identity)
             _replica_file(where.replica, make_directory=make_directory)
         except ConvstoreError:
             raise
@@ -149,8 +154,10 @@ class NatsBackend:
         return NatsLocation.parse(location).replica
 
     def storage_problems(self, location: str) -> list[str]:
-        """SQLite's check of the replica (the stream's servers check their own files)."""
-        return SQLiteBackend().storage_problems(str(NatsLocation.parse(location).replica))
+        """SQLite's check of the replica (the stream's servers check their own files), and
+        each message of the streams the replica could not apply."""
+        replica = NatsLocation.parse(location).replica
+        return [*SQLiteBackend().storage_problems(str(replica)), *skipped_messages(replica)]
 
     def default_audit_file(self, location: str) -> Path:
         """In the data directory, named after the servers and stream, ending in a digest of

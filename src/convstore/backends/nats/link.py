@@ -46,6 +46,11 @@ DUPLICATE_IN_BATCH = 10201
 """The error code of an atomic batch holding a message id the stream has already stored:
 the same batch, retried after its acknowledgement was lost, landed the first time."""
 
+BATCH_ID_HEADER = "Nats-Batch-Id"
+BATCH_COMMIT_HEADER = "Nats-Batch-Commit"
+"""An atomic batch's headers, kept on its stored messages: every message of a batch carries
+the first, its last the second."""
+
 MESSAGE_NOT_FOUND = 10057
 """The error code of a message delete whose message is already gone."""
 
@@ -103,12 +108,15 @@ class Outgoing:
 
 @dataclass(frozen=True, slots=True)
 class Delivered:
-    """One stored message, as the ordered consumer delivered it."""
+    """One stored message, as the ordered consumer delivered it; or, with ``deleted_from``,
+    no message: sequences ``deleted_from`` to ``seq`` the stream no longer holds (see
+    :meth:`JetStreamLink.take`)."""
 
     seq: int
     subject: str
     headers: dict[str, str]
     data: bytes
+    deleted_from: int = 0
 
 
 class _Direct:
@@ -305,6 +313,22 @@ class JetStreamLink:
 
         return int(self._retrying(info))
 
+    def next_seq(self, after: int, subjects: str) -> int | None:
+        """The sequence of the stream's first message of ``subjects`` after ``after``, as
+        its leader says; ``None`` when there is none (deleted, or never published)."""
+
+        async def get() -> int | None:
+            try:
+                found = await self._js.get_msg(
+                    self.stream, seq=after + 1, subject=subjects, next=True
+                )
+            except NotFoundError:
+                return None
+            return int(found.seq or 0)
+
+        found: int | None = self._retrying(get)
+        return found
+
     def purge(self, subject: str, below: int) -> None:
         """Delete every message of ``subject`` before sequence ``below`` on every replica."""
 
@@ -411,11 +435,11 @@ class JetStreamLink:
         for number, message in enumerate(messages, start=1):
             headers = {
                 **message.headers,
-                "Nats-Batch-Id": batch,
+                BATCH_ID_HEADER: batch,
                 "Nats-Batch-Sequence": str(number),
             }
             if number == last:
-                headers["Nats-Batch-Commit"] = "1"
+                headers[BATCH_COMMIT_HEADER] = "1"
             if number in (1, last):  # the first is acknowledged (empty), the last committed
                 reply = await nc.request(
                     message.subject, message.data, timeout=timeout, headers=headers
@@ -531,8 +555,12 @@ class JetStreamLink:
         """The buffered messages up to the last one at or before sequence ``through`` that
         ``ends`` a publish, once all up to ``through`` have arrived (the rest stay buffered);
         raises :class:`Unavailable` when none arrives for the link's timeout. A consumer that
-        delivers nothing for :data:`STALL_SECONDS` while messages are due (its server died,
-        say) is replaced by a new one starting where it stopped."""
+        delivers nothing for :data:`STALL_SECONDS` while messages are due is asked about
+        first: when the stream holds no message up to ``through`` after the newest delivered
+        (they were deleted: the stream's newest sequence stays at a deleted one), a
+        :class:`Delivered` saying so (``deleted_from``) stands in for them and the take
+        returns; else (its server died, say) it is replaced by a new one starting where it
+        stopped."""
         deadline = time.monotonic() + self.timeout
         stalled_since = time.monotonic()
         seen = -1
@@ -557,7 +585,24 @@ class JetStreamLink:
                     continue
             stalled_since = time.monotonic()
             with contextlib.suppress(Unavailable):
-                self._subscribe()
+                if not self._deleted_through(through):
+                    self._subscribe()
+
+    def _deleted_through(self, through: int) -> bool:
+        """Whether the stream holds no message after the newest delivered up to ``through``:
+        then one :class:`Delivered` with ``deleted_from`` stands in for them in the buffer
+        (no message can come there later: sequences only grow)."""
+        with self._arrived:
+            after = self._highest
+        found = self.next_seq(after, self._subjects)
+        if found is not None and found <= through:
+            return False
+        with self._arrived:
+            if self._highest == after:
+                self._delivered.append(Delivered(through, "", {}, b"", deleted_from=after + 1))
+                self._highest = through
+                self._arrived.notify_all()
+        return True
 
     # -- closing -----------------------------------------------------------------------------
 

@@ -47,12 +47,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -69,6 +71,8 @@ from convstore.backends.common.listing import apply_changes, refuse_if_active
 from convstore.backends.common.listing import forget as forget_listing
 from convstore.backends.common.log_changes import CHANGES_TABLE
 from convstore.backends.nats.link import (
+    BATCH_COMMIT_HEADER,
+    BATCH_ID_HEADER,
     BATCH_LIMIT,
     DUPLICATE_IN_BATCH,
     STALL_SECONDS,
@@ -81,6 +85,12 @@ from convstore.backends.nats.link import (
     wait_whole,
 )
 from convstore.backends.nats.location import partition_of
+from convstore.backends.nats.replica import (
+    POSITION_TABLE,
+    SKIPPED_TABLE,
+    owner_problem,
+    skipped_line,
+)
 from convstore.backends.sqlite.recorder import (
     SQLITE,
     SQLiteWriterRecorder,
@@ -100,9 +110,6 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: every process follows (no shared lock)
     fcntl = None  # type: ignore[assignment]
-
-POSITION_TABLE = "convstore_nats_position"
-"""The replica's row per stream (one, or one per partition): the sequence applied up to."""
 
 SEQS_TABLE = "convstore_nats_seqs"
 """A partitioned store's replica only: each event's stream and sequence, by its local id
@@ -152,6 +159,8 @@ ACKED_KEPT = 4096
 acknowledged publishes left them, a recorder remembers: its next append to one of them
 publishes without reading the replica first (the stream still refuses it when another
 writer, or an erasure, came in between)."""
+
+_log = logging.getLogger(__name__)
 
 IDLE_WAIT_SECONDS = 0.25
 """How long the follower's applying thread waits for a whole publish before it checks
@@ -236,13 +245,32 @@ class NatsRecorder(SQLiteWriterRecorder):
         return self.links[partition_of(conversation, len(self.links))]
 
     def create_table(self) -> None:
-        """The SQLite store's tables, a position row per stream, and each stream's messages
-        after it."""
-        super().create_table()
+        """A position row per stream, then the SQLite store's tables and each stream's
+        messages after them. The rows come first, in one transaction that refuses a file
+        holding another store's (see :mod:`convstore.backends.nats.replica`), so no other
+        table is made in a file that is not this store's replica."""
         with self._writer_lock, self._waiting() as conn, self._polled(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {POSITION_TABLE} ("
                 "stream TEXT PRIMARY KEY, seq INTEGER NOT NULL, identity TEXT NOT NULL)"
+            )
+            rows = conn.execute(f"SELECT stream, identity FROM {POSITION_TABLE}").fetchall()  # noqa: S608
+            streams = [link.stream for link in self.links]
+            problem = owner_problem(self.datastore.pool.db_name, rows, streams, self._identity)
+            if problem:
+                raise OperationalError(problem)
+            conn.executemany(
+                f"INSERT OR IGNORE INTO {POSITION_TABLE} VALUES (?, 0, ?)",  # noqa: S608
+                [(stream, self._identity) for stream in streams],
+            )
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {SKIPPED_TABLE} (stream TEXT NOT NULL, "
+                "seq INTEGER NOT NULL, subject TEXT NOT NULL, conversation TEXT, "
+                "problem TEXT NOT NULL, PRIMARY KEY (stream, seq))"
+            )
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {SKIPPED_TABLE}_conversation "
+                f"ON {SKIPPED_TABLE} (conversation)"
             )
             if self.partitioned:
                 conn.execute(
@@ -251,25 +279,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                     f"CREATE TABLE IF NOT EXISTS {SEQS_TABLE} (rowid INTEGER PRIMARY KEY "
                     "AUTOINCREMENT, stream TEXT NOT NULL, seq INTEGER NOT NULL)"
                 )
-            positions = []
-            for link in self.links:
-                conn.execute(
-                    f"INSERT OR IGNORE INTO {POSITION_TABLE} VALUES (?, 0, ?)",  # noqa: S608
-                    (link.stream, self._identity),
-                )
-                positions.append(
-                    conn.execute(
-                        f"SELECT seq, identity FROM {POSITION_TABLE} WHERE stream = ?",  # noqa: S608
-                        (link.stream,),
-                    ).fetchone()
-                )
-        for link, (_after, identity) in zip(self.links, positions, strict=True):
-            if identity != self._identity:
-                msg = (
-                    f"the replica {self.datastore.pool.db_name} was fed from another stream "
-                    f"named {link.stream} (since deleted): remove the file and it is rebuilt"
-                )
-                raise OperationalError(msg)
+        super().create_table()
         self._open = True
         self._claim()
         self.listing_missing = False
@@ -493,6 +503,7 @@ class NatsRecorder(SQLiteWriterRecorder):
             # The lock is polled for, as an append to a SQLite store polls for it: the
             # connection's busy timeout stays 0 and is not switched (two statements an apply).
             moved: dict[str, int] = {}
+            skipped: list[Skipped] = []
             with self._writer_lock:
                 with immediate(self._connection(), self._lock_wait, busy_ms=0) as conn:
                     for stream, run in group:
@@ -502,7 +513,7 @@ class NatsRecorder(SQLiteWriterRecorder):
                         ).fetchone()
                         fresh = [message for message in run if message.seq > position]
                         if fresh:
-                            self._apply(conn, stream, fresh)
+                            skipped += self._apply(conn, stream, fresh)
                             moved[stream] = fresh[-1].seq
                             conn.execute(
                                 f"UPDATE {POSITION_TABLE} SET seq = ? WHERE stream = ?",  # noqa: S608
@@ -510,15 +521,23 @@ class NatsRecorder(SQLiteWriterRecorder):
                             )
                 if self._leading and moved:
                     self._mark(moved)
+            for each in skipped:  # once: the replica recorded it with its position
+                _log.warning("%s", each.line())
 
-    def _apply(self, conn: Any, stream: str, messages: list[Delivered]) -> None:
+    def _apply(self, conn: Any, stream: str, messages: list[Delivered]) -> list[Skipped]:
         """Apply one stream's messages to the replica, in order, inside the caller's
-        transaction."""
+        transaction; those it cannot apply are recorded in :data:`SKIPPED_TABLE` instead
+        and returned (see :func:`_unreadable`)."""
         run: list[tuple[int, StoredEvent]] = []
+        skipped: list[Skipped] = []
         for message in messages:
-            conversation = UUID(message.subject.rsplit(".", 1)[1])
-            if message.headers.get(ERASED_HEADER):
-                self._apply_run(conn, stream, run)
+            if message.deleted_from:  # no message: what the stream held there was deleted
+                skipped.append(Skipped(stream, message, None, _deleted(message)))
+                continue
+            conversation, problem = _unreadable(message, stream, self._index, len(self.links))
+            if problem is None and message.headers.get(ERASED_HEADER):
+                assert conversation is not None
+                self._apply_run(conn, stream, run, skipped)
                 run = []
                 _apply_tombstone(
                     conn,
@@ -530,10 +549,28 @@ class NatsRecorder(SQLiteWriterRecorder):
                 self._heads.pop(conversation, None)
                 self._forget_acked(conversation)
                 continue
+            if problem is not None:
+                skipped.append(Skipped(stream, message, conversation, problem))
+                continue
+            assert conversation is not None
             version = int(message.headers[VERSION_HEADER])
             topic = message.headers[TOPIC_HEADER]
             run.append((message.seq, StoredEvent(conversation, version, topic, message.data)))
-        self._apply_run(conn, stream, run)
+        self._apply_run(conn, stream, run, skipped)
+        conn.executemany(
+            f"INSERT OR IGNORE INTO {SKIPPED_TABLE} VALUES (?, ?, ?, ?, ?)",  # noqa: S608
+            [
+                (
+                    each.stream,
+                    each.message.seq,
+                    each.message.subject,
+                    None if each.conversation is None else each.conversation.hex,
+                    each.problem,
+                )
+                for each in skipped
+            ],
+        )
+        return skipped
 
     def _insert_applied(self, conn: Any, stream: str, kept: list[tuple[int, StoredEvent]]) -> None:
         """The events' rows: at their stream sequence (one stream), or at the replica's next
@@ -560,19 +597,48 @@ class NatsRecorder(SQLiteWriterRecorder):
         first = int(last) - len(rows) + 1
         conn.executemany(insert, [(first + i, *row[1:]) for i, row in enumerate(rows)])
 
-    def _apply_run(self, conn: Any, stream: str, run: list[tuple[int, StoredEvent]]) -> None:
+    def _apply_run(
+        self,
+        conn: Any,
+        stream: str,
+        run: list[tuple[int, StoredEvent]],
+        skipped: list[Skipped],
+    ) -> None:
+        """Apply a run of events (no tombstone among them): those of erased conversations
+        are dropped, and one whose version its conversation already holds (in the replica or
+        earlier in the run: no convstore writer publishes one) goes to ``skipped``."""
         if not run:
             return
         ids = sorted({UUID(str(s.originator_id)).hex for _, s in run})
+        marks = ", ".join("?" * len(ids))
         erased = {
             UUID(row[0])
             for row in conn.execute(
                 f"SELECT originator_id FROM {ERASED_TABLE} "  # noqa: S608
-                f"WHERE originator_id IN ({', '.join('?' * len(ids))})",
+                f"WHERE originator_id IN ({marks})",
                 ids,
             )
         }
-        kept = [(seq, s) for seq, s in run if s.originator_id not in erased]
+        held = {
+            UUID(row[0]): int(row[1])
+            for row in conn.execute(
+                f"SELECT originator_id, max(originator_version) FROM {self.events_table_name} "  # noqa: S608
+                f"WHERE originator_id IN ({marks}) GROUP BY originator_id",
+                ids,
+            )
+        }
+        kept = []
+        for seq, s in run:
+            conversation = UUID(str(s.originator_id))
+            if conversation in erased:
+                continue
+            if s.originator_version <= held.get(conversation, 0):
+                problem = f"version {s.originator_version} of its conversation is already held"
+                message = Delivered(seq, subject_of(stream, conversation), {}, b"")
+                skipped.append(Skipped(stream, message, conversation, problem))
+                continue
+            held[conversation] = s.originator_version
+            kept.append((seq, s))
         if not kept:
             return
         self._insert_applied(conn, stream, kept)
@@ -595,15 +661,19 @@ class NatsRecorder(SQLiteWriterRecorder):
             f"FROM {self.events_table_name} e WHERE originator_id = ?1 "
             "ORDER BY originator_version DESC LIMIT 1"
         )
-        erased, version, seq = self._peeked(
+        # A skipped message on the subject may be its newest: the stream expects that one.
+        foreign = f"SELECT max(seq) FROM {SKIPPED_TABLE} WHERE conversation = ?1 AND stream = ?2"  # noqa: S608
+        erased, version, seq, skipped = self._peeked(
             f"SELECT EXISTS (SELECT 1 FROM {ERASED_TABLE} WHERE originator_id = ?1), "  # noqa: S608
-            f"(SELECT originator_version {newest}), (SELECT {self._seq_of('e.rowid')} {newest})",
-            (conversation.hex,),
+            f"(SELECT originator_version {newest}), (SELECT {self._seq_of('e.rowid')} {newest}), "
+            f"({foreign})",
+            (conversation.hex, self.link_of(conversation).stream),
         )
         if erased:
             msg = f"conversation {conversation} was erased"
             raise ConversationErased(msg)
-        return (None, 0) if version is None else (int(version), int(seq))
+        newest_seq = max(int(seq or 0), int(skipped or 0))
+        return (None, newest_seq) if version is None else (int(version), newest_seq)
 
     def _seq_of(self, rowid: str) -> str:
         """SQL for the stream sequence of the event at local id ``rowid`` (an expression)."""
@@ -1031,8 +1101,76 @@ def _apply_tombstone(
 
 
 def _ends_a_publish(message: Delivered) -> bool:
-    """Whether ``message`` is the last of its publish (an append's part, or a tombstone)."""
-    return END_HEADER in message.headers or ERASED_HEADER in message.headers
+    """Whether ``message`` is the last of its publish: an append's (or its part's), a
+    tombstone, and any message not of an atomic batch or committing one (a message another
+    client published: it is reported and skipped at once, not left waiting for a next)."""
+    headers = message.headers
+    return (
+        END_HEADER in headers
+        or ERASED_HEADER in headers
+        or BATCH_ID_HEADER not in headers
+        or BATCH_COMMIT_HEADER in headers
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A message of a stream the replica could not apply, and why."""
+
+    stream: str
+    message: Delivered
+    conversation: UUID | None
+    """The conversation its subject names (``None``: none)."""
+    problem: str
+
+    def line(self) -> str:
+        return skipped_line(self.stream, self.message.seq, self.message.subject, self.problem)
+
+
+def _deleted(message: Delivered) -> str:
+    """What a replica reports of the sequences the stream no longer held when it read them
+    (``message`` stands in for them): never an erasure's (those are all below its tombstone,
+    which the stream keeps)."""
+    first, last = message.deleted_from, message.seq
+    which = (
+        f"message {last} was deleted from the stream before this replica read it"
+        if first == last
+        else f"messages {first} to {last} were deleted from the stream before this replica "
+        "read them"
+    )
+    return (
+        f"{which}, not by an erasure (an event lost, or a message removed by hand): the "
+        "replica cannot say whose"
+    )
+
+
+def _unreadable(
+    message: Delivered, stream: str, index: dict[str, int], partitions: int
+) -> tuple[UUID | None, str | None]:
+    """The conversation ``message`` (of ``stream``) is on, and why it cannot be applied
+    (``None``: it can): a subject naming no conversation (or one of another partition), a
+    tombstone whose payload is not one, an event without a whole-number version or a
+    topic."""
+    token = message.subject.rsplit(".", 1)[-1]
+    if len(token) != 32 or not all(c in "0123456789abcdef" for c in token):
+        return None, "its subject names no conversation"
+    conversation = UUID(token)
+    if partitions > 1 and partition_of(conversation, partitions) != index[stream]:
+        return conversation, "its conversation lives in another partition"
+    headers = message.headers
+    if headers.get(ERASED_HEADER):
+        try:
+            found = json.loads(message.data)
+            str(found["at"]), str(found["reason"]), int(found["events"])
+        except (ValueError, TypeError, KeyError):
+            return conversation, "a tombstone whose payload is not one"
+        return conversation, None
+    version = headers.get(VERSION_HEADER, "")
+    if not (version.isascii() and version.isdigit() and 0 < int(version) < 2**63):
+        return conversation, f"no whole-number {VERSION_HEADER} header"
+    if not headers.get(TOPIC_HEADER):
+        return conversation, f"no {TOPIC_HEADER} header"
+    return conversation, None
 
 
 def _whole_appends(messages: list[Delivered], size: int) -> list[list[Delivered]]:
