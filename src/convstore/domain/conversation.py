@@ -87,13 +87,20 @@ class Conversation:
     """Each rewind still in force (by its version): the messages it withdrew."""
     first_user: UUID | None = None
     """The first user message ever started (what the listing previews an untitled one by)."""
+    block_events: bool = field(default=False, compare=False)
+    """Whether the store records a message as its block events (format 3): the commands then
+    decide :class:`BlockRecorded` events, and a message's start and end ride on its first and
+    last blocks; else a start, :class:`BlockAppended` events and an end (formats 1 and 2)."""
 
     # -- folding ---------------------------------------------------------------------------
 
     @classmethod
-    def from_events(cls, conversation_id: UUID, events: list[Event]) -> Conversation:
-        """Fold recorded events, in order, into a fresh state."""
-        state = cls(id=conversation_id)
+    def from_events(
+        cls, conversation_id: UUID, events: list[Event], *, block_events: bool = False
+    ) -> Conversation:
+        """Fold recorded events, in order, into a fresh state (deciding in the form
+        ``block_events`` says)."""
+        state = cls(id=conversation_id, block_events=block_events)
         for event in events:
             state.apply(event)
         return state
@@ -405,8 +412,12 @@ class Conversation:
         """Every event of a whole message: started, each block, ended unless left open, and
         its metadata when given.
 
-        They are one write, so they share one timestamp: the moment it was recorded.
+        They are one write, so they share one timestamp: the moment it was recorded. In
+        format 3 (:attr:`block_events`) a message with blocks is its block events alone, the
+        metadata on the first and the end on the last.
         """
+        if self.block_events and blocks:
+            return self._record_blocks(role, blocks, leave_open=leave_open, meta=meta)
         started = self.start_message(role)
         events: list[Event] = [started]
         pending_tool_ids: dict[str, str] = {}
@@ -448,6 +459,113 @@ class Conversation:
             )
         return events
 
+    def _record_blocks(
+        self, role: Role, blocks: list[Block], *, leave_open: bool, meta: MessageMeta | None
+    ) -> list[Event]:
+        message_id, timestamp = uuid4(), utcnow()
+        pending_tool_ids: dict[str, str] = {}
+        events: list[Event] = []
+        last = len(blocks) - 1
+        for index, block in enumerate(blocks):
+            try:
+                events.append(
+                    self._record_block(
+                        message_id=message_id,
+                        role=role,
+                        index=index,
+                        version=self.version + 1 + index,
+                        block=block,
+                        pending_tool_ids=pending_tool_ids,
+                        timestamp=timestamp,
+                        closes=index == last and not leave_open,
+                        meta=meta if index == 0 else None,
+                    )
+                )
+            except InvalidBlock as exc:
+                msg = f"block {index}: {exc}"
+                raise InvalidBlock(msg) from None
+        return events
+
+    def add_block(
+        self,
+        message_id: UUID,
+        block: Block,
+        *,
+        role: Role | None = None,
+        closes: bool = False,
+    ) -> list[Event]:
+        """Add one block to a message: an open one, or (given its ``role``) one opened but
+        not recorded yet, which this block records (a start before it in formats 1 and 2).
+        With ``closes`` the message ends with it (an end after it in formats 1 and 2)."""
+        version, timestamp = self.version + 1, utcnow()
+        events: list[Event] = []
+        if message_id in self.messages or role is None:
+            message = self._open_message(message_id, "given more blocks")
+            role, index = message.role, message.block_count
+        elif self.block_events:
+            index = 0
+        else:
+            events.append(self.start_message(role, message_id))
+            version, index = version + 1, 0
+        if self.block_events:
+            return [
+                self._record_block(
+                    message_id=message_id,
+                    role=role,
+                    index=index,
+                    version=version,
+                    block=block,
+                    pending_tool_ids={},
+                    timestamp=timestamp,
+                    closes=closes,
+                )
+            ]
+        events.append(
+            self._decide_block(
+                message_id=message_id,
+                role=role,
+                index=index,
+                version=version,
+                block=block,
+                pending_tool_ids={},
+                timestamp=timestamp,
+            )
+        )
+        if closes:
+            events.append(
+                MessageEnded(
+                    originator_id=self.id,
+                    originator_version=version + 1,
+                    timestamp=timestamp,
+                    message_id=message_id,
+                )
+            )
+        return events
+
+    def close_unrecorded(
+        self, message_id: UUID, role: Role, *, reason: str | None = None, interrupted: bool
+    ) -> list[Event]:
+        """A message opened but never given a block, ended or interrupted: its start and its
+        end, in one write (format 3 records a message's start with its first block)."""
+        started = self.start_message(role, message_id)
+        close: Event
+        if interrupted:
+            close = MessageInterrupted(
+                originator_id=self.id,
+                originator_version=started.originator_version + 1,
+                timestamp=started.timestamp,
+                message_id=message_id,
+                reason=reason,
+            )
+        else:
+            close = MessageEnded(
+                originator_id=self.id,
+                originator_version=started.originator_version + 1,
+                timestamp=started.timestamp,
+                message_id=message_id,
+            )
+        return [started, close]
+
     def new_entries(self, entries: Sequence[dict[str, JsonValue]]) -> list[dict[str, JsonValue]]:
         """The entries not recorded yet: those without a ``uuid``, and the first of each
         ``uuid`` not seen since the last deletion."""
@@ -483,6 +601,7 @@ class Conversation:
             version=self.version,
             messages=dict(self.messages),
             tool_names=dict(self.tool_names),
+            block_events=self.block_events,
         )
         events: list[Event] = []
 
@@ -507,11 +626,12 @@ class Conversation:
                 role, blocks, status, reason = messages[index]
                 kept = _fresh_calls(blocks, scratch.tool_names)
                 if kept:
-                    take(scratch.record_message(role, kept, leave_open=status != "ended"))
+                    recorded = scratch.record_message(role, kept, leave_open=status != "ended")
+                    take(recorded)
                     if status == "interrupted":
-                        started = events[-len(kept) - 1]
-                        assert isinstance(started, MessageStarted)
-                        take([scratch.interrupt_message(started.message_id, reason)])
+                        opened = recorded[0]
+                        assert isinstance(opened, MessageStarted | BlockRecorded)
+                        take([scratch.interrupt_message(opened.message_id, reason)])
             summary = summaries.get(index)
             if summary is None or not summary.strip():
                 continue
@@ -571,6 +691,48 @@ class Conversation:
         pending_tool_ids: dict[str, str],
         timestamp: datetime | None = None,
     ) -> BlockAppended:
+        return BlockAppended(
+            originator_id=self.id,
+            originator_version=version,
+            timestamp=timestamp or utcnow(),
+            message_id=message_id,
+            index=index,
+            block=block,
+            tool_name=self._tool_name(block, role, pending_tool_ids),
+        )
+
+    def _record_block(
+        self,
+        *,
+        message_id: UUID,
+        role: Role,
+        index: int,
+        version: int,
+        block: Block,
+        pending_tool_ids: dict[str, str],
+        timestamp: datetime,
+        closes: bool = False,
+        meta: MessageMeta | None = None,
+    ) -> BlockRecorded:
+        """A format-3 block event, decided by the same rules as :meth:`_decide_block`."""
+        return BlockRecorded(
+            originator_id=self.id,
+            originator_version=version,
+            timestamp=timestamp,
+            message_id=message_id,
+            role=role,
+            index=index,
+            block=block,
+            tool_name=self._tool_name(block, role, pending_tool_ids),
+            closes=True if closes else None,
+            meta=meta,
+        )
+
+    def _tool_name(
+        self, block: Block, role: Role, pending_tool_ids: dict[str, str]
+    ) -> str | None:
+        """The tool name a result records (``None`` for every other kind), once the block is
+        known to belong in a message of ``role``; raises :class:`InvalidBlock` otherwise."""
         tool_name: str | None = None
         match block:
             case ToolUseBlock() | HostedToolUseBlock():
@@ -604,15 +766,7 @@ class Conversation:
                 pass
             case _:
                 assert_never(block)
-        return BlockAppended(
-            originator_id=self.id,
-            originator_version=version,
-            timestamp=timestamp or utcnow(),
-            message_id=message_id,
-            index=index,
-            block=block,
-            tool_name=tool_name,
-        )
+        return tool_name
 
 
 _E = TypeVar("_E", bound=BaseModel)

@@ -37,9 +37,12 @@ from convstore.domain.errors import (
 )
 from convstore.domain.events import (
     UNKNOWN_TOOL,
+    BlockAppended,
+    BlockRecorded,
     EntriesRecorded,
     Event,
     MessageMeta,
+    MessageStarted,
     Role,
     happened,
     utcnow,
@@ -162,27 +165,58 @@ class Store(Importing, Transferring, Replayer):
         except IntegrityError:
             msg = f"conversation {conversation_id} already exists"
             raise InvalidInput(msg) from None
-        state = Conversation(id=conversation_id)
+        state = Conversation(id=conversation_id, block_events=self._log.block_events)
         state.apply(started)
         self._remember(state)
         return conversation_id
 
     def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
-        """Open a message for ``role``; returns the message id. Append blocks, then end it."""
+        """Open a message for ``role``; returns the message id. Append blocks, then end it.
+
+        In a store of format 3 nothing is written yet: the message's first block records it
+        (or its end, for a message given none), so a process killed before any block leaves
+        no trace of it, and until then only this store object knows the id."""
         checked = parse_role(role)
+        if self._log.block_events:
+            conversation_id = parse_id(conversation, "conversation")
+            self._guarded(lambda: self._state(conversation_id))  # it exists, and is not erased
+            message_id = uuid4()
+            self._open_unrecorded(conversation_id, message_id, checked)
+            return message_id
         events = self._write(conversation, lambda c: [c.start_message(checked)])
         assert events[0].type == "message_started"
         return events[0].message_id
 
     def append_block(
-        self, conversation: UUID | str, message: UUID | str, block: Block | Mapping[str, Any]
+        self,
+        conversation: UUID | str,
+        message: UUID | str,
+        block: Block | Mapping[str, Any],
+        *,
+        last: bool = False,
     ) -> int:
-        """Append one block to an open message (streaming); returns its index in the message."""
+        """Append one block to an open message (streaming); returns its index in the message.
+
+        With ``last`` the message ends with this block, in the same write (no
+        :meth:`end_message` after it)."""
+        conversation_id = parse_id(conversation, "conversation")
         message_id = parse_id(message, "message")
         parsed = parse_block(block, self.limits)
-        events = self._write(conversation, lambda c: [c.append_block(message_id, parsed)])
-        assert events[0].type == "block_appended"
-        return events[0].index
+        closes = parse_flag(last, "last")
+        role = self._unrecorded(conversation_id, message_id)
+        events = self._write(
+            conversation_id,
+            lambda c: c.add_block(
+                message_id,
+                parsed,
+                role=None if message_id in c.messages else role,
+                closes=closes,
+            ),
+        )
+        if role is not None:
+            self._now_recorded(message_id)
+        [added] = [e for e in events if isinstance(e, BlockAppended | BlockRecorded)]
+        return added.index
 
     def end_message(
         self,
@@ -193,30 +227,47 @@ class Store(Importing, Transferring, Replayer):
     ) -> None:
         """Mark an open message complete, recording its metadata (``meta``) in the same
         write when given (see :meth:`append_message`)."""
+        conversation_id = parse_id(conversation, "conversation")
         message_id = parse_id(message, "message")
         checked = None if meta is None else parse_meta(meta, self.limits)
+        role = self._unrecorded(conversation_id, message_id)
 
         def decide(c: Conversation) -> list[Event]:
-            ended = c.end_message(message_id)
+            if role is not None and message_id not in c.messages:
+                closed = c.close_unrecorded(message_id, role, interrupted=False)
+            else:
+                closed = [c.end_message(message_id)]
             if checked is None:
-                return [ended]
+                return closed
             recorded = c.record_meta(
                 message_id,
                 checked,
-                version=ended.originator_version + 1,
-                timestamp=ended.timestamp,
+                version=closed[-1].originator_version + 1,
+                timestamp=closed[-1].timestamp,
             )
-            return [ended, recorded]
+            return [*closed, recorded]
 
-        self._write(conversation, decide)
+        self._write(conversation_id, decide)
+        if role is not None:
+            self._now_recorded(message_id)
 
     def interrupt_message(
         self, conversation: UUID | str, message: UUID | str, reason: str | None = None
     ) -> None:
         """Record that an open message was cut short (and why, if known)."""
+        conversation_id = parse_id(conversation, "conversation")
         message_id = parse_id(message, "message")
         reason = parse_optional_text(reason, "reason", self.limits.max_note_bytes)
-        self._write(conversation, lambda c: [c.interrupt_message(message_id, reason)])
+        role = self._unrecorded(conversation_id, message_id)
+
+        def decide(c: Conversation) -> list[Event]:
+            if role is not None and message_id not in c.messages:
+                return c.close_unrecorded(message_id, role, reason=reason, interrupted=True)
+            return [c.interrupt_message(message_id, reason)]
+
+        self._write(conversation_id, decide)
+        if role is not None:
+            self._now_recorded(message_id)
 
     def append_message(
         self,
@@ -242,8 +293,9 @@ class Store(Importing, Transferring, Replayer):
             conversation,
             lambda c: c.record_message(checked, parsed, leave_open=leave_open, meta=meta_checked),
         )
-        assert events[0].type == "message_started"
-        return events[0].message_id
+        opened = events[0]
+        assert isinstance(opened, MessageStarted | BlockRecorded)
+        return opened.message_id
 
     def record_entries(
         self,
@@ -387,7 +439,7 @@ class Store(Importing, Transferring, Replayer):
             raise MessageNotFound(msg)
         copied = visible[: ids.index(point) + 1]
         fork_id = uuid4()
-        state = Conversation(id=fork_id)
+        state = Conversation(id=fork_id, block_events=self._log.block_events)
         events: list[Event] = []
 
         def record(event: Event) -> None:
@@ -398,19 +450,32 @@ class Store(Importing, Transferring, Replayer):
         new_ids: dict[UUID, UUID] = {}
         for message in copied:
             when = message.started_at
-            [started] = as_of([state.start_message(message.role)], when)
-            record(started)
-            new_ids[message.message_id] = started.message_id
-            for recorded in message.blocks:
-                block = _named(recorded, state)
-                record(*as_of([state.append_block(started.message_id, block)], when))
-            if message.status == "ended":
-                record(*as_of([state.end_message(started.message_id)], when))
+            copy_id = new_ids[message.message_id] = uuid4()
+            last = len(message.blocks) - 1
+            for index, recorded in enumerate(message.blocks):
+                added = state.add_block(
+                    copy_id,
+                    _named(recorded, state),
+                    role=message.role,
+                    closes=index == last and message.status == "ended",
+                )
+                for event in as_of(added, when):
+                    record(event)
+            if not message.blocks and message.status != "open":
+                interrupted = message.status == "interrupted"
+                reason = message.interrupt_reason
+                closed = state.close_unrecorded(
+                    copy_id, message.role, reason=reason, interrupted=interrupted
+                )
+                for event in as_of(closed, when):
+                    record(event)
+            elif not message.blocks:
+                record(*as_of([state.start_message(message.role, copy_id)], when))
             elif message.status == "interrupted":
                 reason = message.interrupt_reason
-                record(*as_of([state.interrupt_message(started.message_id, reason)], when))
+                record(*as_of([state.interrupt_message(copy_id, reason)], when))
             if message.meta is not None:
-                record(*as_of([state.record_meta(started.message_id, message.meta)], when))
+                record(*as_of([state.record_meta(copy_id, message.meta)], when))
         kept = [c for c in history.compactions if c.through in new_ids]
         if kept:
             summary, through = kept[-1].summary, new_ids[kept[-1].through]

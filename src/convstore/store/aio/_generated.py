@@ -84,14 +84,26 @@ class AsyncStore(AsyncStoreBase):
         )
 
     async def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
-        """Open a message for ``role``; returns the message id. Append blocks, then end it."""
+        """Open a message for ``role``; returns the message id. Append blocks, then end it.
+
+        In a store of format 3 nothing is written yet: the message's first block records it
+        (or its end, for a message given none), so a process killed before any block leaves
+        no trace of it, and until then only this store object knows the id."""
         return await self._write(self.store.start_message, conversation, role)
 
     async def append_block(
-        self, conversation: UUID | str, message: UUID | str, block: Block | Mapping[str, Any]
+        self,
+        conversation: UUID | str,
+        message: UUID | str,
+        block: Block | Mapping[str, Any],
+        *,
+        last: bool = False,
     ) -> int:
-        """Append one block to an open message (streaming); returns its index in the message."""
-        return await self._write(self.store.append_block, conversation, message, block)
+        """Append one block to an open message (streaming); returns its index in the message.
+
+        With ``last`` the message ends with this block, in the same write (no
+        :meth:`end_message` after it)."""
+        return await self._write(self.store.append_block, conversation, message, block, last=last)
 
     async def end_message(
         self,
