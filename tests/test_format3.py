@@ -269,3 +269,27 @@ def test_a_store_of_an_earlier_format_refuses_block_events(tmp_path: Path) -> No
     one_error_line(done.returncode, done.stdout, done.stderr, "a store of format 3")
     with convstore.open_store(str(target)) as store:
         assert store.conversations() == []
+
+
+@pytest.mark.slow
+def test_a_store_made_by_load_or_import_is_of_this_versions_format(tmp_path: Path) -> None:
+    """A new SQLite file filled whole (``load``, ``import``) is a new store like any other:
+    format 3, not taken for an earlier version's unmarked store (it was marked format 1)."""
+    source = tmp_path / "source.db"
+    with convstore.open_store(str(source)) as store:
+        conv = store.new_conversation(title="moved")
+        store.append_message(conv, "user", [{"type": "text", "text": "hello"}])
+    dump = tmp_path / "source.jsonl"
+    for args in (["--db", str(source), "dump", "--output", str(dump)],):
+        assert subprocess.run([str(SCRIPT), *args], check=False).returncode == 0
+    target = tmp_path / "loaded.db"
+    done = subprocess.run(
+        [str(SCRIPT), "--db", str(target), "load", str(dump)], capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    with convstore.open_store(str(target)) as store:
+        assert store.store_format == 3
+        assert [type(e).__name__ for e in store.events(conv)] == [
+            "ConversationStarted",
+            "BlockRecorded",
+        ]

@@ -108,7 +108,9 @@ def stored_blocks(store: Store, conversation: str, message: str) -> list[dict[st
     """The blocks of ``message`` exactly as recorded in the log, in order."""
     events = [json.loads(raw) for raw in store.raw_events(conversation)]
     return [
-        e["block"] for e in events if e["type"] == "block_appended" and e["message_id"] == message
+        e["block"]
+        for e in events
+        if e["type"] in {"block_appended", "block_recorded"} and e["message_id"] == message
     ]
 
 
@@ -782,8 +784,9 @@ def test_sql_shaped_strings_are_stored_searched_and_filtered_literally(tmp_path:
         log = run(db, ["log", conv])
         events = [json.loads(line) for line in log.stdout.splitlines()]
         assert events[0]["title"] == payload
-        assert events[2]["block"]["text"] == f"note {payload}"
-        assert events[3]["block"]["input"] == {payload: payload}
+        blocks = [e["block"] for e in events if "block" in e]
+        assert blocks[0]["text"] == f"note {payload}"
+        assert blocks[1]["input"] == {payload: payload}
     for injected in ("nothing' OR '1'='1", "x' OR 1=1 --x", "%", "_", "*"):
         assert _rows(run(db, ["audit", "tools", "--name", injected, "--json"])) == []
         assert _rows(run(db, ["audit", "tools", "--conversation", injected, "--json"])) == []

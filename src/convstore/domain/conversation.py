@@ -728,9 +728,7 @@ class Conversation:
             meta=meta,
         )
 
-    def _tool_name(
-        self, block: Block, role: Role, pending_tool_ids: dict[str, str]
-    ) -> str | None:
+    def _tool_name(self, block: Block, role: Role, pending_tool_ids: dict[str, str]) -> str | None:
         """The tool name a result records (``None`` for every other kind), once the block is
         known to belong in a message of ``role``; raises :class:`InvalidBlock` otherwise."""
         tool_name: str | None = None
@@ -767,6 +765,16 @@ class Conversation:
             case _:
                 assert_never(block)
         return tool_name
+
+
+def message_events(blocks: int, status: MessageStatus, *, block_events: bool) -> int:
+    """How many events :meth:`Conversation.record_message` (and, for an interrupted message,
+    :meth:`Conversation.interrupt_message` after it) records for a message of ``blocks``
+    blocks closed as ``status``: in format 3 a message with blocks is its block events (an
+    interruption after them), else its start, its blocks and its end or interruption."""
+    if block_events and blocks:
+        return blocks + (1 if status == "interrupted" else 0)
+    return 1 + blocks + (0 if status == "open" else 1)
 
 
 _E = TypeVar("_E", bound=BaseModel)

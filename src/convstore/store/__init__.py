@@ -120,6 +120,13 @@ class Store(Importing, Transferring, Replayer):
         # can ("on_read": its readers keep it, as they do on a backend that cannot).
         self._keeper = None if tables is None or replay_model is not True else tables.keeper
 
+    @property
+    def store_format(self) -> int:
+        """The store's format, as its marker says: 3 for a store this version made (a
+        message is its block events), 2 or 1 for one an earlier version made, which keeps
+        its form so the versions that share it can read it (docs/design/format-3.md)."""
+        return self._log.store_format
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -173,16 +180,11 @@ class Store(Importing, Transferring, Replayer):
     def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
         """Open a message for ``role``; returns the message id. Append blocks, then end it.
 
-        In a store of format 3 nothing is written yet: the message's first block records it
-        (or its end, for a message given none), so a process killed before any block leaves
-        no trace of it, and until then only this store object knows the id."""
+        The start is recorded at once (a small event of its own), so a message opened and
+        killed before its first block is a recorded fact, and any process may append to it.
+        A whole message (:meth:`append_message`) has no such event in a store of format 3:
+        its first block opens it."""
         checked = parse_role(role)
-        if self._log.block_events:
-            conversation_id = parse_id(conversation, "conversation")
-            self._guarded(lambda: self._state(conversation_id))  # it exists, and is not erased
-            message_id = uuid4()
-            self._open_unrecorded(conversation_id, message_id, checked)
-            return message_id
         events = self._write(conversation, lambda c: [c.start_message(checked)])
         assert events[0].type == "message_started"
         return events[0].message_id
@@ -199,22 +201,10 @@ class Store(Importing, Transferring, Replayer):
 
         With ``last`` the message ends with this block, in the same write (no
         :meth:`end_message` after it)."""
-        conversation_id = parse_id(conversation, "conversation")
         message_id = parse_id(message, "message")
         parsed = parse_block(block, self.limits)
         closes = parse_flag(last, "last")
-        role = self._unrecorded(conversation_id, message_id)
-        events = self._write(
-            conversation_id,
-            lambda c: c.add_block(
-                message_id,
-                parsed,
-                role=None if message_id in c.messages else role,
-                closes=closes,
-            ),
-        )
-        if role is not None:
-            self._now_recorded(message_id)
+        events = self._write(conversation, lambda c: c.add_block(message_id, parsed, closes=closes))
         [added] = [e for e in events if isinstance(e, BlockAppended | BlockRecorded)]
         return added.index
 
@@ -227,47 +217,30 @@ class Store(Importing, Transferring, Replayer):
     ) -> None:
         """Mark an open message complete, recording its metadata (``meta``) in the same
         write when given (see :meth:`append_message`)."""
-        conversation_id = parse_id(conversation, "conversation")
         message_id = parse_id(message, "message")
         checked = None if meta is None else parse_meta(meta, self.limits)
-        role = self._unrecorded(conversation_id, message_id)
 
         def decide(c: Conversation) -> list[Event]:
-            if role is not None and message_id not in c.messages:
-                closed = c.close_unrecorded(message_id, role, interrupted=False)
-            else:
-                closed = [c.end_message(message_id)]
+            ended = c.end_message(message_id)
             if checked is None:
-                return closed
+                return [ended]
             recorded = c.record_meta(
                 message_id,
                 checked,
-                version=closed[-1].originator_version + 1,
-                timestamp=closed[-1].timestamp,
+                version=ended.originator_version + 1,
+                timestamp=ended.timestamp,
             )
-            return [*closed, recorded]
+            return [ended, recorded]
 
-        self._write(conversation_id, decide)
-        if role is not None:
-            self._now_recorded(message_id)
+        self._write(conversation, decide)
 
     def interrupt_message(
         self, conversation: UUID | str, message: UUID | str, reason: str | None = None
     ) -> None:
         """Record that an open message was cut short (and why, if known)."""
-        conversation_id = parse_id(conversation, "conversation")
         message_id = parse_id(message, "message")
         reason = parse_optional_text(reason, "reason", self.limits.max_note_bytes)
-        role = self._unrecorded(conversation_id, message_id)
-
-        def decide(c: Conversation) -> list[Event]:
-            if role is not None and message_id not in c.messages:
-                return c.close_unrecorded(message_id, role, reason=reason, interrupted=True)
-            return [c.interrupt_message(message_id, reason)]
-
-        self._write(conversation_id, decide)
-        if role is not None:
-            self._now_recorded(message_id)
+        self._write(conversation, lambda c: [c.interrupt_message(message_id, reason)])
 
     def append_message(
         self,

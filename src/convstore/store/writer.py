@@ -34,7 +34,7 @@ from convstore.domain.errors import (
     StoreError,
     VersionConflict,
 )
-from convstore.domain.events import BlockAppended, Event, Role, build_models
+from convstore.domain.events import BlockAppended, Event, build_models
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_id
 from convstore.ports.recorder import RowsAfter
@@ -75,29 +75,6 @@ class Writer(LogReader):
         write takes its turn at once rather than first try and lose."""
         self._keeper: ReplayKeeper | None = None
         """What keeps the stored replay model current inside each write (set by the store)."""
-        self._opened: OrderedDict[UUID, tuple[UUID, Role]] = OrderedDict()
-        """Messages opened by :meth:`~convstore.Store.start_message` in a store of format 3
-        that no block has recorded yet: each one's conversation and role (the first block,
-        or an end, records the message). Bounded by :data:`STATE_CACHE_SIZE` x 16."""
-
-    def _open_unrecorded(self, conversation_id: UUID, message_id: UUID, role: Role) -> None:
-        """Remember a message opened but not recorded yet (format 3)."""
-        with self._guard:
-            self._opened[message_id] = (conversation_id, role)
-            while len(self._opened) > STATE_CACHE_SIZE * 16:
-                self._opened.popitem(last=False)
-
-    def _unrecorded(self, conversation_id: UUID, message_id: UUID) -> Role | None:
-        """The role of a message this store opened in ``conversation_id`` and has not
-        recorded yet, if it is one."""
-        with self._guard:
-            found = self._opened.get(message_id)
-        return found[1] if found is not None and found[0] == conversation_id else None
-
-    def _now_recorded(self, message_id: UUID) -> None:
-        """A message opened here is in the log now."""
-        with self._guard:
-            self._opened.pop(message_id, None)
 
     def _lock(self, conversation_id: UUID) -> threading.Lock:
         """The lock that serialises this process's writes to one conversation."""
