@@ -89,8 +89,8 @@ from convstore.backends.sqlite.recorder import (
 )
 from convstore.backends.sqlite.replay_tables import forget_sqlite as forget_replays
 from convstore.backends.sqlite.transaction import immediate
-from convstore.domain.errors import ConversationErased, ConversationNotFound
-from convstore.domain.events import Event
+from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
+from convstore.domain.events import Event, utcnow
 from convstore.ports.chain import HEADS_TABLE, Head
 from convstore.ports.erasure import ERASED_TABLE, Erasure
 from convstore.ports.recorder import Decision, Keep, RawRecord
@@ -653,15 +653,74 @@ class NatsRecorder(SQLiteWriterRecorder):
         and skips reading them back: a decided append has no use for them, and its
         publish, conditional on the conversation's newest event, already says its events
         are the ones stored."""
-        if not self.partitioned:
-            return self._publish_to(self.links[0], stored, retry=retry, known=known, wait=ids)
-        shares: dict[int, list[StoredEvent]] = {}
-        for s in stored:
-            k = partition_of(UUID(str(s.originator_id)), len(self.links))
-            shares.setdefault(k, []).append(s)
-        for k in sorted(shares):
-            self._publish_to(self.links[k], shares[k], retry=retry, known=known, wait=ids)
+        self._refuse_oversized(stored)
+        landed: list[StoredEvent] = []
+        try:
+            if not self.partitioned:
+                return self._publish_to(
+                    self.links[0], stored, retry=retry, known=known, wait=ids, landed=landed
+                )
+            shares: dict[int, list[StoredEvent]] = {}
+            for s in stored:
+                k = partition_of(UUID(str(s.originator_id)), len(self.links))
+                shares.setdefault(k, []).append(s)
+            for k in sorted(shares):
+                self._publish_to(
+                    self.links[k], shares[k], retry=retry, known=known, wait=ids, landed=landed
+                )
+        except PersistenceError as exc:
+            if landed:
+                self._undo(landed, exc)
+            raise
         return self._read_back(stored) if ids else []
+
+    def _undo(self, landed: list[StoredEvent], cause: PersistenceError) -> None:
+        """An insert of several publishes (an import past :data:`BATCH_LIMIT` events, or one
+        spanning partitions) stopped after some landed: erase the conversations it was
+        creating, so none is left half-recorded for every host to replay (an import is whole
+        or absent; its retry takes the source's next id). Raises the error to report."""
+        first: dict[UUID, int] = {}
+        for s in landed:
+            first.setdefault(UUID(str(s.originator_id)), s.originator_version)
+        made = [conversation for conversation, version in first.items() if version == 1]
+        why = " ".join(str(cause).split())[:300]
+        at = utcnow().isoformat()
+        left = []
+        for conversation in made:
+            try:
+                self.erase(conversation, f"an insert stopped part-way: {why}", at)
+            except ConversationErased:
+                pass
+            except PersistenceError:
+                left.append(conversation)
+        msg = f"the write stopped part-way ({why}): "
+        if left:
+            named = ", ".join(str(c) for c in left)
+            msg += (
+                f"the part stored of conversation(s) {named} could not be erased; "
+                "erase them (convstore erase ID) before importing again"
+            )
+        else:
+            msg += "the part stored was erased, nothing of it is kept"
+        raise OperationalError(msg) from cause
+
+    def _refuse_oversized(self, stored: Sequence[StoredEvent]) -> None:
+        """Refuse, before anything of it is published, an insert holding an event larger
+        than the servers take in one message (``max_payload``): within convstore's own
+        limits, it would be refused by the client on every retry until the timeout, and an
+        insert of several publishes (an import past :data:`BATCH_LIMIT` events) would be
+        left with its first parts stored."""
+        link = self.links[0]
+        for s in stored:
+            if link.oversized(len(s.state), s.topic):
+                msg = (
+                    f"version {s.originator_version} of conversation {s.originator_id} is "
+                    f"{len(s.state):,} bytes as stored: within convstore's block limit "
+                    "(CONVSTORE_MAX_BLOCK_BYTES) but over the NATS servers' max_payload of "
+                    f"{link.max_payload:,} bytes with its headers; nothing was written "
+                    "(raise max_payload in the servers' configuration, or store it smaller)"
+                )
+                raise InvalidInput(msg)
 
     def _read_back(self, stored: Sequence[StoredEvent]) -> list[int]:
         """The replica's ids of events it holds (the stream sequences with one stream),
@@ -690,14 +749,19 @@ class NatsRecorder(SQLiteWriterRecorder):
         retry: bool,
         known: dict[UUID, tuple[int | None, int]] | None = None,
         wait: bool = True,
+        landed: list[StoredEvent] | None = None,
     ) -> list[int]:
         """Publish events of ``link``'s stream, all or none, and apply them to the replica
         (without ``wait``, only every :data:`WAIT_EVERY`-th time); their stream sequences.
         A lost race is ``IntegrityError`` (tried again with the replica brought up to date
         first while ``retry``). ``known``: each conversation's newest (version, sequence)
-        as the caller just read it, for the first try."""
+        as the caller just read it, for the first try. ``landed`` collects the events of
+        each publish the stream acknowledged: once one has, a failure of a later one is not
+        retried (see :meth:`_undo`)."""
         if not stored:
             return []
+        landed = [] if landed is None else landed
+        before = len(landed)
         attempts = CONFLICT_ATTEMPTS if retry else 1
         for attempt in range(1, attempts + 1):
             outgoing = self._messages(stored, (known or {}) if attempt == 1 else {})
@@ -708,7 +772,10 @@ class NatsRecorder(SQLiteWriterRecorder):
                     chunk[-1].headers[END_HEADER] = "1"
                     last = link.publish(chunk)
                     seqs += range(last - len(chunk) + 1, last + 1)
+                    landed += stored[len(seqs) - len(chunk) : len(seqs)]
             except Refused as exc:
+                if len(landed) > before:
+                    raise PersistenceError(str(exc)) from None
                 if exc.err_code == DUPLICATE_IN_BATCH:
                     return self._landed_before(stored)
                 if exc.err_code not in WRONG_LAST_SEQUENCE:

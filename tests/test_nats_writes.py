@@ -1,0 +1,167 @@
+"""What a ``nats://`` store's writes promise on a real 3-server cluster, where the stream's
+own limits and other writers can get in the way: a message the servers would never take is
+refused at once, an import is whole or absent, and an erasure takes its turn."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from convstore import open_store
+from convstore.ports.chain import chain_key
+from convstore.store.verify import Verifier
+from tests.conftest import one_error_line
+from tests.nats_cluster import Cluster, delete_stream
+from tests.test_transfer import run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def stream(nats_cluster: Cluster) -> Iterator[str]:
+    """A fresh stream's name, deleted after the test."""
+    name = f"w{uuid4().hex[:12]}"
+    yield name
+    asyncio.run(delete_stream(nats_cluster, name))
+
+
+def _url(cluster: Cluster, stream: str, replica: Path, *options: str) -> str:
+    return f"nats://{cluster.url}/{stream}?" + "&".join((f"replica={replica}", *options))
+
+
+def _incompressible(size: int) -> str:
+    """Text of about ``size`` characters that compression cannot bring under ``size * 3/4``."""
+    return base64.b64encode(os.urandom(size * 3 // 4)).decode()
+
+
+def _verified(url: str) -> list[str]:
+    """What ``verify`` finds, on a replica of its own built from the stream."""
+    with open_store(url) as store:
+        heads = store.heads()
+        assert heads is not None
+        verifier = Verifier(heads=heads, key=chain_key())
+        verifier.check_all(store.scan())
+        return [problem.problem for problem in verifier.problems]
+
+
+def test_a_block_over_the_servers_max_payload_is_refused_at_once(
+    nats_cluster: Cluster, stream: str, tmp_path: Path
+) -> None:
+    """A block inside convstore's limits but larger than one NATS message may be (the
+    servers' max_payload, 1 MiB by default) is refused in one line naming both limits, exit
+    2, nothing written; it used to be retried until the URL's timeout and then reported as
+    "no acknowledgement from the stream"."""
+    url = _url(nats_cluster, stream, tmp_path / "r.db", "timeout=4")
+    with open_store(url) as store:
+        conversation = store.new_conversation()
+        before = [r.state for r in store.scan()]
+    block = [{"type": "text", "text": _incompressible(1_600_000)}]
+    refused = run(
+        "--db", url, "append", str(conversation), "-r", "user", stdin=json.dumps(block).encode()
+    )
+    one_error_line(
+        refused.returncode,
+        refused.stdout,
+        refused.stderr,
+        "max_payload of 1,048,576 bytes",
+        "CONVSTORE_MAX_BLOCK_BYTES",
+        "nothing was written",
+    )
+    with open_store(_url(nats_cluster, stream, tmp_path / "fresh.db")) as fresh:
+        assert [r.state for r in fresh.scan()] == before
+        fresh.append_message(conversation, "user", [{"type": "text", "text": "small"}])
+
+
+def _chat(messages: int, last: str) -> bytes:
+    """An OpenAI Chat Completions message list of ``messages`` messages, the last ``last``."""
+    body = [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n}"}
+        for n in range(messages - 1)
+    ]
+    body.append({"role": "user", "content": last})
+    return json.dumps(body).encode()
+
+
+def test_an_import_with_a_message_over_max_payload_writes_nothing(
+    nats_cluster: Cluster, stream: str, tmp_path: Path
+) -> None:
+    """A 401-message history (more events than one atomic batch holds) whose last message is
+    over the servers' max_payload: the import is refused before anything is published (it
+    used to leave the first batch stored, verify clean, and refuse the retry as "already
+    imported"); with the last message made small, the same input imports whole."""
+    url = _url(nats_cluster, stream, tmp_path / "r.db")
+    history = tmp_path / "chat.json"
+    history.write_bytes(_chat(401, _incompressible(1_600_000)))
+    refused = run("--db", url, "import", "--format", "openai-chat", str(history))
+    one_error_line(
+        refused.returncode, refused.stdout, refused.stderr, "max_payload", "nothing was written"
+    )
+    with open_store(_url(nats_cluster, stream, tmp_path / "fresh.db")) as fresh:
+        assert list(fresh.scan()) == []
+        assert fresh.conversations() == []
+    history.write_bytes(_chat(401, "small at last"))
+    imported = run("--db", url, "import", "--format", "openai-chat", str(history))
+    assert imported.returncode == 0, imported.stderr
+    with open_store(_url(nats_cluster, stream, tmp_path / "again.db")) as again:
+        [conversation] = again.conversations()
+        assert len(again.messages(conversation.id)) == 401
+    assert _verified(_url(nats_cluster, stream, tmp_path / "check.db")) == []
+
+
+async def _limit_messages(cluster: Cluster, stream: str, room: int) -> None:
+    """Let the stream take ``room`` more messages, refusing any past that (discard new)."""
+    import nats  # noqa: PLC0415 - a dev dependency
+    from nats.js.api import DiscardPolicy  # noqa: PLC0415
+
+    nc = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(stream)
+        config = info.config
+        config.max_msgs = info.state.messages + room
+        config.discard = DiscardPolicy.NEW
+        await js.update_stream(config)
+    finally:
+        await nc.close()
+
+
+def test_an_import_stopped_between_two_batches_leaves_nothing_replayable(
+    nats_cluster: Cluster, stream: str, tmp_path: Path
+) -> None:
+    """The stream takes the first atomic batch of a long import and refuses the second (a
+    limit on its messages, here): the part stored is erased before the import reports the
+    failure, so no host replays a half import and verify is clean; once the stream has room,
+    the retry imports the whole history (under the source's next id)."""
+    url = _url(nats_cluster, stream, tmp_path / "r.db")
+    with open_store(url) as store:
+        store.new_conversation(title="already here")
+    asyncio.run(_limit_messages(nats_cluster, stream, 1001))
+    history = tmp_path / "chat.json"
+    history.write_bytes(_chat(401, "the last"))
+    stopped = run("--db", url, "import", "--format", "openai-chat", str(history))
+    one_error_line(
+        stopped.returncode,
+        stopped.stdout,
+        stopped.stderr,
+        "stopped part-way",
+        "erased",
+        code=1,
+    )
+    with open_store(_url(nats_cluster, stream, tmp_path / "fresh.db")) as fresh:
+        assert [c.title for c in fresh.conversations()] == ["already here"]
+        [erasure] = fresh.erasures()
+        assert "stopped part-way" in erasure.reason
+    assert _verified(_url(nats_cluster, stream, tmp_path / "check.db")) == []
+    asyncio.run(_limit_messages(nats_cluster, stream, 100_000))
+    retried = run("--db", url, "import", "--format", "openai-chat", str(history))
+    assert retried.returncode == 0, retried.stderr
+    with open_store(_url(nats_cluster, stream, tmp_path / "after.db")) as after:
+        imported = [c for c in after.conversations() if c.title != "already here"]
+        assert [len(after.messages(c.id)) for c in imported] == [401]
