@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import multiprocessing
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from uuid import uuid4
 
 import pytest
 
-from convstore import open_store
+from convstore import ConversationNotFound, open_store
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
 from tests.conftest import one_error_line
@@ -165,3 +166,59 @@ def test_an_import_stopped_between_two_batches_leaves_nothing_replayable(
     with open_store(_url(nats_cluster, stream, tmp_path / "after.db")) as after:
         imported = [c for c in after.conversations() if c.title != "already here"]
         assert [len(after.messages(c.id)) for c in imported] == [401]
+
+
+MARKER = "racing-secret"
+
+
+def _append_until_refused(url: str, conversation: str) -> int:
+    """Append messages to ``conversation`` until it is erased; how many landed."""
+    landed = 0
+    with open_store(url) as store:
+        try:
+            while True:
+                text = f"{MARKER}-{landed}"
+                store.append_message(conversation, "user", [{"type": "text", "text": text}])
+                landed += 1
+        except ConversationNotFound:  # erased (or read as gone after the erasure)
+            return landed
+
+
+def test_an_erasure_racing_appending_processes_takes_its_turn(
+    nats_cluster: Cluster, stream: str, tmp_path: Path
+) -> None:
+    """Two processes, each a host of its own, append to a conversation while another erases
+    it, three times over: each erasure retries on the stream's expected-sequence refusal as
+    an append does (it used to fail with the raw "wrong last sequence … (err_code 10071)"
+    after five tries), every appender ends refused, and nothing of the conversation is
+    replayable on any host."""
+    url = _url(nats_cluster, stream, tmp_path / "eraser.db")
+    with open_store(url) as store:
+        kept = store.new_conversation()
+        store.append_message(kept, "user", [{"type": "text", "text": "kept"}])
+    erased = []
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2) as pool:
+        for _ in range(3):
+            with open_store(url) as store:
+                conversation = store.new_conversation()
+                pending = [
+                    pool.apply_async(
+                        _append_until_refused,
+                        (_url(nats_cluster, stream, tmp_path / f"w{n}.db"), str(conversation)),
+                    )
+                    for n in range(2)
+                ]
+                while len(store.events(conversation)) < 60:
+                    assert not all(p.ready() for p in pending)
+                tombstone = store.erase(conversation, reason="race")
+            landed = [p.get(timeout=120) for p in pending]
+            assert tombstone.events == 1 + 3 * sum(landed)
+            erased.append(conversation)
+    for replica in ("eraser.db", "w0.db", "fresh.db"):
+        with open_store(_url(nats_cluster, stream, tmp_path / replica)) as store:
+            for conversation in erased:
+                assert store.last_event(conversation) is None
+            assert [e.id for e in store.erasures()] == erased
+            assert len(store.events(kept)) == 4
+    assert _verified(_url(nats_cluster, stream, tmp_path / "check.db")) == []

@@ -48,6 +48,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import sqlite3
 import struct
 import threading
@@ -121,6 +122,11 @@ APPLY_BATCH = 500
 
 CONFLICT_ATTEMPTS = 5
 """Publishes an insert tries with a freshly read expectation before calling it a conflict."""
+
+ERASE_RETRY_SECONDS = 30.0
+"""How long an erasure keeps publishing its tombstone while appends to the conversation
+land first (each refusal is an expected-sequence conflict): as long as a writer retries a
+lost version race (``convstore.store.writer.WRITE_RETRY_SECONDS``)."""
 
 FOLLOW_LOCK_SUFFIX = "-follow"
 """The replica's follow lock is the file beside it named with this suffix: the process that
@@ -882,7 +888,10 @@ class NatsRecorder(SQLiteWriterRecorder):
         events went."""
         link = self.link_of(conversation)
         subject = subject_of(link.stream, conversation)
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        deadline = time.monotonic() + ERASE_RETRY_SECONDS
+        attempt = 0
+        while True:
+            attempt += 1
             self._catch_up_stream(link)
             try:
                 _version, newest = self._expected(conversation)
@@ -909,9 +918,19 @@ class NatsRecorder(SQLiteWriterRecorder):
             try:
                 tombstone = link.publish([Outgoing(subject, headers, payload)])
             except Refused as exc:
-                if exc.err_code in WRONG_LAST_SEQUENCE and attempt < CONFLICT_ATTEMPTS:
+                if exc.err_code not in WRONG_LAST_SEQUENCE:
+                    raise OperationalError(str(exc)) from None
+                # An append landed since the replica was read: read it, and try again (an
+                # append that loses its race does the same), backing off at random.
+                if time.monotonic() < deadline:
+                    time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))  # noqa: S311
                     continue
-                raise OperationalError(str(exc)) from None
+                msg = (
+                    f"other writers kept appending to conversation {conversation} for "
+                    f"{ERASE_RETRY_SECONDS:g} s ({attempt} tries): nothing was erased; "
+                    "erase it again"
+                )
+                raise IntegrityError(msg) from None
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
             try:
@@ -929,7 +948,6 @@ class NatsRecorder(SQLiteWriterRecorder):
                 row = cursor.fetchone()
             assert row is not None
             return int(row[0]), int(row[1])
-        raise AssertionError  # pragma: no cover
 
     def _seqs(self, conversation: UUID) -> list[int]:
         """The stream sequences of a conversation's events, as the replica holds them."""
