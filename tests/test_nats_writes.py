@@ -222,3 +222,52 @@ def test_an_erasure_racing_appending_processes_takes_its_turn(
             assert [e.id for e in store.erasures()] == erased
             assert len(store.events(kept)) == 4
     assert _verified(_url(nats_cluster, stream, tmp_path / "check.db")) == []
+
+
+async def _forge_last(cluster: Cluster, stream: str, count: int, old: bytes, new: bytes) -> None:
+    """As anyone allowed to publish to the stream could: delete its last ``count`` messages
+    and publish them again with ``old`` replaced by ``new``, every convstore header kept."""
+    import nats  # noqa: PLC0415 - a dev dependency
+
+    nc = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
+    try:
+        js = nc.jetstream()
+        last = (await js.stream_info(stream)).state.last_seq
+        messages = [await js.get_msg(stream, seq) for seq in range(last - count + 1, last + 1)]
+        for message in messages:
+            assert message.seq is not None
+            await js.delete_msg(stream, message.seq)
+        for message in messages:
+            assert message.subject is not None
+            assert message.data is not None
+            headers = {
+                key: value
+                for key, value in (message.headers or {}).items()
+                if not key.startswith("Nats-")
+            }
+            await js.publish(message.subject, message.data.replace(old, new), headers=headers)
+    finally:
+        await nc.close()
+
+
+def test_a_message_forged_on_the_stream_fails_verify_with_a_chain_key(
+    nats_cluster: Cluster, stream: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With CONVSTORE_CHAIN_KEY set, the writer's keyed chain travels with each message and
+    becomes the replica's head: a conversation's last three messages deleted from the stream
+    and published again with one word changed (headers copied) are reported by verify on a
+    host that builds its replica afterwards (it used to replay the forged text and verify
+    clean, as it chained whatever the stream held)."""
+    monkeypatch.setenv("CONVSTORE_CHAIN_KEY", "only the writers know")
+    with open_store(_url(nats_cluster, stream, tmp_path / "writer.db")) as writer:
+        conversation = writer.new_conversation()
+        writer.append_message(conversation, "user", [{"type": "text", "text": "pay alice"}])
+        writer.append_message(conversation, "assistant", [{"type": "text", "text": "paid"}])
+    clean = _url(nats_cluster, stream, tmp_path / "before.db")
+    assert _verified(clean) == []
+    asyncio.run(_forge_last(nats_cluster, stream, 3, b"paid", b"sent"))
+    forged = _url(nats_cluster, stream, tmp_path / "after.db")
+    with open_store(forged) as reader:
+        assert "sent" in json.dumps(reader.replay(conversation))
+    [problem] = _verified(forged)
+    assert "do not match the hash chain" in problem

@@ -54,6 +54,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -83,6 +84,7 @@ from convstore.backends.nats.link import (
 )
 from convstore.backends.nats.location import partition_of
 from convstore.backends.sqlite.recorder import (
+    _SELECT_HEAD,
     SQLITE,
     SQLiteWriterRecorder,
     _advance_heads,
@@ -92,7 +94,7 @@ from convstore.backends.sqlite.replay_tables import forget_sqlite as forget_repl
 from convstore.backends.sqlite.transaction import immediate
 from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
 from convstore.domain.events import Event, utcnow
-from convstore.ports.chain import HEADS_TABLE, Head
+from convstore.ports.chain import HEADS_TABLE, Head, advance
 from convstore.ports.erasure import ERASED_TABLE, Erasure
 from convstore.ports.recorder import Decision, Keep, RawRecord
 from convstore.projections.listing import ListedRow, ListingQuery, listing_changes
@@ -114,6 +116,11 @@ TOPIC_HEADER = "Convstore-Topic"
 END_HEADER = "Convstore-End"
 """Marks a publish's last message (an append's, or each 1,000-message part of a longer one):
 the replica applies whole publishes only, and commits only after one (or a tombstone)."""
+CHAIN_HEADER = "Convstore-Chain"
+"""The writer's hash chain after the message's event (hex; keyed with its
+``CONVSTORE_CHAIN_KEY``): the replica's head takes it, so ``verify`` on every host checks
+the stream's events against the writer's chain, not against one computed from whatever the
+stream holds (see :mod:`convstore.ports.chain`)."""
 ERASED_HEADER = "Convstore-Erased"
 """Marks a tombstone; its payload is the tombstone's JSON (reason, when, events)."""
 
@@ -219,6 +226,8 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._acked: dict[UUID, tuple[int, int]] = {}
         """See :data:`ACKED_KEPT`; guarded by ``_acking``."""
         self._acking = threading.Lock()
+        self._chains: dict[UUID, Head] = {}
+        """Per conversation in ``_acked``: the head (writer's chain) after that publish."""
         self._unwaited = 0
         """Decided appends since one last waited for the replica (see :data:`WAIT_EVERY`)."""
         self._alongside: dict[str, int] = {}
@@ -521,11 +530,12 @@ class NatsRecorder(SQLiteWriterRecorder):
         """Apply one stream's messages to the replica, in order, inside the caller's
         transaction."""
         run: list[tuple[int, StoredEvent]] = []
+        chains: dict[UUID, str] = {}
         for message in messages:
             conversation = UUID(message.subject.rsplit(".", 1)[1])
             if message.headers.get(ERASED_HEADER):
-                self._apply_run(conn, stream, run)
-                run = []
+                self._apply_run(conn, stream, run, chains)
+                run, chains = [], {}
                 _apply_tombstone(
                     conn,
                     self.events_table_name,
@@ -539,7 +549,8 @@ class NatsRecorder(SQLiteWriterRecorder):
             version = int(message.headers[VERSION_HEADER])
             topic = message.headers[TOPIC_HEADER]
             run.append((message.seq, StoredEvent(conversation, version, topic, message.data)))
-        self._apply_run(conn, stream, run)
+            chains[conversation] = message.headers.get(CHAIN_HEADER, "")
+        self._apply_run(conn, stream, run, chains)
 
     def _insert_applied(self, conn: Any, stream: str, kept: list[tuple[int, StoredEvent]]) -> None:
         """The events' rows: at their stream sequence (one stream), or at the replica's next
@@ -566,7 +577,11 @@ class NatsRecorder(SQLiteWriterRecorder):
         first = int(last) - len(rows) + 1
         conn.executemany(insert, [(first + i, *row[1:]) for i, row in enumerate(rows)])
 
-    def _apply_run(self, conn: Any, stream: str, run: list[tuple[int, StoredEvent]]) -> None:
+    def _apply_run(
+        self, conn: Any, stream: str, run: list[tuple[int, StoredEvent]], chains: dict[UUID, str]
+    ) -> None:
+        """Apply a run of events (no tombstone among them); ``chains`` holds each
+        conversation's writer's chain after its last event in the run."""
         if not run:
             return
         ids = sorted({UUID(str(s.originator_id)).hex for _, s in run})
@@ -584,6 +599,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._insert_applied(conn, stream, kept)
         stored = [s for _, s in kept]
         _advance_heads(conn, stored, self._heads, self._chain_key)
+        self._take_writers_chains(conn, {UUID(str(s.originator_id)) for s in stored}, chains)
         events = []
         for s in stored:
             try:
@@ -591,6 +607,28 @@ class NatsRecorder(SQLiteWriterRecorder):
             except Exception:  # noqa: BLE001, S112 - an unreadable row is verify's to report
                 continue
         apply_changes(conn.execute, SQLITE, listing_changes(events, previews=self._previews))
+
+    def _take_writers_chains(
+        self, conn: Any, conversations: set[UUID], chains: dict[UUID, str]
+    ) -> None:
+        """Make each applied conversation's head hold the chain its writer sent with the
+        newest event, not the one this replica computed from the stream's bytes: ``verify``
+        then recomputes the chain from the events held here and finds any event changed,
+        removed or added on the stream since the writer wrote it (without the key, nobody
+        can make a matching keyed chain). A message without one (not written by convstore)
+        leaves an empty chain, which matches nothing."""
+        for conversation in conversations:
+            try:
+                chain = bytes.fromhex(chains.get(conversation, ""))
+            except ValueError:
+                chain = b""
+            conn.execute(
+                f"UPDATE {HEADS_TABLE} SET chain = ? WHERE originator_id = ?",  # noqa: S608
+                (chain, conversation.hex),
+            )
+            known = self._heads.get(conversation)
+            if known is not None:
+                self._heads[conversation] = replace(known, chain=chain)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -619,12 +657,14 @@ class NatsRecorder(SQLiteWriterRecorder):
 
     def _messages(
         self, stored: Sequence[StoredEvent], known: dict[UUID, tuple[int | None, int]]
-    ) -> list[Outgoing]:
+    ) -> tuple[list[Outgoing], dict[UUID, Head]]:
         """The messages of an insert, the first of each conversation expecting its newest
-        event as the replica has it; raises ``IntegrityError`` when the replica already
-        holds one of the versions."""
+        event as the replica has it, each carrying the writer's chain after its event
+        (:data:`CHAIN_HEADER`); and each conversation's head after them. Raises
+        ``IntegrityError`` when the replica already holds one of the versions."""
         outgoing = []
         seen: set[UUID] = set()
+        heads: dict[UUID, Head | None] = {}
         for s in stored:
             conversation = UUID(str(s.originator_id))
             headers = {
@@ -639,9 +679,18 @@ class NatsRecorder(SQLiteWriterRecorder):
                     msg = f"version {s.originator_version} of {conversation} is taken"
                     raise IntegrityError(msg)
                 headers["Nats-Expected-Last-Subject-Sequence"] = str(seq)
+                heads[conversation] = self._head_at(conversation, version)
+            head = advance(
+                conversation,
+                heads[conversation],
+                [(s.originator_version, s.topic, s.state)],
+                self._chain_key,
+            )
+            heads[conversation] = head
+            headers[CHAIN_HEADER] = head.chain.hex()
             subject = subject_of(self.link_of(conversation).stream, conversation)
             outgoing.append(Outgoing(subject, headers, s.state))
-        return outgoing
+        return outgoing, {c: h for c, h in heads.items() if h is not None}
 
     def _publish(
         self,
@@ -770,7 +819,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         before = len(landed)
         attempts = CONFLICT_ATTEMPTS if retry else 1
         for attempt in range(1, attempts + 1):
-            outgoing = self._messages(stored, (known or {}) if attempt == 1 else {})
+            outgoing, heads = self._messages(stored, (known or {}) if attempt == 1 else {})
             try:
                 seqs: list[int] = []
                 for start in range(0, len(outgoing), BATCH_LIMIT):
@@ -793,15 +842,17 @@ class NatsRecorder(SQLiteWriterRecorder):
                 continue
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            self._remember_acked(stored, seqs)
+            self._remember_acked(stored, seqs, heads)
             if wait or self._due_to_wait():
                 self._catch_up_stream(link, seqs[-1])
             return seqs
         raise AssertionError  # pragma: no cover - the loop returns or raises
 
-    def _remember_acked(self, stored: Sequence[StoredEvent], seqs: list[int]) -> None:
-        """Keep each conversation's newest (version, sequence) of an acknowledged publish
-        (see :data:`ACKED_KEPT`), the least recently written forgotten first."""
+    def _remember_acked(
+        self, stored: Sequence[StoredEvent], seqs: list[int], heads: dict[UUID, Head]
+    ) -> None:
+        """Keep each conversation's newest (version, sequence) of an acknowledged publish,
+        and its head (see :data:`ACKED_KEPT`), the least recently written forgotten first."""
         newest = {
             UUID(str(s.originator_id)): (s.originator_version, seq)
             for s, seq in zip(stored, seqs, strict=True)
@@ -810,12 +861,31 @@ class NatsRecorder(SQLiteWriterRecorder):
             for conversation, known in newest.items():
                 self._acked.pop(conversation, None)
                 self._acked[conversation] = known
+                self._chains[conversation] = heads[conversation]
             while len(self._acked) > ACKED_KEPT:
-                del self._acked[next(iter(self._acked))]
+                oldest = next(iter(self._acked))
+                del self._acked[oldest]
+                self._chains.pop(oldest, None)
 
     def _forget_acked(self, conversation: UUID) -> None:
         with self._acking:
             self._acked.pop(conversation, None)
+            self._chains.pop(conversation, None)
+
+    def _head_at(self, conversation: UUID, version: int | None) -> Head | None:
+        """The conversation's head as the writer chains on from it: the one this process's
+        own last publish left, when it is at ``version``, else the replica's (read after
+        ``version`` was: if the follower moved on meanwhile, the publish is refused anyway,
+        its expected sequence being stale)."""
+        if version is None:
+            return None
+        with self._acking:
+            cached = self._chains.get(conversation)
+        if cached is not None and cached.version == version:
+            return cached
+        with self._peeking_at() as conn:
+            row = conn.execute(_SELECT_HEAD, (conversation.hex,)).fetchone()
+        return None if row is None else Head(int(row[0]), bytes(row[1]), int(row[2]), row[3])
 
     def _due_to_wait(self) -> bool:
         """Whether this append, which need not wait for the replica, is one that does
