@@ -271,3 +271,22 @@ def test_a_message_forged_on_the_stream_fails_verify_with_a_chain_key(
         assert "sent" in json.dumps(reader.replay(conversation))
     [problem] = _verified(forged)
     assert "do not match the hash chain" in problem
+
+
+def test_a_long_running_host_drops_erased_text_from_its_replica_files(
+    nats_cluster: Cluster, stream: str, tmp_path: Path
+) -> None:
+    """A host that read a conversation and stays open applies another host's erasure: once it
+    has, neither its replica nor the replica's write-ahead log holds the text (the log used
+    to keep it until the process ended)."""
+    marker = f"wal-secret-{uuid4().hex}"
+    with open_store(_url(nats_cluster, stream, tmp_path / "long.db")) as long_running:
+        conversation = long_running.new_conversation()
+        long_running.append_message(conversation, "user", [{"type": "text", "text": marker}])
+        assert marker in json.dumps(long_running.replay(conversation))
+        with open_store(_url(nats_cluster, stream, tmp_path / "eraser.db")) as eraser:
+            eraser.erase(conversation, reason="asked")
+        assert [e.id for e in long_running.erasures()] == [conversation]
+        files = sorted(tmp_path.glob("long.db*"))
+        assert tmp_path / "long.db-wal" in files
+        assert [f.name for f in files if marker.encode() in f.read_bytes()] == []

@@ -230,6 +230,9 @@ class NatsRecorder(SQLiteWriterRecorder):
         """Per conversation in ``_acked``: the head (writer's chain) after that publish."""
         self._unwaited = 0
         """Decided appends since one last waited for the replica (see :data:`WAIT_EVERY`)."""
+        self._unflushed = False
+        """A tombstone was applied and the write-ahead log not yet emptied since (a reader
+        held it): the erased rows' old bytes are still in it (see :meth:`_flush_erased`)."""
         self._alongside: dict[str, int] = {}
         """While this process follows alongside a stopped holder of the follow lock: per
         stream, the replica's position as this process last left it (see :meth:`_back`)."""
@@ -379,6 +382,8 @@ class NatsRecorder(SQLiteWriterRecorder):
         following."""
         while not self._stopping.is_set():
             if not wait_whole(self.links, _ends_a_publish, IDLE_WAIT_SECONDS, APPLY_BATCH):
+                if self._unflushed and not self._stopping.is_set():
+                    self._flush_erased()
                 continue
             with contextlib.ExitStack() as held:
                 for link in self.links:  # in order, as every thread takes them
@@ -525,6 +530,20 @@ class NatsRecorder(SQLiteWriterRecorder):
                             )
                 if self._leading and moved:
                     self._mark(moved)
+            if any(ERASED_HEADER in m.headers for _stream, run in group for m in run):
+                self._unflushed = True
+        if self._unflushed:
+            self._flush_erased()
+
+    def _flush_erased(self) -> None:
+        """After applying a tombstone, in whichever process applied it: copy the replica's
+        write-ahead log into the file and empty it, so the erased rows' old bytes leave this
+        host as soon as it learns of the erasure, not when the process ends. A reader keeping
+        the log in use makes it wait for the next apply (or the follower's next idle turn)."""
+        try:
+            self._unflushed = not self.truncate_wal()
+        except PersistenceError:
+            self._unflushed = True
 
     def _apply(self, conn: Any, stream: str, messages: list[Delivered]) -> None:
         """Apply one stream's messages to the replica, in order, inside the caller's
