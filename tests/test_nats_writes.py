@@ -9,6 +9,7 @@ import base64
 import json
 import multiprocessing
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import uuid4
@@ -20,6 +21,7 @@ from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
 from tests.conftest import one_error_line
 from tests.nats_cluster import Cluster, delete_stream
+from tests.test_store_nats import _holding
 from tests.test_transfer import run
 
 pytestmark = pytest.mark.slow
@@ -290,3 +292,36 @@ def test_a_long_running_host_drops_erased_text_from_its_replica_files(
         files = sorted(tmp_path.glob("long.db*"))
         assert tmp_path / "long.db-wal" in files
         assert [f.name for f in files if marker.encode() in f.read_bytes()] == []
+
+
+RAFT_LOG_BOUND_SECONDS = 180.0
+"""What docs/design/nats.md promises for the servers' Raft logs: each server snapshots a
+stream whose state changed on a timer of 2 minutes plus up to one more, and compacts its log
+then."""
+
+
+def test_erased_text_leaves_every_servers_raft_log_within_the_stated_bound(
+    nats_cluster: Cluster, stream: str, tmp_path: Path
+) -> None:
+    """The stream's message files lose an erased conversation's bytes when erase returns;
+    each server's Raft log for the stream (``$SYS/_js_/…``) keeps them until that server's
+    next snapshot of the stream: within :data:`RAFT_LOG_BOUND_SECONDS` of the erasure on all
+    three, while the store keeps taking appends (checked every few seconds, a minute's slack
+    for a busy machine)."""
+    marker = f"raft-secret-{uuid4().hex}".encode()
+    with open_store(_url(nats_cluster, stream, tmp_path / "r.db")) as store:
+        conversation = store.new_conversation()
+        store.append_message(conversation, "user", [{"type": "text", "text": marker.decode()}])
+        other = store.new_conversation()
+        deadline = time.monotonic() + 10
+        while len([f for f in _holding(nats_cluster, marker) if "/_js_/" in f]) < 3:
+            assert time.monotonic() < deadline, _holding(nats_cluster, marker)
+            time.sleep(0.05)
+        store.erase(conversation, reason="asked")
+        erased = time.monotonic()
+        assert [f for f in _holding(nats_cluster, marker) if "/_js_/" not in f] == []
+        while held := _holding(nats_cluster, marker):
+            waited = time.monotonic() - erased
+            assert waited < RAFT_LOG_BOUND_SECONDS + 60, (waited, held)
+            store.append_message(other, "user", [{"type": "text", "text": f"at {waited:.0f}"}])
+            time.sleep(5)
