@@ -12,7 +12,12 @@ Writes go to the stream only (see :mod:`convstore.backends.nats.backend` for the
   eventsourcing's ``IntegrityError``;
 - every message carries ``Nats-Msg-Id``, a digest of the event (id, version, topic, state),
   so a publish retried after a lost acknowledgement is stored once (the stream's duplicate
-  window), while a different event for the same version is still refused;
+  window), while a different event for the same version is still refused; and the writer's
+  hash chain after its event (:data:`CHAIN_HEADER`), which becomes the replica's head, so
+  ``verify`` on every host checks the stream against what the writer wrote;
+- an insert is checked whole against the servers' ``max_payload`` before anything is
+  published, and one of several publishes that stops part-way erases the conversations it
+  was creating (an import is whole or absent);
 - the stream sequence is the notification id: the one global order every read model follows.
   A store partitioned over several streams (``?partitions=P``; each conversation in the one
   its id picks) has no such order: its replica follows every stream, a position for each, and
