@@ -45,7 +45,6 @@ Refused, naming the line and item: any other item or line type. A ``compaction``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -58,6 +57,7 @@ from convstore.convert.responses_tools import Side
 from convstore.convert.source_meta import source_time
 from convstore.domain.blocks import Block, HostedToolUseBlock, TextBlock
 from convstore.domain.errors import InvalidInput
+from convstore.domain.json_values import StrictJSONError, strict_loads
 
 LINE_TYPES = ("session_meta", "response_item", "compacted", "event_msg", "turn_context")
 LINE_KEYS = frozenset({"timestamp", "type", "payload"})
@@ -186,7 +186,10 @@ def _legacy(line: dict[str, Any], number: int, history: History) -> dict[str, An
 
 def _line(raw: str, where: str) -> dict[str, Any]:
     try:
-        return as_dict(json.loads(raw), where)
+        return as_dict(strict_loads(raw, unique_keys=False), where)
+    except StrictJSONError as exc:
+        msg = f"{where}: not a JSON object ({exc})"
+        raise InvalidInput(msg) from None
     except ValueError:
         msg = f"{where}: not a JSON object"
         raise InvalidInput(msg) from None

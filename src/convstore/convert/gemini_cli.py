@@ -69,6 +69,7 @@ from convstore.domain.blocks import (
     ToolUseBlock,
 )
 from convstore.domain.errors import InvalidInput
+from convstore.domain.json_values import StrictJSONError, strict_loads
 
 METADATA_KEYS = frozenset(
     {
@@ -363,7 +364,7 @@ def _records(text: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]
     """The session's metadata and its message records (with where each came from) as Gemini
     CLI reads them: replaced in place by id, cut by rewinds, reset by ``$set`` messages."""
     try:
-        whole = json.loads(text)
+        whole = strict_loads(text, unique_keys=False)
     except ValueError:
         whole = None
     if isinstance(whole, dict) and "messages" in whole:
@@ -378,7 +379,10 @@ def _records(text: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]
             continue
         where = f"line {number}"
         try:
-            record = as_dict(json.loads(raw), where)
+            record = as_dict(strict_loads(raw, unique_keys=False), where)
+        except StrictJSONError as exc:
+            msg = f"{where}: not a JSON object ({exc})"
+            raise InvalidInput(msg) from None
         except ValueError:
             msg = f"{where}: not a JSON object"
             raise InvalidInput(msg) from None
