@@ -78,12 +78,7 @@ def strict_loads(text: str, *, unique_keys: bool = True) -> Any:
     if _nesting(text) > MAX_INPUT_DEPTH:
         msg = f"nested more than {MAX_INPUT_DEPTH} levels deep"
         raise NestedTooDeepError(msg)
-    return json.loads(
-        text,
-        parse_constant=_reject_constant,
-        parse_float=_finite_float,
-        object_pairs_hook=_no_duplicate_keys if unique_keys else None,
-    )
+    return _DECODERS[unique_keys].decode(text)
 
 
 _STEP = [0] * 256
@@ -129,3 +124,14 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise StrictJSONError(msg)
         result[key] = value
     return result
+
+
+_DECODERS = {
+    unique: json.JSONDecoder(
+        parse_constant=_reject_constant,
+        parse_float=_finite_float,
+        object_pairs_hook=_no_duplicate_keys if unique else None,
+    )
+    for unique in (True, False)
+}
+"""The two strict parsers, made once (``json.loads`` with hooks makes one a call)."""
