@@ -39,6 +39,7 @@ from convstore.projections.prose import (
     describe_meta,
     document_caption,
     document_text,
+    source_claim,
 )
 
 
@@ -293,7 +294,7 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
             hidden += 1
             continue
         status = {"open": "open (never ended)"}.get(message.status, message.status)
-        stamp = message.started_at.strftime("%Y-%m-%d %H:%M:%S")
+        stamp = f"{message.started_at:%Y-%m-%d %H:%M:%S}{source_claim(message.claimed_at)}"
         withdrawn = " · withdrawn by a rewind" if message.withdrawn else ""
         click.secho(
             f"[{number}] {message.role} · {status} · {stamp}{withdrawn} · {message.message_id}",

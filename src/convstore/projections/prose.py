@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeAlias, assert_never
 
 from pydantic import JsonValue
@@ -172,6 +173,15 @@ def describe_meta(meta: MessageMeta) -> str:
     if meta.extra:
         parts.append(json.dumps(meta.extra, ensure_ascii=False, sort_keys=True))
     return " · ".join(part for part in parts if part)
+
+
+def source_claim(claimed_at: datetime | None) -> str:
+    """What follows a message's time when its source dated it later than the store recorded
+    it (:attr:`~convstore.projections.messages.RecordedMessage.claimed_at`): the source's
+    claim, shown as such; nothing otherwise."""
+    if claimed_at is None:
+        return ""
+    return f" (the source dates it {claimed_at:%Y-%m-%d %H:%M:%S} UTC, after it was recorded)"
 
 
 def tool_use_text(block: AnyToolUse) -> str:

@@ -44,6 +44,7 @@ from convstore.projections.prose import (
     document_caption,
     document_context,
     hosted_mark,
+    source_claim,
     tool_result_head,
 )
 from convstore.views.hits import MARK_END, MARK_START, Hit
@@ -364,7 +365,8 @@ def message_html(message: RecordedMessage, number: int | None, results: dict[str
     return (
         f"<section class='{classes}' id='m-{message.message_id}'>"
         f"<div class='meta'>{'' if number is None else f'#{number} '}<b>{esc(message.role)}</b> · "
-        f"{when(message.started_at)}{marks}</div>{meta}{blocks}</section>"
+        f"{when(message.started_at)}{esc(source_claim(message.claimed_at))}{marks}</div>"
+        f"{meta}{blocks}</section>"
     )
 
 
