@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -454,6 +455,49 @@ def test_cli_retention_erases_a_history_dated_in_the_future(tmp_path: Path) -> N
     assert erased.returncode == 0, erased.stderr
     assert erased.stdout.startswith(f"erased {conv}"), erased.stdout
     assert run(db, "list", "--json").stdout.count(conv) == 0
+
+
+def test_import_bookkeeping_is_kept_and_shown_only_where_asked(tmp_path: Path) -> None:
+    """A Claude Code import keeps each message's line ids and request id in its metadata
+    extras; `show` and the Markdown export leave them out, `show --verbose` gives them, and
+    the web page folds them in a <details>. Before, `{"uuids": [...]}` and `request_id` sat
+    under every message of all three."""
+    transcript = tmp_path / f"{SESSION}.jsonl"
+    transcript.write_text(TEXT)
+    db = tmp_path / "s.db"
+    proc = run(db, "import", "--format", "claude-code", str(transcript))
+    assert proc.returncode == 0, proc.stderr
+    main = proc.stdout.split()[0]
+    shown = run(db, "show", main)
+    assert shown.returncode == 0, shown.stderr
+    assert "uuids" not in shown.stdout
+    assert "req_1" not in shown.stdout
+    assert "    (claude-sonnet-4-5 · 10 input / 42 output" in shown.stdout  # the rest stays
+    verbose = run(db, "show", main, "--verbose").stdout
+    assert '{"request_id": "req_1", "uuids": ["a1", "a2"]}' in verbose
+    exported = run(db, "export", main, "--format", "markdown").stdout
+    assert "uuids" not in exported
+    assert "req_1" not in exported
+    with convstore.open_store(db) as store:
+        assert store.messages(main)[1].meta == MessageMeta(
+            model="claude-sonnet-4-5",
+            provider_message_id="msg_A",
+            stop_reason="tool_use",
+            usage=TokenUsage(
+                input_tokens=10, output_tokens=42, cache_read_tokens=7, cache_write_tokens=3
+            ),
+            extra={"uuids": ["a1", "a2"], "request_id": "req_1"},
+        )
+        from starlette.testclient import TestClient  # noqa: PLC0415
+
+        from convstore.web.app import create_app  # noqa: PLC0415
+
+        with TestClient(create_app(store)) as client:
+            page = client.get(f"/c/{main}").text
+    folded = re.findall(r"<details class='meta msg-extra'>(.*?)</details>", page)
+    assert "<summary>metadata extras</summary>" in folded[1]
+    assert "&quot;request_id&quot;: &quot;req_1&quot;" in folded[1]
+    assert "req_1" not in re.sub(r"<details class='meta msg-extra'>.*?</details>", "", page)
 
 
 def test_markdown_export_and_web_list_show_the_source_times(store: Store) -> None:

@@ -43,6 +43,7 @@ from convstore.projections.prose import (
     describe_meta,
     document_caption,
     document_context,
+    extra_json,
     hosted_mark,
     source_claim,
     tool_result_head,
@@ -362,6 +363,12 @@ def message_html(message: RecordedMessage, number: int | None, results: dict[str
     )
     described = "" if message.meta is None else describe_meta(message.meta)
     meta = f"<div class='meta msg-meta'>{esc(described)}</div>" if described else ""
+    extras = "" if message.meta is None else extra_json(message.meta)
+    if extras:  # bookkeeping (an import's line and request ids): there, folded away
+        meta += (
+            "<details class='meta msg-extra'><summary>metadata extras</summary>"
+            f"<code>{esc(extras)}</code></details>"
+        )
     return (
         f"<section class='{classes}' id='m-{message.message_id}'>"
         f"<div class='meta'>{'' if number is None else f'#{number} '}<b>{esc(message.role)}</b> · "
