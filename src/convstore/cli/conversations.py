@@ -39,6 +39,7 @@ from convstore.projections.prose import (
     describe_meta,
     document_caption,
     document_text,
+    source_claim,
 )
 
 
@@ -267,13 +268,19 @@ def replay(
 @click.option(
     "--all", "everything", is_flag=True, help="Also show messages a rewind withdrew, marked."
 )
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="Also show each message's metadata extras (an import's line and request ids).",
+)
 @click.pass_context
-def show(ctx: click.Context, conversation: str, everything: bool) -> None:
+def show(ctx: click.Context, conversation: str, everything: bool, verbose: bool) -> None:
     """Print a readable transcript: each message with its id, role, status and blocks.
 
     The title (and labels) head it. Each compaction follows the message it runs through,
     marked when a newer one supersedes it. Messages a rewind withdrew are left out (as
-    replay leaves them out) unless --all.
+    replay leaves them out) unless --all. Under each message its metadata (model, tokens,
+    stop reason, id); its extras only with --verbose.
 
     \b
     Example:
@@ -293,14 +300,14 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
             hidden += 1
             continue
         status = {"open": "open (never ended)"}.get(message.status, message.status)
-        stamp = message.started_at.strftime("%Y-%m-%d %H:%M:%S")
+        stamp = f"{message.started_at:%Y-%m-%d %H:%M:%S}{source_claim(message.claimed_at)}"
         withdrawn = " · withdrawn by a rewind" if message.withdrawn else ""
         click.secho(
             f"[{number}] {message.role} · {status} · {stamp}{withdrawn} · {message.message_id}",
             bold=True,
         )
-        if message.meta is not None:
-            click.echo(f"    ({describe_meta(message.meta)})")
+        if message.meta is not None and (described := describe_meta(message.meta, extra=verbose)):
+            click.echo(f"    ({described})")
         if not message.blocks:
             click.echo("    (no blocks)")
         for recorded in message.blocks:

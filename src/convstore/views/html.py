@@ -43,7 +43,9 @@ from convstore.projections.prose import (
     describe_meta,
     document_caption,
     document_context,
+    extra_json,
     hosted_mark,
+    source_claim,
     tool_result_head,
 )
 from convstore.views.hits import MARK_END, MARK_START, Hit
@@ -361,10 +363,17 @@ def message_html(message: RecordedMessage, number: int | None, results: dict[str
     )
     described = "" if message.meta is None else describe_meta(message.meta)
     meta = f"<div class='meta msg-meta'>{esc(described)}</div>" if described else ""
+    extras = "" if message.meta is None else extra_json(message.meta)
+    if extras:  # bookkeeping (an import's line and request ids): there, folded away
+        meta += (
+            "<details class='meta msg-extra'><summary>metadata extras</summary>"
+            f"<code>{esc(extras)}</code></details>"
+        )
     return (
         f"<section class='{classes}' id='m-{message.message_id}'>"
         f"<div class='meta'>{'' if number is None else f'#{number} '}<b>{esc(message.role)}</b> · "
-        f"{when(message.started_at)}{marks}</div>{meta}{blocks}</section>"
+        f"{when(message.started_at)}{esc(source_claim(message.claimed_at))}{marks}</div>"
+        f"{meta}{blocks}</section>"
     )
 
 
