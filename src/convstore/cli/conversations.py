@@ -26,7 +26,7 @@ from convstore.cli.options import (
 )
 from convstore.domain.blocks import DocumentBlock, TextBlock
 from convstore.domain.conversation import Conversation
-from convstore.domain.errors import InvalidInput, NoStore
+from convstore.domain.errors import InvalidInput
 from convstore.domain.events import Compacted
 from convstore.domain.images import dimensions
 from convstore.engine.plan import ReplayOptions, interruption_marker
@@ -389,17 +389,11 @@ def list_(
         "active_after": parse_when(active_after, "--active-after"),
         "active_before": parse_when(active_before, "--active-before"),
     }
-    try:
-        store = store_from(ctx, create=False)
-    except NoStore:
-        store = None
-    if store is None:
-        rows, next_cursor = [], None
-    else:
-        page = store.list_conversations(
-            labels=wanted or None, title=title, limit=limit, after=cursor, **bounds
-        )
-        rows, next_cursor = page.conversations, page.next
+    store = store_from(ctx, create=False)
+    page = store.list_conversations(
+        labels=wanted or None, title=title, limit=limit, after=cursor, **bounds
+    )
+    rows, next_cursor = page.conversations, page.next
     if as_json:
         payload = {
             "conversations": [
