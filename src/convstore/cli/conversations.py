@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from convstore.cli.inputs import json_kind, read_json
 from convstore.cli.metadata import meta_option, parse_assignment, parse_meta_option, parse_when
@@ -375,8 +377,9 @@ def list_(
 
     Served from the store's listing index, so a page costs the same however many
     conversations and events the store holds. With --json: {"conversations": [...],
-    "next": CURSOR or null}; pass CURSOR to --after for the next page. Without --json,
-    an empty result says "no conversations match" on stderr.
+    "next": CURSOR or null}; pass CURSOR to --after, with the same filters and --limit, for
+    the next page. Without --json, a page with more after it ends with a `more:` command on
+    stderr that does that, and an empty result says "no conversations match" there.
 
     \b
     Example:
@@ -423,7 +426,25 @@ def list_(
         branch = f"↳ {str(c.parent_id)[:8]} " if c.parent_id else ""
         click.echo(f"{c.id}  {stamp}  {branch}{c.shown_title}  {shown}".rstrip())
     if next_cursor:
-        click.echo(f"more: convstore list --after {next_cursor}", err=True)
+        more = ["convstore"]
+        parent = ctx.parent
+        if parent is not None and parent.get_parameter_source("db") is ParameterSource.COMMANDLINE:
+            more += ["--db", store.location]
+        more.append("list")
+        for text in labels:
+            more += ["--label", text]
+        given = {
+            "--title": title,
+            "--started-after": started_after,
+            "--started-before": started_before,
+            "--active-after": active_after,
+            "--active-before": active_before,
+        }
+        for option, value in given.items():
+            if value is not None:
+                more += [option, value]
+        more += ["--limit", str(limit), "--after", next_cursor]
+        click.echo(f"more: {shlex.join(more)}", err=True)
 
 
 @click.command()
