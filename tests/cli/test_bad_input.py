@@ -491,3 +491,13 @@ def test_serve_without_the_web_extra_names_the_install_that_works(
         "error: convstore serve needs convstore's 'web' extra: pip install -e '.[web]' in the "
         "convstore checkout, or pip install 'starlette>=0.40' 'uvicorn>=0.30'"
     )
+
+
+def test_append_of_an_empty_array_is_refused(seeded: Seeded) -> None:
+    """Issue 39 item 18: `append` of `[]` as a whole message is refused in one line (exit 2)
+    pointing at --open and `start`, and nothing is written; before, it recorded an ended
+    message with no blocks. `append --open` of `[]` still opens a message for add-block."""
+    before = dump(seeded.db)
+    result = invoke(seeded.db, "append", seeded.conv, "--role", "user", stdin="[]")
+    assert_refused(result, "the array holds no blocks", "--open", "convstore start")
+    assert dump(seeded.db) == before

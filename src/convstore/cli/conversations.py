@@ -117,8 +117,9 @@ def append(
 ) -> None:
     """Record one message from a JSON array of blocks; print its id.
 
-    Blocks come from FILE, or stdin when FILE is - or omitted. The whole message is
-    written at once, or (on any bad block) not at all.
+    Blocks come from FILE, or stdin when FILE is - or omitted: at least one, unless --open
+    (an empty array is refused for a whole message). The whole message is written at once,
+    or (on any bad block) not at all.
 
     \b
     Example:
@@ -129,6 +130,12 @@ def append(
     blocks = read_json(source)
     if not isinstance(blocks, list):
         msg = f"expected a JSON array of blocks, got {json_kind(blocks)}"
+        raise InvalidInput(msg)
+    if not blocks and not leave_open:
+        msg = (
+            "the array holds no blocks: a message needs at least one "
+            "(to open one and add blocks as they come, use --open or `convstore start`)"
+        )
         raise InvalidInput(msg)
     store = store_from(ctx, create=False)
     message = store.append_message(
