@@ -80,8 +80,8 @@ def test_script_happy_path(tmp_path: Path) -> None:
     replayed = run_script("--db", db, "replay", conv, "--shape", "anthropic")
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stderr == b""
+    # No system message, so no "system" key (issue 39 item 19: it used to be "").
     assert json.loads(replayed.stdout) == {
-        "system": "",
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}],
     }
 
