@@ -114,7 +114,7 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
                     verifier.problems.append(Problem(position, "", None, text))
             for conversation in held:
                 text = "audit read model still holds its erased text: run `convstore project`"
-                verifier.problems.append(Problem(None, conversation, None, text))
+                verifier.problems.append(Problem(None, str(conversation), None, text))
     problems = verifier.problems
     for note in verifier.notes:
         click.echo(f"note: {note}", err=True)
