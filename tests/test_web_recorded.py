@@ -231,3 +231,48 @@ def test_a_real_session_links_its_subagents_and_shows_each_result_once(
     )
     assert "no result" not in page  # every call there was answered, and links to its answer
     assert "<div class='meta msg-meta'>claude-" in page  # the recorded model, per message
+
+
+LABEL = re.compile(r"<div class='wire' data-for='[^']*'><div class='meta'>([^<]*)</div>")
+BAR_LABEL = re.compile(r"<text x='0' y='\d+'>([^<]*)</text>")
+
+
+def test_the_page_counts_messages_from_1_everywhere(store: Store) -> None:
+    """Issue 39 item 22: the transcript, the replay pane's wire messages and the pressure
+    chart all count from 1 (as `show` does), and a wire message names the transcript number
+    of the stored message it is. Wire numbers are replay order with system messages
+    included, as `convstore pressure` counts, in both shapes."""
+    conv = store.new_conversation()
+    system = store.append_message(conv, "system", [{"type": "text", "text": "Be brief."}])
+    opening = store.append_message(conv, "assistant", [{"type": "text", "text": "Hello."}])
+    question = store.append_message(conv, "user", [{"type": "text", "text": "Hi?"}])
+    store.append_message(conv, "assistant", [{"type": "text", "text": "taken back"}])
+    store.rewind(conv, to=question)
+    answer = store.append_message(conv, "assistant", [{"type": "text", "text": "Hi."}])
+    client = client_for(store)
+    page = client.get(f"/c/{conv}").text
+    for number, message in ((1, system), (2, opening), (3, question), (5, answer)):
+        assert re.search(rf"id='m-{message}'><div class='meta'>#{number} <b>", page)
+    openai = LABEL.findall(client.get(f"/c/{conv}/replay?shape=openai").text)
+    assert openai == [
+        f"wire #1 · stored message {system} (#1 in the transcript)",
+        "wire #2 · added by replay: no stored message",
+        f"wire #3 · stored message {opening} (#2 in the transcript)",
+        f"wire #4 · stored message {question} (#3 in the transcript)",
+        f"wire #5 · stored message {answer} (#5 in the transcript)",
+    ]
+    anthropic = LABEL.findall(client.get(f"/c/{conv}/replay?shape=anthropic").text)
+    assert anthropic == [
+        f"system · wire #1 · stored message {system} (#1 in the transcript)",
+        *openai[1:],
+    ]
+    for shape in ("openai", "anthropic"):
+        chart = client.get(f"/c/{conv}/pressure?shape={shape}").text
+        by_message = chart[chart.index("tokens by wire message") :]
+        assert BAR_LABEL.findall(by_message) == [
+            "#1 system",
+            "#2 user",
+            "#3 assistant",
+            "#4 user",
+            "#5 assistant",
+        ]

@@ -32,7 +32,7 @@ from convstore.domain.blocks import (
     ToolResultPart,
     ToolUseBlock,
 )
-from convstore.domain.events import Compacted, Event, happened
+from convstore.domain.events import Compacted, Event, MessageStarted, happened
 from convstore.engine.model import folded
 from convstore.engine.plan import SHAPES, JSONDict, ReplayOptions, Shape
 from convstore.engine.pressure import Pressure
@@ -486,7 +486,7 @@ def pressure_html(pressure: Pressure) -> str:
     """The context-pressure charts: tokens by block kind and by wire message."""
     kinds = sorted(pressure.by_kind.items(), key=lambda item: -item[1])
     shown = pressure.by_message[-CHART_MESSAGES:]
-    per_message = [(f"{m.index} {m.role}", m.tokens) for m in shown]
+    per_message = [(f"#{m.number} {m.role}", m.tokens) for m in shown]
     note = (
         f"<p class='meta'>The newest {len(shown)} of {len(pressure.by_message)} messages.</p>"
         if len(shown) < len(pressure.by_message)
@@ -511,33 +511,54 @@ class Replayed:
     """Per entry of ``body["messages"]``, the stored message it is; ``None`` for the one
     replay adds (a compaction's summary, the marker before a history that opens with the
     assistant)."""
+    numbers: list[int]
+    """Per entry of ``body["messages"]``, its number in replay order counting from 1, system
+    messages included: the number `convstore pressure` and the pressure chart give it."""
     system: list[UUID]
     """The stored system messages the Anthropic shape joins into ``system``."""
+    system_numbers: list[int]
+    """Their numbers in replay order, as ``numbers`` counts."""
+    transcript: dict[UUID, int]
+    """Each stored message's number in the transcript (counting from 1, as `show` does)."""
 
 
-def replayed(events: Iterable[Event], options: ReplayOptions) -> Replayed:
+def replayed(events: Sequence[Event], options: ReplayOptions) -> Replayed:
     """Replay ``events`` with ``options`` through the engine's one plan and render (as
     :meth:`Store.replay` does), keeping from the plan which stored message each wire message
-    is."""
+    is, and the numbers a person reads for both."""
     state, load = folded(events)
     planned = plan(state, options, load)
     owners: list[UUID | None] = []
+    numbers: list[int] = []
     system: list[UUID] = []
-    for source in planned.window:
+    system_numbers: list[int] = []
+    for number, source in enumerate(planned.window, 1):
         if isinstance(source, str):
             owners.append(None)
+            numbers.append(number)
         elif options.shape == "anthropic" and source.role == "system":
             system.append(UUID(source.message_id))
+            system_numbers.append(number)
         else:
             owners.append(UUID(source.message_id))
-    return Replayed(wire(planned, options.shape), owners, system)
+            numbers.append(number)
+    started = (e.message_id for e in events if isinstance(e, MessageStarted))
+    transcript = {message_id: number for number, message_id in enumerate(started, 1)}
+    return Replayed(
+        wire(planned, options.shape), owners, numbers, system, system_numbers, transcript
+    )
 
 
-def wire_html(label: str, value: object, owners: Sequence[UUID]) -> str:
+def wire_html(
+    label: str, value: object, owners: Sequence[UUID], transcript: dict[UUID, int]
+) -> str:
     """One wire message (or the Anthropic shape's ``system``) as JSON, naming the stored
-    messages it is (``data-for``: the ids of their sections in the transcript)."""
+    messages it is (``data-for``: the ids of their sections in the transcript) and their
+    numbers in the transcript."""
     if owners:
-        who = ", ".join(f"stored message {owner}" for owner in owners)
+        who = ", ".join(
+            f"stored message {owner} (#{transcript[owner]} in the transcript)" for owner in owners
+        )
     else:
         who = "added by replay: no stored message"
     keys = " ".join(f"m-{owner}" for owner in owners)
@@ -550,7 +571,8 @@ def wire_html(label: str, value: object, owners: Sequence[UUID]) -> str:
 
 def replay_html(replay: Replayed, view: View) -> str:
     """What the model is sent with ``view``'s options, one wire message at a time, each
-    naming the stored message it is."""
+    numbered from 1 (as `convstore pressure` numbers it) and naming the stored message it
+    is."""
     options = f"shape={view.shape}, vision={'on' if view.vision else 'off'}"
     if view.full:
         options += ", full"
@@ -558,11 +580,13 @@ def replay_html(replay: Replayed, view: View) -> str:
         options += f", keep_tool_results={view.keep_tool_results}"
     parts: list[str] = []
     if "system" in replay.body:
-        parts.append(wire_html("system", replay.body["system"], replay.system))
+        label = "system · wire " + ", ".join(f"#{n}" for n in replay.system_numbers)
+        parts.append(wire_html(label, replay.body["system"], replay.system, replay.transcript))
     messages = replay.body["messages"]
     assert isinstance(messages, list)
-    for index, (message, owner) in enumerate(zip(messages, replay.owners, strict=True)):
-        parts.append(wire_html(f"messages[{index}]", message, [] if owner is None else [owner]))
+    for message, owner, number in zip(messages, replay.owners, replay.numbers, strict=True):
+        owned = [] if owner is None else [owner]
+        parts.append(wire_html(f"wire #{number}", message, owned, replay.transcript))
     if not messages:
         parts.append("<p class='meta'>No wire messages: nothing to send yet.</p>")
     return (
