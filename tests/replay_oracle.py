@@ -448,7 +448,9 @@ def render(planned: list[PlannedMessage], shape: Shape) -> JSONDict:
                 last = turns[-1][1][-1]
                 last["text"] = last["text"].rstrip()
             wire = [{"role": role, "content": content} for role, content in turns]
-            return {"system": BLOCK_SEPARATOR.join(system), "messages": wire}
+            joined = BLOCK_SEPARATOR.join(system)
+            # No system prompt: the key is left out, never sent empty (issue 39 item 19).
+            return {"system": joined, "messages": wire} if joined else {"messages": wire}
         case _:
             assert_never(shape)
 

@@ -12,12 +12,15 @@ a real item.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from openai.types.responses import ResponseInputItemParam, ResponseOutputItem
 from pydantic import TypeAdapter, ValidationError
 
+from convstore import open_store
+from convstore.app.export import export_conversation
 from convstore.convert.codex import CODEX_KEYS, histories_from_rollout
 from convstore.convert.history import HistoryMessage
 from convstore.convert.responses import response_messages
@@ -181,3 +184,83 @@ def test_a_key_codex_does_not_write_is_refused_naming_it(item: dict[str, Any], n
     assert response_messages([item])
     with pytest.raises(InvalidInput, match=named):
         histories_from_rollout(_rollout(item))
+
+
+CONTEXT = {
+    "type": "message",
+    "role": "user",
+    "content": [
+        {"type": "input_text", "text": "<environment_context>cwd /w</environment_context>"}
+    ],
+}
+AGENTS = {
+    "type": "message",
+    "role": "user",
+    "content": [{"type": "input_text", "text": "# AGENTS.md instructions for /w\n\nBe kind."}],
+}
+ASK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Why\n red?"}]}
+SHELL = {"type": "function_call", "call_id": "sh", "name": "shell", "arguments": "{}"}
+
+
+def _shell_output(output: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": "sh", "output": output}
+
+
+@pytest.mark.parametrize("typed", [True, False], ids=["user_message event", "older layout"])
+def test_a_rollout_is_titled_by_the_users_first_question_not_codex_context(
+    typed: bool, tmp_path: Path
+) -> None:
+    """Codex writes its own context as user messages first: the title is what the user asked
+    (from the ``user_message`` event, else the first user text that is not Codex's), so
+    ``list`` and the Markdown export's heading name it. Before, the conversation was listed
+    by its ``<environment_context>`` and the export was headed "# Conversation"."""
+    lines = [
+        {
+            "type": "session_meta",
+            "payload": {"id": f"0199a1b2-0000-7000-8000-00000000000{typed:d}"},
+        },
+        {"type": "response_item", "payload": CONTEXT},
+        {"type": "response_item", "payload": AGENTS},
+        {"type": "response_item", "payload": ASK},
+    ]
+    if typed:
+        lines.append(
+            {"type": "event_msg", "payload": {"type": "user_message", "message": "Why\n red?"}}
+        )
+    text = "".join(
+        json.dumps({"timestamp": "2026-01-02T10:00:00Z", **line}) + "\n" for line in lines
+    )
+    [history] = histories_from_rollout(text)
+    assert history.title == "Why red?"
+    with open_store(tmp_path / "s.db") as store:
+        [conv] = store.import_histories([history]).ids
+        assert store.conversation_info(conv).shown_title == "Why red?"
+        assert export_conversation(store, conv, "markdown").text.startswith("# Why red?\n")
+
+
+@pytest.mark.parametrize(
+    ("output", "error"),
+    [
+        ('{"output":"boom\\n","metadata":{"exit_code":1,"duration_seconds":0.1}}', True),
+        ('{"output":"ok\\n","metadata":{"exit_code":0,"duration_seconds":0.1}}', False),
+        ("Exit code: 2\nWall time: 0.1 seconds\nOutput:\nboom", True),
+        ("Exit code: 0\nWall time: 0.1 seconds\nOutput:\nok", False),
+        ("plain output", False),
+        ('{"output":"x","metadata":{"exit_code":true}}', False),
+    ],
+)
+def test_a_shell_call_that_exited_non_zero_is_an_error(
+    output: str, error: bool, tmp_path: Path
+) -> None:
+    """A Codex shell output that reports a non-zero exit code (the older JSON's
+    ``metadata.exit_code``, the newer text's ``Exit code:`` line) is an error result, so it
+    replays as ``Error (shell): …``. Before, every one replayed as ``Result (shell)``."""
+    [history] = histories_from_rollout(_rollout(ASK, SHELL, _shell_output(output)))
+    [result] = history.messages[-1].blocks
+    assert isinstance(result, ToolResultBlock)
+    assert result.is_error is error
+    assert result.content == output
+    with open_store(tmp_path / "s.db") as store:
+        [conv] = store.import_histories([history]).ids
+        replayed = store.replay(conv)["messages"][-1]["content"]
+        assert replayed.startswith("Error (shell): " if error else "Result (shell): ")

@@ -437,8 +437,9 @@ def test_a_call_without_a_result_is_named_once_the_history_moves_on(store: Store
 
 
 def test_pressure_numbers_messages_alike_in_text_and_json(tmp_path: Path) -> None:
-    """`pressure` lists message #i in text for the message --json gives index i (both 0-based,
-    the request's own message positions)."""
+    """`pressure` lists message #n counting from 1, as `show` numbers the same message
+    (issue 39 item 22: it counted from 0), for the message --json gives index n - 1 (a
+    0-based index: the request's own ``messages[index]``)."""
     import json  # noqa: PLC0415
 
     from click.testing import CliRunner  # noqa: PLC0415
@@ -457,7 +458,9 @@ def test_pressure_numbers_messages_alike_in_text_and_json(tmp_path: Path) -> Non
     assert biggest["index"] == 1
     assert request["messages"][biggest["index"]]["role"] == "assistant"
     text = CliRunner().invoke(cli, [*base, "--top", "1"]).stdout
-    assert f"#{biggest['index']:<5} assistant" in text
+    assert "#2     assistant" in text
+    shown = CliRunner().invoke(cli, ["--db", str(db), "show", str(conv)]).stdout
+    assert "[2] assistant" in shown  # the same message, the same number
 
 
 def test_pressure_lines_up_the_hosted_kinds_with_the_others(tmp_path: Path) -> None:

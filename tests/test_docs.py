@@ -214,3 +214,18 @@ def test_every_install_hint_works_from_a_checkout() -> None:
     unservable = re.compile(r"pip install ['\"]?convstore\b")
     for name, text in texts.items():
         assert not unservable.search(text), f"{name}: {unservable.search(text)}"
+
+
+def test_the_cli_guide_and_the_db_help_name_every_backend_scheme() -> None:
+    """Issue 39 item 24: the CLI guide's `--db` paragraph and the top-level `--help` name the
+    same kinds of location, every scheme the backend registry knows among them (the guide
+    said "a file path or a PostgreSQL URL, nothing else" while `nats://` works)."""
+    from convstore.backends import BACKENDS  # noqa: PLC0415 - only this test needs it
+
+    guide = (DOCS / "cli.md").read_text(encoding="utf-8")
+    paragraph = guide[guide.index("`--db` (and `CONVSTORE_DB`") :].split("\n\n", 1)[0]
+    db_help = next(p.help for p in cli.params if p.name == "db")
+    assert db_help is not None
+    for scheme in {"postgresql", "nats"} | {s for s in BACKENDS if s != "postgres"}:
+        assert f"{scheme}://" in paragraph, scheme
+        assert f"{scheme}://" in db_help, scheme

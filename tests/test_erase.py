@@ -3,6 +3,7 @@ never leave half a conversation, and retention picks conversations by inactivity
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sqlite3
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from convstore import ConversationErased, ConversationNotFound, open_store
+from convstore.audit.file import default_audit_file
 from convstore.cli import cli
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
@@ -230,8 +232,12 @@ def test_verify_accepts_a_read_model_past_an_erased_tail(tmp_path: Path) -> None
         store.append_message(conv, "user", [{"type": "text", "text": "tail"}])
         high = store.log_position()
     assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    # Erased through the CLI, which also clears this host's audit read model (issue 39 item
+    # 16): after an API erasure `verify` rightly reports the text the read model still holds.
+    result = runner.invoke(cli, ["--db", db, "erase", str(conv), "--reason", "tail"])
+    assert result.exit_code == 0, result.output + result.stderr
     with open_store(db) as store:
-        erased = store.erase(conv, reason="tail")
+        (erased,) = store.erasures()
         assert erased.high == high
         assert store.log_position() < high
     result = runner.invoke(cli, ["--db", db, "verify"])
@@ -269,3 +275,115 @@ def test_inactive_for_a_span_past_the_calendar_is_one_error_line(
     assert b"error" not in proc.stderr
     with open_store(location) as store:
         assert [c.id for c in store.conversations()] == [kept]
+
+
+def _audit_files(audit: Path) -> list[Path]:
+    return [
+        p
+        for p in (audit, *(audit.with_name(audit.name + s) for s in ("-wal", "-journal")))
+        if p.exists()
+    ]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_cli_erase_removes_the_text_from_this_hosts_audit_read_model(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Issue 39 item 16: after `erase` (of one conversation, and by retention), a grep of the
+    default audit file (beside a SQLite store, in the data directory for PostgreSQL) and its
+    companions finds none of the erased text, search finds nothing, and `verify` is clean;
+    the conversation kept beside it is still searchable. Before, the text stayed until
+    `project`, and `verify` said ok meanwhile."""
+    if backend == "sqlite":
+        location = str(tmp_path / "s.db")
+    else:
+        location = request.getfixturevalue("postgres_url")
+    runner = CliRunner()
+    with open_store(location) as store:
+        one = store.new_conversation(title=f"title {SECRET}")
+        idle = store.new_conversation(title="idle")
+        store.set_labels(one, {"tenant": SECRET})
+        for n in range(20):
+            store.append_message(one, "user", [{"type": "text", "text": f"{SECRET} one {n}"}])
+            store.append_message(idle, "user", [{"type": "text", "text": f"{SECRET} idle {n}"}])
+        audit = default_audit_file(store.location)
+    assert runner.invoke(cli, ["--db", location, "project"]).exit_code == 0
+    assert any(SECRET.encode() in p.read_bytes() for p in _audit_files(audit))
+    result = runner.invoke(cli, ["--db", location, "erase", str(one), "--reason", "asked"])
+    assert result.exit_code == 0, result.output + result.stderr
+    time.sleep(1.1)
+    with open_store(location) as store:
+        kept = store.new_conversation(title="kept")
+        store.append_message(kept, "user", [{"type": "text", "text": "plain words"}])
+    assert runner.invoke(cli, ["--db", location, "project"]).exit_code == 0
+    result = runner.invoke(
+        cli, ["--db", location, "erase", "--inactive-for", "1s", "--reason", "retention"]
+    )
+    assert result.exit_code == 0, result.output + result.stderr
+    assert result.output.startswith(f"erased {idle}:"), result.output
+    for path in _audit_files(audit):
+        assert SECRET.encode() not in path.read_bytes(), path
+    result = runner.invoke(cli, ["--db", location, "verify"])
+    assert result.exit_code == 0, result.output + result.stderr
+    result = runner.invoke(cli, ["--db", location, "audit", "--stale", "search", "plain"])
+    assert result.exit_code == 0, result.output + result.stderr
+    assert str(kept) in result.output
+
+
+def test_verify_reports_erased_text_left_in_the_audit_read_model(tmp_path: Path) -> None:
+    """Issue 39 item 16: an erasure through the Python API (which cannot reach the read model)
+    leaves the audit file holding the text until `project`: `verify` says so, naming the
+    conversation and the command, and exits 1; after `project` it is clean."""
+    db = str(tmp_path / "s.db")
+    runner = CliRunner()
+    with open_store(db) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": SECRET}])
+    assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    with open_store(db) as store:
+        store.erase(conv, reason="asked")
+    result = runner.invoke(cli, ["--db", db, "verify", "--json"])
+    assert result.exit_code == 1, result.output + result.stderr
+    (problem,) = json.loads(result.stdout)
+    assert problem["conversation"] == str(conv)
+    assert problem["problem"] == (
+        "audit read model still holds its erased text: run `convstore project`"
+    )
+    assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    assert runner.invoke(cli, ["--db", db, "verify"]).exit_code == 0
+
+
+def test_erase_that_cannot_reach_the_audit_read_model_says_what_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39 item 16: with the audit file locked by another writer, `erase` still erases
+    the events, then fails (exit 1) in one line naming the file and the `project` command
+    that removes the text; running that command does, and `verify` is then clean."""
+    monkeypatch.setattr("convstore.audit.db.BUSY_TIMEOUT_SECONDS", 0.2)
+    db = str(tmp_path / "s.db")
+    runner = CliRunner()
+    with open_store(db) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": SECRET}])
+    assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    audit = tmp_path / "s.audit.db"
+    holder = sqlite3.connect(audit, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        result = runner.invoke(cli, ["--db", db, "erase", str(conv), "--reason", "asked"])
+    finally:
+        holder.close()
+    assert result.exit_code == 1
+    assert result.output == f"erased {conv}: 2 event(s)\n" or result.output.startswith(
+        f"erased {conv}:"
+    )
+    line = result.stderr.strip()
+    assert "\n" not in line
+    assert line.startswith("error: erased, but the audit read model"), line
+    assert str(audit) in line
+    assert "project" in line
+    with open_store(db) as store:
+        assert store.last_event(conv) is None
+    assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    assert SECRET.encode() not in audit.read_bytes()
+    assert runner.invoke(cli, ["--db", db, "verify"]).exit_code == 0

@@ -732,7 +732,9 @@ def test_an_accepted_deep_tool_input_leaves_the_conversation_readable(target: Ta
     )
     assert result.exit_code in (0, 2), result.stderr
     target.store.replay(target.conversation)
-    again = run(target.db, ["append", target.conversation, "-r", "user"], b"[]")
+    again = run(
+        target.db, ["append", target.conversation, "-r", "user"], b'[{"type":"text","text":"more"}]'
+    )
     assert again.exit_code == 0, again.stderr
 
 

@@ -10,8 +10,10 @@ import base64
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -303,6 +305,49 @@ def test_list_sessions_from_the_listing_and_delete_erases(location: str) -> None
             run(service.create_session(app_name="app", user_id="nul\x00", session_id="n"))
         conversation = session_conversation("app", "nul\x00", "n")
         assert conversation not in [c.id for c in store.conversations()]
+
+
+def test_two_stores_creating_one_session_at_once_one_wins_the_other_is_told(
+    location: str,
+) -> None:
+    """Two runners (two Store objects on one store, two threads) create the same session id
+    at the same moment, forty times: each time exactly one succeeds and its initial state is
+    the session's, and the other gets ``AlreadyExistsError`` as ADK's own services raise.
+    Before, both succeeded in about one round of three, and one lost its state silently."""
+    rounds = 40
+    with convstore.open_store(location) as first, convstore.open_store(location) as second:
+        services = [ConvstoreSessionService(store=s) for s in (first, second)]
+        barrier = threading.Barrier(2)
+
+        def create(which: int, session_id: str) -> str:
+            barrier.wait()
+            try:
+                run(
+                    services[which].create_session(
+                        app_name="app",
+                        user_id="ada",
+                        session_id=session_id,
+                        state={"runner": which},
+                    )
+                )
+            except AlreadyExistsError:
+                return "refused"
+            return "created"
+
+        with ThreadPoolExecutor(2) as pool:
+            for n in range(rounds):
+                session_id = f"race-{n}"
+                outcomes = list(pool.map(create, [0, 1], [session_id] * 2))
+                assert sorted(outcomes) == ["created", "refused"], (n, outcomes)
+                winner = outcomes.index("created")
+                for service in services:
+                    got = run(
+                        service.get_session(app_name="app", user_id="ada", session_id=session_id)
+                    )
+                    assert got is not None
+                    assert got.state == {"runner": winner}, (n, got.state)
+        listed = run(services[0].list_sessions(app_name="app", user_id="ada"))
+        assert len(listed.sessions) == rounds
 
 
 def test_stale_sessions_by_version_not_by_clock(location: str) -> None:

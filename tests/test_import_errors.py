@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from convstore.domain.json_values import MAX_INPUT_DEPTH, NestedTooDeepError, strict_loads
 from tests.cli.support import assert_refused, dump, invoke, ok
 
 
@@ -175,3 +176,50 @@ def test_a_rule_broken_on_recording_names_the_place_in_the_input(
         source.write_text(json.dumps(lines[0]))
     line = assert_refused(invoke(db, "import", "--format", fmt, str(source)), place)
     assert line.startswith(f"error: {place.split(':', maxsplit=1)[0]}:"), line
+
+
+DEEP = "[" * 3000 + "]" * 3000
+"""A 6 KB value nested 3,000 deep: before, it reached the JSON parser's recursion."""
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [
+        (None, '{"type": "session_meta", "payload": ' + DEEP + "}\n"),
+        ("codex", '{"type": "session_meta", "payload": ' + DEEP + "}\n"),
+        ("gemini-cli", '{"id": "m1", "content": ' + DEEP + "}\n"),
+        ("openai-chat", '[{"role": "user", "content": ' + DEEP + "}]"),
+        ("vercel-ai", '[{"role": "user", "parts": ' + DEEP + "}]"),
+    ],
+    ids=["detected", "codex", "gemini-cli", "openai-chat", "vercel-ai"],
+)
+def test_input_nested_past_the_limit_is_one_line_and_nothing_written(
+    fmt: str | None, text: str, tmp_path: Path
+) -> None:
+    """A 6 KB line nested 3,000 deep is bad input for every reader, auto-detection included:
+    one line naming the limit, exit 2, the store untouched. Before, auto-detection and the
+    Codex and Gemini CLI readers crashed with "unexpected RecursionError" (exit 1)."""
+    db = tmp_path / "s.db"
+    ok(db, "new")
+    before = dump(db)
+    source = tmp_path / "deep.jsonl"
+    source.write_text(text)
+    args = ["import", str(source)] if fmt is None else ["import", "--format", fmt, str(source)]
+    assert_refused(invoke(db, *args), f"nested more than {MAX_INPUT_DEPTH} levels deep")
+    assert dump(db) == before
+
+
+@pytest.mark.parametrize("depth", [MAX_INPUT_DEPTH, MAX_INPUT_DEPTH + 1])
+@pytest.mark.parametrize(
+    "filler", ['"]]]"', '"[[[{"', '"\\\\"', '"\\"[\\\\"', '"x\\\\\\"["'], ids=repr
+)
+def test_the_nesting_limit_counts_brackets_outside_strings_only(depth: int, filler: str) -> None:
+    """Exactly the limit parses and one more level is refused, whatever brackets, quotes and
+    backslashes the strings inside hold (they are text, not nesting)."""
+    arrays = "[" * (depth - 1) + filler + "]" * (depth - 1)  # the object is one more level
+    text = '{"a": "[[[[", "b": ' + arrays + ', "c": "]]]]"}'
+    if depth > MAX_INPUT_DEPTH:
+        with pytest.raises(NestedTooDeepError, match=f"more than {MAX_INPUT_DEPTH} levels"):
+            strict_loads(text)
+    else:
+        assert strict_loads(text) == json.loads(text)

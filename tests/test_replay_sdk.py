@@ -8,8 +8,12 @@ microcompacted) is accepted.
 from __future__ import annotations
 
 import base64
+import json
+import subprocess
+import sys
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -17,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from convstore import open_store
 from convstore.domain.blocks import (
     ImageBlock,
     ReasoningBlock,
@@ -423,3 +428,35 @@ def test_sdk_accepts_a_compacted_and_microcompacted_history(shape: Shape, vision
         expected = expected[1:]
     got = [(m["role"], realistic_parts(m)) for m in fragment["messages"]]
     assert got == expected
+
+
+def test_an_anthropic_replay_without_a_system_message_has_no_system_key(tmp_path: Path) -> None:
+    """Issue 39 item 19: every path that builds an Anthropic request (the API, the CLI's
+    quick replay path, the full command line, `export --format anthropic`) leaves `system`
+    out when nothing is a system message, instead of sending `"system": ""`; with one, it is
+    there. Each body is accepted by the anthropic SDK's request type."""
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        bare = store.new_conversation()
+        store.append_message(bare, "user", [{"type": "text", "text": "hello"}])
+        told = store.new_conversation()
+        store.append_message(told, "system", [{"type": "text", "text": "Be terse."}])
+        store.append_message(told, "user", [{"type": "text", "text": "hello"}])
+        bodies = {"api": store.replay(bare, shape="anthropic")}
+        assert store.replay(told, shape="anthropic")["system"] == "Be terse."
+    script = Path(sys.executable).parent / "convstore"
+    runs = {
+        "quick": ["--db", str(db), "replay", str(bare), "--shape", "anthropic"],
+        "full": ["--db", str(db), "replay", str(bare), "--shape", "anthropic", "--full"],
+        "export": ["--db", str(db), "export", str(bare), "--format", "anthropic"],
+    }
+    for name, args in runs.items():
+        done = subprocess.run([str(script), *args], capture_output=True, check=True)
+        bodies[name] = json.loads(done.stdout)
+    for name, body in bodies.items():
+        assert "system" not in body, (name, body)
+        assert body["messages"] == [
+            {"role": "user", "content": [{"type": "text", "text": "hello"}]}
+        ], name
+        problems = rejections("anthropic", request_body("anthropic", body))
+        assert problems == [], (name, problems)

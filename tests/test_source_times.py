@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from convstore.app.export import export_conversation
 from convstore.convert.claude_code import histories_from_transcript
 from convstore.convert.responses import history_from_responses
 from convstore.domain.events import MessageMeta, TokenUsage
+from convstore.store.importing import read_histories
 from tests.formats import BLOCK_TYPES
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
@@ -210,6 +212,52 @@ def test_retention_goes_by_the_source_times(store: Store) -> None:
         store.erase(agent, reason="retention", idle_since=cutoff)
 
 
+FUTURE = "9999-12-31T23:59:59Z"
+"""A Codex rollout dated at the end of time: before, it listed first forever and no retention
+could erase it."""
+
+
+def future_rollout(tmp_path: Path) -> Path:
+    """A Codex rollout whose every line is dated :data:`FUTURE`."""
+    meta = {"id": "0199a1b2-c3d4-7e5f-8a9b-00000000ffff", "timestamp": FUTURE}
+    ask = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    lines = [
+        {"timestamp": FUTURE, "type": "session_meta", "payload": meta},
+        {"timestamp": FUTURE, "type": "response_item", "payload": ask},
+    ]
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return rollout
+
+
+def test_a_source_time_after_the_recording_decides_nothing_but_is_kept(
+    store: Store, tmp_path: Path
+) -> None:
+    """A message its source dates after the store recorded it is at its recording for
+    activity, listing order and retention; the source's time stays in the log as its claim
+    and is shown as such."""
+    report = store.import_histories(read_histories("codex", future_rollout(tmp_path).read_text()))
+    [future] = report.ids
+    live = store.new_conversation()
+    store.append_message(live, "user", [{"type": "text", "text": "today"}])
+    now = datetime.now(UTC)
+    info = store.conversation_info(future)
+    assert info.created_at is not None
+    assert info.last_active is not None
+    assert info.created_at <= info.last_active <= now
+    assert [c.id for c in store.list_conversations().conversations] == [live, future]
+    [message] = store.messages(future)
+    assert message.started_at <= now
+    assert message.claimed_at == at(FUTURE)
+    assert {e.happened_at for e in store.events(future)} == {at(FUTURE)}  # kept as given
+    store.rebuild_listing()
+    assert store.conversation_info(future) == info
+    text = export_conversation(store, future, "markdown").text
+    assert "(the source dates it 9999-12-31 23:59:59 UTC, after it was recorded)" in text
+    store.erase(future, reason="retention", idle_since=now)
+    assert [c.id for c in store.conversations()] == [live]
+
+
 def test_a_fork_keeps_its_messages_times_and_metadata(store: Store) -> None:
     main, _ = imported(store)
     parent = store.messages(main)
@@ -390,6 +438,67 @@ def test_cli_show_list_and_export_give_the_source_times(tmp_path: Path) -> None:
     assert "## 4 · assistant · 2025-03-04 10:03:00 UTC" in exported.stdout
     checked = run(db, "verify")
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_cli_retention_erases_a_history_dated_in_the_future(tmp_path: Path) -> None:
+    """The issue's steps: a Codex rollout dated 9999 imported, then `erase --inactive-for`
+    (0s, so that no wait is needed) erases it; before, it said "no conversations match".
+    `list` dates it now, and `show` gives the source's time as its claim."""
+    db = tmp_path / "s.db"
+    proc = run(db, "import", "--format", "codex", str(future_rollout(tmp_path)))
+    assert proc.returncode == 0, proc.stderr
+    conv = proc.stdout.strip()
+    shown = run(db, "show", conv)
+    assert "(the source dates it 9999-12-31 23:59:59 UTC, after it was recorded)" in shown.stdout
+    listed = run(db, "list")
+    assert "9999" not in listed.stdout
+    erased = run(db, "erase", "--inactive-for", "0s", "--reason", "retention")
+    assert erased.returncode == 0, erased.stderr
+    assert erased.stdout.startswith(f"erased {conv}"), erased.stdout
+    assert run(db, "list", "--json").stdout.count(conv) == 0
+
+
+def test_import_bookkeeping_is_kept_and_shown_only_where_asked(tmp_path: Path) -> None:
+    """A Claude Code import keeps each message's line ids and request id in its metadata
+    extras; `show` and the Markdown export leave them out, `show --verbose` gives them, and
+    the web page folds them in a <details>. Before, `{"uuids": [...]}` and `request_id` sat
+    under every message of all three."""
+    transcript = tmp_path / f"{SESSION}.jsonl"
+    transcript.write_text(TEXT)
+    db = tmp_path / "s.db"
+    proc = run(db, "import", "--format", "claude-code", str(transcript))
+    assert proc.returncode == 0, proc.stderr
+    main = proc.stdout.split()[0]
+    shown = run(db, "show", main)
+    assert shown.returncode == 0, shown.stderr
+    assert "uuids" not in shown.stdout
+    assert "req_1" not in shown.stdout
+    assert "    (claude-sonnet-4-5 · 10 input / 42 output" in shown.stdout  # the rest stays
+    verbose = run(db, "show", main, "--verbose").stdout
+    assert '{"request_id": "req_1", "uuids": ["a1", "a2"]}' in verbose
+    exported = run(db, "export", main, "--format", "markdown").stdout
+    assert "uuids" not in exported
+    assert "req_1" not in exported
+    with convstore.open_store(db) as store:
+        assert store.messages(main)[1].meta == MessageMeta(
+            model="claude-sonnet-4-5",
+            provider_message_id="msg_A",
+            stop_reason="tool_use",
+            usage=TokenUsage(
+                input_tokens=10, output_tokens=42, cache_read_tokens=7, cache_write_tokens=3
+            ),
+            extra={"uuids": ["a1", "a2"], "request_id": "req_1"},
+        )
+        from starlette.testclient import TestClient  # noqa: PLC0415
+
+        from convstore.web.app import create_app  # noqa: PLC0415
+
+        with TestClient(create_app(store)) as client:
+            page = client.get(f"/c/{main}").text
+    folded = re.findall(r"<details class='meta msg-extra'>(.*?)</details>", page)
+    assert "<summary>metadata extras</summary>" in folded[1]
+    assert "&quot;request_id&quot;: &quot;req_1&quot;" in folded[1]
+    assert "req_1" not in re.sub(r"<details class='meta msg-extra'>.*?</details>", "", page)
 
 
 def test_markdown_export_and_web_list_show_the_source_times(store: Store) -> None:

@@ -248,7 +248,7 @@ def test_a_full_disk_fails_in_one_line_writes_nothing_half_and_recovers(
         store.append_message(conv, "user", [_filler(whole, 0), _filler(whole, 1)])
         assert len(store.messages(conv)) == whole + 2
     assert log_problems(db) == []
-    result = invoke(db, "append", str(conv), "--role", "user", stdin="[]")
+    result = invoke(db, "append", str(conv), "--role", "user", stdin=json.dumps([TEXT]))
     assert result.exit_code == 0, result.stderr
 
 
@@ -270,7 +270,7 @@ def test_a_read_only_filesystem_fails_in_one_line_and_changes_nothing(
         with pytest.raises(StoreError) as caught:
             open_store(db)
         assert_one_line(caught.value, str(db))
-        result = invoke(db, "append", str(conv), "--role", "user", stdin="[]")
+        result = invoke(db, "append", str(conv), "--role", "user", stdin=json.dumps([TEXT]))
         assert_one_error_line(result, 1, str(db))
         # Rough edge (reported): reading fails as well, since WAL mode needs the -shm file.
         assert_one_error_line(invoke(db, "replay", str(conv)), 1, str(db))
@@ -299,7 +299,7 @@ def test_a_read_only_store_file_fails_in_one_line(tmp_path: Path) -> None:
     before = dump(db)
     db.chmod(0o444)
     try:
-        result = invoke(db, "append", str(conv), "--role", "user", stdin="[]")
+        result = invoke(db, "append", str(conv), "--role", "user", stdin=json.dumps([TEXT]))
         assert_one_error_line(result, 1, str(db))
     finally:
         db.chmod(0o600)
@@ -318,7 +318,9 @@ def test_a_missing_directory_is_one_line_and_creates_nothing(tmp_path: Path) -> 
     assert_one_line(caught.value, "does not exist", str(db.parent))
     assert_one_error_line(invoke(db, "new"), 1, "does not exist")
     # Commands that only read or extend a store say there is none (bad input: exit 2).
-    result = invoke(db, "append", "0b8e7c0e-3d6f-4c1a-9a51-5e2f1c9d7a10", "-r", "user", stdin="[]")
+    result = invoke(
+        db, "append", "0b8e7c0e-3d6f-4c1a-9a51-5e2f1c9d7a10", "-r", "user", stdin=json.dumps([TEXT])
+    )
     assert_one_error_line(result, 2, "no store at")
     assert not db.parent.exists()
 

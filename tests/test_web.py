@@ -132,14 +132,17 @@ def assert_inert(page: str) -> None:
 
 
 WIRE = re.compile(
-    r"<div class='wire' data-for='([^']*)'><div class='meta'>([^<]*)</div><pre>(.*?)</pre></div>",
+    r"<div class='wire' data-for='([^']*)'><div class='meta'>([^<]*)</div>"
+    r"<pre class='wire-text'>.*?</pre><details class='wire-json'><summary>JSON as sent</summary>"
+    r"<pre>(.*?)</pre></details></div>",
     re.DOTALL,
 )
 
 
 def wire_pane(pane: str) -> tuple[dict[str, object], list[str]]:
-    """The replay pane read back: the request body its wire messages make, and per entry of
-    ``messages`` the transcript sections (``m-ID``) it names, space-separated."""
+    """The replay pane read back: the request body its wire messages make (from the JSON as
+    sent that each folds away), and per entry of ``messages`` the transcript sections
+    (``m-ID``) it names, space-separated."""
     body: dict[str, object] = {}
     messages: list[object] = []
     owners: list[str] = []

@@ -196,3 +196,60 @@ def test_selecting_a_message_shows_its_wire_message(store: Store, browser: Any) 
         link = page.locator(f"#m-{answer} .sources a")
         assert link.get_attribute("href") == "https://en.wikipedia.org/wiki/Walrus"
     assert errors == []
+
+
+def test_narrow_window_stacks_the_columns_and_the_form_sends_one_vision(
+    store: Store, browser: Any, tmp_path: Path
+) -> None:
+    """Issue 39 item 23: at 420 px the replay pane stacks under the transcript (full width)
+    instead of squeezing beside it, while at desktop width it stays beside it; a wire
+    message reads as text with its JSON one click away; applying the form never puts two
+    ``vision`` values in the URL (``vision=1`` when ticked, none when clear: off)."""
+    from urllib.parse import parse_qs, urlsplit  # noqa: PLC0415
+
+    conv = record_demo(store)
+    errors: list[str] = []
+    with Served(store) as base:
+        page = browser.new_page(viewport={"width": 420, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(f"{base}/c/{conv}")
+        page.wait_for_selector("#pressure svg")
+        transcript = page.locator("#transcript").bounding_box()
+        side = page.locator("#side").bounding_box()
+        assert transcript is not None
+        assert side is not None
+        assert side["y"] >= transcript["y"] + transcript["height"] - 1  # below, not beside
+        assert side["width"] > 300
+        assert transcript["width"] > 300
+        page_width = page.evaluate("document.documentElement.scrollWidth")
+        assert page_width <= 420  # nothing wider than the window: no sideways scrolling
+        page.screenshot(path=str(tmp_path / "narrow.png"), full_page=True)
+        wire = page.locator("#replay .wire").nth(1)
+        assert "\\n" not in wire.locator("pre.wire-text").inner_text()
+        raw = wire.locator("details.wire-json pre")
+        assert not raw.is_visible()
+        wire.locator("details.wire-json summary").click()
+        assert raw.is_visible()
+        assert raw.inner_text().lstrip().startswith("{")
+
+        page.set_viewport_size({"width": 1280, "height": 900})
+        transcript = page.locator("#transcript").bounding_box()
+        side = page.locator("#side").bounding_box()
+        assert transcript is not None
+        assert side is not None
+        assert side["x"] >= transcript["x"] + transcript["width"]  # beside it
+        page.screenshot(path=str(tmp_path / "wide.png"))
+
+        page.check("#vision")
+        page.click("#apply")
+        page.wait_for_url("**vision=1**")
+        assert parse_qs(urlsplit(page.url).query)["vision"] == ["1"]
+        page.wait_for_selector("#side .replay")
+        assert "[Image not shown" not in page.inner_text("#side .replay")
+        page.uncheck("#vision")
+        page.click("#apply")
+        page.wait_for_url(lambda url: "vision=1" not in url)
+        assert parse_qs(urlsplit(page.url).query).get("vision", ["0"]) == ["0"]
+        page.wait_for_selector("#side .replay")
+        assert "[Image not shown" in page.inner_text("#side .replay")  # off again
+    assert errors == []

@@ -6,6 +6,8 @@ Starlette's TestClient."""
 
 from __future__ import annotations
 
+import base64
+import html
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -231,3 +233,76 @@ def test_a_real_session_links_its_subagents_and_shows_each_result_once(
     )
     assert "no result" not in page  # every call there was answered, and links to its answer
     assert "<div class='meta msg-meta'>claude-" in page  # the recorded model, per message
+
+
+LABEL = re.compile(r"<div class='wire' data-for='[^']*'><div class='meta'>([^<]*)</div>")
+BAR_LABEL = re.compile(r"<text x='0' y='\d+'>([^<]*)</text>")
+
+
+def test_the_page_counts_messages_from_1_everywhere(store: Store) -> None:
+    """Issue 39 item 22: the transcript, the replay pane's wire messages and the pressure
+    chart all count from 1 (as `show` does), and a wire message names the transcript number
+    of the stored message it is. Wire numbers are replay order with system messages
+    included, as `convstore pressure` counts, in both shapes."""
+    conv = store.new_conversation()
+    system = store.append_message(conv, "system", [{"type": "text", "text": "Be brief."}])
+    opening = store.append_message(conv, "assistant", [{"type": "text", "text": "Hello."}])
+    question = store.append_message(conv, "user", [{"type": "text", "text": "Hi?"}])
+    store.append_message(conv, "assistant", [{"type": "text", "text": "taken back"}])
+    store.rewind(conv, to=question)
+    answer = store.append_message(conv, "assistant", [{"type": "text", "text": "Hi."}])
+    client = client_for(store)
+    page = client.get(f"/c/{conv}").text
+    for number, message in ((1, system), (2, opening), (3, question), (5, answer)):
+        assert re.search(rf"id='m-{message}'><div class='meta'>#{number} <b>", page)
+    openai = LABEL.findall(client.get(f"/c/{conv}/replay?shape=openai").text)
+    assert openai == [
+        f"wire #1 · system · stored message {system} (#1 in the transcript)",
+        "wire #2 · user · added by replay: no stored message",
+        f"wire #3 · assistant · stored message {opening} (#2 in the transcript)",
+        f"wire #4 · user · stored message {question} (#3 in the transcript)",
+        f"wire #5 · assistant · stored message {answer} (#5 in the transcript)",
+    ]
+    anthropic = LABEL.findall(client.get(f"/c/{conv}/replay?shape=anthropic").text)
+    assert anthropic == [
+        f"system · wire #1 · stored message {system} (#1 in the transcript)",
+        *openai[1:],
+    ]
+    for shape in ("openai", "anthropic"):
+        chart = client.get(f"/c/{conv}/pressure?shape={shape}").text
+        by_message = chart[chart.index("tokens by wire message") :]
+        assert BAR_LABEL.findall(by_message) == [
+            "#1 system",
+            "#2 user",
+            "#3 assistant",
+            "#4 user",
+            "#5 assistant",
+        ]
+
+
+def test_the_replay_pane_shows_each_wire_message_as_text(any_store: Store) -> None:
+    """Issue 39 item 23: a wire message shows as its text (newlines as lines, quotes as
+    quotes, markup escaped), not JSON-escaped; its JSON as sent is folded in a <details>;
+    an image shows as a note naming it, not base64."""
+    from convstore.app.demo import tiny_png  # noqa: PLC0415
+
+    conv = any_store.new_conversation()
+    prose = 'He said "go".\nThen <b>left</b> & right.'
+    any_store.append_message(conv, "user", [{"type": "text", "text": prose}])
+    png = base64.b64encode(tiny_png()).decode()
+    image = {"type": "image", "media_type": "image/png", "data": png}
+    any_store.append_message(conv, "user", [{"type": "text", "text": "Look:"}, image])
+    client = client_for(any_store)
+    shown = html.escape(prose, quote=True)
+    for shape in ("openai", "anthropic"):
+        pane = client.get(f"/c/{conv}/replay?shape={shape}&vision=1").text
+        texts = re.findall(r"<pre class='wire-text'>(.*?)</pre>", pane, re.DOTALL)
+        assert texts[0] == shown
+        assert texts[1] == "Look:\n\n[image: image/png]"
+        assert png not in "".join(texts)
+        assert "\\n" not in texts[0]
+        assert "\\&quot;" not in texts[0]
+        # The JSON as sent is one click away (and is the replay itself).
+        assert pane.count("<details class='wire-json'><summary>JSON as sent</summary>") == 2
+        body, _ = wire_pane(pane)
+        assert body == any_store.replay(conv, shape=shape, vision=True)

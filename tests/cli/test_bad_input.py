@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from convstore.cli import cli
 from tests.cli.support import (
+    CONVSTORE,
     PNG,
     TEXT_BLOCK,
     UNKNOWN_ID,
@@ -20,8 +24,8 @@ from tests.cli.support import (
     dump,
     invoke,
     new_conversation,
-    ok,
 )
+from tests.conftest import one_error_line
 
 # -- bad input: exit 2, one line, nothing written -----------------------------------------------
 
@@ -378,13 +382,81 @@ def test_commands_on_a_missing_store_create_nothing(
     assert list(db.parent.iterdir()) == []
 
 
-def test_list_on_a_missing_store_prints_nothing(db: Path) -> None:
-    """`list` against a missing store prints nothing on stdout (or an empty page with
-    --json), says so on stderr, and creates nothing."""
-    listed = invoke(db, "list")
-    assert (listed.exit_code, listed.stdout, listed.stderr) == (0, "", "no conversations match\n")
-    assert json.loads(ok(db, "list", "--json")) == {"conversations": [], "next": None}
-    assert not db.exists()
+READ_COMMANDS = [
+    ["list"],
+    ["list", "--json"],
+    ["list", "--label", "team=a", "--limit", "1"],
+    ["show", UNKNOWN_ID],
+    ["replay", UNKNOWN_ID],
+    ["log", UNKNOWN_ID],
+    ["pressure", UNKNOWN_ID],
+    ["export", UNKNOWN_ID, "--format", "markdown"],
+    ["verify"],
+    ["dump"],
+    ["project"],
+    ["rebuild"],
+    ["rebuild", "--projection", "listing"],
+    ["audit", "tools"],
+    ["audit", "search", "hello"],
+    ["audit", "sql", "SELECT 1"],
+    ["serve", "--port", "0"],
+]
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS, ids=[" ".join(a[:2]) for a in READ_COMMANDS])
+@pytest.mark.parametrize("where", ["missing", "empty-file", "directory", "text-file"])
+def test_every_read_of_a_location_without_a_store_says_so(
+    tmp_path: Path, where: str, args: list[str]
+) -> None:
+    """Issue 39 item 17: every command that reads, pointed at a path that holds no store (a
+    typo, an empty file, a directory, a text file such as /etc/passwd), exits 2 with one line
+    saying so, and leaves the path as it was (nothing made). Before, `list` printed "no
+    conversations match" and exited 0 for a missing or empty path, and a text file or a
+    directory was a store failure (exit 1)."""
+    location = tmp_path / "typo.db"
+    fragment = "no store at"
+    if where == "empty-file":
+        location.touch()
+    elif where == "directory":
+        location.mkdir()
+    elif where == "text-file":
+        location.write_text("root:x:0:0:root:/root:/bin/bash\n")
+        fragment = "not a convstore store: it is not a SQLite file"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    content = location.read_bytes() if location.is_file() else None
+    assert_refused(invoke(location, *args), fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert (location.read_bytes() if location.is_file() else None) == content
+
+
+def test_the_script_says_no_store_for_a_typo_as_every_command_does(tmp_path: Path) -> None:
+    """Issue 39 item 17, through the installed script (whose `replay` takes a quick path
+    before the command line loads): `list` and `replay` of a missing path both exit 2."""
+    location = tmp_path / "typo.db"
+    for args in (["list"], ["replay", UNKNOWN_ID]):
+        done = subprocess.run(
+            [str(CONVSTORE), "--db", str(location), *args], capture_output=True, check=False
+        )
+        one_error_line(done.returncode, done.stdout, done.stderr, f"no store at {location}")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["list"], ["show", UNKNOWN_ID], ["verify"], ["dump"]])
+def test_reading_a_postgres_schema_without_a_store_says_so_and_makes_nothing(
+    postgres_url: str, args: list[str]
+) -> None:
+    """Issue 39 item 17 on PostgreSQL: a read of a schema that holds no store exits 2 saying
+    so, and the schema is not created (before, the read made the schema a store)."""
+    import psycopg  # noqa: PLC0415
+
+    schema = postgres_url.rsplit("schema=", 1)[1]
+    result = CliRunner().invoke(cli, ["--db", postgres_url, *args])
+    assert_refused(result, "no store at", f"schema {schema} holds none")
+    with psycopg.connect(postgres_url.split("?", 1)[0]) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (schema,)
+        ).fetchone()
+    assert found == (0,)
 
 
 @pytest.mark.parametrize(
@@ -419,3 +491,13 @@ def test_serve_without_the_web_extra_names_the_install_that_works(
         "error: convstore serve needs convstore's 'web' extra: pip install -e '.[web]' in the "
         "convstore checkout, or pip install 'starlette>=0.40' 'uvicorn>=0.30'"
     )
+
+
+def test_append_of_an_empty_array_is_refused(seeded: Seeded) -> None:
+    """Issue 39 item 18: `append` of `[]` as a whole message is refused in one line (exit 2)
+    pointing at --open and `start`, and nothing is written; before, it recorded an ended
+    message with no blocks. `append --open` of `[]` still opens a message for add-block."""
+    before = dump(seeded.db)
+    result = invoke(seeded.db, "append", seeded.conv, "--role", "user", stdin="[]")
+    assert_refused(result, "the array holds no blocks", "--open", "convstore start")
+    assert dump(seeded.db) == before

@@ -4,6 +4,7 @@ what the CLI reference (docs/cli-reference.md) says, exit 0."""
 from __future__ import annotations
 
 import json
+import shlex
 import stat
 import tempfile
 from pathlib import Path
@@ -468,3 +469,32 @@ def test_empty_results_say_so_on_stderr(db: Path) -> None:
     empty = json.loads(ok(db, "list", "--label", "env=prod", "--json"))
     assert empty == {"conversations": [], "next": None}
     assert ok(db, "list").startswith(conv)
+
+
+def test_the_more_hint_repeats_every_filter_and_the_limit(db: Path) -> None:
+    """Issue 39 item 15: `list --label team=a --title t --limit 1` ends with a `more:` command
+    that, followed page after page, lists every team-a conversation one at a time and never
+    the other team's; it names the store given with --db. Before, the hint was `convstore
+    list --after CURSOR`, which dropped the label and the limit."""
+    team_a = []
+    for team in ("a", "b", "a", "b", "a"):
+        conv = new_conversation(db, f"t {team}")
+        ok(db, "label", conv, f"team={team}")
+        if team == "a":
+            team_a.append(conv)
+    args = ["--db", str(db), "list", "--label", "team=a", "--title", "t", "--limit", "1"]
+    seen: list[str] = []
+    while True:
+        result = invoke(None, *args)
+        assert result.exit_code == 0, result.stderr
+        rows = result.stdout.splitlines()
+        assert len(rows) <= 1, rows
+        seen += [row.split()[0] for row in rows]
+        hints = [line for line in result.stderr.splitlines() if line.startswith("more: ")]
+        if not hints:
+            break
+        command = shlex.split(hints[0].removeprefix("more: "))
+        assert command[:3] == ["convstore", "--db", str(db)]
+        assert command[3:10] == ["list", "--label", "team=a", "--title", "t", "--limit", "1"]
+        args = command[1:]
+    assert sorted(seen) == sorted(team_a)

@@ -46,14 +46,16 @@ def test_new_in_a_missing_directory_is_a_store_failure(tmp_path: Path) -> None:
     ],
     ids=["new", "list", "list-json", "append", "replay", "demo"],
 )
-def test_a_file_that_is_not_sqlite_is_a_store_failure(
+def test_a_file_that_is_not_sqlite_is_refused_as_not_a_store(
     db: Path, args: list[str], stdin: str | None
 ) -> None:
-    """A store file holding garbage bytes fails with exit 1 and one line, and is left as it was."""
+    """A store file holding garbage bytes is refused as bad input (exit 2, as the CLI guide
+    promises for a file that is not a store; issue 39 item 17 found exit 1) with one line,
+    and is left as it was."""
     garbage = b"this is not a SQLite database, just some bytes\n" * 40
     db.write_bytes(garbage)
     result = invoke(db, *args, stdin=stdin)
-    assert_refused(result, "not a database", code=1)
+    assert_refused(result, "is not a convstore store: it is not a SQLite file", code=2)
     assert "unexpected" not in result.stderr
     assert str(db) in result.stderr
     assert db.read_bytes() == garbage
@@ -78,8 +80,8 @@ def test_script_happy_path(tmp_path: Path) -> None:
     replayed = run_script("--db", db, "replay", conv, "--shape", "anthropic")
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stderr == b""
+    # No system message, so no "system" key (issue 39 item 19: it used to be "").
     assert json.loads(replayed.stdout) == {
-        "system": "",
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}],
     }
 
@@ -108,13 +110,14 @@ def test_script_usage_error_exits_2_without_traceback(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_script_store_failures_exit_1_with_one_line(tmp_path: Path) -> None:
-    """The console script exits 1 with one line for a missing directory and a non-SQLite file."""
+    """The console script exits 1 with one line for a missing directory, and 2 (not a store:
+    bad input, issue 39 item 17) for a non-SQLite file."""
     line = assert_script_failed(run_script("--db", str(tmp_path / "no" / "s.db"), "new"), 1)
     assert "does not exist" in line
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(bytes(range(256)) * 8)
-    line = assert_script_failed(run_script("--db", str(garbage), "new"), 1)
-    assert "not a database" in line
+    line = assert_script_failed(run_script("--db", str(garbage), "new"), 2)
+    assert "not a SQLite file" in line
 
 
 @pytest.mark.slow
@@ -136,12 +139,13 @@ def test_script_refuses_a_terminal_as_stdin(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_script_help_and_list_of_a_missing_store(tmp_path: Path) -> None:
-    """`convstore --help` exits 0 naming every command; `list` of a missing store makes no file."""
+    """`convstore --help` exits 0 naming every command; `list` of a missing store says there
+    is none (exit 2, issue 39 item 17: it used to list nothing and exit 0) and makes no file."""
     proc = run_script("--help")
     assert proc.returncode == 0, proc.stderr
     for name in command_names():
         assert name.encode() in proc.stdout
     listed = run_script("--db", str(tmp_path / "h.db"), "list")
-    assert listed.returncode == 0, listed.stderr
-    assert listed.stdout == b""
+    line = assert_script_failed(listed, 2)
+    assert "no store at" in line
     assert not (tmp_path / "h.db").exists()

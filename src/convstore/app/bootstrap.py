@@ -59,9 +59,11 @@ def open_store(
     URL.
 
     Without a location, ``$CONVSTORE_DB`` or the default path is used (its directory is made
-    if missing). With ``create=False`` a missing SQLite file raises :class:`NoStore` instead of
-    being created, so reading never leaves a file behind. Any other ``scheme://`` location,
-    and SQLite's own ``file:`` URIs, are refused: a store is one file, named by its path.
+    if missing). With ``create=False`` a location that holds no store (a missing or empty SQLite
+    file, a directory, a PostgreSQL schema without convstore's tables, a missing NATS stream)
+    raises :class:`NoStore` instead of being made one, so reading never leaves a store behind.
+    Any other ``scheme://`` location, and SQLite's own ``file:`` URIs, are refused: a store is
+    one file, named by its path.
 
     ``replay_cache_bytes`` bounds the memory replay keeps between calls (about that many bytes
     of per-message plans, least recently replayed dropped first; 0 keeps none). With

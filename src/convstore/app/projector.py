@@ -8,14 +8,15 @@ named after the server, database and schema, so every host keeps a local one.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from uuid import uuid4
+from uuid import UUID, uuid4
 
-from convstore.audit.db import BUSY_TIMEOUT_SECONDS, AuditDatabase
+from convstore.audit.db import BUSY_TIMEOUT_SECONDS, DERIVED_TABLES, ERASURES, AuditDatabase
 from convstore.audit.file import (
     audit_file,
     check_audit_path,
@@ -25,6 +26,7 @@ from convstore.audit.file import (
     swap_in,
 )
 from convstore.backends.common.gc_pause import paused_gc
+from convstore.backends.common.readonly import read_only_query
 from convstore.domain.errors import ProjectionConflict, ReadModelBusy, ReadModelMoved
 from convstore.store import Store
 
@@ -87,12 +89,16 @@ def catch_up(
     while True:
         try:
             with paused_gc():
+                # Tombstones are read from where the file stood before the batch was: another
+                # forgetter (an `erase`) may move the file's mark past an erasure whose events
+                # this batch read just before they were deleted.
+                since = audit.erasures_seen()
                 batch = store.notifications(position, batch_size)
                 if not batch:
-                    _forget_erased(store, audit)
+                    _forget_erased(store, audit, since)
                     return applied
                 position = audit.apply(batch, after=position)
-                _forget_erased(store, audit)
+                _forget_erased(store, audit, since)
         except ProjectionConflict:
             position = audit.position()  # another projector got there; carry on from its work
             continue
@@ -105,14 +111,64 @@ def catch_up(
             progress(len(batch))
 
 
-def _forget_erased(store: Store, audit: AuditDatabase) -> None:
+def _forget_erased(store: Store, audit: AuditDatabase, since: int) -> None:
     """Drop from the read model what it derived from conversations erased since it last
-    looked. Run after each batch: an event read before an erasure committed is applied, then
+    looked, or since ``since`` (where it stood before the batch just applied was read).
+    Run after each batch: an event read before an erasure committed is applied, then
     deleted here, because the tombstones are read after the events."""
     seen = audit.erasures_seen()
-    erasures = store.erasures(seen)
+    erasures = store.erasures(min(since, seen))
     if erasures:
         audit.forget(erasures, after=seen)
+
+
+def forget_erased(store: Store, path: Path) -> None:
+    """Delete from the audit read model at ``path`` (an existing file) every row of the
+    conversations erased since it last looked, without applying new events: what `erase`
+    does on its host. Raises :class:`~convstore.domain.errors.ReadModelBusy` when the file
+    stays locked, :class:`~convstore.domain.errors.InvalidInput` when it is not this store's
+    read model (or needs a rebuild)."""
+    audit = open_audit(store, path)
+    try:
+        while True:
+            try:
+                _forget_erased(store, audit, audit.erasures_seen())
+            except ProjectionConflict:
+                continue  # another projector moved the mark: look again from there
+            except ReadModelMoved:
+                audit.reopen()  # a rebuild swapped a new file in: forget there too
+                continue
+            return
+    finally:
+        audit.close()
+
+
+def erased_still_held(store: Store, path: Path) -> list[UUID]:
+    """The erased conversations whose rows the audit read model at ``path`` (an existing file)
+    still holds, read without changing it: those erased after its last catch-up."""
+    _, rows = read_only_query(
+        path, "SELECT position FROM _tracking WHERE projection = :name", {"name": ERASURES}
+    )
+    seen = int(rows[0][0]) if rows else 0
+    pending = {str(erasure.id): erasure.id for erasure in store.erasures(seen)}
+    if not pending:
+        return []
+    # Every table is indexed by conversation first: one probe per table and erasure.
+    held_by = " OR ".join(
+        [
+            "EXISTS (SELECT 1 FROM conversations WHERE id = e.value)",
+            *(
+                f"EXISTS (SELECT 1 FROM {table} WHERE conversation_id = e.value)"  # noqa: S608
+                for table in DERIVED_TABLES
+            ),
+        ]
+    )
+    _, held = read_only_query(
+        path,
+        f"SELECT e.value FROM json_each(:ids) AS e WHERE {held_by}",  # noqa: S608 - fixed names
+        {"ids": json.dumps(sorted(pending))},
+    )
+    return [pending[str(value)] for (value,) in held]
 
 
 @dataclass(frozen=True, slots=True)

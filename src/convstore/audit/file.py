@@ -16,9 +16,8 @@ from pathlib import Path
 
 from convstore.audit.db import STORE_ID
 from convstore.backends import backend_for
+from convstore.backends.sqlite.files import SQLITE_HEADER
 from convstore.domain.errors import InvalidInput, StoreError
-
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 COMPANION_SUFFIXES = ("-journal", "-wal", "-shm")
 """The files SQLite keeps beside a database, found by name."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from convstore.cli.inputs import json_kind, read_json
 from convstore.cli.metadata import meta_option, parse_assignment, parse_meta_option, parse_when
@@ -26,7 +28,7 @@ from convstore.cli.options import (
 )
 from convstore.domain.blocks import DocumentBlock, TextBlock
 from convstore.domain.conversation import Conversation
-from convstore.domain.errors import InvalidInput, NoStore
+from convstore.domain.errors import InvalidInput
 from convstore.domain.events import Compacted
 from convstore.domain.images import dimensions
 from convstore.engine.plan import ReplayOptions, interruption_marker
@@ -39,6 +41,7 @@ from convstore.projections.prose import (
     describe_meta,
     document_caption,
     document_text,
+    source_claim,
 )
 
 
@@ -115,8 +118,9 @@ def append(
 ) -> None:
     """Record one message from a JSON array of blocks; print its id.
 
-    Blocks come from FILE, or stdin when FILE is - or omitted. The whole message is
-    written at once, or (on any bad block) not at all.
+    Blocks come from FILE, or stdin when FILE is - or omitted: at least one, unless --open
+    (an empty array is refused for a whole message). The whole message is written at once,
+    or (on any bad block) not at all.
 
     \b
     Example:
@@ -127,6 +131,12 @@ def append(
     blocks = read_json(source)
     if not isinstance(blocks, list):
         msg = f"expected a JSON array of blocks, got {json_kind(blocks)}"
+        raise InvalidInput(msg)
+    if not blocks and not leave_open:
+        msg = (
+            "the array holds no blocks: a message needs at least one "
+            "(to open one and add blocks as they come, use --open or `convstore start`)"
+        )
         raise InvalidInput(msg)
     store = store_from(ctx, create=False)
     message = store.append_message(
@@ -267,13 +277,19 @@ def replay(
 @click.option(
     "--all", "everything", is_flag=True, help="Also show messages a rewind withdrew, marked."
 )
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="Also show each message's metadata extras (an import's line and request ids).",
+)
 @click.pass_context
-def show(ctx: click.Context, conversation: str, everything: bool) -> None:
+def show(ctx: click.Context, conversation: str, everything: bool, verbose: bool) -> None:
     """Print a readable transcript: each message with its id, role, status and blocks.
 
     The title (and labels) head it. Each compaction follows the message it runs through,
     marked when a newer one supersedes it. Messages a rewind withdrew are left out (as
-    replay leaves them out) unless --all.
+    replay leaves them out) unless --all. Under each message its metadata (model, tokens,
+    stop reason, id); its extras only with --verbose.
 
     \b
     Example:
@@ -293,14 +309,14 @@ def show(ctx: click.Context, conversation: str, everything: bool) -> None:
             hidden += 1
             continue
         status = {"open": "open (never ended)"}.get(message.status, message.status)
-        stamp = message.started_at.strftime("%Y-%m-%d %H:%M:%S")
+        stamp = f"{message.started_at:%Y-%m-%d %H:%M:%S}{source_claim(message.claimed_at)}"
         withdrawn = " · withdrawn by a rewind" if message.withdrawn else ""
         click.secho(
             f"[{number}] {message.role} · {status} · {stamp}{withdrawn} · {message.message_id}",
             bold=True,
         )
-        if message.meta is not None:
-            click.echo(f"    ({describe_meta(message.meta)})")
+        if message.meta is not None and (described := describe_meta(message.meta, extra=verbose)):
+            click.echo(f"    ({described})")
         if not message.blocks:
             click.echo("    (no blocks)")
         for recorded in message.blocks:
@@ -375,8 +391,9 @@ def list_(
 
     Served from the store's listing index, so a page costs the same however many
     conversations and events the store holds. With --json: {"conversations": [...],
-    "next": CURSOR or null}; pass CURSOR to --after for the next page. Without --json,
-    an empty result says "no conversations match" on stderr.
+    "next": CURSOR or null}; pass CURSOR to --after, with the same filters and --limit, for
+    the next page. Without --json, a page with more after it ends with a `more:` command on
+    stderr that does that, and an empty result says "no conversations match" there.
 
     \b
     Example:
@@ -389,17 +406,11 @@ def list_(
         "active_after": parse_when(active_after, "--active-after"),
         "active_before": parse_when(active_before, "--active-before"),
     }
-    try:
-        store = store_from(ctx, create=False)
-    except NoStore:
-        store = None
-    if store is None:
-        rows, next_cursor = [], None
-    else:
-        page = store.list_conversations(
-            labels=wanted or None, title=title, limit=limit, after=cursor, **bounds
-        )
-        rows, next_cursor = page.conversations, page.next
+    store = store_from(ctx, create=False)
+    page = store.list_conversations(
+        labels=wanted or None, title=title, limit=limit, after=cursor, **bounds
+    )
+    rows, next_cursor = page.conversations, page.next
     if as_json:
         payload = {
             "conversations": [
@@ -429,7 +440,25 @@ def list_(
         branch = f"↳ {str(c.parent_id)[:8]} " if c.parent_id else ""
         click.echo(f"{c.id}  {stamp}  {branch}{c.shown_title}  {shown}".rstrip())
     if next_cursor:
-        click.echo(f"more: convstore list --after {next_cursor}", err=True)
+        more = ["convstore"]
+        parent = ctx.parent
+        if parent is not None and parent.get_parameter_source("db") is ParameterSource.COMMANDLINE:
+            more += ["--db", store.location]
+        more.append("list")
+        for text in labels:
+            more += ["--label", text]
+        given = {
+            "--title": title,
+            "--started-after": started_after,
+            "--started-before": started_before,
+            "--active-after": active_after,
+            "--active-before": active_before,
+        }
+        for option, value in given.items():
+            if value is not None:
+                more += [option, value]
+        more += ["--limit", str(limit), "--after", next_cursor]
+        click.echo(f"more: {shlex.join(more)}", err=True)
 
 
 @click.command()

@@ -70,9 +70,6 @@ def parse_json(text: str, where: str) -> Any:
     except ValueError as exc:  # e.g. an integer past Python's 4,300-digit limit
         msg = f"malformed JSON in {where}: {exc}"
         raise InvalidInput(msg) from None
-    except RecursionError:
-        msg = f"malformed JSON in {where}: nested too deeply"
-        raise InvalidInput(msg) from None
 
 
 def json_kind(value: object) -> str:

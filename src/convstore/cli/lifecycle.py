@@ -4,12 +4,14 @@ undo, fork."""
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from datetime import datetime, timedelta
 from uuid import UUID
 
 import click
 
+from convstore.app.projector import audit_path, forget_erased
 from convstore.cli.metadata import parse_assignment
 from convstore.cli.options import (
     NO_MATCH,
@@ -18,7 +20,13 @@ from convstore.cli.options import (
     resolve_message,
     store_from,
 )
-from convstore.domain.errors import ConversationActive, ConversationErased, InvalidInput
+from convstore.domain.errors import (
+    ConversationActive,
+    ConversationErased,
+    ConvstoreError,
+    InvalidInput,
+    StoreError,
+)
 from convstore.domain.events import utcnow
 from convstore.domain.parsing import parse_id
 from convstore.store import Store
@@ -71,14 +79,18 @@ def erase(
 ) -> None:
     """Delete a conversation's events for good, leaving only a tombstone.
 
-    Every event goes, and every row the audit read model derived from it goes at its next
-    catch-up; the tombstone keeps the id, when, the reason and how many events. On SQLite the
-    bytes are overwritten in the file and its write-ahead log; on PostgreSQL they stay in the
-    tables' pages until `convstore vacuum`. Copies made before (backups, dumps, exports) are
+    Every event goes, and so does every row this host's audit read model (--audit, or its
+    default file, if it exists) derived from it, its full-text index included; a read model
+    elsewhere forgets at its next `project`. The tombstone keeps the id, when, the reason and
+    how many events. On SQLite the bytes are overwritten in the file and its write-ahead log
+    (the audit file's too); on PostgreSQL they stay in the tables' pages until
+    `convstore vacuum`. Copies made before (backups, dumps, exports) are
     not touched. Prints one line per erased conversation; one erased
     before is "already erased" (exit 0, once its old bytes are out of the files), and with
     --inactive-for one that had an event since the run began is "skipped"; on stderr,
-    "no conversations match" when --inactive-for finds none.
+    "no conversations match" when --inactive-for finds none. If the audit read model cannot
+    be cleaned (its file stays locked), the erasure stands and the command fails (exit 1)
+    naming the `project` command that finishes the job.
 
     \b
     Example:
@@ -99,13 +111,7 @@ def erase(
     store = store_from(ctx, create=False)
     if conversation is not None:
         assert reason is not None
-        conversation = resolve_conversation(ctx, conversation)
-        try:
-            erased = store.erase(conversation, reason=reason)
-        except ConversationErased:
-            click.echo(_already_erased(store, parse_id(conversation, "conversation")))
-            return
-        click.echo(f"erased {erased.id}: {erased.events} event(s)")
+        _erase_one(ctx, store, conversation, reason)
         return
     assert span is not None
     cutoff = utcnow() - span
@@ -141,6 +147,41 @@ def erase(
         after = page.next
     if not matched:
         click.echo(NO_MATCH, err=True)
+    elif not dry_run:
+        _forget_in_audit(ctx, store)
+
+
+def _erase_one(ctx: click.Context, store: Store, conversation: str, reason: str) -> None:
+    conversation = resolve_conversation(ctx, conversation)
+    try:
+        erased = store.erase(conversation, reason=reason)
+    except ConversationErased:
+        click.echo(_already_erased(store, parse_id(conversation, "conversation")))
+    else:
+        click.echo(f"erased {erased.id}: {erased.events} event(s)")
+    _forget_in_audit(ctx, store)
+
+
+def _forget_in_audit(ctx: click.Context, store: Store) -> None:
+    """Delete the erased conversations' rows from this host's audit read model (the one
+    ``--audit`` / ``$CONVSTORE_AUDIT_DB`` / the default names), if it exists. If that cannot be
+    done, fail (exit 1) naming the file and the command that finishes the job: the erasure
+    itself is committed."""
+    try:
+        path = audit_path(store, ctx.obj["audit"])
+    except InvalidInput:
+        return  # the path holds no read model of this store: none of its text is there
+    if not path.exists():
+        return
+    try:
+        forget_erased(store, path)
+    except ConvstoreError as exc:
+        command = shlex.join(["convstore", "--db", store.location, "--audit", str(path), "project"])
+        msg = (
+            f"erased, but the audit read model {path} still holds the erased text ({exc}); "
+            f"run `{command}` to remove it"
+        )
+        raise StoreError(msg) from None
 
 
 def _stamp(moment: datetime) -> str:

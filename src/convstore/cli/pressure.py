@@ -35,8 +35,9 @@ def pressure(
     Every block counts as sent: text, tool input and output, reasoning, markers, the
     summary, and native images (from their pixel size, by the provider's formula).
     Tokens are cl100k_base, counted offline; for Anthropic shapes it is an estimate.
-    Messages are numbered from 0 in replay order, system messages included, as in
-    --json (so with --shape openai, #3 is the request's messages[3]).
+    Messages are numbered in replay order, system messages included, counting from 1 as
+    `show` and the web page count; --json's `index` counts from 0 (with --shape openai,
+    #3 is the request's messages[2], index 2).
 
     \b
     Example:
@@ -53,4 +54,4 @@ def pressure(
     if top:
         click.echo(f"largest messages (of {len(result.by_message)}):")
         for message in sorted(result.by_message, key=lambda m: -m.tokens)[:top]:
-            click.echo(f"  #{message.index:<5} {message.role:<10} {message.tokens:>10,}")
+            click.echo(f"  #{message.number:<5} {message.role:<10} {message.tokens:>10,}")

@@ -267,15 +267,27 @@ def load(ctx: click.Context, source: str) -> None:
             with progress_bar(total, "loading", shown=sys.stderr.isatty()) as update:
                 return loader.run(store, progress=update, on_resume=resumed, kept_on_failure=kept)
 
+        filling: list[Store] = []
+
+        def fill(store: Store) -> LoadReport:
+            filling.append(store)
+            return run(store, kept=False)
+
         try:
-            existing = store_from(ctx, create=False)
+            existing: Store | None = store_from(ctx, create=False)
         except NoStore:
             # A new SQLite file is made whole: loaded under a temporary name and linked into
             # place only once the whole dump has loaded, so a refused dump leaves no file.
-            report, location = fill_new_store(
-                ctx.obj["db"], lambda store: run(store, kept=False), limits=limits
-            )
-        else:
+            try:
+                report, location = fill_new_store(ctx.obj["db"], fill, limits=limits)
+                existing = None
+            except InvalidInput:
+                if filling:
+                    raise
+                # Refused before anything was filled: a location that is not made whole at
+                # once (a PostgreSQL schema) is made a store and loaded as an existing one.
+                existing = store_from(ctx, create=True)
+        if existing is not None:
             report, location = run(existing, kept=True), existing.location
     rate = report.loaded / report.seconds if report.seconds > 0 else 0.0
     click.echo(

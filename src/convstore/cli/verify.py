@@ -8,7 +8,7 @@ from uuid import UUID
 
 import click
 
-from convstore.app.projector import audit_path
+from convstore.app.projector import audit_path, erased_still_held
 from convstore.backends.common.readonly import read_only_query
 from convstore.cli.options import store_from
 from convstore.cli.output import chosen_format, counted, emit, format_options
@@ -75,8 +75,9 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     (a changed, removed or added event, or a lost last event, shows there), each stored
     replay model is what a fold of its log gives (a message that differs is named), the
     storage engine finds no damaged page (SQLite: its quick check of every table and index,
-    the listing included, which no read of the log touches), and no read model is tracked
-    past the end of the log. Conversations written before hash chains
+    the listing included, which no read of the log touches), no read model is tracked
+    past the end of the log, and the audit read model holds nothing of an erased
+    conversation. Conversations written before hash chains
     are noted on stderr, not reported.
 
     \b
@@ -103,6 +104,7 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
             _, rows = read_only_query(
                 path, "SELECT position FROM _tracking WHERE projection = 'audit'"
             )
+            held = erased_still_held(store, path)
         except ConvstoreError as exc:
             verifier.problems.append(Problem(None, "", None, f"audit read model: {exc}"))
         else:
@@ -110,6 +112,9 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
                 if position > end:
                     text = f"audit read model at position {position}, past the log's end {end}"
                     verifier.problems.append(Problem(position, "", None, text))
+            for conversation in held:
+                text = "audit read model still holds its erased text: run `convstore project`"
+                verifier.problems.append(Problem(None, str(conversation), None, text))
     problems = verifier.problems
     for note in verifier.notes:
         click.echo(f"note: {note}", err=True)

@@ -4,7 +4,7 @@ A transcript is JSON lines. Claude Code writes one line per content block: the l
 assistant message share ``message.id``, and each tool result usually has a user line of its
 own. The rules, in the order they apply to a line:
 
-- not valid JSON (or nested too deeply to read), not an object, or with no string ``type``:
+- not valid JSON (or nested more than 200 levels deep), not an object, or with no string ``type``:
   skipped, reported with its line number in :attr:`History.skipped`;
 - ``user`` / ``assistant`` lines carry messages. One whose ``message`` is not an object with
   a ``content`` (a string or a list), or whose content list holds something that is not a
@@ -47,7 +47,6 @@ importing it links it to the session imported before.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -65,6 +64,7 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.errors import InvalidInput
 from convstore.domain.events import MessageMeta, Role
+from convstore.domain.json_values import NestedTooDeepError, strict_loads
 
 INTERRUPTION_PREFIX = "[Request interrupted by user"
 """How Claude Code records that the user stopped a turn."""
@@ -238,12 +238,12 @@ class _Reader:
 
     def read(self, number: int, raw: str) -> None:
         try:
-            line = json.loads(raw)
+            line = strict_loads(raw, unique_keys=False)
+        except NestedTooDeepError:
+            self.stray.append(Skipped("not read: JSON nested too deeply", number))
+            return
         except ValueError as exc:
             self.stray.append(Skipped(f"not valid JSON ({exc})", number))
-            return
-        except RecursionError:
-            self.stray.append(Skipped("not read: JSON nested too deeply", number))
             return
         self.read_line(number, line)
 

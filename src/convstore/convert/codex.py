@@ -16,7 +16,9 @@ Every line is ``{"timestamp", "type", "payload"}``. What each line type becomes:
 - ``event_msg`` ``turn_aborted``: the assistant message it cut short is marked interrupted
   (with the event's ``reason``).
 - other ``event_msg`` lines and ``turn_context``: counted as ignored (they repeat what the
-  response items hold, or describe the turn's settings).
+  response items hold, or describe the turn's settings). The first ``user_message`` event
+  (what the user typed) is the history's title too; without one (the older layout), the first
+  user text that is not Codex's own context (:func:`_first_question`).
 
 The older layout (a bare ``{id, timestamp, instructions, git}`` header line, bare response
 items, ``{"record_type": "state"}`` markers) is read the same way.
@@ -28,7 +30,8 @@ codex-rs writes (:data:`CODEX_KEYS`); a ``web_search_call`` written without an `
 stays the item as written; a ``local_shell_call`` with only an ``id`` (Codex in Chat
 Completions mode) takes it as its call id; a ``custom_tool_call``'s ``status`` is dropped (as
 every caller-run call's is) and a ``custom_tool_call_output``'s ``name`` names its result.
-``local_shell_call`` outputs arrive as ``function_call_output`` items.
+``local_shell_call`` outputs arrive as ``function_call_output`` items; one that reports a
+non-zero exit code (:func:`_exit_code`) is an error result.
 
 So a ``web_search_call`` is a ``hosted_tool_use`` named ``web_search`` (input: its
 ``action``) and a result holding its ``status`` (the rollout keeps no pages); an
@@ -45,7 +48,7 @@ Refused, naming the line and item: any other item or line type. A ``compaction``
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -56,8 +59,10 @@ from convstore.convert.parts import as_dict, check_keys, refuse, text_of, tidy
 from convstore.convert.responses import ITEM_TYPES, item_blocks
 from convstore.convert.responses_tools import Side
 from convstore.convert.source_meta import source_time
-from convstore.domain.blocks import Block, HostedToolUseBlock, TextBlock
+from convstore.domain.blocks import Block, HostedToolUseBlock, TextBlock, ToolResultBlock
 from convstore.domain.errors import InvalidInput
+from convstore.domain.json_values import StrictJSONError, strict_loads
+from convstore.domain.previews import preview_of
 
 LINE_TYPES = ("session_meta", "response_item", "compacted", "event_msg", "turn_context")
 LINE_KEYS = frozenset({"timestamp", "type", "payload"})
@@ -109,8 +114,36 @@ def _put_back(written: Mapping[str, Any], blocks: list[Block], where: str) -> li
         case "custom_tool_call_output" if written.get("name") is not None:
             name = text_of(written["name"], f"{where} name")
             return [block.model_copy(update={"name": name}) for block in blocks]
+        case "function_call_output" if _exit_code(written.get("output")) not in (None, 0):
+            return [
+                block.model_copy(update={"is_error": True})
+                if isinstance(block, ToolResultBlock)
+                else block
+                for block in blocks
+            ]
         case _:
             return blocks
+
+
+_EXIT_LINE = re.compile(r"Exit code: (-?\d+)\n")
+
+
+def _exit_code(output: object) -> int | None:
+    """The exit code a Codex shell output reports, if it reports one: the older JSON form's
+    ``metadata.exit_code`` (``{"output": …, "metadata": {"exit_code": 1, …}}``), or the
+    newer text's first line (``Exit code: 1``)."""
+    if not isinstance(output, str):
+        return None
+    if output.startswith("{"):
+        try:
+            parsed = strict_loads(output, unique_keys=False)
+        except ValueError:
+            return None
+        metadata = parsed.get("metadata") if isinstance(parsed, dict) else None
+        code = metadata.get("exit_code") if isinstance(metadata, dict) else None
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
+    found = _EXIT_LINE.match(output)
+    return int(found.group(1)) if found else None
 
 
 def _other_line(
@@ -139,6 +172,9 @@ def _other_line(
             history.skipped.append(Skipped("a compaction before any message", number))
         return
     sub = payload.get("type")
+    said = payload.get("message")
+    if sub == "user_message" and history.title is None and isinstance(said, str) and said.strip():
+        history.title = preview_of(said)  # what the user typed first (counted as ignored too)
     last = history.messages[-1] if history.messages else None
     if sub == "turn_aborted" and last is not None and last.role == "assistant":
         reason = payload.get("reason")
@@ -186,7 +222,10 @@ def _legacy(line: dict[str, Any], number: int, history: History) -> dict[str, An
 
 def _line(raw: str, where: str) -> dict[str, Any]:
     try:
-        return as_dict(json.loads(raw), where)
+        return as_dict(strict_loads(raw, unique_keys=False), where)
+    except StrictJSONError as exc:
+        msg = f"{where}: not a JSON object ({exc})"
+        raise InvalidInput(msg) from None
     except ValueError:
         msg = f"{where}: not a JSON object"
         raise InvalidInput(msg) from None
@@ -259,4 +298,25 @@ def histories_from_rollout(text: str) -> list[History]:
         side, run, run_at = item_side, list(blocks), source_time(line.get("timestamp"))
         first = last = number
     close()
+    if history.title is None:
+        history.title = _first_question(history)
     return [history]
+
+
+_CONTEXT = re.compile(r"\s*(<[A-Za-z_]+>|# AGENTS\.md instructions)")
+"""How the user-role messages Codex writes itself begin (``<environment_context>``,
+``<user_instructions>``, ``<turn_aborted>`` …, the ``AGENTS.md`` instructions)."""
+
+
+def _first_question(history: History) -> str | None:
+    """The first user text that is not Codex's own context, as a title: for a rollout whose
+    ``event_msg`` lines (which give what the user typed) are missing, as in the older layout."""
+    for message in history.messages:
+        if message.role != "user":
+            continue
+        for block in message.blocks:
+            if isinstance(block, TextBlock) and block.text.strip():
+                if _CONTEXT.match(block.text):
+                    break  # the whole message is context
+                return preview_of(block.text)
+    return None

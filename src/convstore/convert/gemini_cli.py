@@ -69,6 +69,7 @@ from convstore.domain.blocks import (
     ToolUseBlock,
 )
 from convstore.domain.errors import InvalidInput
+from convstore.domain.json_values import StrictJSONError, strict_loads
 
 METADATA_KEYS = frozenset(
     {
@@ -363,7 +364,7 @@ def _records(text: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]
     """The session's metadata and its message records (with where each came from) as Gemini
     CLI reads them: replaced in place by id, cut by rewinds, reset by ``$set`` messages."""
     try:
-        whole = json.loads(text)
+        whole = strict_loads(text, unique_keys=False)
     except ValueError:
         whole = None
     if isinstance(whole, dict) and "messages" in whole:
@@ -373,37 +374,39 @@ def _records(text: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]
         return whole, records
     metadata: dict[str, Any] = {}
     by_id: dict[str, tuple[str, dict[str, Any]]] = {}
+    position: dict[str, int] = {}  # each key's place in by_id, so a rewind finds its cut at once
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         where = f"line {number}"
         try:
-            record = as_dict(json.loads(raw), where)
+            record = as_dict(strict_loads(raw, unique_keys=False), where)
+        except StrictJSONError as exc:
+            msg = f"{where}: not a JSON object ({exc})"
+            raise InvalidInput(msg) from None
         except ValueError:
             msg = f"{where}: not a JSON object"
             raise InvalidInput(msg) from None
         if "$rewindTo" in record:
             check_keys(record, frozenset({"$rewindTo"}), where)
-            ids = list(by_id)
             target = record["$rewindTo"]
-            cut = ids.index(target) if target in ids else 0
-            for key in ids[cut:]:
-                del by_id[key]
+            cut = position.get(target, 0) if isinstance(target, str) else 0
+            while len(by_id) > cut:  # each record is cut at most once: linear over the file
+                del position[by_id.popitem()[0]]
         elif "$set" in record:
             check_keys(record, frozenset({"$set"}), where)
             update = as_dict(record["$set"], f"{where} $set")
             check_keys(update, METADATA_KEYS, f"{where} $set")
             if "messages" in update:
                 by_id.clear()
+                position.clear()
                 for i, m in enumerate(as_list(update.pop("messages"), f"{where} messages")):
                     message = as_dict(m, f"{where} message {i}")
-                    by_id[text_of(message.get("id"), f"{where} message {i} id")] = (
-                        f"{where} message {i}",
-                        message,
-                    )
+                    key = text_of(message.get("id"), f"{where} message {i} id")
+                    _put(by_id, position, key, (f"{where} message {i}", message))
             metadata.update(update)
         elif "id" in record:
-            by_id[text_of(record["id"], f"{where} id")] = (where, record)
+            _put(by_id, position, text_of(record["id"], f"{where} id"), (where, record))
         elif "sessionId" in record:
             check_keys(record, METADATA_KEYS - {"messages"}, where)
             metadata.update(record)
@@ -411,6 +414,18 @@ def _records(text: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]
             msg = f"{where}: neither a message, a $set, a $rewindTo nor the session's metadata"
             raise InvalidInput(msg)
     return metadata, list(by_id.values())
+
+
+def _put(
+    by_id: dict[str, tuple[str, dict[str, Any]]],
+    position: dict[str, int],
+    key: str,
+    record: tuple[str, dict[str, Any]],
+) -> None:
+    """Record ``record`` under ``key``: in place of an earlier one, else last (its place)."""
+    if key not in by_id:
+        position[key] = len(by_id)
+    by_id[key] = record
 
 
 def histories_from_session(text: str) -> list[History]:

@@ -70,7 +70,7 @@ def arguments_text(text: str) -> dict[str, Any] | str:
     the whole call refused for a non-finite number (every converter uses this one reader)."""
     try:
         parsed = strict_loads(text, unique_keys=False)
-    except (ValueError, RecursionError):
+    except ValueError:
         return text
     return parsed if isinstance(parsed, dict) else text
 

@@ -226,8 +226,21 @@ class _Steps:
         self.blocks: list[Block] = []
         self.results: list[Block] = []
         self.sources: list[dict[str, Any]] = []  # sources not yet beside a text of this step
+        # The step's latest text: its place in blocks, its text and the sources it cites,
+        # which are put on it once, when it is sealed (a source added by rebuilding the block
+        # each time made a message of many sources quadratic).
+        self.citing: tuple[int, str, list[dict[str, Any]]] | None = None
+
+    def seal(self) -> None:
+        """Put the sources cited on the step's latest text on its block."""
+        if self.citing is not None:
+            index, text, sources = self.citing
+            if sources:
+                self.blocks[index] = TextBlock(text=text, annotations=sources)
+            self.citing = None
 
     def flush(self) -> None:
+        self.seal()
         if self.sources:
             self.blocks.append(TextBlock(text="", annotations=self.sources))
         if self.blocks:
@@ -241,10 +254,13 @@ class _Steps:
         if self.results and kind != "tool":
             self.flush()
         if kind in ("source-url", "source-document"):
-            _cite(self.blocks, self.sources, dict(part))
+            # on the nearest text before it in this step, else waiting for the next one
+            (self.citing[2] if self.citing else self.sources).append(dict(part))
         elif kind == "text":
             text = text_of(part.get("text"), f"{at} text")
-            self.blocks.append(TextBlock(text=text, annotations=self.sources or None))
+            self.seal()
+            self.citing = (len(self.blocks), text, self.sources)
+            self.blocks.append(TextBlock(text=text))
             self.sources = []
         elif kind == "reasoning":
             self.blocks.append(_reasoning(part, at))
@@ -291,18 +307,6 @@ def message_history(message: object, where: str, ignored: Counter[str]) -> list[
         steps.add(kind, part, at)
     steps.flush()
     return steps.out
-
-
-def _cite(blocks: list[Block], waiting: list[dict[str, Any]], source: dict[str, Any]) -> None:
-    """Put a source part on the nearest text before it in this step (``blocks``), or keep it
-    ``waiting`` for the next text."""
-    for index in range(len(blocks) - 1, -1, -1):
-        text = blocks[index]
-        if isinstance(text, TextBlock):
-            cited = [*(text.annotations or []), source]
-            blocks[index] = TextBlock(text=text.text, annotations=cited)
-            return
-    waiting.append(source)
 
 
 def history_from_ui_messages(data: object) -> History:

@@ -30,8 +30,21 @@ def utcnow() -> datetime:
 
 def happened(event: _Event) -> datetime:
     """When an event's fact happened: the source's time when it has one, else when it was
-    recorded. Shown to people, and the time the listing's activity and retention go by."""
-    return event.happened_at or event.timestamp
+    recorded. Shown to people, and the time the listing's activity and retention go by.
+
+    A source time later than the event's recording is not believed (nothing recorded can
+    have happened after it was recorded): the recording time stands, and the source's time
+    stays in the event as its claim (:func:`claimed`). So a history dated in the far future
+    neither lists first forever nor escapes retention."""
+    at = event.happened_at
+    return at if at is not None and at <= event.timestamp else event.timestamp
+
+
+def claimed(event: _Event) -> datetime | None:
+    """The source's time for an event when it is later than the event's recording, and so
+    is shown as what the source says, not used (see :func:`happened`); else ``None``."""
+    at = event.happened_at
+    return at if at is not None and at > event.timestamp else None
 
 
 class _Event(BaseModel):

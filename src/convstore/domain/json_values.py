@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import accumulate
 from typing import Any, NoReturn
 
 MAX_DEPTH = 100
 """Deepest nesting accepted; pydantic's JSON reader stops at 200, so stored events always
 decode."""
+
+MAX_INPUT_DEPTH = 200
+"""Deepest nesting a JSON input (a whole document, or one line of a line format) may have:
+nothing deeper could be stored (pydantic's JSON reader stops at 200), and the standard parser
+and every walk over what it returns stay far inside Python's recursion limit."""
 
 MAX_INT_DIGITS = 4300
 """Most digits an integer may have: pydantic's JSON reader refuses a longer one ("number out
@@ -56,20 +62,45 @@ def _text_problem(text: str) -> str | None:
 
 class StrictJSONError(ValueError):
     """JSON the standard parser accepts but convstore does not (NaN, an infinite number, a
-    key twice in one object)."""
+    key twice in one object, nesting past :data:`MAX_INPUT_DEPTH`)."""
+
+
+class NestedTooDeepError(StrictJSONError):
+    """JSON nested more than :data:`MAX_INPUT_DEPTH` levels deep."""
 
 
 def strict_loads(text: str, *, unique_keys: bool = True) -> Any:
     """``text`` parsed as JSON as the standard defines it: ``NaN``, ``Infinity`` and numbers
     too large for a float (``1e999``) are refused, and with ``unique_keys`` a key twice in one
-    object. Raises ``ValueError`` (:class:`StrictJSONError` for these, ``JSONDecodeError`` for
-    malformed text) or ``RecursionError``."""
-    return json.loads(
-        text,
-        parse_constant=_reject_constant,
-        parse_float=_finite_float,
-        object_pairs_hook=_no_duplicate_keys if unique_keys else None,
-    )
+    object; so is nesting deeper than :data:`MAX_INPUT_DEPTH`, before anything is parsed.
+    Raises ``ValueError`` (:class:`StrictJSONError` for these, ``JSONDecodeError`` for
+    malformed text). Every JSON input convstore reads goes through here."""
+    if _nesting(text) > MAX_INPUT_DEPTH:
+        msg = f"nested more than {MAX_INPUT_DEPTH} levels deep"
+        raise NestedTooDeepError(msg)
+    return _DECODERS[unique_keys].decode(text)
+
+
+_STEP = [0] * 256
+_STEP[ord("[")] = _STEP[ord("{")] = 1
+_STEP[ord("]")] = _STEP[ord("}")] = -1
+_NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+
+
+def _nesting(text: str) -> int:
+    """How deep ``text``'s arrays and objects nest, read as JSON without parsing it (exact for
+    valid JSON; for invalid JSON some number, which the parser then refuses anyway).
+
+    Linear and mostly in C: escaped backslashes and quotes are dropped, the text is split at
+    the remaining quotes so that every other piece is outside a string, and the brackets of
+    those pieces are summed as +1 and -1. Text with fewer opening brackets than the limit is
+    not scanned at all.
+    """
+    if text.count("[") + text.count("{") <= MAX_INPUT_DEPTH:
+        return 0
+    outside = "".join(text.replace("\\\\", "").replace('\\"', "").split('"')[::2])
+    brackets = outside.encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -93,3 +124,14 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise StrictJSONError(msg)
         result[key] = value
     return result
+
+
+_DECODERS = {
+    unique: json.JSONDecoder(
+        parse_constant=_reject_constant,
+        parse_float=_finite_float,
+        object_pairs_hook=_no_duplicate_keys if unique else None,
+    )
+    for unique in (True, False)
+}
+"""The two strict parsers, made once (``json.loads`` with hooks makes one a call)."""

@@ -88,8 +88,15 @@ class MessagePressure:
     """One wire message's share."""
 
     index: int
+    """Its place in replay order, counting from 0, system messages included (with the OpenAI
+    shape, the request's ``messages[index]``)."""
     role: str
     tokens: int
+
+    @property
+    def number(self) -> int:
+        """Its number as a person reads it: counting from 1, as `show` numbers messages."""
+        return self.index + 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -441,7 +441,10 @@ def wire(planned: Plan, shape: Shape) -> JSONDict:
         # The Messages API refuses a final assistant turn ending in whitespace.
         last = out[-1]["content"][-1]
         last["text"] = last["text"].rstrip()
-    return {"system": BLOCK_SEPARATOR.join(system), "messages": out}
+    joined_system = BLOCK_SEPARATOR.join(system)
+    if not joined_system:
+        return {"messages": out}  # no system prompt: the key is left out, not sent empty
+    return {"system": joined_system, "messages": out}
 
 
 def render(

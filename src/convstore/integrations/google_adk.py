@@ -257,15 +257,23 @@ class ConvstoreSessionService(BaseSessionService):
             msg = f"session {session_id} was deleted; its id cannot be used again"
             raise AlreadyExistsError(msg) from None
         except InvalidInput:
-            # It exists; a creation killed before its last write is finished, not refused.
-            info = await self.store.conversation_info(conversation)
-            if KIND in info.labels:
-                msg = f"Session with id {session_id} already exists."
-                raise AlreadyExistsError(msg) from None
+            pass  # it exists: made by another creation (finished, under way or killed)
+        # The creation whose initial state lands right after the start is the session's (the
+        # write is conditional on the start being the only event); any other is told so,
+        # even one racing it from another process. A creation killed before that write is
+        # finished by the next, not refused.
         created = {"state": own, "created": time.time()}
-        await self.store.record_entries(
-            conversation, [{"uuid": CREATED_UUID, CREATED_KEY: created}]
-        )
+        try:
+            await self.store.record_entries(
+                conversation, [{"uuid": CREATED_UUID, CREATED_KEY: created}], expected_version=1
+            )
+        except VersionConflict:
+            # The session is another creation's. Its labels are set here if it has none yet
+            # (the same ones), so one killed before it set them is still listed.
+            if KIND not in (await self.store.conversation_info(conversation)).labels:
+                await self.store.set_labels(conversation, labels)
+            msg = f"Session with id {session_id} already exists."
+            raise AlreadyExistsError(msg) from None
         await self._share(app_name, user_id, app, user, CREATED_UUID + ":" + session_id)
         await self.store.set_labels(conversation, labels)
         session = await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)

@@ -39,6 +39,7 @@ from convstore.domain.events import (
     Role,
     happened,
 )
+from convstore.domain.previews import preview_of as preview_of  # noqa: PLC0414 (cli imports it here)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -76,18 +77,6 @@ class ListingChange:
     """Messages started in this write."""
     known_first: tuple[UUID | None, ...] = field(default=(), repr=False)
     """``(first user message before this write,)`` when the writer knows it, else ``()``."""
-
-
-PREVIEW_CHARS = 80
-"""How much of an untitled conversation's first user text the listing keeps."""
-
-
-def preview_of(text: str) -> str:
-    """Text as a listing shows it: whitespace runs made one space, a NUL character shown as
-    U+FFFD (PostgreSQL's text cannot hold NUL, and every backend's index holds the same
-    previews), cut to :data:`PREVIEW_CHARS` characters (an ellipsis marking a cut)."""
-    flat = " ".join(text.replace("\x00", "\ufffd").split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1].rstrip() + "…"
 
 
 def listing_changes(

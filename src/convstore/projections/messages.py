@@ -29,6 +29,7 @@ from convstore.domain.events import (
     RewindUndone,
     Rewound,
     Role,
+    claimed,
     happened,
 )
 
@@ -48,7 +49,8 @@ class RecordedMessage:
     message_id: UUID
     role: Role
     started_at: datetime
-    """When the message started: the source's time for an imported or copied one."""
+    """When the message started: the source's time for an imported or copied one (unless
+    that is later than the store recorded it: see :func:`~convstore.domain.events.happened`)."""
     blocks: list[RecordedBlock] = field(default_factory=list)
     status: MessageStatus = "open"
     interrupt_reason: str | None = None
@@ -56,6 +58,9 @@ class RecordedMessage:
     """Taken back by a rewind: kept in the log, left out of replay."""
     meta: MessageMeta | None = None
     """What the runtime recorded about how it was produced (never replayed)."""
+    claimed_at: datetime | None = None
+    """The source's time for the message when it is later than the store recorded it: shown
+    as the source's claim, never used as the message's time."""
 
 
 @dataclass(slots=True)
@@ -87,7 +92,7 @@ def collect_history(events: Iterable[Event], *, tail: bool = False) -> History:
                 pass
             case MessageStarted():
                 messages[event.message_id] = RecordedMessage(
-                    event.message_id, event.role, happened(event)
+                    event.message_id, event.role, happened(event), claimed_at=claimed(event)
                 )
             case BlockAppended():
                 if tail and event.message_id not in messages:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeAlias, assert_never
 
 from pydantic import JsonValue
@@ -152,8 +153,11 @@ def hosted_mark(server: str | None) -> str:
     return f"{HOSTED}, MCP server {server}" if server else HOSTED
 
 
-def describe_meta(meta: MessageMeta) -> str:
-    """A message's metadata on one line: model, usage, latency, stop reason, ids, extras."""
+def describe_meta(meta: MessageMeta, *, extra: bool = False) -> str:
+    """A message's metadata on one line: model, usage, latency, stop reason, id, and with
+    ``extra`` its extras (:func:`extra_json`). Extras are left out unless asked for: what a
+    runtime keeps there (an importer's line ids, request ids) is bookkeeping, not what a
+    person reading the transcript wants on every message."""
     parts = [meta.model or ""]
     usage = meta.usage
     if usage is not None:
@@ -169,9 +173,23 @@ def describe_meta(meta: MessageMeta) -> str:
         parts.append(f"stop: {meta.stop_reason}")
     if meta.provider_message_id:
         parts.append(f"id {meta.provider_message_id}")
-    if meta.extra:
-        parts.append(json.dumps(meta.extra, ensure_ascii=False, sort_keys=True))
+    if extra:
+        parts.append(extra_json(meta))
     return " · ".join(part for part in parts if part)
+
+
+def extra_json(meta: MessageMeta) -> str:
+    """A message's metadata extras as one line of JSON (keys sorted); ``""`` for none."""
+    return json.dumps(meta.extra, ensure_ascii=False, sort_keys=True) if meta.extra else ""
+
+
+def source_claim(claimed_at: datetime | None) -> str:
+    """What follows a message's time when its source dated it later than the store recorded
+    it (:attr:`~convstore.projections.messages.RecordedMessage.claimed_at`): the source's
+    claim, shown as such; nothing otherwise."""
+    if claimed_at is None:
+        return ""
+    return f" (the source dates it {claimed_at:%Y-%m-%d %H:%M:%S} UTC, after it was recorded)"
 
 
 def tool_use_text(block: AnyToolUse) -> str:

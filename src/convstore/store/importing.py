@@ -156,7 +156,7 @@ def read_histories(fmt: ImportFormat | None, text: str, data: Any = None) -> lis
     if data is None and fmt not in LINE_FORMATS:
         try:
             data = strict_loads(text)
-        except (ValueError, RecursionError) as exc:
+        except ValueError as exc:
             msg = f"not a valid {fmt} history: the input is not JSON ({exc})"
             raise InvalidInput(msg) from None
     try:
@@ -218,10 +218,10 @@ def detect_format(text: str) -> ImportFormat:
     not_json = ""
     try:
         data: Any = strict_loads(text)
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         data = _NOT_JSON
         if not _json_lines(text):
-            not_json = f"it is neither JSON ({exc or 'nested too deeply'}) nor JSON lines, and "
+            not_json = f"it is neither JSON ({exc}) nor JSON lines, and "
     readers: list[ImportFormat] = []
     for fmt in IMPORT_FORMATS:
         if fmt not in LINE_FORMATS and data is _NOT_JSON:
@@ -256,7 +256,7 @@ def _json_lines(text: str) -> bool:
         for line in text.splitlines():
             if line.strip():
                 strict_loads(line)
-    except (ValueError, RecursionError):
+    except ValueError:
         return False
     return True
 

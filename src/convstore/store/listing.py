@@ -34,7 +34,8 @@ class ConversationInfo:
     source: str | None = None
     """Where its history came from (an import's key, a runtime's session key), if recorded."""
     last_active: datetime | None = None
-    """When its newest event happened (an imported message's time as its source gave it)."""
+    """When its newest event happened (an imported message's time as its source gave it,
+    unless that is later than the store recorded it)."""
     labels: dict[str, str] = field(default_factory=dict)
     """Its labels (see :meth:`Store.set_labels`)."""
     events: int = 0

@@ -32,7 +32,7 @@ from convstore.domain.blocks import (
     ToolResultPart,
     ToolUseBlock,
 )
-from convstore.domain.events import Compacted, Event, happened
+from convstore.domain.events import Compacted, Event, MessageStarted, happened
 from convstore.engine.model import folded
 from convstore.engine.plan import SHAPES, JSONDict, ReplayOptions, Shape
 from convstore.engine.pressure import Pressure
@@ -43,9 +43,12 @@ from convstore.projections.prose import (
     describe_meta,
     document_caption,
     document_context,
+    extra_json,
     hosted_mark,
+    source_claim,
     tool_result_head,
 )
+from convstore.projections.wording import BLOCK_SEPARATOR
 from convstore.views.hits import MARK_END, MARK_START, Hit
 
 PAGE_SIZE = 200
@@ -95,6 +98,9 @@ svg text{font:11px system-ui,sans-serif}
 .wire.selected{border-left-color:#f08c00;background:#fff4e6}
 .side .replay{max-height:70vh;overflow:auto;background:#f1f3f5;padding:.5em}
 .facts{margin:.3em 0 .6em}
+.wire-json summary{color:#666;font-size:12px}
+svg{max-width:100%;height:auto}
+@media (max-width:700px){.cols{grid-template-columns:minmax(0,1fr)}}
 """
 
 
@@ -361,10 +367,17 @@ def message_html(message: RecordedMessage, number: int | None, results: dict[str
     )
     described = "" if message.meta is None else describe_meta(message.meta)
     meta = f"<div class='meta msg-meta'>{esc(described)}</div>" if described else ""
+    extras = "" if message.meta is None else extra_json(message.meta)
+    if extras:  # bookkeeping (an import's line and request ids): there, folded away
+        meta += (
+            "<details class='meta msg-extra'><summary>metadata extras</summary>"
+            f"<code>{esc(extras)}</code></details>"
+        )
     return (
         f"<section class='{classes}' id='m-{message.message_id}'>"
         f"<div class='meta'>{'' if number is None else f'#{number} '}<b>{esc(message.role)}</b> · "
-        f"{when(message.started_at)}{marks}</div>{meta}{blocks}</section>"
+        f"{when(message.started_at)}{esc(source_claim(message.claimed_at))}{marks}</div>"
+        f"{meta}{blocks}</section>"
     )
 
 
@@ -469,6 +482,7 @@ def bars_svg(rows: Sequence[tuple[str, int]], title: str) -> str:
     return (
         f"<figure><figcaption>{esc(title)}</figcaption>"
         f"<svg role='img' width='{width}' height='{len(rows) * height + 4}' "
+        f"viewBox='0 0 {width} {len(rows) * height + 4}' "
         f"xmlns='http://www.w3.org/2000/svg'>{''.join(bars)}</svg></figure>"
     )
 
@@ -477,7 +491,7 @@ def pressure_html(pressure: Pressure) -> str:
     """The context-pressure charts: tokens by block kind and by wire message."""
     kinds = sorted(pressure.by_kind.items(), key=lambda item: -item[1])
     shown = pressure.by_message[-CHART_MESSAGES:]
-    per_message = [(f"{m.index} {m.role}", m.tokens) for m in shown]
+    per_message = [(f"#{m.number} {m.role}", m.tokens) for m in shown]
     note = (
         f"<p class='meta'>The newest {len(shown)} of {len(pressure.by_message)} messages.</p>"
         if len(shown) < len(pressure.by_message)
@@ -502,46 +516,103 @@ class Replayed:
     """Per entry of ``body["messages"]``, the stored message it is; ``None`` for the one
     replay adds (a compaction's summary, the marker before a history that opens with the
     assistant)."""
+    numbers: list[int]
+    """Per entry of ``body["messages"]``, its number in replay order counting from 1, system
+    messages included: the number `convstore pressure` and the pressure chart give it."""
     system: list[UUID]
     """The stored system messages the Anthropic shape joins into ``system``."""
+    system_numbers: list[int]
+    """Their numbers in replay order, as ``numbers`` counts."""
+    transcript: dict[UUID, int]
+    """Each stored message's number in the transcript (counting from 1, as `show` does)."""
 
 
-def replayed(events: Iterable[Event], options: ReplayOptions) -> Replayed:
+def replayed(events: Sequence[Event], options: ReplayOptions) -> Replayed:
     """Replay ``events`` with ``options`` through the engine's one plan and render (as
     :meth:`Store.replay` does), keeping from the plan which stored message each wire message
-    is."""
+    is, and the numbers a person reads for both."""
     state, load = folded(events)
     planned = plan(state, options, load)
     owners: list[UUID | None] = []
+    numbers: list[int] = []
     system: list[UUID] = []
-    for source in planned.window:
+    system_numbers: list[int] = []
+    for number, source in enumerate(planned.window, 1):
         if isinstance(source, str):
             owners.append(None)
+            numbers.append(number)
         elif options.shape == "anthropic" and source.role == "system":
             system.append(UUID(source.message_id))
+            system_numbers.append(number)
         else:
             owners.append(UUID(source.message_id))
-    return Replayed(wire(planned, options.shape), owners, system)
+            numbers.append(number)
+    started = (e.message_id for e in events if isinstance(e, MessageStarted))
+    transcript = {message_id: number for number, message_id in enumerate(started, 1)}
+    return Replayed(
+        wire(planned, options.shape), owners, numbers, system, system_numbers, transcript
+    )
 
 
-def wire_html(label: str, value: object, owners: Sequence[UUID]) -> str:
-    """One wire message (or the Anthropic shape's ``system``) as JSON, naming the stored
-    messages it is (``data-for``: the ids of their sections in the transcript)."""
+def wire_part_text(part: JSONDict) -> str:
+    """One part of a wire message's content as a person reads it: a text part its text, an
+    image or a PDF a bracketed note naming it (its bytes are in the raw JSON)."""
+    match part.get("type"):
+        case "text":
+            return str(part["text"])
+        case "image_url":  # OpenAI
+            url = str(part["image_url"]["url"])
+            inline = url.startswith("data:")  # data:MEDIA_TYPE;base64,...
+            return f"[image: {url[5:].split(';', 1)[0] if inline else url}]"
+        case "image":  # Anthropic
+            source = part["source"]
+            return f"[image: {source.get('url') or source.get('media_type')}]"
+        case "file":  # OpenAI: a PDF
+            return f"[document: {part['file'].get('filename')}]"
+        case "document":  # Anthropic: a PDF
+            return f"[document: {part.get('title') or part['source'].get('media_type')}]"
+        case other:  # a part this page does not know: named, its JSON one click away
+            return f"[{other} part: see the JSON as sent]"
+
+
+def wire_text(value: object) -> str:
+    """A wire message (or the Anthropic shape's ``system``) as text: its content as the model
+    reads it, text parts joined as replay joins blocks, not JSON-escaped."""
+    if isinstance(value, str):
+        return value
+    assert isinstance(value, dict)
+    content = value["content"]
+    if isinstance(content, str):
+        return content
+    return BLOCK_SEPARATOR.join(wire_part_text(part) for part in content)
+
+
+def wire_html(
+    label: str, value: object, owners: Sequence[UUID], transcript: dict[UUID, int]
+) -> str:
+    """One wire message (or the Anthropic shape's ``system``) as text, with its JSON as sent
+    one click away, naming the stored messages it is (``data-for``: the ids of their sections
+    in the transcript) and their numbers in the transcript."""
     if owners:
-        who = ", ".join(f"stored message {owner}" for owner in owners)
+        who = ", ".join(
+            f"stored message {owner} (#{transcript[owner]} in the transcript)" for owner in owners
+        )
     else:
         who = "added by replay: no stored message"
     keys = " ".join(f"m-{owner}" for owner in owners)
     body = json.dumps(value, ensure_ascii=False, indent=2)
     return (
         f"<div class='wire' data-for='{keys}'><div class='meta'>{esc(label)} · {esc(who)}</div>"
-        f"<pre>{clipped(body)}</pre></div>"
+        f"<pre class='wire-text'>{clipped(wire_text(value))}</pre>"
+        "<details class='wire-json'><summary>JSON as sent</summary>"
+        f"<pre>{clipped(body)}</pre></details></div>"
     )
 
 
 def replay_html(replay: Replayed, view: View) -> str:
     """What the model is sent with ``view``'s options, one wire message at a time, each
-    naming the stored message it is."""
+    numbered from 1 (as `convstore pressure` numbers it) and naming the stored message it
+    is."""
     options = f"shape={view.shape}, vision={'on' if view.vision else 'off'}"
     if view.full:
         options += ", full"
@@ -549,11 +620,14 @@ def replay_html(replay: Replayed, view: View) -> str:
         options += f", keep_tool_results={view.keep_tool_results}"
     parts: list[str] = []
     if "system" in replay.body:
-        parts.append(wire_html("system", replay.body["system"], replay.system))
+        label = "system · wire " + ", ".join(f"#{n}" for n in replay.system_numbers)
+        parts.append(wire_html(label, replay.body["system"], replay.system, replay.transcript))
     messages = replay.body["messages"]
     assert isinstance(messages, list)
-    for index, (message, owner) in enumerate(zip(messages, replay.owners, strict=True)):
-        parts.append(wire_html(f"messages[{index}]", message, [] if owner is None else [owner]))
+    for message, owner, number in zip(messages, replay.owners, replay.numbers, strict=True):
+        owned = [] if owner is None else [owner]
+        label = f"wire #{number} · {message['role']}"
+        parts.append(wire_html(label, message, owned, replay.transcript))
     if not messages:
         parts.append("<p class='meta'>No wire messages: nothing to send yet.</p>")
     return (
@@ -580,7 +654,6 @@ def view_form(action: str, view: View, before: int | None = None) -> str:
         f"<form class='view' method='get' action='{esc(action)}'>"
         + ("" if before is None else f"<input type='hidden' name='before' value='{before}'>")
         + f"<label>shape <select name='shape'>{shapes}</select></label>"
-        "<input type='hidden' name='vision' value='0'>"
         f"<label><input type='checkbox' id='vision' name='vision' value='1'"
         f"{' checked' if view.vision else ''}> vision</label>"
         f"<label><input type='checkbox' name='full' value='1'"

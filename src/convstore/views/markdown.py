@@ -45,6 +45,7 @@ from convstore.projections.prose import (
     document_context,
     hosted_mark,
     reasoning_text,
+    source_claim,
     sources_line,
     text_prose,
 )
@@ -147,7 +148,8 @@ class _Writer:
     def message(self, number: int, message: RecordedMessage) -> None:
         status = {"ended": "", "open": " · never ended", "interrupted": " · interrupted"}
         withdrawn = " · withdrawn by a rewind (not replayed)" if message.withdrawn else ""
-        stamp = f" · {message.started_at:%Y-%m-%d %H:%M:%S} UTC"
+        claim = source_claim(message.claimed_at)
+        stamp = f" · {message.started_at:%Y-%m-%d %H:%M:%S} UTC{claim}"
         self.emit(f"## {number} · {message.role}{status[message.status]}{withdrawn}{stamp}")
         if message.meta is not None and (described := describe_meta(message.meta)):
             self.emit(f"*{described}*")

@@ -78,6 +78,11 @@ DIRECT_IDLE_SECONDS = 60.0
 its loop runs only while a thread publishes, so it answers no server PING between publishes,
 and the servers drop a client that misses two (two minutes apart by default)."""
 
+HEADER_ROOM = 512
+"""Bytes kept for a message's headers beside its topic (convstore's, the message id, the
+expected sequence, the writer's chain and an atomic batch's own), counted with its payload
+against the servers' ``max_payload``."""
+
 _RETRY_PAUSE_SECONDS = 0.1
 
 
@@ -248,6 +253,17 @@ class JetStreamLink:
             raise
         self._direct = _Direct(connect)
         self._js = self._nc.jetstream(timeout=timeout)
+
+    @property
+    def max_payload(self) -> int:
+        """The most bytes one message may hold, headers included: the ``max_payload`` the
+        server gave in its INFO when the client connected (1 MiB unless configured)."""
+        return int(self._nc.max_payload)
+
+    def oversized(self, payload: int, topic: str) -> bool:
+        """Whether a message of ``payload`` bytes with ``topic`` exceeds :attr:`max_payload`
+        (the server would refuse it; the client would not even send it)."""
+        return payload + len(topic.encode()) + HEADER_ROOM > self.max_payload
 
     @property
     def last_error(self) -> str:

@@ -12,7 +12,12 @@ Writes go to the stream only (see :mod:`convstore.backends.nats.backend` for the
   eventsourcing's ``IntegrityError``;
 - every message carries ``Nats-Msg-Id``, a digest of the event (id, version, topic, state),
   so a publish retried after a lost acknowledgement is stored once (the stream's duplicate
-  window), while a different event for the same version is still refused;
+  window), while a different event for the same version is still refused; and the writer's
+  hash chain after its event (:data:`CHAIN_HEADER`), which becomes the replica's head, so
+  ``verify`` on every host checks the stream against what the writer wrote;
+- an insert is checked whole against the servers' ``max_payload`` before anything is
+  published, and one of several publishes that stops part-way erases the conversations it
+  was creating (an import is whole or absent);
 - the stream sequence is the notification id: the one global order every read model follows.
   A store partitioned over several streams (``?partitions=P``; each conversation in the one
   its id picks) has no such order: its replica follows every stream, a position for each, and
@@ -49,12 +54,13 @@ import hashlib
 import json
 import logging
 import os
+import random
 import sqlite3
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -92,6 +98,7 @@ from convstore.backends.nats.replica import (
     skipped_line,
 )
 from convstore.backends.sqlite.recorder import (
+    _SELECT_HEAD,
     SQLITE,
     SQLiteWriterRecorder,
     _advance_heads,
@@ -99,9 +106,9 @@ from convstore.backends.sqlite.recorder import (
 )
 from convstore.backends.sqlite.replay_tables import forget_sqlite as forget_replays
 from convstore.backends.sqlite.transaction import immediate
-from convstore.domain.errors import ConversationErased, ConversationNotFound
-from convstore.domain.events import Event
-from convstore.ports.chain import HEADS_TABLE, Head
+from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
+from convstore.domain.events import Event, utcnow
+from convstore.ports.chain import HEADS_TABLE, Head, advance
 from convstore.ports.erasure import ERASED_TABLE, Erasure
 from convstore.ports.recorder import Decision, Keep, RawRecord
 from convstore.projections.listing import ListedRow, ListingQuery, listing_changes
@@ -120,6 +127,11 @@ TOPIC_HEADER = "Convstore-Topic"
 END_HEADER = "Convstore-End"
 """Marks a publish's last message (an append's, or each 1,000-message part of a longer one):
 the replica applies whole publishes only, and commits only after one (or a tombstone)."""
+CHAIN_HEADER = "Convstore-Chain"
+"""The writer's hash chain after the message's event (hex; keyed with its
+``CONVSTORE_CHAIN_KEY``): the replica's head takes it, so ``verify`` on every host checks
+the stream's events against the writer's chain, not against one computed from whatever the
+stream holds (see :mod:`convstore.ports.chain`)."""
 ERASED_HEADER = "Convstore-Erased"
 """Marks a tombstone; its payload is the tombstone's JSON (reason, when, events)."""
 
@@ -128,6 +140,11 @@ APPLY_BATCH = 500
 
 CONFLICT_ATTEMPTS = 5
 """Publishes an insert tries with a freshly read expectation before calling it a conflict."""
+
+ERASE_RETRY_SECONDS = 30.0
+"""How long an erasure keeps publishing its tombstone while appends to the conversation
+land first (each refusal is an expected-sequence conflict): as long as a writer retries a
+lost version race (``convstore.store.writer.WRITE_RETRY_SECONDS``)."""
 
 FOLLOW_LOCK_SUFFIX = "-follow"
 """The replica's follow lock is the file beside it named with this suffix: the process that
@@ -222,8 +239,13 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._acked: dict[UUID, tuple[int, int]] = {}
         """See :data:`ACKED_KEPT`; guarded by ``_acking``."""
         self._acking = threading.Lock()
+        self._chains: dict[UUID, Head] = {}
+        """Per conversation in ``_acked``: the head (writer's chain) after that publish."""
         self._unwaited = 0
         """Decided appends since one last waited for the replica (see :data:`WAIT_EVERY`)."""
+        self._unflushed = False
+        """A tombstone was applied and the write-ahead log not yet emptied since (a reader
+        held it): the erased rows' old bytes are still in it (see :meth:`_flush_erased`)."""
         self._alongside: dict[str, int] = {}
         """While this process follows alongside a stopped holder of the follow lock: per
         stream, the replica's position as this process last left it (see :meth:`_back`)."""
@@ -374,6 +396,8 @@ class NatsRecorder(SQLiteWriterRecorder):
         following."""
         while not self._stopping.is_set():
             if not wait_whole(self.links, _ends_a_publish, IDLE_WAIT_SECONDS, APPLY_BATCH):
+                if self._unflushed and not self._stopping.is_set():
+                    self._flush_erased()
                 continue
             with contextlib.ExitStack() as held:
                 for link in self.links:  # in order, as every thread takes them
@@ -523,6 +547,20 @@ class NatsRecorder(SQLiteWriterRecorder):
                     self._mark(moved)
             for each in skipped:  # once: the replica recorded it with its position
                 _log.warning("%s", each.line())
+            if any(ERASED_HEADER in m.headers for _stream, run in group for m in run):
+                self._unflushed = True
+        if self._unflushed:
+            self._flush_erased()
+
+    def _flush_erased(self) -> None:
+        """After applying a tombstone, in whichever process applied it: copy the replica's
+        write-ahead log into the file and empty it, so the erased rows' old bytes leave this
+        host as soon as it learns of the erasure, not when the process ends. A reader keeping
+        the log in use makes it wait for the next apply (or the follower's next idle turn)."""
+        try:
+            self._unflushed = not self.truncate_wal()
+        except PersistenceError:
+            self._unflushed = True
 
     def _apply(self, conn: Any, stream: str, messages: list[Delivered]) -> list[Skipped]:
         """Apply one stream's messages to the replica, in order, inside the caller's
@@ -530,6 +568,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         and returned (see :func:`_unreadable`)."""
         run: list[tuple[int, StoredEvent]] = []
         skipped: list[Skipped] = []
+        chains: dict[UUID, str] = {}
         for message in messages:
             if message.deleted_from:  # no message: what the stream held there was deleted
                 skipped.append(Skipped(stream, message, None, _deleted(message)))
@@ -537,8 +576,8 @@ class NatsRecorder(SQLiteWriterRecorder):
             conversation, problem = _unreadable(message, stream, self._index, len(self.links))
             if problem is None and message.headers.get(ERASED_HEADER):
                 assert conversation is not None
-                self._apply_run(conn, stream, run, skipped)
-                run = []
+                self._apply_run(conn, stream, run, skipped, chains)
+                run, chains = [], {}
                 _apply_tombstone(
                     conn,
                     self.events_table_name,
@@ -556,7 +595,8 @@ class NatsRecorder(SQLiteWriterRecorder):
             version = int(message.headers[VERSION_HEADER])
             topic = message.headers[TOPIC_HEADER]
             run.append((message.seq, StoredEvent(conversation, version, topic, message.data)))
-        self._apply_run(conn, stream, run, skipped)
+            chains[conversation] = message.headers.get(CHAIN_HEADER, "")
+        self._apply_run(conn, stream, run, skipped, chains)
         conn.executemany(
             f"INSERT OR IGNORE INTO {SKIPPED_TABLE} VALUES (?, ?, ?, ?, ?)",  # noqa: S608
             [
@@ -603,10 +643,12 @@ class NatsRecorder(SQLiteWriterRecorder):
         stream: str,
         run: list[tuple[int, StoredEvent]],
         skipped: list[Skipped],
+        chains: dict[UUID, str],
     ) -> None:
         """Apply a run of events (no tombstone among them): those of erased conversations
         are dropped, and one whose version its conversation already holds (in the replica or
-        earlier in the run: no convstore writer publishes one) goes to ``skipped``."""
+        earlier in the run: no convstore writer publishes one) goes to ``skipped``; ``chains``
+        holds each conversation's writer's chain after its last event in the run."""
         if not run:
             return
         ids = sorted({UUID(str(s.originator_id)).hex for _, s in run})
@@ -644,6 +686,7 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._insert_applied(conn, stream, kept)
         stored = [s for _, s in kept]
         _advance_heads(conn, stored, self._heads, self._chain_key)
+        self._take_writers_chains(conn, {UUID(str(s.originator_id)) for s in stored}, chains)
         events = []
         for s in stored:
             try:
@@ -651,6 +694,28 @@ class NatsRecorder(SQLiteWriterRecorder):
             except Exception:  # noqa: BLE001, S112 - an unreadable row is verify's to report
                 continue
         apply_changes(conn.execute, SQLITE, listing_changes(events, previews=self._previews))
+
+    def _take_writers_chains(
+        self, conn: Any, conversations: set[UUID], chains: dict[UUID, str]
+    ) -> None:
+        """Make each applied conversation's head hold the chain its writer sent with the
+        newest event, not the one this replica computed from the stream's bytes: ``verify``
+        then recomputes the chain from the events held here and finds any event changed,
+        removed or added on the stream since the writer wrote it (without the key, nobody
+        can make a matching keyed chain). A message without one (not written by convstore)
+        leaves an empty chain, which matches nothing."""
+        for conversation in conversations:
+            try:
+                chain = bytes.fromhex(chains.get(conversation, ""))
+            except ValueError:
+                chain = b""
+            conn.execute(
+                f"UPDATE {HEADS_TABLE} SET chain = ? WHERE originator_id = ?",  # noqa: S608
+                (chain, conversation.hex),
+            )
+            known = self._heads.get(conversation)
+            if known is not None:
+                self._heads[conversation] = replace(known, chain=chain)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -683,12 +748,14 @@ class NatsRecorder(SQLiteWriterRecorder):
 
     def _messages(
         self, stored: Sequence[StoredEvent], known: dict[UUID, tuple[int | None, int]]
-    ) -> list[Outgoing]:
+    ) -> tuple[list[Outgoing], dict[UUID, Head]]:
         """The messages of an insert, the first of each conversation expecting its newest
-        event as the replica has it; raises ``IntegrityError`` when the replica already
-        holds one of the versions."""
+        event as the replica has it, each carrying the writer's chain after its event
+        (:data:`CHAIN_HEADER`); and each conversation's head after them. Raises
+        ``IntegrityError`` when the replica already holds one of the versions."""
         outgoing = []
         seen: set[UUID] = set()
+        heads: dict[UUID, Head | None] = {}
         for s in stored:
             conversation = UUID(str(s.originator_id))
             headers = {
@@ -703,9 +770,18 @@ class NatsRecorder(SQLiteWriterRecorder):
                     msg = f"version {s.originator_version} of {conversation} is taken"
                     raise IntegrityError(msg)
                 headers["Nats-Expected-Last-Subject-Sequence"] = str(seq)
+                heads[conversation] = self._head_at(conversation, version)
+            head = advance(
+                conversation,
+                heads[conversation],
+                [(s.originator_version, s.topic, s.state)],
+                self._chain_key,
+            )
+            heads[conversation] = head
+            headers[CHAIN_HEADER] = head.chain.hex()
             subject = subject_of(self.link_of(conversation).stream, conversation)
             outgoing.append(Outgoing(subject, headers, s.state))
-        return outgoing
+        return outgoing, {c: h for c, h in heads.items() if h is not None}
 
     def _publish(
         self,
@@ -723,15 +799,74 @@ class NatsRecorder(SQLiteWriterRecorder):
         and skips reading them back: a decided append has no use for them, and its
         publish, conditional on the conversation's newest event, already says its events
         are the ones stored."""
-        if not self.partitioned:
-            return self._publish_to(self.links[0], stored, retry=retry, known=known, wait=ids)
-        shares: dict[int, list[StoredEvent]] = {}
-        for s in stored:
-            k = partition_of(UUID(str(s.originator_id)), len(self.links))
-            shares.setdefault(k, []).append(s)
-        for k in sorted(shares):
-            self._publish_to(self.links[k], shares[k], retry=retry, known=known, wait=ids)
+        self._refuse_oversized(stored)
+        landed: list[StoredEvent] = []
+        try:
+            if not self.partitioned:
+                return self._publish_to(
+                    self.links[0], stored, retry=retry, known=known, wait=ids, landed=landed
+                )
+            shares: dict[int, list[StoredEvent]] = {}
+            for s in stored:
+                k = partition_of(UUID(str(s.originator_id)), len(self.links))
+                shares.setdefault(k, []).append(s)
+            for k in sorted(shares):
+                self._publish_to(
+                    self.links[k], shares[k], retry=retry, known=known, wait=ids, landed=landed
+                )
+        except PersistenceError as exc:
+            if landed:
+                self._undo(landed, exc)
+            raise
         return self._read_back(stored) if ids else []
+
+    def _undo(self, landed: list[StoredEvent], cause: PersistenceError) -> None:
+        """An insert of several publishes (an import past :data:`BATCH_LIMIT` events, or one
+        spanning partitions) stopped after some landed: erase the conversations it was
+        creating, so none is left half-recorded for every host to replay (an import is whole
+        or absent; its retry takes the source's next id). Raises the error to report."""
+        first: dict[UUID, int] = {}
+        for s in landed:
+            first.setdefault(UUID(str(s.originator_id)), s.originator_version)
+        made = [conversation for conversation, version in first.items() if version == 1]
+        why = " ".join(str(cause).split())[:300]
+        at = utcnow().isoformat()
+        left = []
+        for conversation in made:
+            try:
+                self.erase(conversation, f"an insert stopped part-way: {why}", at)
+            except ConversationErased:
+                pass
+            except PersistenceError:
+                left.append(conversation)
+        msg = f"the write stopped part-way ({why}): "
+        if left:
+            named = ", ".join(str(c) for c in left)
+            msg += (
+                f"the part stored of conversation(s) {named} could not be erased; "
+                "erase them (convstore erase ID) before importing again"
+            )
+        else:
+            msg += "the part stored was erased, nothing of it is kept"
+        raise OperationalError(msg) from cause
+
+    def _refuse_oversized(self, stored: Sequence[StoredEvent]) -> None:
+        """Refuse, before anything of it is published, an insert holding an event larger
+        than the servers take in one message (``max_payload``): within convstore's own
+        limits, it would be refused by the client on every retry until the timeout, and an
+        insert of several publishes (an import past :data:`BATCH_LIMIT` events) would be
+        left with its first parts stored."""
+        link = self.links[0]
+        for s in stored:
+            if link.oversized(len(s.state), s.topic):
+                msg = (
+                    f"version {s.originator_version} of conversation {s.originator_id} is "
+                    f"{len(s.state):,} bytes as stored: within convstore's block limit "
+                    "(CONVSTORE_MAX_BLOCK_BYTES) but over the NATS servers' max_payload of "
+                    f"{link.max_payload:,} bytes with its headers; nothing was written "
+                    "(raise max_payload in the servers' configuration, or store it smaller)"
+                )
+                raise InvalidInput(msg)
 
     def _read_back(self, stored: Sequence[StoredEvent]) -> list[int]:
         """The replica's ids of events it holds (the stream sequences with one stream),
@@ -760,17 +895,22 @@ class NatsRecorder(SQLiteWriterRecorder):
         retry: bool,
         known: dict[UUID, tuple[int | None, int]] | None = None,
         wait: bool = True,
+        landed: list[StoredEvent] | None = None,
     ) -> list[int]:
         """Publish events of ``link``'s stream, all or none, and apply them to the replica
         (without ``wait``, only every :data:`WAIT_EVERY`-th time); their stream sequences.
         A lost race is ``IntegrityError`` (tried again with the replica brought up to date
         first while ``retry``). ``known``: each conversation's newest (version, sequence)
-        as the caller just read it, for the first try."""
+        as the caller just read it, for the first try. ``landed`` collects the events of
+        each publish the stream acknowledged: once one has, a failure of a later one is not
+        retried (see :meth:`_undo`)."""
         if not stored:
             return []
+        landed = [] if landed is None else landed
+        before = len(landed)
         attempts = CONFLICT_ATTEMPTS if retry else 1
         for attempt in range(1, attempts + 1):
-            outgoing = self._messages(stored, (known or {}) if attempt == 1 else {})
+            outgoing, heads = self._messages(stored, (known or {}) if attempt == 1 else {})
             try:
                 seqs: list[int] = []
                 for start in range(0, len(outgoing), BATCH_LIMIT):
@@ -778,7 +918,10 @@ class NatsRecorder(SQLiteWriterRecorder):
                     chunk[-1].headers[END_HEADER] = "1"
                     last = link.publish(chunk)
                     seqs += range(last - len(chunk) + 1, last + 1)
+                    landed += stored[len(seqs) - len(chunk) : len(seqs)]
             except Refused as exc:
+                if len(landed) > before:
+                    raise PersistenceError(str(exc)) from None
                 if exc.err_code == DUPLICATE_IN_BATCH:
                     return self._landed_before(stored)
                 if exc.err_code not in WRONG_LAST_SEQUENCE:
@@ -790,15 +933,17 @@ class NatsRecorder(SQLiteWriterRecorder):
                 continue
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
-            self._remember_acked(stored, seqs)
+            self._remember_acked(stored, seqs, heads)
             if wait or self._due_to_wait():
                 self._catch_up_stream(link, seqs[-1])
             return seqs
         raise AssertionError  # pragma: no cover - the loop returns or raises
 
-    def _remember_acked(self, stored: Sequence[StoredEvent], seqs: list[int]) -> None:
-        """Keep each conversation's newest (version, sequence) of an acknowledged publish
-        (see :data:`ACKED_KEPT`), the least recently written forgotten first."""
+    def _remember_acked(
+        self, stored: Sequence[StoredEvent], seqs: list[int], heads: dict[UUID, Head]
+    ) -> None:
+        """Keep each conversation's newest (version, sequence) of an acknowledged publish,
+        and its head (see :data:`ACKED_KEPT`), the least recently written forgotten first."""
         newest = {
             UUID(str(s.originator_id)): (s.originator_version, seq)
             for s, seq in zip(stored, seqs, strict=True)
@@ -807,12 +952,31 @@ class NatsRecorder(SQLiteWriterRecorder):
             for conversation, known in newest.items():
                 self._acked.pop(conversation, None)
                 self._acked[conversation] = known
+                self._chains[conversation] = heads[conversation]
             while len(self._acked) > ACKED_KEPT:
-                del self._acked[next(iter(self._acked))]
+                oldest = next(iter(self._acked))
+                del self._acked[oldest]
+                self._chains.pop(oldest, None)
 
     def _forget_acked(self, conversation: UUID) -> None:
         with self._acking:
             self._acked.pop(conversation, None)
+            self._chains.pop(conversation, None)
+
+    def _head_at(self, conversation: UUID, version: int | None) -> Head | None:
+        """The conversation's head as the writer chains on from it: the one this process's
+        own last publish left, when it is at ``version``, else the replica's (read after
+        ``version`` was: if the follower moved on meanwhile, the publish is refused anyway,
+        its expected sequence being stale)."""
+        if version is None:
+            return None
+        with self._acking:
+            cached = self._chains.get(conversation)
+        if cached is not None and cached.version == version:
+            return cached
+        with self._peeking_at() as conn:
+            row = conn.execute(_SELECT_HEAD, (conversation.hex,)).fetchone()
+        return None if row is None else Head(int(row[0]), bytes(row[1]), int(row[2]), row[3])
 
     def _due_to_wait(self) -> bool:
         """Whether this append, which need not wait for the replica, is one that does
@@ -885,7 +1049,10 @@ class NatsRecorder(SQLiteWriterRecorder):
         events went."""
         link = self.link_of(conversation)
         subject = subject_of(link.stream, conversation)
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        deadline = time.monotonic() + ERASE_RETRY_SECONDS
+        attempt = 0
+        while True:
+            attempt += 1
             self._catch_up_stream(link)
             try:
                 _version, newest = self._expected(conversation)
@@ -912,9 +1079,19 @@ class NatsRecorder(SQLiteWriterRecorder):
             try:
                 tombstone = link.publish([Outgoing(subject, headers, payload)])
             except Refused as exc:
-                if exc.err_code in WRONG_LAST_SEQUENCE and attempt < CONFLICT_ATTEMPTS:
+                if exc.err_code not in WRONG_LAST_SEQUENCE:
+                    raise OperationalError(str(exc)) from None
+                # An append landed since the replica was read: read it, and try again (an
+                # append that loses its race does the same), backing off at random.
+                if time.monotonic() < deadline:
+                    time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))  # noqa: S311
                     continue
-                raise OperationalError(str(exc)) from None
+                msg = (
+                    f"other writers kept appending to conversation {conversation} for "
+                    f"{ERASE_RETRY_SECONDS:g} s ({attempt} tries): nothing was erased; "
+                    "erase it again"
+                )
+                raise IntegrityError(msg) from None
             except Unavailable as exc:
                 raise OperationalError(str(exc)) from None
             try:
@@ -932,7 +1109,6 @@ class NatsRecorder(SQLiteWriterRecorder):
                 row = cursor.fetchone()
             assert row is not None
             return int(row[0]), int(row[1])
-        raise AssertionError  # pragma: no cover
 
     def _seqs(self, conversation: UUID) -> list[int]:
         """The stream sequences of a conversation's events, as the replica holds them."""

@@ -46,15 +46,15 @@ class PostgresBackend:
 
     @contextmanager
     def opening(self, location: str, *, create: bool, make_directory: bool) -> Iterator[Opening]:
-        """Hold the schema's setup lock while the store opens (a schema is always created:
-        ``create`` and ``make_directory`` have nothing to say here)."""
+        """Hold the schema's setup lock while the store opens; a schema that holds no store is
+        made one only with ``create`` (``make_directory`` has nothing to say here)."""
         settings = PostgresSettings.from_url(location)
         shown = redact(location)
         if importlib.util.find_spec("psycopg") is None:
             msg = missing_extra("a PostgreSQL store", "postgres", "'psycopg[binary]' psycopg-pool")
             raise InvalidInput(msg)
         try:
-            with settings.setup_lock() as marker:
+            with settings.setup_lock(create=create, shown=shown) as marker:
                 yield Opening(
                     settings.env(), shown, settings.password, marker.format, marker.identity
                 )

@@ -35,7 +35,7 @@ from convstore.backends.common.application import (
 from convstore.backends.common.locations import redact as redact  # noqa: PLC0414
 from convstore.backends.common.locations import url_scheme as url_scheme  # noqa: PLC0414
 from convstore.backends.common.mapper import TOPIC_PREFIX
-from convstore.domain.errors import InvalidInput
+from convstore.domain.errors import InvalidInput, NoStore
 
 if TYPE_CHECKING:
     import psycopg
@@ -226,9 +226,11 @@ class PostgresSettings:
         }
 
     @contextmanager
-    def setup_lock(self) -> Iterator[StoreMarker]:
+    def setup_lock(self, *, create: bool = True, shown: str = "") -> Iterator[StoreMarker]:
         """Hold the store's setup lock, with its schema created and claimed, for the duration;
-        yield the store's marker (see :meth:`_claim`).
+        yield the store's marker (see :meth:`_claim`). With ``create=False`` a schema that
+        holds no store (missing, or without convstore's tables) raises :class:`NoStore` naming
+        ``shown`` and is left as it was: reading never creates a store.
 
         eventsourcing creates its tables and functions when a store is opened; two processes
         doing that at once make PostgreSQL fail one of them ("tuple concurrently updated").
@@ -249,11 +251,27 @@ class PostgresSettings:
             autocommit=True,
         ) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            if not create and not self._holds_store(conn):
+                msg = (
+                    f"no store at {shown} (schema {self.schema} holds none: "
+                    "nothing has been recorded there yet)"
+                )
+                raise NoStore(msg)
             conn.execute(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
             )
             store_format = self._claim(conn)
             yield StoreMarker(store_format, self._identity(conn))
+
+    def _holds_store(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether the schema has convstore's marker or events table (a store made before
+        the marker has only the events)."""
+        regclass = "SELECT to_regclass(format('%%I.%%I', %s::text, %s::text))"
+        for name in (MARKER_TABLE, EVENTS_TABLE):
+            row = conn.execute(regclass, (self.schema, name)).fetchone()
+            if row is not None and row[0] is not None:
+                return True
+        return False
 
     def _identity(self, conn: psycopg.Connection[Any]) -> str:
         """The store's identity, given to it now if it has none (under the setup lock; read

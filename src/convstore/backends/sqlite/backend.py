@@ -74,6 +74,14 @@ class SQLiteBackend:
             if not create:
                 msg = f"no store at {given} (nothing has been recorded there yet)"
                 raise NoStore(msg)
+        elif not path.is_file():
+            msg = f"no store at {given}: it is a directory or a device, not a store file"
+            raise NoStore(msg)
+        elif not create and path.stat().st_size == 0:
+            # Reading never writes: an empty file is made a store only by a command that records.
+            msg = f"no store at {given} (the file is empty: nothing has been recorded there yet)"
+            raise NoStore(msg)
+        if not path.exists():
             _check_directory(given, path, make_directory=make_directory)
             remove_leftovers(path)
             _creating(given, lambda: create_store_file(path, _build))

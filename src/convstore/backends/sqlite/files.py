@@ -47,6 +47,9 @@ so a durable append writes twice the bytes there, ~4-6% of its time on this mach
 (paired, message by message); and an empty store's ~20 one-page tables take ~84 KB more,
 which a store of a few hundred KB of short messages notices (see the benchmarks page)."""
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""How every SQLite database file starts (a rollback journal may still have to restore it)."""
+
 _CREATING = ".creating-"
 
 
@@ -139,6 +142,10 @@ def claim_store_file(path: Path, lock_timeout: int) -> StoreMarker:
     """
     found: int | None = None
     if path.stat().st_size > 0:
+        with path.open("rb") as handle:
+            if handle.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                msg = f"{path} is not a convstore store: it is not a SQLite file"
+                raise InvalidInput(msg)
         with closing(_readonly(path)) as conn:
             conn.execute("BEGIN")  # one snapshot for every check
             if _table_exists(conn, MARKER_TABLE):
