@@ -786,7 +786,7 @@ def test_sql_shaped_strings_are_stored_searched_and_filtered_literally(tmp_path:
         log = run(db, ["log", conv])
         events = [json.loads(line) for line in log.stdout.splitlines()]
         assert events[0]["title"] == payload
-        blocks = [e["block"] for e in events if "block" in e]
+        blocks: list[dict[str, Any]] = [e["block"] for e in events if "block" in e]
         assert blocks[0]["text"] == f"note {payload}"
         assert blocks[1]["input"] == {payload: payload}
     for injected in ("nothing' OR '1'='1", "x' OR 1=1 --x", "%", "_", "*"):
