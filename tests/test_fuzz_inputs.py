@@ -786,9 +786,9 @@ def test_sql_shaped_strings_are_stored_searched_and_filtered_literally(tmp_path:
         log = run(db, ["log", conv])
         events = [json.loads(line) for line in log.stdout.splitlines()]
         assert events[0]["title"] == payload
-        blocks: list[dict[str, Any]] = [e["block"] for e in events if "block" in e]
-        assert blocks[0]["text"] == f"note {payload}"
-        assert blocks[1]["input"] == {payload: payload}
+        logged = [e["block"] for e in events if "block" in e]
+        assert logged[0]["text"] == f"note {payload}"
+        assert logged[1]["input"] == {payload: payload}
     for injected in ("nothing' OR '1'='1", "x' OR 1=1 --x", "%", "_", "*"):
         assert _rows(run(db, ["audit", "tools", "--name", injected, "--json"])) == []
         assert _rows(run(db, ["audit", "tools", "--conversation", injected, "--json"])) == []
