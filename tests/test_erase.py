@@ -330,16 +330,23 @@ def test_cli_erase_removes_the_text_from_this_hosts_audit_read_model(
     assert str(kept) in result.output
 
 
+def _secret_in_the_audit_model(db: str, runner: CliRunner) -> UUID:
+    """A store at ``db`` with one conversation holding SECRET, projected into its audit read
+    model; the conversation's id."""
+    with open_store(db) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": SECRET}])
+    assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    return conv
+
+
 def test_verify_reports_erased_text_left_in_the_audit_read_model(tmp_path: Path) -> None:
     """Issue 39 item 16: an erasure through the Python API (which cannot reach the read model)
     leaves the audit file holding the text until `project`: `verify` says so, naming the
     conversation and the command, and exits 1; after `project` it is clean."""
     db = str(tmp_path / "s.db")
     runner = CliRunner()
-    with open_store(db) as store:
-        conv = store.new_conversation()
-        store.append_message(conv, "user", [{"type": "text", "text": SECRET}])
-    assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    conv = _secret_in_the_audit_model(db, runner)
     with open_store(db) as store:
         store.erase(conv, reason="asked")
     result = runner.invoke(cli, ["--db", db, "verify", "--json"])
@@ -362,10 +369,7 @@ def test_erase_that_cannot_reach_the_audit_read_model_says_what_finishes_it(
     monkeypatch.setattr("convstore.audit.db.BUSY_TIMEOUT_SECONDS", 0.2)
     db = str(tmp_path / "s.db")
     runner = CliRunner()
-    with open_store(db) as store:
-        conv = store.new_conversation()
-        store.append_message(conv, "user", [{"type": "text", "text": SECRET}])
-    assert runner.invoke(cli, ["--db", db, "project"]).exit_code == 0
+    conv = _secret_in_the_audit_model(db, runner)
     audit = tmp_path / "s.audit.db"
     holder = sqlite3.connect(audit, isolation_level=None)
     try:

@@ -674,7 +674,7 @@ class NatsRecorder(SQLiteWriterRecorder):
             conversation = UUID(str(s.originator_id))
             if conversation in erased:
                 continue
-            if s.originator_version <= held.get(conversation, 0):
+            if conversation in held and s.originator_version <= held[conversation]:
                 problem = f"version {s.originator_version} of its conversation is already held"
                 message = Delivered(seq, subject_of(stream, conversation), {}, b"")
                 skipped.append(Skipped(stream, message, conversation, problem))
@@ -1342,7 +1342,7 @@ def _unreadable(
             return conversation, "a tombstone whose payload is not one"
         return conversation, None
     version = headers.get(VERSION_HEADER, "")
-    if not (version.isascii() and version.isdigit() and 0 < int(version) < 2**63):
+    if not (version.isascii() and version.isdigit() and 0 <= int(version) < 2**63):
         return conversation, f"no whole-number {VERSION_HEADER} header"
     if not headers.get(TOPIC_HEADER):
         return conversation, f"no {TOPIC_HEADER} header"
