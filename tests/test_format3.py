@@ -42,8 +42,9 @@ from convstore.engine.plan import SHAPES, replay
 from convstore.projections.format3 import format3_events
 from convstore.projections.listing import listing_changes
 from convstore.projections.messages import collect_history
-from tests.conftest import one_error_line
+from tests.conftest import format2_store_file, one_error_line
 from tests.strategies import HistoryBuilder, histories
+from tests.test_format2_fixture import _recorded
 
 FIXTURE = Path(__file__).parent / "fixtures" / "format2"
 SCRIPT = Path(sys.executable).parent / "convstore"
@@ -217,7 +218,7 @@ def test_the_0_3_0_fixture_rewritten_replays_as_recorded() -> None:
     for line in lines:
         record = json.loads(line)
         logs[record["conversation"]].append(EVENT_ADAPTER.validate_python(record["event"]))
-    recorded = json.loads((FIXTURE / "replays.json").read_text())["conversations"]
+    recorded = _recorded()
     assert sorted(logs) == sorted(recorded)
     before = after = 0
     for conversation, events in logs.items():
@@ -259,7 +260,7 @@ def test_a_store_of_an_earlier_format_refuses_block_events(tmp_path: Path) -> No
     dump = tmp_path / "format3.jsonl"
     closing = json.dumps({"end": {"events": len(body)}}).encode()
     dump.write_bytes(b"\n".join([header, *body, closing]) + b"\n")
-    target = tmp_path / "new.db"
+    target = format2_store_file(tmp_path / "old.db")
     done = subprocess.run(
         [str(SCRIPT), "--db", str(target), "load", str(dump)],
         capture_output=True,

@@ -33,6 +33,7 @@ from convstore import Store, open_store
 from convstore.app.demo import tiny_png
 from convstore.cli import cli
 from convstore.domain.blocks import BLOCK_CLASSES
+from tests.formats import events_of
 
 FUZZ = settings(
     derandomize=True,
@@ -804,7 +805,10 @@ def test_sql_shaped_strings_are_stored_searched_and_filtered_literally(tmp_path:
     raw = run(db, ["audit", "search", "--raw", 'AND OR "'])  # a malformed FTS query
     assert raw.exit_code == 2
     assert len(raw.stderr.splitlines()) == 1
-    assert len(dump(db)) == len(SQL_PAYLOADS) * 8  # every table survived every payload
+    # Every table survived every payload: each conversation's start and its two messages.
+    with open_store(db) as store:
+        each = 1 + events_of(store, 2) + events_of(store, 1)
+    assert len(dump(db)) == len(SQL_PAYLOADS) * each
     audit = db.with_name("sql.audit.db")
     with closing(sqlite3.connect(audit)) as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}

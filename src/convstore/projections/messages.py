@@ -147,7 +147,7 @@ def _take_block(messages: dict[UUID, RecordedMessage], event: BlockRecorded, *, 
     message = messages.get(event.message_id)
     if message is None and event.index == 0:
         message = messages[event.message_id] = RecordedMessage(
-            event.message_id, event.role, happened(event)
+            event.message_id, event.role, happened(event), claimed_at=claimed(event)
         )
     elif message is None:
         if tail:

@@ -86,9 +86,10 @@ class AsyncStore(AsyncStoreBase):
     async def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
         """Open a message for ``role``; returns the message id. Append blocks, then end it.
 
-        In a store of format 3 nothing is written yet: the message's first block records it
-        (or its end, for a message given none), so a process killed before any block leaves
-        no trace of it, and until then only this store object knows the id."""
+        The start is recorded at once (a small event of its own), so a message opened and
+        killed before its first block is a recorded fact, and any process may append to it.
+        A whole message (:meth:`append_message`) has no such event in a store of format 3:
+        its first block opens it."""
         return await self._write(self.store.start_message, conversation, role)
 
     async def append_block(
