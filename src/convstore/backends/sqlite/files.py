@@ -142,20 +142,26 @@ def claim_store_file(path: Path, lock_timeout: int) -> StoreMarker:
     """
     found: int | None = None
     if path.stat().st_size > 0:
-        with path.open("rb") as handle:
-            if handle.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                msg = f"{path} is not a convstore store: it is not a SQLite file"
-                raise InvalidInput(msg)
-        with closing(_readonly(path)) as conn:
-            conn.execute("BEGIN")  # one snapshot for every check
-            if _table_exists(conn, MARKER_TABLE):
-                found = _check_format(conn, path)
-                identity = _identity(conn)
-                if identity:
-                    return StoreMarker(found, identity)
-                problem = None
-            else:
-                problem = _foreign(conn)
+        # SQLite itself says whether the file is a database: a file opened and closed here
+        # outside SQLite would drop every POSIX lock this process's connections hold on it
+        # (closing any descriptor of a file does), and a writer of another process could then
+        # corrupt it.
+        try:
+            with closing(_readonly(path)) as conn:
+                conn.execute("BEGIN")  # one snapshot for every check
+                if _table_exists(conn, MARKER_TABLE):
+                    found = _check_format(conn, path)
+                    identity = _identity(conn)
+                    if identity:
+                        return StoreMarker(found, identity)
+                    problem = None
+                else:
+                    problem = _foreign(conn)
+        except sqlite3.DatabaseError as exc:
+            if "file is not a database" not in str(exc):
+                raise
+            msg = f"{path} is not a convstore store: it is not a SQLite file"
+            raise InvalidInput(msg) from None
         if problem:
             msg = f"{path} is a SQLite file but not a convstore store: {problem}"
             raise InvalidInput(msg)
