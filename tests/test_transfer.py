@@ -183,7 +183,7 @@ def _transfer_peaks(tmp_path: Path, messages: int) -> tuple[int, int, int]:
     """Dump bytes, and the traced peaks of dumping and of loading a store of ``messages``
     messages of 1,500 characters, 70 to a conversation (pages of 200, batches of 50)."""
     with convstore.open_store(tmp_path / f"big{messages}.db") as store:
-        text = "x" * 1500
+        text = "x" * 2500  # a dump of over 5 MB at 2,100 messages, one event a message
         for n in range(messages):
             if n % 70 == 0:
                 conv = store.new_conversation()
@@ -211,11 +211,11 @@ def test_dump_and_load_hold_one_page_or_batch_at_a_time(
     conversation against (a few hundred bytes a message, as `verify` keeps), never by the
     dump's lines, and both stay well under the dump's size (5 MB for the longer one)."""
     monkeypatch.setattr(store_transfer, "PAGE_SIZE", 200)
-    short = _transfer_peaks(tmp_path, 910)
-    size, dump_peak, load_peak = _transfer_peaks(tmp_path, 2730)
+    short = _transfer_peaks(tmp_path, 700)
+    size, dump_peak, load_peak = _transfer_peaks(tmp_path, 2100)
     assert size > 5_000_000
     assert dump_peak < 1.25 * short[1], (dump_peak, short[1])
-    per_message = (load_peak - short[2]) / (2730 - 910)
+    per_message = (load_peak - short[2]) / (2100 - 700)
     assert per_message < 400, (load_peak, short[2])
     assert max(dump_peak, load_peak) < size / 4, (dump_peak, load_peak, size)
 

@@ -48,8 +48,6 @@ Kind = Literal["read", "write", "by hand"]
 KINDS: dict[str, Kind] = {
     # Lifecycle: the twin finishes its calls in flight and stops its threads first.
     "close": "by hand",
-    # What the store is: read once, no pool.
-    "store_format": "by hand",
     # Writing: the writer pool (one thread on SQLite, four on PostgreSQL).
     "new_conversation": "write",
     "start_message": "write",

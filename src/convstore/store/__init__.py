@@ -105,6 +105,10 @@ class Store(Importing, Transferring, Replayer):
         self.identity = identity
         """The store's random identity (written once in its ``convstore_store`` table): what
         a read model built from it records, so no other store's is ever taken for its own."""
+        self.store_format = log.store_format
+        """The store's format, as its marker says: 3 for a store this version made (a
+        message is its block events), 2 or 1 for one an earlier version made, which keeps
+        its form so the versions that share it can read it (docs/design/format-3.md)."""
         # A store whose events are encrypted keeps no replay model beside them: it would hold
         # their prose in the clear. Nor does a store of format 1, which convstore 0.2.0 may
         # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
@@ -119,13 +123,6 @@ class Store(Importing, Transferring, Replayer):
         # By default the writer keeps the model current in each append, where the backend
         # can ("on_read": its readers keep it, as they do on a backend that cannot).
         self._keeper = None if tables is None or replay_model is not True else tables.keeper
-
-    @property
-    def store_format(self) -> int:
-        """The store's format, as its marker says: 3 for a store this version made (a
-        message is its block events), 2 or 1 for one an earlier version made, which keeps
-        its form so the versions that share it can read it (docs/design/format-3.md)."""
-        return self._log.store_format
 
     # -- lifecycle -------------------------------------------------------------------------
 
