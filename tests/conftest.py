@@ -184,3 +184,18 @@ def _reaches_postgres(item: pytest.Item) -> bool:
         return True
     callspec = getattr(item, "callspec", None)
     return callspec is not None and "postgres" in callspec.id.lower()
+
+
+def format2_store_file(path: Path) -> Path:
+    """An empty SQLite store of format 2 (as convstore 0.3.x makes one) at ``path``: made by
+    this version, then marked format 2 before anything is written, so this version writes it
+    as it writes every store an earlier version made (docs/design/format-3.md)."""
+    import sqlite3  # noqa: PLC0415 - only the format-2 tests need it
+
+    import convstore  # noqa: PLC0415 - conftest loads before the package is needed
+
+    convstore.open_store(str(path)).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE convstore_store SET value = '2' WHERE key = 'format'")
+    conn.close()
+    return path

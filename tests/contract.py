@@ -31,11 +31,12 @@ from convstore import (
 )
 from convstore.app.projector import catch_up, open_audit, rebuild
 from convstore.domain.blocks import block_json
-from convstore.domain.events import BlockAppended, Event
+from convstore.domain.events import Event
 from convstore.engine.tokenizer import ENCODING, count_tokens
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
 from tests import hosted
+from tests.formats import BLOCK_EVENTS, BLOCK_TYPES, events_of
 from tests.replay_oracle import measure, plan
 from tests.replay_oracle import replay as oracle_replay
 
@@ -173,7 +174,7 @@ class StoreContract(ABC):
                 {"type": "tool_result", "tool_use_id": "c7", "content": "lost", "is_error": True},
             ],
         )
-        names = [e.tool_name for e in store.events(conv) if isinstance(e, BlockAppended)]
+        names = [e.tool_name for e in store.events(conv) if isinstance(e, BLOCK_EVENTS)]
         assert names == [None, "grep", "cat", "unknown"]
         text = store.replay(conv)["messages"][2]["content"]  # after the opening marker
         assert text == "Result (grep): found\n\nResult (cat): ?\n\nError (unknown): lost"
@@ -264,7 +265,7 @@ class StoreContract(ABC):
             store.end_message(conv, msg, meta={"usage": {"input_tokens": -1}})
         with pytest.raises(InvalidInput, match="metadata"):
             store.append_message(conv, "user", [TEXT], meta={"nope": 1})
-        assert len(store.events(conv)) == before + 3
+        assert len(store.events(conv)) == before + events_of(store)
 
     def test_names_with_nul_are_refused_alike_and_write_nothing(
         self, store: Store, conv: UUID
@@ -425,10 +426,10 @@ class StoreContract(ABC):
         finally:
             other.close()
         recorded = [block for _, blocks in hosted.ROUND for block in blocks]
-        stored = [e.block for e in events if isinstance(e, BlockAppended)]
+        stored = [e.block for e in events if isinstance(e, BLOCK_EVENTS)]
         assert [block_json(b) for b in stored] == [block_json(b) for b in recorded]
         raw = [json.loads(line) for line in store.raw_events(conv)]
-        raw_blocks = [e["block"] for e in raw if e["type"] == "block_appended"]
+        raw_blocks = [e["block"] for e in raw if e["type"] in BLOCK_TYPES]
         search_result = raw_blocks[3]
         assert search_result["provider_data"] == hosted.SEARCH_RESULT
         assert json.dumps(search_result["provider_data"]) == json.dumps(hosted.SEARCH_RESULT)
@@ -546,14 +547,17 @@ class StoreContract(ABC):
         store.append_message(other, "user", [TEXT])
         store.append_message(conv, "user", [{"type": "text", "text": "my secret"}])
         erased = store.erase(conv, reason="user asked")
-        assert (erased.id, erased.reason, erased.events) == (conv, "user asked", 4)
-        assert [(e.id, e.reason, e.events) for e in store.erasures()] == [(conv, "user asked", 4)]
+        count = 1 + events_of(store)
+        assert (erased.id, erased.reason, erased.events) == (conv, "user asked", count)
+        assert [(e.id, e.reason, e.events) for e in store.erasures()] == [
+            (conv, "user asked", count)
+        ]
         with pytest.raises(ConversationNotFound):
             store.events(conv)
         with pytest.raises(ConversationNotFound):
             store.replay(conv)
         assert [c.id for c in store.conversations()] == [other]
-        assert len(store.events(other)) == 4
+        assert len(store.events(other)) == 1 + events_of(store)
         assert all(e.originator_id != conv for _, e in store.notifications(0, 1000))
 
     def test_an_erased_id_takes_no_more_writes(self, store: Store, conv: UUID) -> None:
@@ -594,7 +598,7 @@ class StoreContract(ABC):
         )
         assert b"erase me" not in dumped
         assert [c.parent_id for c in store.conversations() if c.id == child] == [conv]
-        assert len(store.events(child)) == 4
+        assert len(store.events(child)) == 1 + events_of(store)
 
     def test_the_audit_read_model_forgets_an_erased_conversation(
         self, store: Store, conv: UUID, tmp_path: Path

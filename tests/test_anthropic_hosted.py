@@ -23,9 +23,9 @@ from convstore.domain.blocks import (
     TextBlock,
     ToolResultBlock,
 )
-from convstore.domain.events import BlockAppended
 from convstore.recording.anthropic import record_message
 from tests import anthropic_blocks as fx
+from tests.formats import BLOCK_EVENTS
 from tests.sdk import rejections, request_body, request_problems
 
 BETA_ONLY = {"advice", "advice_redacted", "mcp_use", "mcp_result", "mcp_error"}
@@ -205,7 +205,7 @@ def test_a_response_round_trips_through_a_store_byte_for_byte(tmp_path: Path) ->
         conv = store.new_conversation()
         store.append_message(conv, turn.role, from_dicts)
     with convstore.open_store(location) as store:
-        landed = [e for e in store.events(conv) if isinstance(e, BlockAppended)]
+        landed = [e for e in store.events(conv) if isinstance(e, BLOCK_EVENTS)]
     assert tuple(e.block for e in landed) == from_dicts
     kept = {1: fx.SEARCH_RESULTS, 2: fx.FETCH, 3: fx.FETCHED}
     for index, original in kept.items():

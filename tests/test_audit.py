@@ -32,6 +32,7 @@ from convstore.app.projector import audit_path, catch_up, default_audit_path, fo
 from convstore.audit.db import TABLES, AuditDatabase
 from convstore.domain.errors import ProjectionConflict
 from convstore.domain.events import Event
+from tests.formats import events_of
 from tests.strategies import histories
 
 Row = tuple[Any, ...]
@@ -527,8 +528,9 @@ def test_follow_picks_up_appends_and_reopens_after_a_rebuild(store: Store, tmp_p
     applied = follow(store, path, interval=0.01, on_catch_up=seen.append, should_stop=should_stop)
     assert polls == 4
     assert inodes[0] != inodes[1] == path.stat().st_ino
-    demo_events = len(store.events(first)) - 3  # the orphan result: a start, a block, an end
-    assert seen == [demo_events, 3, demo_events]
+    orphan = events_of(store)  # the orphan result's message
+    demo_events = len(store.events(first)) - orphan
+    assert seen == [demo_events, orphan, demo_events]
     assert applied == sum(seen)
     rebuild(store, tmp_path / "rebuilt.db")
     assert_same_read_model(path, tmp_path / "rebuilt.db")
@@ -548,7 +550,7 @@ def test_postgres_store_with_a_local_read_model(postgres_url: str, tmp_path: Pat
             with open_store(postgres_url) as other:
                 orphan_result(other, conversation)
                 second = record_demo(other)
-                added = 3 + len(other.events(second))
+                added = events_of(other) + len(other.events(second))
                 expected_position = other.log_position()
             assert catch_up(store, audit, batch_size=4) == added
             assert audit.position() == expected_position

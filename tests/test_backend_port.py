@@ -242,7 +242,7 @@ def test_the_backend_decides_from_what_size_event_bodies_are_compressed(tmp_path
         with sqlite3.connect(location.removeprefix(PREFIX)) as conn:
             [(state,)] = conn.execute(
                 "SELECT state FROM stored_events WHERE originator_id = ? "
-                "AND originator_version = 3",  # the block's event
+                "AND originator_version = 2",  # the block's event (a new store: format 3)
                 (conv.hex,),
             ).fetchall()
         firsts[name] = state[0]

@@ -33,6 +33,7 @@ from convstore import Store, open_store
 from convstore.app.demo import tiny_png
 from convstore.cli import cli
 from convstore.domain.blocks import BLOCK_CLASSES
+from tests.formats import events_of
 
 FUZZ = settings(
     derandomize=True,
@@ -108,7 +109,9 @@ def stored_blocks(store: Store, conversation: str, message: str) -> list[dict[st
     """The blocks of ``message`` exactly as recorded in the log, in order."""
     events = [json.loads(raw) for raw in store.raw_events(conversation)]
     return [
-        e["block"] for e in events if e["type"] == "block_appended" and e["message_id"] == message
+        e["block"]
+        for e in events
+        if e["type"] in {"block_appended", "block_recorded"} and e["message_id"] == message
     ]
 
 
@@ -784,8 +787,9 @@ def test_sql_shaped_strings_are_stored_searched_and_filtered_literally(tmp_path:
         log = run(db, ["log", conv])
         events = [json.loads(line) for line in log.stdout.splitlines()]
         assert events[0]["title"] == payload
-        assert events[2]["block"]["text"] == f"note {payload}"
-        assert events[3]["block"]["input"] == {payload: payload}
+        logged = [e["block"] for e in events if "block" in e]
+        assert logged[0]["text"] == f"note {payload}"
+        assert logged[1]["input"] == {payload: payload}
     for injected in ("nothing' OR '1'='1", "x' OR 1=1 --x", "%", "_", "*"):
         assert _rows(run(db, ["audit", "tools", "--name", injected, "--json"])) == []
         assert _rows(run(db, ["audit", "tools", "--conversation", injected, "--json"])) == []
@@ -801,7 +805,10 @@ def test_sql_shaped_strings_are_stored_searched_and_filtered_literally(tmp_path:
     raw = run(db, ["audit", "search", "--raw", 'AND OR "'])  # a malformed FTS query
     assert raw.exit_code == 2
     assert len(raw.stderr.splitlines()) == 1
-    assert len(dump(db)) == len(SQL_PAYLOADS) * 8  # every table survived every payload
+    # Every table survived every payload: each conversation's start and its two messages.
+    with open_store(db) as store:
+        each = 1 + events_of(store, 2) + events_of(store, 1)
+    assert len(dump(db)) == len(SQL_PAYLOADS) * each
     audit = db.with_name("sql.audit.db")
     with closing(sqlite3.connect(audit)) as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}

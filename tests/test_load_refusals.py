@@ -96,7 +96,7 @@ BAD_DUMPS: dict[str, tuple[Callable[[list[dict[str, Any]]], bytes], str]] = {
         "timezone info",
     ),
     "naive timestamp, later event": (
-        lambda lines: edited(lines, "block_appended", naive_time),
+        lambda lines: edited(lines, "block_recorded", naive_time),
         "timezone info",
     ),
     "NUL in the title": (lambda lines: edited(lines, "conversation_started", nul_title), "NUL"),

@@ -20,6 +20,7 @@ from convstore import ConversationNotFound, open_store
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
 from tests.conftest import one_error_line
+from tests.formats import events_of
 from tests.nats_cluster import Cluster, delete_stream
 from tests.test_store_nats import _holding
 from tests.test_transfer import run
@@ -95,13 +96,14 @@ def _chat(messages: int, last: str) -> bytes:
 def test_an_import_with_a_message_over_max_payload_writes_nothing(
     nats_cluster: Cluster, stream: str, tmp_path: Path
 ) -> None:
-    """A 401-message history (more events than one atomic batch holds) whose last message is
-    over the servers' max_payload: the import is refused before anything is published (it
-    used to leave the first batch stored, verify clean, and refuse the retry as "already
-    imported"); with the last message made small, the same input imports whole."""
+    """A 1,201-message history (more events than one atomic batch holds, in either format)
+    whose last message is over the servers' max_payload: the import is refused before
+    anything is published (it used to leave the first batch stored, verify clean, and refuse
+    the retry as "already imported"); with the last message made small, the same input
+    imports whole."""
     url = _url(nats_cluster, stream, tmp_path / "r.db")
     history = tmp_path / "chat.json"
-    history.write_bytes(_chat(401, _incompressible(1_600_000)))
+    history.write_bytes(_chat(1201, _incompressible(1_600_000)))
     refused = run("--db", url, "import", "--format", "openai-chat", str(history))
     one_error_line(
         refused.returncode, refused.stdout, refused.stderr, "max_payload", "nothing was written"
@@ -109,12 +111,12 @@ def test_an_import_with_a_message_over_max_payload_writes_nothing(
     with open_store(_url(nats_cluster, stream, tmp_path / "fresh.db")) as fresh:
         assert list(fresh.scan()) == []
         assert fresh.conversations() == []
-    history.write_bytes(_chat(401, "small at last"))
+    history.write_bytes(_chat(1201, "small at last"))
     imported = run("--db", url, "import", "--format", "openai-chat", str(history))
     assert imported.returncode == 0, imported.stderr
     with open_store(_url(nats_cluster, stream, tmp_path / "again.db")) as again:
         [conversation] = again.conversations()
-        assert len(again.messages(conversation.id)) == 401
+        assert len(again.messages(conversation.id)) == 1201
     assert _verified(_url(nats_cluster, stream, tmp_path / "check.db")) == []
 
 
@@ -147,7 +149,7 @@ def test_an_import_stopped_between_two_batches_leaves_nothing_replayable(
         store.new_conversation(title="already here")
     asyncio.run(_limit_messages(nats_cluster, stream, 1001))
     history = tmp_path / "chat.json"
-    history.write_bytes(_chat(401, "the last"))
+    history.write_bytes(_chat(1201, "the last"))
     stopped = run("--db", url, "import", "--format", "openai-chat", str(history))
     one_error_line(
         stopped.returncode,
@@ -167,7 +169,7 @@ def test_an_import_stopped_between_two_batches_leaves_nothing_replayable(
     assert retried.returncode == 0, retried.stderr
     with open_store(_url(nats_cluster, stream, tmp_path / "after.db")) as after:
         imported = [c for c in after.conversations() if c.title != "already here"]
-        assert [len(after.messages(c.id)) for c in imported] == [401]
+        assert [len(after.messages(c.id)) for c in imported] == [1201]
 
 
 MARKER = "racing-secret"
@@ -220,14 +222,14 @@ def test_an_erasure_racing_appending_processes_takes_its_turn(
                     assert not all(p.ready() for p in pending)
                 tombstone = store.erase(conversation, reason="race")
             landed = [p.get(timeout=120) for p in pending]
-            assert tombstone.events == 1 + 3 * sum(landed)
+            assert tombstone.events == 1 + events_of(store) * sum(landed)
             erased.append(conversation)
     for replica in ("eraser.db", "w0.db", "fresh.db"):
         with open_store(_url(nats_cluster, stream, tmp_path / replica)) as store:
             for conversation in erased:
                 assert store.last_event(conversation) is None
             assert [e.id for e in store.erasures()] == erased
-            assert len(store.events(kept)) == 4
+            assert len(store.events(kept)) == 1 + events_of(store)
     assert _verified(_url(nats_cluster, stream, tmp_path / "check.db")) == []
 
 

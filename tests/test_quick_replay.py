@@ -24,6 +24,7 @@ from convstore.backends.common.replay_tables import HEADS, MESSAGES
 from convstore.backends.sqlite.replay_keeper import DEFER_LIMIT
 from convstore.engine.plan import HISTORY_STARTS
 from convstore.ports.replay import ReplayModel
+from tests.formats import events_of
 from tests.strategies import IMAGE_BLOCKS
 
 SCRIPT = Path(sys.executable).with_name("convstore")
@@ -142,7 +143,7 @@ def test_it_steps_aside_when_the_model_lags_the_log_or_the_call_is_not_its_own(
     assert quick_replay(argv) is True
     assert json.loads(capsys.readouterr().out) == json.loads(cli(*argv, quick=False).stdout)
     with open_store(db, replay_model="on_read") as store:
-        for i in range(DEFER_LIMIT // 3 + 1):  # three events a message: DEFER_LIMIT or more
+        for i in range(DEFER_LIMIT // events_of(store) + 1):  # DEFER_LIMIT events or more
             store.append_message(conv, "user", [{"type": "text", "text": f"more {i}"}])
     with open_store(db) as store:  # ... but leaves a model further behind to readers
         store.append_message(conv, "user", [{"type": "text", "text": "and another"}])
@@ -210,12 +211,14 @@ def test_a_process_importing_only_the_quick_path_loads_no_model() -> None:
     assert out.strip() == "[]"
 
 
-@pytest.mark.parametrize(("value", "answered"), [("1", True), ("2", True), ("3", False)])
+@pytest.mark.parametrize(
+    ("value", "answered"), [("1", True), ("2", True), ("3", True), ("4", False)]
+)
 def test_stores_of_either_format_are_answered_and_no_other(
     tmp_path: Path, value: str, answered: bool
 ) -> None:
-    """The model tables are the same in stores of format 1 and 2; a newer format is left to
-    the full command, which refuses it."""
+    """The model tables are the same in stores of format 1, 2 and 3; a newer format is left
+    to the full command, which refuses it."""
     db = tmp_path / "s.db"
     conv = busy_conversation(db)
     argv = ["--db", str(db), "replay", str(conv)]

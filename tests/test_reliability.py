@@ -42,7 +42,6 @@ from convstore.app.projector import catch_up, open_audit, rebuild
 from convstore.audit.db import TABLES
 from convstore.cli import cli
 from convstore.domain.events import (
-    BlockAppended,
     Event,
     MessageEnded,
     MessageInterrupted,
@@ -52,6 +51,7 @@ from convstore.domain.parsing import parse_block
 from convstore.engine.plan import NOTHING_RECORDED
 from convstore.projections.messages import RecordedMessage
 from convstore.store.verify import Verifier
+from tests.formats import BLOCK_EVENTS, events_of
 
 SPAWN = multiprocessing.get_context("spawn")
 PNG = tiny_png()
@@ -338,7 +338,7 @@ def landed(events: list[Event], script: list[Op], acks: list[str]) -> list[Plann
             continue
         assert getattr(event, "message_id", None) == message_id, (step, event)
         if op.kind == "block":
-            assert isinstance(event, BlockAppended), (step, event)
+            assert isinstance(event, BLOCK_EVENTS), (step, event)
             assert op.block is not None
             assert event.block == parse_block(op.block)
             assert event.index == len(planned[-1].blocks)
@@ -406,7 +406,7 @@ def _check_run(
     acks = read_acks(writer.acks)
     with open_store(location) as store:  # the store opens after the kill
         events = store.events(writer.conversation)
-        prefix_events = 1 + sum(len(p.blocks) + 2 for p in planned_prefix())
+        prefix_events = 1 + sum(events_of(store, len(p.blocks)) for p in planned_prefix())
         turn = landed(events[prefix_events:], script, acks)
         planned = planned_prefix() + turn
         assert_messages_match(store.messages(writer.conversation), planned)

@@ -40,6 +40,7 @@ from convstore.domain.blocks import (
 from convstore.domain.events import (
     EVENT_ADAPTER,
     BlockAppended,
+    BlockRecorded,
     Compacted,
     ConversationRenamed,
     ConversationStarted,
@@ -143,7 +144,9 @@ def fold(events: list[Event]) -> History:
                 pass  # metadata: never part of replay
             case MessageStarted():
                 messages[event.message_id] = Stored(event.message_id, event.role)
-            case BlockAppended():
+            case BlockAppended() | BlockRecorded():
+                if isinstance(event, BlockRecorded) and event.message_id not in messages:
+                    messages[event.message_id] = Stored(event.message_id, event.role)
                 block = event.block
                 name = ""
                 if isinstance(block, ToolUseBlock | HostedToolUseBlock):
@@ -641,6 +644,7 @@ def disguised(events: list[Event]) -> list[Event]:
             case (
                 MessageStarted()
                 | BlockAppended()
+                | BlockRecorded()
                 | MessageEnded()
                 | MessageInterrupted()
                 | MessageMetaRecorded()

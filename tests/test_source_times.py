@@ -29,6 +29,7 @@ from convstore.convert.claude_code import histories_from_transcript
 from convstore.convert.responses import history_from_responses
 from convstore.domain.events import MessageMeta, TokenUsage
 from convstore.store.importing import read_histories
+from tests.formats import BLOCK_TYPES
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
 SESSION = "5e551011-2025-4000-8000-000000000001"
@@ -177,7 +178,7 @@ def test_messages_keep_their_source_times_and_metadata(store: Store) -> None:
     # The log still says when each event was recorded: now, not 2025.
     events = store.events(main)
     assert all(e.timestamp.year >= 2026 for e in events)
-    assert {e.happened_at for e in events if e.type == "block_appended"} >= {
+    assert {e.happened_at for e in events if e.type in BLOCK_TYPES} >= {
         at("2025-03-04T10:00:05+00:00")
     }
 

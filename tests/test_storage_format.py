@@ -52,7 +52,8 @@ from convstore.domain.events import (
     MessageStarted,
 )
 from convstore.ports.chain import HEADS_TABLE, genesis, link
-from tests.conftest import one_error_line
+from convstore.projections.format3 import format3_events
+from tests.conftest import format2_store_file, one_error_line
 from tests.test_transfer import fill, log_order, problems, replays
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -147,8 +148,9 @@ def dump_events(store: Store) -> list[bytes]:
 
 @pytest.fixture
 def twins(tmp_path: Path) -> Iterator[tuple[Store, Store]]:
-    """The same log twice: as this version writes it, and as the earlier version wrote it."""
-    new_db, old_db = tmp_path / "new.db", tmp_path / "old.db"
+    """The same log twice: in compact states, as 0.3.x writes it (format 2, which this version
+    keeps writing in that form), and as 0.2.0 wrote it (format 1, full JSON)."""
+    new_db, old_db = format2_store_file(tmp_path / "new.db"), tmp_path / "old.db"
     with convstore.open_store(new_db) as store:
         fill(store)
         every_kind(store)
@@ -181,10 +183,13 @@ def test_a_store_written_before_reads_replays_verifies_and_dumps_the_same(
     assert verify_problems(Path(new.location)) == []
 
 
-def test_a_new_store_is_of_format_2_and_written_compact(twins: tuple[Store, Store]) -> None:
-    new, _ = twins
-    assert marker(Path(new.location)) == [("format", "2")]
-    assert new._log.pydantic_mapper.compact
+def test_a_new_store_is_of_format_3_and_written_compact(tmp_path: Path) -> None:
+    with convstore.open_store(tmp_path / "fresh.db") as new:
+        conv = new.new_conversation()
+        new.append_message(conv, "user", [{"type": "text", "text": "one block, one event"}])
+        assert marker(Path(new.location)) == [("format", "3")]
+        assert new._log.pydantic_mapper.compact
+        assert [e.type for e in new.events(conv)] == ["conversation_started", "block_recorded"]
 
 
 def appended_states(store: Store, conv: UUID, after: int) -> list[tuple[bytes, Event]]:
@@ -225,7 +230,7 @@ def test_appending_to_a_format_1_store_keeps_writing_full_json(
         assert replays(moved) == replays(old)
         assert dump_events(moved) == dump_events(old)
     moved_db = tmp_path / "moved.db"
-    assert marker(moved_db) == [("format", "2")]
+    assert marker(moved_db) == [("format", "3")]  # a new store; it reads the events as they are
     assert all(state[0] in {COMPACT, COMPACT_ZLIB} for *_, state in stored_rows(moved_db))
     assert verify_problems(moved_db) == []
 
@@ -274,9 +279,9 @@ def test_a_format_1_store_holding_compact_rows_mixes_both_forms(tmp_path: Path) 
             assert dump_events(loaded) == dump_events(store)
 
 
-@pytest.mark.parametrize("value", ["3", "0", "2.0", ""])
+@pytest.mark.parametrize("value", ["4", "0", "2.0", ""])
 def test_a_store_of_an_unknown_format_is_refused_in_one_line(tmp_path: Path, value: str) -> None:
-    """A marker naming any format but 1 or 2 (a newer convstore's store) is refused by the API
+    """A marker naming any format but 1, 2 or 3 (a newer convstore's store) is refused by the API
     and the CLI, in one line naming the format, and nothing is written."""
     db = tmp_path / "future.db"
     with convstore.open_store(db) as store:
@@ -286,7 +291,7 @@ def test_a_store_of_an_unknown_format_is_refused_in_one_line(tmp_path: Path, val
     with pytest.raises(convstore.InvalidInput) as caught:
         convstore.open_store(db)
     assert str(caught.value) == (
-        f"{db} is a convstore store of format {value!r}; this version reads formats 1 and 2"
+        f"{db} is a convstore store of format {value!r}; this version reads formats 1, 2 and 3"
     )
     for args in (["new"], ["list"], ["verify"]):
         result = CliRunner().invoke(cli, ["--db", str(db), *args])
@@ -302,7 +307,8 @@ def test_a_changed_text_is_found_in_either_form(twins: tuple[Store, Store]) -> N
         rowid, *_, state = next(
             row
             for row in stored_rows(db)
-            if row[3] == "convstore:block_appended" and b'"text":"' in row[4]
+            if row[3] in {"convstore:block_appended", "convstore:block_recorded"}
+            and b'"text":"' in row[4]
         )
         at = state.index(b'"text":"') + len(b'"text":"')
         changed = state[:at] + (b"X" if state[at : at + 1] != b"X" else b"Y") + state[at + 1 :]
@@ -338,11 +344,13 @@ def _events(store: Store) -> Iterator[Event]:
 
 def test_every_kind_has_a_code_and_round_trips(twins: tuple[Store, Store]) -> None:
     """Each event decodes from its compact state equal to itself, and its full JSON is the
-    JSON the earlier form stored."""
+    JSON the earlier form stored. The store's events as this version writes them, and the
+    same logs rewritten as format 3 records them (its block events)."""
     new, _ = twins
     assert set(KIND_CODES) == {c.model_fields["type"].default for c in EVENT_CLASSES}
     seen = set()
-    for event in _events(new):
+    logs = [new.events(conv.id) for conv in new.conversations()]
+    for event in [event for log in logs for event in (*log, *format3_events(log))]:
         state = compact_state(event)
         assert decode_compact(state) == event
         assert event_json(state) == event.model_dump_json().encode()

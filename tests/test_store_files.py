@@ -101,7 +101,8 @@ def test_uri_parameters_in_a_path_are_just_characters(tmp_path: Path) -> None:
     assert [n for n in _files(directory) if not n.endswith(("-wal", "-shm"))] == [db.name]
     with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT count(*) FROM stored_events").fetchone()[0] == 4
+        # The conversation's start and its message: one block, one event (a new store, format 3).
+        assert conn.execute("SELECT count(*) FROM stored_events").fetchone()[0] == 2
 
 
 # -- item 6: SIGKILL during the first open --------------------------------------------------------
@@ -291,7 +292,7 @@ def test_a_file_left_empty_by_an_old_killed_open_is_finished(tmp_path: Path, con
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute(
             "SELECT key, value FROM convstore_store WHERE key != 'id'"
-        ).fetchall() == [("format", "2")]
+        ).fetchall() == [("format", "3")]
     assert _page_size(db) == (PAGE_SIZE if content == "nothing" else 4096)
 
 
@@ -300,10 +301,10 @@ def test_a_store_of_another_format_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "future.db"
     _write_and_read_back(db)
     with closing(sqlite3.connect(db)) as conn:
-        conn.execute("UPDATE convstore_store SET value = '3' WHERE key = 'format'")
+        conn.execute("UPDATE convstore_store SET value = '4' WHERE key = 'format'")
         conn.commit()
     before = db.read_bytes()
-    with pytest.raises(InvalidInput, match="format '3'"):
+    with pytest.raises(InvalidInput, match="format '4'"):
         open_store(db)
     assert db.read_bytes() == before
 
@@ -361,7 +362,8 @@ def test_a_new_store_shares_one_write_ahead_index_with_other_processes(tmp_path:
     finally:
         store.close()
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("SELECT count(*) FROM stored_events").fetchone() == (10,)
+        # The start and three one-block messages, one event each (a new store, format 3).
+        assert conn.execute("SELECT count(*) FROM stored_events").fetchone() == (4,)
 
 
 # -- page size ---------------------------------------------------------------------------------

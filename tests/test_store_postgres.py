@@ -159,18 +159,21 @@ def _turn(store: Store, conv: UUID) -> None:
 def test_a_new_schema_is_format_2_and_a_format_1_one_is_upgraded_on_open(
     make_postgres_url: Callable[[], str],
 ) -> None:
-    """A new store is marked format 2 and holds compact states. The same store made format 1
-    (as 0.2.0 writes it) is marked format 2 when this version opens it, since its writers no
-    longer take the table lock 0.2.0's readers rely on; its old rows stay as they were, new
-    ones are compact, it verifies, and it replays what the format-2 store replays."""
+    """A new store is marked format 3 and holds compact states. A store of format 2 (as 0.3.x
+    writes it) made format 1 (as 0.2.0 writes it) is marked format 2 when this version opens
+    it, since its writers no longer take the table lock 0.2.0's readers rely on; its old rows
+    stay as they were, new ones are compact (and format 2's: a start, blocks, an end), it
+    verifies, and it replays what the format-3 store replays."""
     new_url, old_url = make_postgres_url(), make_postgres_url()
-    for url in (new_url, old_url):
+    open_store(old_url).close()
+    _sql(old_url, "UPDATE convstore_store SET value = '2' WHERE key = 'format'")
+    for url, marked in ((new_url, "3"), (old_url, "2")):
         with open_store(url) as store:
             conv = store.new_conversation(conversation_id=UUID(int=7), title="shared")
             store.append_message(conv, "user", [{"type": "text", "text": "before"}])
             assert store._log.pydantic_mapper.compact
         assert _sql(url, "SELECT key, value FROM convstore_store WHERE key = 'format'") == [
-            ("format", "2")
+            ("format", marked)
         ]
         assert {state[0] for *_, state in _states(url)} == {COMPACT}
     _rewrite_as_format_1(old_url)
@@ -194,21 +197,22 @@ def test_a_new_schema_is_format_2_and_a_format_1_one_is_upgraded_on_open(
 
 
 def test_a_schema_of_an_unknown_format_is_refused_in_one_line(postgres_url: str) -> None:
-    """A marker naming format 3 (a newer convstore's) is refused by the API and the CLI in one
+    """A marker naming format 4 (a newer convstore's) is refused by the API and the CLI in one
     line naming it, and nothing in the schema changes."""
     with open_store(postgres_url) as store:
         store.append_message(store.new_conversation(), "user", [{"type": "text", "text": "x"}])
-    _sql(postgres_url, "UPDATE convstore_store SET value = '3' WHERE key = 'format'")
+    _sql(postgres_url, "UPDATE convstore_store SET value = '4' WHERE key = 'format'")
     count = "SELECT count(*) FROM convstore_events"
     rows = _sql(postgres_url, count)
     schema = postgres_url.partition("?schema=")[2]
     with pytest.raises(InvalidInput) as caught:
         open_store(postgres_url)
     assert str(caught.value) == (
-        f"schema {schema} holds a convstore store of format '3'; this version reads formats 1 and 2"
+        f"schema {schema} holds a convstore store of format '4'; "
+        "this version reads formats 1, 2 and 3"
     )
     for args in (["new"], ["list"], ["verify"]):
         result = CliRunner().invoke(cli, ["--db", postgres_url, *args])
-        one_error_line(result.exit_code, result.stdout, result.stderr, "format '3'")
+        one_error_line(result.exit_code, result.stdout, result.stderr, "format '4'")
     assert _sql(postgres_url, count) == rows
-    assert _sql(postgres_url, "SELECT value FROM convstore_store WHERE key = 'format'") == [("3",)]
+    assert _sql(postgres_url, "SELECT value FROM convstore_store WHERE key = 'format'") == [("4",)]

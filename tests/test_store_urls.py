@@ -264,15 +264,16 @@ def _execute(server: str, statement: str) -> list[tuple[object, ...]]:
 def test_a_schema_is_marked_and_an_unmarked_store_is_marked_on_open(
     postgres_server: str, schemas: Callable[[str], str]
 ) -> None:
-    """A new schema gets the convstore_store marker (format 2); a store without it (made by an
-    earlier version) opens with its conversations and is marked format 2 too: this version's
-    lock-free writers must not share a PostgreSQL store with readers that expect the lock."""
+    """A new schema gets the convstore_store marker (format 3); a store without it (made by an
+    earlier version) opens with its conversations and is marked format 2: this version's
+    lock-free writers must not share a PostgreSQL store with readers that expect the lock, and
+    its messages stay in the form that version wrote."""
     schema = f"mark_{uuid4().hex[:12]}"
     url = schemas(schema)
     with open_store(url) as store:
         conv = store.new_conversation()
     marker = f"SELECT key, value FROM {schema}.convstore_store WHERE key = 'format'"  # noqa: S608
-    assert _execute(postgres_server, marker) == [("format", "2")]
+    assert _execute(postgres_server, marker) == [("format", "3")]
     _execute(postgres_server, f"DROP TABLE {schema}.convstore_store")
     with open_store(url) as store:
         assert [c.id for c in store.conversations()] == [conv]

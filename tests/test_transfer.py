@@ -33,6 +33,7 @@ from convstore.store import transfer as store_transfer
 from convstore.store.transfer import BATCH_SIZE, Loader
 from convstore.store.verify import Verifier
 from tests.conftest import one_error_line as error_line
+from tests.formats import BLOCK_TYPES, events_of
 
 CONVSTORE = Path(sys.executable).parent / "convstore"
 
@@ -182,7 +183,7 @@ def _transfer_peaks(tmp_path: Path, messages: int) -> tuple[int, int, int]:
     """Dump bytes, and the traced peaks of dumping and of loading a store of ``messages``
     messages of 1,500 characters, 70 to a conversation (pages of 200, batches of 50)."""
     with convstore.open_store(tmp_path / f"big{messages}.db") as store:
-        text = "x" * 1500
+        text = "x" * 2500  # a dump of over 5 MB at 2,100 messages, one event a message
         for n in range(messages):
             if n % 70 == 0:
                 conv = store.new_conversation()
@@ -198,7 +199,7 @@ def _transfer_peaks(tmp_path: Path, messages: int) -> tuple[int, int, int]:
             report = Loader(store.dump(), max_line_bytes=1 << 20).run(target, batch_size=50)
             _, load_peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
-            assert report.loaded == 3 * messages + messages // 70
+            assert report.loaded == events_of(store) * messages + messages // 70
     return size, dump_peak, load_peak
 
 
@@ -258,7 +259,7 @@ def test_a_dump_differing_inside_the_stores_events_is_not_resumed(
     at = next(
         n
         for n, raw in enumerate(lines[1:-1], start=1)
-        if json.loads(raw)["event"]["type"] == "block_appended"
+        if json.loads(raw)["event"]["type"] in BLOCK_TYPES
         and json.loads(raw)["event"]["block"]["type"] == "text"
     )
     line = json.loads(lines[at])
@@ -388,9 +389,10 @@ def test_sqlite_to_postgresql_through_a_pipe(tmp_path: Path, postgres_url: str) 
     db = tmp_path / "agent.db"
     with convstore.open_store(db) as store:
         ids = fill(store)
+        count = store.log_position()
     # convstore --db agent.db dump | convstore --db postgresql://… load -
     loading = pipe_dump_into(db, postgres_url)
-    assert b"loaded 144 events (144 in all, 4 conversations)" in loading.stderr
+    assert f"loaded {count} events ({count} in all, 4 conversations)".encode() in loading.stderr
     for location in (str(db), postgres_url):
         checked = run("--db", location, "verify")
         assert checked.returncode == 0, checked.stderr
@@ -410,18 +412,23 @@ def test_cli_dump_to_file_and_load_report(tmp_path: Path) -> None:
     db, copy, out = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "a.dump.jsonl"
     with convstore.open_store(db) as store:
         fill(store, conversations=1)
+        count = store.log_position()
     dumped = run("--db", str(db), "dump", "--output", str(out))
     assert dumped.returncode == 0, dumped.stderr
     assert dumped.stdout == b""
-    assert dumped.stderr == b"dumped 67 events of 2 conversations\n"
+    assert dumped.stderr == f"dumped {count} events of 2 conversations\n".encode()
     assert not (tmp_path / "a.dump.jsonl.partial").exists()
     loaded = run("--db", str(copy), "load", str(out))
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout == b""
-    assert loaded.stderr.startswith(b"loaded 67 events (67 in all, 2 conversations)")
+    assert loaded.stderr.startswith(
+        f"loaded {count} events ({count} in all, 2 conversations)".encode()
+    )
     again = run("--db", str(copy), "load", str(out))
-    assert again.stderr.startswith(b"resuming: the store holds the dump's first 67 events\n")
-    assert row_count(copy) == 67
+    assert again.stderr.startswith(
+        f"resuming: the store holds the dump's first {count} events\n".encode()
+    )
+    assert row_count(copy) == count
 
 
 @pytest.mark.slow

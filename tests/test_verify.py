@@ -30,6 +30,7 @@ from convstore.cli import cli
 from convstore.cli.verify import store_verifier
 from convstore.domain.errors import StoreError
 from convstore.ports.chain import genesis, link
+from tests.conftest import format2_store_file
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -62,19 +63,27 @@ class Stored:
     other: UUID
 
 
-@pytest.fixture
-def stored(tmp_path: Path) -> Stored:
+@pytest.fixture(params=[3, 2], ids=["format-3", "format-2"])
+def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Stored:
     """The demo conversation (images, tools, an interrupted and an unfinished message) and
-    another with an open message, so tampering can hit the middle of the log."""
+    another with an open message, so tampering can hit the middle of the log; in a store of
+    this version's format, and in one of format 2 (an earlier version's, written as it was)."""
     db = tmp_path / "store" / "convstore.db"
     db.parent.mkdir()
+    if request.param == 2:
+        format2_store_file(db)
     with open_store(db) as store:
+        assert store.store_format == request.param
         demo = record_demo(store)
         other = store.new_conversation(title="second")
         store.append_message(other, "user", [{"type": "text", "text": "one"}])
         message = store.start_message(other, "assistant")
         store.append_block(other, message, {"type": "text", "text": "two"})
     return Stored(db, demo, other)
+
+
+BLOCK_TOPICS = {"convstore:block_appended", "convstore:block_recorded"}
+"""A block's event in either form (format 2, format 3)."""
 
 
 def rows_of(db: Path, conversation: UUID) -> list[tuple[int, int, str, bytes]]:
@@ -170,10 +179,11 @@ def _version_column(s: Stored) -> str:
 
 def _block_for_unknown_message(s: Stored) -> str:
     rows = rows_of(s.db, s.other)
-    _, _, topic, state = next(r for r in rows if r[2] == "convstore:block_appended")
+    _, _, topic, state = next(r for r in rows if r[2] in BLOCK_TOPICS)
     event = json.loads(event_json(state))
     stranger = str(uuid4())
-    event.update(originator_version=len(rows) + 1, message_id=stranger, index=0)
+    # Not the first block (which, in format 3, opens its message): a later one.
+    event.update(originator_version=len(rows) + 1, message_id=stranger, index=1)
     tamper(
         s.db,
         "INSERT INTO stored_events (originator_id, originator_version, topic, state) "
@@ -342,7 +352,7 @@ def _block_rows(s: Stored, kind: str) -> list[tuple[int, int, dict[str, Any]]]:
     found = []
     for rowid, version, topic, state in rows_of(s.db, s.demo):
         event = json.loads(event_json(state))
-        if topic == "convstore:block_appended" and event["block"]["type"] == kind:
+        if topic in BLOCK_TOPICS and event["block"]["type"] == kind:
             found.append((rowid, version, event))
     return found
 
@@ -397,10 +407,10 @@ def test_a_tool_use_in_a_user_message_is_reported_where_it_is(
     """A tool_use moved into a user message breaks the writer's role rule, reported at its row
     even when the tamperer recomputed the hash chain."""
     text_rows = _block_rows(stored, "text")
-    user_starts = {
+    user_starts = {  # a message's role is on its start, or (format 3) on each block
         json.loads(event_json(state))["message_id"]
         for _, _, topic, state in rows_of(stored.db, stored.demo)
-        if topic == "convstore:message_started" and json.loads(event_json(state))["role"] == "user"
+        if json.loads(event_json(state)).get("role") == "user"
     }
     rowid, version, event = next(r for r in text_rows if r[2]["message_id"] in user_starts)
     event["block"] = {"type": "tool_use", "id": "sneaky", "name": "rm", "input": {}}
@@ -462,7 +472,7 @@ def test_project_and_dump_refuse_a_damaged_topic_naming_the_row(stored: Stored, 
     topic: a damaged topic stops it with one error line naming the row's log position (exit 1),
     as replay refuses it, instead of a read model that silently lacks the row; ``dump`` refuses
     a topic that names no event (``load`` refuses one that names another event)."""
-    rowid, version, _, _ = rows_of(stored.db, stored.other)[2]
+    rowid, version, _, _ = next(r for r in rows_of(stored.db, stored.other) if r[2] in BLOCK_TOPICS)
     tamper(stored.db, "UPDATE stored_events SET topic = ? WHERE rowid = ?", [topic, rowid])
     named = f"stored event {stored.other} v{version} (log position {rowid}) is damaged: its topic"
     commands = [["project"], ["project", "--follow", "--interval", "0.05"]]
@@ -595,7 +605,7 @@ def test_conversations_started_or_erased_during_the_check_are_no_damage(stored: 
         verifier = store_verifier(store)
         changed = store.new_conversation(title="changed during the check")
         store.append_message(changed, "user", [{"type": "text", "text": "as written"}])
-        rowid, _, _, _ = rows_of(stored.db, changed)[-2]
+        rowid, _, _, _ = [r for r in rows_of(stored.db, changed) if r[2] in BLOCK_TOPICS][-1]
         event = _state_of(stored.db, rowid)
         event["block"]["text"] = "as changed"
         _set_state(stored.db, rowid, event)

@@ -103,7 +103,8 @@ def test_a_changed_text_is_found_on_postgres(recorded: tuple[str, UUID]) -> None
     [(version, state)] = run(
         url,
         "SELECT originator_version, state FROM convstore_events WHERE originator_id = %s "
-        "AND topic = 'convstore:block_appended' AND state::text LIKE %s "
+        "AND topic IN ('convstore:block_appended', 'convstore:block_recorded') "
+        "AND state::text LIKE %s "
         "ORDER BY originator_version LIMIT 1",
         [conversation, "%" + b'"type":"text"'.hex() + "%"],
     )

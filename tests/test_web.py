@@ -19,6 +19,7 @@ from convstore import Store
 from convstore.app.demo import record_demo, tiny_png
 from convstore.app.projector import audit_path, catch_up, open_audit, rebuild
 from convstore.cli import cli
+from tests.formats import events_of
 
 pytest.importorskip("starlette", reason="the web extra (Starlette) is not installed")
 from starlette.testclient import TestClient
@@ -522,13 +523,13 @@ def test_list_counts_come_from_the_read_model_when_whole(store: Store) -> None:
     page = client_for(store).get("/").text
     assert f"<td>{len(messages)}</td><td>{calls}</td>" in page
     big = store.new_conversation(title="big")
-    for i in range(web_app.READ_FOR_COUNTS // 3 + 1):
+    for i in range(web_app.READ_FOR_COUNTS // events_of(store) + 1):
         store.append_message(big, "user", [{"type": "text", "text": f"m{i}"}])
     page = client_for(store).get("/").text
     assert "not in the audit read model yet" in page
     project(store)
     page = client_for(store).get("/").text
-    assert f"<td>{web_app.READ_FOR_COUNTS // 3 + 1:,}</td><td>0</td>" in page
+    assert f"<td>{web_app.READ_FOR_COUNTS // events_of(store) + 1:,}</td><td>0</td>" in page
 
 
 def test_a_search_ranks_every_match_and_pages_through_them(store: Store) -> None:

@@ -63,6 +63,7 @@ def _valid(store: Store) -> dict[str, Any]:
         "block": TEXT,
         "blocks": [TEXT],
         "leave_open": False,
+        "last": False,
         "reason": "stopped",
         "summary": "so far",
         "through": ended,

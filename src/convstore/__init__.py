@@ -107,6 +107,9 @@ if TYPE_CHECKING:
         BlockAppended as BlockAppended,
     )
     from convstore.domain.events import (
+        BlockRecorded as BlockRecorded,
+    )
+    from convstore.domain.events import (
         Compacted as Compacted,
     )
     from convstore.domain.events import (
@@ -218,6 +221,7 @@ _EXPORTS: dict[str, str] = {
     "AsyncStore": "convstore.store.aio",
     "Block": "convstore.domain.blocks",
     "BlockAppended": "convstore.domain.events",
+    "BlockRecorded": "convstore.domain.events",
     "Compacted": "convstore.domain.events",
     "ConcurrencyError": "convstore.domain.errors",
     "ConversationActive": "convstore.domain.errors",

@@ -30,6 +30,7 @@ from tests.cli.support import (
     replay,
     walk,
 )
+from tests.formats import BLOCK_TYPES
 
 # -- happy paths ---------------------------------------------------------------------------------
 
@@ -48,10 +49,11 @@ def test_append_reads_a_file_argument(seeded: Seeded, tmp_path: Path) -> None:
     source = tmp_path / "blocks.json"
     source.write_text(blocks_json({"type": "text", "text": "from a file"}))
     message = ok(seeded.db, "append", seeded.conv, "--role", "user", str(source)).strip()
-    events = log_events(seeded.db, seeded.conv)[-3:]
-    assert [e["type"] for e in events] == ["message_started", "block_appended", "message_ended"]
-    assert {e["message_id"] for e in events} == {message}
-    assert events[1]["block"] == {"type": "text", "text": "from a file"}
+    [event] = log_events(seeded.db, seeded.conv)[-1:]  # one block: one event, opening and ending
+    assert (event["type"], event["message_id"]) == ("block_recorded", message)
+    assert event["role"] == "user"
+    assert (event["index"], event["closes"]) == (0, True)
+    assert event["block"] == {"type": "text", "text": "from a file"}
 
 
 @pytest.mark.parametrize("dash", [True, False], ids=["dash", "no-argument"])
@@ -60,15 +62,11 @@ def test_append_reads_stdin(seeded: Seeded, dash: bool) -> None:
     args = ["append", seeded.conv, "--role", "user", *(["-"] if dash else [])]
     stdin = blocks_json({"type": "text", "text": "piped"}, {"type": "text", "text": "twice"})
     message = ok(seeded.db, *args, stdin=stdin).strip()
-    events = log_events(seeded.db, seeded.conv)[-4:]
-    assert [e["type"] for e in events] == [
-        "message_started",
-        "block_appended",
-        "block_appended",
-        "message_ended",
-    ]
-    assert [e["block"]["text"] for e in events[1:3]] == ["piped", "twice"]
-    assert events[0]["message_id"] == message
+    events = log_events(seeded.db, seeded.conv)[-2:]
+    assert [e["type"] for e in events] == ["block_recorded", "block_recorded"]
+    assert [e["block"]["text"] for e in events] == ["piped", "twice"]
+    assert [e.get("closes") for e in events] == [None, True]
+    assert {e["message_id"] for e in events} == {message}
 
 
 def test_open_add_block_end_streams_one_message(seeded: Seeded) -> None:
@@ -80,13 +78,12 @@ def test_open_add_block_end_streams_one_message(seeded: Seeded) -> None:
     ok(db, "end", conv, message)
     events = [e for e in log_events(db, conv) if e.get("message_id") == message]
     assert [e["type"] for e in events] == [
-        "message_started",
-        "block_appended",
-        "block_appended",
-        "block_appended",
+        "block_recorded",
+        "block_recorded",
+        "block_recorded",
         "message_ended",
     ]
-    assert [e["index"] for e in events[1:4]] == [0, 1, 2]
+    assert [e["index"] for e in events[:3]] == [0, 1, 2]
     assert replay(db, conv)["messages"][-1]["content"].endswith(
         "first\n\nsecond\n\n[Reasoning]: 3rd"
     )
@@ -242,16 +239,25 @@ def test_log_prints_every_event_as_a_json_line(recorded: Recorded) -> None:
     assert types[0] == "conversation_started"
     assert events[0]["title"] == "full"
     assert types.count("conversation_started") == 1
-    assert types.count("message_started") == 10
-    assert types.count("block_appended") == 17
-    assert types.count("message_ended") == 7
+    # A message opens with its start or its first block, and ends with its end or a block
+    # that closes it (format 3: docs/design/format-3.md).
+    opened: list[str] = []
+    for e in events:
+        opens = e["type"] == "message_started" or (
+            e["type"] == "block_recorded" and e["index"] == 0
+        )
+        if opens and e["message_id"] not in opened:
+            opened.append(e["message_id"])
+    assert opened == recorded.message_ids
+    assert len(opened) == 10
+    assert sum(t in BLOCK_TYPES for t in types) == 17
+    ended = [e for e in events if e["type"] == "message_ended" or e.get("closes")]
+    assert len(ended) == 7
     assert types.count("message_interrupted") == 2
-    started = [e["message_id"] for e in events if e["type"] == "message_started"]
-    assert started == recorded.message_ids
     results = {
         e["block"]["tool_use_id"]: e["tool_name"]
         for e in events
-        if e["type"] == "block_appended" and e["block"]["type"] == "tool_result"
+        if e["type"] in BLOCK_TYPES and e["block"]["type"] == "tool_result"
     }
     assert results == {"call_1": "ls", "call_2": "cat", "call_3": "run_tests"}
 
@@ -278,8 +284,8 @@ def test_tool_result_without_a_recorded_call_is_unknown(seeded: Seeded) -> None:
     result = {"type": "tool_result", "tool_use_id": "nope", "content": "orphan"}
     append(seeded.db, seeded.conv, "user", result)
     assert replay(seeded.db, seeded.conv)["messages"][-1]["content"] == "Result (unknown): orphan"
-    block_line = ok(seeded.db, "log", seeded.conv).splitlines()[-2]
-    assert '"type":"block_appended"' in block_line
+    block_line = ok(seeded.db, "log", seeded.conv).splitlines()[-1]
+    assert '"type":"block_recorded"' in block_line
     assert '"tool_name":"unknown"' in block_line
 
 

@@ -35,6 +35,7 @@ from convstore.domain.errors import (
 )
 from convstore.domain.events import (
     BlockAppended,
+    BlockRecorded,
     Compacted,
     ConversationRenamed,
     ConversationStarted,
@@ -45,6 +46,7 @@ from convstore.domain.events import (
     LabelsSet,
     MessageEnded,
     MessageInterrupted,
+    MessageMeta,
     MessageMetaRecorded,
     MessageStarted,
     RewindUndone,
@@ -472,21 +474,20 @@ class AuditDatabase:
                 )
                 return
             case MessageStarted():
-                sql(
-                    "INSERT INTO messages (id, conversation_id, position, role, status, "  # noqa: S608 - fixed columns
-                    f"started_at, blocks, {_COUNTERS}, withdrawn) VALUES (?, ?, "
-                    "(SELECT messages + 1 FROM conversations WHERE id = ?), "
-                    f"?, 'open', ?, 0, {_ZEROS}, 0)",
-                    [str(event.message_id), conv, conv, event.role, at],
-                )
-                sql("UPDATE conversations SET messages = messages + 1 WHERE id = ?", [conv])
+                self._open_message(str(event.message_id), conv, event.role, at)
             case BlockAppended():
                 self._apply_block(event, conv, at)
+            case BlockRecorded():
+                message = str(event.message_id)
+                if event.index == 0 and not self._known(message):
+                    self._open_message(message, conv, event.role, at)
+                self._apply_block(event, conv, at)
+                if event.closes:
+                    self._close(message, at)
+                if event.meta is not None:
+                    self._apply_meta(event.meta, message)
             case MessageEnded():
-                sql(
-                    "UPDATE messages SET status = 'ended', closed_at = ? WHERE id = ?",
-                    [at, str(event.message_id)],
-                )
+                self._close(str(event.message_id), at)
             case MessageInterrupted():
                 sql(
                     "UPDATE messages SET status = 'interrupted', closed_at = ?, "
@@ -527,7 +528,7 @@ class AuditDatabase:
                 for key in event.keys:
                     sql("DELETE FROM labels WHERE conversation_id = ? AND key = ?", [conv, key])
             case MessageMetaRecorded():
-                self._apply_meta(event)
+                self._apply_meta(event.meta, str(event.message_id))
             case Compacted():
                 sql(
                     "INSERT INTO compactions (conversation_id, version, through_message_id, "
@@ -541,9 +542,29 @@ class AuditDatabase:
             [at, conv],
         )
 
-    def _apply_meta(self, event: MessageMetaRecorded) -> None:
+    def _open_message(self, message: str, conv: str, role: str, at: str) -> None:
+        """A message opened (by its start, or by its first block)."""
+        self.db.execute(
+            "INSERT INTO messages (id, conversation_id, position, role, status, "  # noqa: S608 - fixed columns
+            f"started_at, blocks, {_COUNTERS}, withdrawn) VALUES (?, ?, "
+            "(SELECT messages + 1 FROM conversations WHERE id = ?), "
+            f"?, 'open', ?, 0, {_ZEROS}, 0)",
+            [message, conv, conv, role, at],
+        )
+        self.db.execute("UPDATE conversations SET messages = messages + 1 WHERE id = ?", [conv])
+
+    def _known(self, message: str) -> bool:
+        """Whether a message's row exists (a start opened it before its first block)."""
+        found = self.db.execute("SELECT 1 FROM messages WHERE id = ?", [message]).fetchone()
+        return found is not None
+
+    def _close(self, message: str, at: str) -> None:
+        self.db.execute(
+            "UPDATE messages SET status = 'ended', closed_at = ? WHERE id = ?", [at, message]
+        )
+
+    def _apply_meta(self, meta: MessageMeta, message: str) -> None:
         """Fields given replace the message's earlier ones; ``extra`` objects merge."""
-        meta = event.meta
         usage = meta.usage
         values: dict[str, Any] = {
             "model": meta.model,
@@ -560,7 +581,7 @@ class AuditDatabase:
         self.db.execute(
             f"UPDATE messages SET {sets}, "  # noqa: S608 - columns from a fixed table
             "meta_extra = json_patch(coalesce(meta_extra, '{}'), ?) WHERE id = ?",
-            [*values.values(), json.dumps(meta.extra), str(event.message_id)],
+            [*values.values(), json.dumps(meta.extra), message],
         )
 
     def _mark_withdrawn(self, conv: str) -> None:
@@ -571,7 +592,7 @@ class AuditDatabase:
             [conv],
         )
 
-    def _apply_block(self, event: BlockAppended, conv: str, at: str) -> None:
+    def _apply_block(self, event: BlockAppended | BlockRecorded, conv: str, at: str) -> None:
         sql = self.db.execute
         message = str(event.message_id)
         block = event.block

@@ -34,6 +34,7 @@ from convstore.domain.errors import InvalidBlock, InvalidInput, MessageClosed, M
 from convstore.domain.events import (
     UNKNOWN_TOOL,
     BlockAppended,
+    BlockRecorded,
     Compacted,
     ConversationRenamed,
     ConversationStarted,
@@ -86,13 +87,20 @@ class Conversation:
     """Each rewind still in force (by its version): the messages it withdrew."""
     first_user: UUID | None = None
     """The first user message ever started (what the listing previews an untitled one by)."""
+    block_events: bool = field(default=False, compare=False)
+    """Whether the store records a message as its block events (format 3): the commands then
+    decide :class:`BlockRecorded` events, and a message's start and end ride on its first and
+    last blocks; else a start, :class:`BlockAppended` events and an end (formats 1 and 2)."""
 
     # -- folding ---------------------------------------------------------------------------
 
     @classmethod
-    def from_events(cls, conversation_id: UUID, events: list[Event]) -> Conversation:
-        """Fold recorded events, in order, into a fresh state."""
-        state = cls(id=conversation_id)
+    def from_events(
+        cls, conversation_id: UUID, events: list[Event], *, block_events: bool = False
+    ) -> Conversation:
+        """Fold recorded events, in order, into a fresh state (deciding in the form
+        ``block_events`` says)."""
+        state = cls(id=conversation_id, block_events=block_events)
         for event in events:
             state.apply(event)
         return state
@@ -107,13 +115,16 @@ class Conversation:
                 self.title = event.title
                 self.created_at = event.timestamp
             case MessageStarted():
-                self.messages[event.message_id] = MessageState(role=event.role)
-                if event.role == "user" and self.first_user is None:
-                    self.first_user = event.message_id
+                self._opened(event.message_id, event.role)
             case BlockAppended():
-                self.messages[event.message_id].block_count += 1
-                if isinstance(event.block, ToolUseBlock | HostedToolUseBlock):
-                    self.tool_names[event.block.id] = event.block.name
+                self._add(self.messages[event.message_id], event.block)
+            case BlockRecorded():
+                if event.index == 0 and event.message_id not in self.messages:
+                    self._opened(event.message_id, event.role)
+                message = self.messages[event.message_id]
+                self._add(message, event.block)
+                if event.closes:
+                    message.status = "ended"
             case MessageEnded():
                 self.messages[event.message_id].status = "ended"
             case MessageInterrupted():
@@ -171,6 +182,8 @@ class Conversation:
                 if decided.tool_name != event.tool_name:
                     msg = f"tool name {event.tool_name!r}; the writer records {decided.tool_name!r}"
                     raise InvalidInput(msg)
+            case BlockRecorded():
+                self._recheck_block(event)
             case MessageEnded():
                 self.end_message(event.message_id)
             case MessageInterrupted():
@@ -191,6 +204,46 @@ class Conversation:
                 self.record_meta(event.message_id, event.meta)
             case _:
                 assert_never(event)
+
+    def _opened(self, message_id: UUID, role: Role) -> None:
+        """A message opened: by its start, or by its first block."""
+        self.messages[message_id] = MessageState(role=role)
+        if role == "user" and self.first_user is None:
+            self.first_user = message_id
+
+    def _add(self, message: MessageState, block: Block) -> None:
+        """A block landed in ``message``."""
+        message.block_count += 1
+        if isinstance(block, ToolUseBlock | HostedToolUseBlock):
+            self.tool_names[block.id] = block.name
+
+    def _recheck_block(self, event: BlockRecorded) -> None:
+        """:meth:`recheck` of a block that may open or close its message."""
+        known = self.messages.get(event.message_id)
+        if known is None and event.index == 0:
+            decided = self._decide_block(
+                message_id=event.message_id,
+                role=event.role,
+                index=0,
+                version=event.originator_version,
+                block=event.block,
+                pending_tool_ids={},
+            )
+        else:
+            if known is not None and known.role != event.role:
+                msg = f"a block of role {event.role}; its message {event.message_id} is "
+                msg += f"{known.role}'s"
+                raise InvalidInput(msg)
+            if event.meta is not None:
+                msg = "metadata on a block that does not open its message"
+                raise InvalidInput(msg)
+            decided = self.append_block(event.message_id, event.block)
+        if decided.index != event.index:
+            msg = f"block at position {event.index}; the writer puts it at {decided.index}"
+            raise InvalidInput(msg)
+        if decided.tool_name != event.tool_name:
+            msg = f"tool name {event.tool_name!r}; the writer records {decided.tool_name!r}"
+            raise InvalidInput(msg)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -359,8 +412,12 @@ class Conversation:
         """Every event of a whole message: started, each block, ended unless left open, and
         its metadata when given.
 
-        They are one write, so they share one timestamp: the moment it was recorded.
+        They are one write, so they share one timestamp: the moment it was recorded. In
+        format 3 (:attr:`block_events`) a message with blocks is its block events alone, the
+        metadata on the first and the end on the last.
         """
+        if self.block_events and blocks:
+            return self._record_blocks(role, blocks, leave_open=leave_open, meta=meta)
         started = self.start_message(role)
         events: list[Event] = [started]
         pending_tool_ids: dict[str, str] = {}
@@ -402,6 +459,113 @@ class Conversation:
             )
         return events
 
+    def _record_blocks(
+        self, role: Role, blocks: list[Block], *, leave_open: bool, meta: MessageMeta | None
+    ) -> list[Event]:
+        message_id, timestamp = uuid4(), utcnow()
+        pending_tool_ids: dict[str, str] = {}
+        events: list[Event] = []
+        last = len(blocks) - 1
+        for index, block in enumerate(blocks):
+            try:
+                events.append(
+                    self._record_block(
+                        message_id=message_id,
+                        role=role,
+                        index=index,
+                        version=self.version + 1 + index,
+                        block=block,
+                        pending_tool_ids=pending_tool_ids,
+                        timestamp=timestamp,
+                        closes=index == last and not leave_open,
+                        meta=meta if index == 0 else None,
+                    )
+                )
+            except InvalidBlock as exc:
+                msg = f"block {index}: {exc}"
+                raise InvalidBlock(msg) from None
+        return events
+
+    def add_block(
+        self,
+        message_id: UUID,
+        block: Block,
+        *,
+        role: Role | None = None,
+        closes: bool = False,
+    ) -> list[Event]:
+        """Add one block to a message: an open one, or (given its ``role``) one opened but
+        not recorded yet, which this block records (a start before it in formats 1 and 2).
+        With ``closes`` the message ends with it (an end after it in formats 1 and 2)."""
+        version, timestamp = self.version + 1, utcnow()
+        events: list[Event] = []
+        if message_id in self.messages or role is None:
+            message = self._open_message(message_id, "given more blocks")
+            role, index = message.role, message.block_count
+        elif self.block_events:
+            index = 0
+        else:
+            events.append(self.start_message(role, message_id))
+            version, index = version + 1, 0
+        if self.block_events:
+            return [
+                self._record_block(
+                    message_id=message_id,
+                    role=role,
+                    index=index,
+                    version=version,
+                    block=block,
+                    pending_tool_ids={},
+                    timestamp=timestamp,
+                    closes=closes,
+                )
+            ]
+        events.append(
+            self._decide_block(
+                message_id=message_id,
+                role=role,
+                index=index,
+                version=version,
+                block=block,
+                pending_tool_ids={},
+                timestamp=timestamp,
+            )
+        )
+        if closes:
+            events.append(
+                MessageEnded(
+                    originator_id=self.id,
+                    originator_version=version + 1,
+                    timestamp=timestamp,
+                    message_id=message_id,
+                )
+            )
+        return events
+
+    def close_unrecorded(
+        self, message_id: UUID, role: Role, *, reason: str | None = None, interrupted: bool
+    ) -> list[Event]:
+        """A message opened but never given a block, ended or interrupted: its start and its
+        end, in one write (format 3 records a message's start with its first block)."""
+        started = self.start_message(role, message_id)
+        close: Event
+        if interrupted:
+            close = MessageInterrupted(
+                originator_id=self.id,
+                originator_version=started.originator_version + 1,
+                timestamp=started.timestamp,
+                message_id=message_id,
+                reason=reason,
+            )
+        else:
+            close = MessageEnded(
+                originator_id=self.id,
+                originator_version=started.originator_version + 1,
+                timestamp=started.timestamp,
+                message_id=message_id,
+            )
+        return [started, close]
+
     def new_entries(self, entries: Sequence[dict[str, JsonValue]]) -> list[dict[str, JsonValue]]:
         """The entries not recorded yet: those without a ``uuid``, and the first of each
         ``uuid`` not seen since the last deletion."""
@@ -437,6 +601,7 @@ class Conversation:
             version=self.version,
             messages=dict(self.messages),
             tool_names=dict(self.tool_names),
+            block_events=self.block_events,
         )
         events: list[Event] = []
 
@@ -461,11 +626,12 @@ class Conversation:
                 role, blocks, status, reason = messages[index]
                 kept = _fresh_calls(blocks, scratch.tool_names)
                 if kept:
-                    take(scratch.record_message(role, kept, leave_open=status != "ended"))
+                    recorded = scratch.record_message(role, kept, leave_open=status != "ended")
+                    take(recorded)
                     if status == "interrupted":
-                        started = events[-len(kept) - 1]
-                        assert isinstance(started, MessageStarted)
-                        take([scratch.interrupt_message(started.message_id, reason)])
+                        opened = recorded[0]
+                        assert isinstance(opened, MessageStarted | BlockRecorded)
+                        take([scratch.interrupt_message(opened.message_id, reason)])
             summary = summaries.get(index)
             if summary is None or not summary.strip():
                 continue
@@ -525,6 +691,46 @@ class Conversation:
         pending_tool_ids: dict[str, str],
         timestamp: datetime | None = None,
     ) -> BlockAppended:
+        return BlockAppended(
+            originator_id=self.id,
+            originator_version=version,
+            timestamp=timestamp or utcnow(),
+            message_id=message_id,
+            index=index,
+            block=block,
+            tool_name=self._tool_name(block, role, pending_tool_ids),
+        )
+
+    def _record_block(
+        self,
+        *,
+        message_id: UUID,
+        role: Role,
+        index: int,
+        version: int,
+        block: Block,
+        pending_tool_ids: dict[str, str],
+        timestamp: datetime,
+        closes: bool = False,
+        meta: MessageMeta | None = None,
+    ) -> BlockRecorded:
+        """A format-3 block event, decided by the same rules as :meth:`_decide_block`."""
+        return BlockRecorded(
+            originator_id=self.id,
+            originator_version=version,
+            timestamp=timestamp,
+            message_id=message_id,
+            role=role,
+            index=index,
+            block=block,
+            tool_name=self._tool_name(block, role, pending_tool_ids),
+            closes=True if closes else None,
+            meta=meta,
+        )
+
+    def _tool_name(self, block: Block, role: Role, pending_tool_ids: dict[str, str]) -> str | None:
+        """The tool name a result records (``None`` for every other kind), once the block is
+        known to belong in a message of ``role``; raises :class:`InvalidBlock` otherwise."""
         tool_name: str | None = None
         match block:
             case ToolUseBlock() | HostedToolUseBlock():
@@ -558,15 +764,17 @@ class Conversation:
                 pass
             case _:
                 assert_never(block)
-        return BlockAppended(
-            originator_id=self.id,
-            originator_version=version,
-            timestamp=timestamp or utcnow(),
-            message_id=message_id,
-            index=index,
-            block=block,
-            tool_name=tool_name,
-        )
+        return tool_name
+
+
+def message_events(blocks: int, status: MessageStatus, *, block_events: bool) -> int:
+    """How many events :meth:`Conversation.record_message` (and, for an interrupted message,
+    :meth:`Conversation.interrupt_message` after it) records for a message of ``blocks``
+    blocks closed as ``status``: in format 3 a message with blocks is its block events (an
+    interruption after them), else its start, its blocks and its end or interruption."""
+    if block_events and blocks:
+        return blocks + (1 if status == "interrupted" else 0)
+    return 1 + blocks + (0 if status == "open" else 1)
 
 
 _E = TypeVar("_E", bound=BaseModel)

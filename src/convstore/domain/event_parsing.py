@@ -14,6 +14,7 @@ from typing import assert_never
 
 from convstore.domain.events import (
     BlockAppended,
+    BlockRecorded,
     Compacted,
     ConversationRenamed,
     ConversationStarted,
@@ -53,6 +54,10 @@ def parse_event(event: Event, limits: Limits) -> Event:
             parse_optional_name(event.title, "title", note)
         case BlockAppended():
             parse_block(event.block, limits)
+        case BlockRecorded():
+            parse_block(event.block, limits)
+            if event.meta is not None:
+                parse_meta(event.meta, limits)
         case MessageInterrupted():
             parse_optional_text(event.reason, "reason", note)
         case Compacted():

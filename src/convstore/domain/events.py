@@ -103,6 +103,29 @@ class BlockAppended(_Event):
     tool_name: str | None = None
 
 
+class BlockRecorded(_Event):
+    """One block of a message, carrying its message's boundaries (store format 3).
+
+    A message of N blocks is N of these: the one at ``index`` 0 opens the message (unless a
+    :class:`MessageStarted` already did: an empty message, or one whose start another event
+    followed before its first block), ``closes`` says the message ended with this block, and
+    ``meta`` (on the opening block only) is what :class:`MessageMetaRecorded` would record.
+    Every one carries its message's ``role`` and, for a tool result, the resolved
+    ``tool_name``, so each replays on its own (see docs/design/format-3.md). The same message
+    in format 2 is a :class:`MessageStarted`, its :class:`BlockAppended` events and a
+    :class:`MessageEnded`; every fold reads both.
+    """
+
+    type: Literal["block_recorded"] = "block_recorded"
+    message_id: UUID
+    role: Role
+    index: Annotated[int, Field(ge=0)]
+    block: Block
+    tool_name: str | None = None
+    closes: Literal[True] | None = None
+    meta: MessageMeta | None = None
+
+
 class MessageEnded(_Event):
     """The message is complete; it takes no more blocks."""
 
@@ -238,6 +261,7 @@ Event: TypeAlias = Annotated[
     ConversationStarted
     | MessageStarted
     | BlockAppended
+    | BlockRecorded
     | MessageEnded
     | MessageInterrupted
     | Compacted

@@ -29,6 +29,7 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.events import (
     BlockAppended,
+    BlockRecorded,
     Compacted,
     ConversationRenamed,
     ConversationStarted,
@@ -180,9 +181,9 @@ def folded(events: Iterable[Event]) -> tuple[ReplayState, ImageLoader]:
     the images a vision render shows back from those same events. Unlike :func:`fold` it takes
     the events as given, without checking that their versions follow on from 1."""
     state = ReplayState()
-    by_version: dict[int, BlockAppended] = {}
+    by_version: dict[int, BlockAppended | BlockRecorded] = {}
     for event in events:
-        if isinstance(event, BlockAppended):
+        if isinstance(event, BlockAppended | BlockRecorded):
             by_version[event.originator_version] = event
         _apply(state, event)
         state.version = event.originator_version
@@ -205,22 +206,36 @@ def _message(state: ReplayState, message_id: str) -> MessagePlan:
     return state.messages[position]
 
 
+def _open(state: ReplayState, key: str, role: Role) -> None:
+    """A message opened (by its start, or by its first block), at the end of the order."""
+    state.positions[key] = len(state.messages)
+    state.dirty.add(len(state.messages))
+    message = MessagePlan(key, role)
+    state.messages.append(message)
+    state.size += message.size
+
+
+def _add(state: ReplayState, message: MessagePlan, event: BlockAppended | BlockRecorded) -> None:
+    """A block's part added to its message."""
+    before = message.size
+    message.add(block_part(event.block, event.tool_name, event.originator_version, message.role))
+    state.size += message.size - before
+
+
 def _apply(state: ReplayState, event: Event) -> None:
     match event:
         case MessageStarted():
-            key = event.message_id.hex
-            state.positions[key] = len(state.messages)
-            state.dirty.add(len(state.messages))
-            message = MessagePlan(key, event.role)
-            state.messages.append(message)
-            state.size += message.size
+            _open(state, event.message_id.hex, event.role)
         case BlockAppended():
-            message = _message(state, event.message_id.hex)
-            before = message.size
-            message.add(
-                block_part(event.block, event.tool_name, event.originator_version, message.role)
-            )
-            state.size += message.size - before
+            _add(state, _message(state, event.message_id.hex), event)
+        case BlockRecorded():
+            key = event.message_id.hex
+            if event.index == 0 and key not in state.positions:
+                _open(state, key, event.role)
+            message = _message(state, key)
+            _add(state, message, event)
+            if event.closes:
+                message.close("ended")
         case MessageEnded():
             _message(state, event.message_id.hex).close("ended")
         case MessageInterrupted():

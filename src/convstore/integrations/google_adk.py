@@ -57,8 +57,9 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
+from convstore.backends.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.domain.blocks import Block
-from convstore.domain.conversation import EntryMessage
+from convstore.domain.conversation import EntryMessage, message_events
 from convstore.domain.errors import (
     ConversationErased,
     ConversationNotFound,
@@ -67,6 +68,7 @@ from convstore.domain.errors import (
 )
 from convstore.domain.events import (
     BlockAppended,
+    BlockRecorded,
     EntriesDeleted,
     EntriesRecorded,
     MessageStarted,
@@ -181,12 +183,23 @@ class _Log:
                         current = []
                         self.items.append((entry, current))
             elif isinstance(event, MessageStarted):
-                if current is not None:
-                    owners[event.message_id] = current
-                    self.messages[len(self.items) - 1] = event.message_id
+                self._own(owners, current, event.message_id)
                 current = None
-            elif isinstance(event, BlockAppended) and event.message_id in owners:
-                owners[event.message_id].append(event.block)
+            elif isinstance(event, BlockAppended | BlockRecorded):
+                if isinstance(event, BlockRecorded) and event.index == 0:
+                    self._own(owners, current, event.message_id)
+                    current = None
+                if event.message_id in owners:
+                    owners[event.message_id].append(event.block)
+
+    def _own(
+        self, owners: dict[UUID, list[Block]], current: list[Block] | None, message: UUID
+    ) -> None:
+        """A message opened right after an item's entry holds that item's blocks; nothing is
+        current after it (a first block after its message's start opens nothing more)."""
+        if current is not None:
+            owners[message] = current
+            self.messages[len(self.items) - 1] = message
 
 
 def _marker(session: Session) -> int | None:
@@ -387,11 +400,17 @@ class ConvstoreSessionService(BaseSessionService):
             break
         else:
             raise StaleSessionError(STALE)
-        # The versions this write took: its entry, and its message's start, blocks and end.
-        # A compaction's event is left out of the count: a marker behind the log only costs
-        # the next append one read, one ahead of it would hide another writer's events.
+        # The versions this write took: its entry, and its message's events (its blocks, and
+        # in a store of format 1 or 2 its start and end). A compaction's event is left out of
+        # the count: a marker behind the log only costs the next append one read, one ahead
+        # of it would hide another writer's events.
         if new:
-            version += 1 + (len(message[1]) + 2 if message else 0)
+            block_events = self.store.store_format >= BLOCK_EVENTS_FORMAT
+            version += 1 + (
+                message_events(len(message[1]), message[2], block_events=block_events)
+                if message
+                else 0
+            )
         _set_marker(session, version)
         if summary is not None and not covered and new:
             await self._compact(conversation, *summary)

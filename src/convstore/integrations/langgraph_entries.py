@@ -46,6 +46,7 @@ from convstore.domain.blocks import (
 from convstore.domain.errors import InvalidBlock, InvalidInput
 from convstore.domain.events import (
     BlockAppended,
+    BlockRecorded,
     EntriesDeleted,
     EntriesRecorded,
     Event,
@@ -205,12 +206,15 @@ class Thread:
             return Thread(self.serde)
         elif isinstance(event, MessageStarted) and self._carried:
             self._filling = self._carried.pop(0)  # the messages follow their entries, in order
-        elif isinstance(event, BlockAppended) and self._filling and event.index == 0:
-            data = self.messages[self._filling]["data"]
-            if "content" not in data:  # left out of the entry: its block holds it
-                data["content"] = _body(event.block)
-            self._filling = None
-        elif not isinstance(event, BlockAppended | MessageEnded):
+        elif isinstance(event, BlockAppended | BlockRecorded) and event.index == 0:
+            if isinstance(event, BlockRecorded) and self._filling is None and self._carried:
+                self._filling = self._carried.pop(0)  # a first block opens its message
+            if self._filling:
+                data = self.messages[self._filling]["data"]
+                if "content" not in data:  # left out of the entry: its block holds it
+                    data["content"] = _body(event.block)
+                self._filling = None
+        elif not isinstance(event, BlockAppended | BlockRecorded | MessageEnded):
             self._carried, self._filling = [], None
         return self
 

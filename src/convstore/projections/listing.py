@@ -21,6 +21,7 @@ from uuid import UUID
 from convstore.domain.blocks import TextBlock
 from convstore.domain.events import (
     BlockAppended,
+    BlockRecorded,
     Compacted,
     ConversationRenamed,
     ConversationStarted,
@@ -35,6 +36,7 @@ from convstore.domain.events import (
     MessageStarted,
     RewindUndone,
     Rewound,
+    Role,
     happened,
 )
 from convstore.domain.previews import preview_of as preview_of  # noqa: PLC0414 (cli imports it here)
@@ -117,14 +119,15 @@ def listing_changes(
                     change.set_labels.pop(key, None)
                 change.removed_labels.update(event.keys)
             case MessageStarted():
-                change.opened.add(event.message_id)
-                if (
-                    event.role == "user"
-                    and change.first_user is None
-                    and change.known_first in ((), (None,))
-                ):
-                    change.first_user = event.message_id
+                _note_opened(change, event.message_id, event.role)
             case BlockAppended():
+                if previews:
+                    _note_text(change, event)
+            case BlockRecorded():
+                # The first block opens its message, unless a start already did: one the
+                # writer knows as the first user message was, in an earlier write.
+                if event.index == 0 and change.known_first != (event.message_id,):
+                    _note_opened(change, event.message_id, event.role)
                 if previews:
                     _note_text(change, event)
             case (
@@ -143,7 +146,15 @@ def listing_changes(
     return list(changes.values())
 
 
-def _note_text(change: ListingChange, event: BlockAppended) -> None:
+def _note_opened(change: ListingChange, message: UUID, role: Role) -> None:
+    if message in change.opened:
+        return
+    change.opened.add(message)
+    if role == "user" and change.first_user is None and change.known_first in ((), (None,)):
+        change.first_user = message
+
+
+def _note_text(change: ListingChange, event: BlockAppended | BlockRecorded) -> None:
     message = event.message_id
     if not isinstance(event.block, TextBlock) or message in change.texts:
         return

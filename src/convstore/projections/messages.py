@@ -12,6 +12,7 @@ from convstore.domain.blocks import Block
 from convstore.domain.conversation import MessageStatus, restored_ids, withdrawn_ids
 from convstore.domain.events import (
     BlockAppended,
+    BlockRecorded,
     Compacted,
     ConversationRenamed,
     ConversationStarted,
@@ -99,6 +100,8 @@ def collect_history(events: Iterable[Event], *, tail: bool = False) -> History:
                 messages[event.message_id].blocks.append(
                     RecordedBlock(event.block, event.tool_name)
                 )
+            case BlockRecorded():
+                _take_block(messages, event, tail=tail)
             case MessageEnded():
                 if tail and event.message_id not in messages:
                     continue
@@ -135,3 +138,23 @@ def collect_history(events: Iterable[Event], *, tail: bool = False) -> History:
             case _:
                 assert_never(event)
     return History(list(messages.values()), compactions)
+
+
+def _take_block(messages: dict[UUID, RecordedMessage], event: BlockRecorded, *, tail: bool) -> None:
+    """A format-3 block folded in: the first opens its message (unless a start did), the last
+    closes it, the opening one may carry its metadata. In a tail, a block of a message started
+    before it is skipped, as the message's other events are."""
+    message = messages.get(event.message_id)
+    if message is None and event.index == 0:
+        message = messages[event.message_id] = RecordedMessage(
+            event.message_id, event.role, happened(event), claimed_at=claimed(event)
+        )
+    elif message is None:
+        if tail:
+            return
+        message = messages[event.message_id]  # a log that is not whole: KeyError, as ever
+    message.blocks.append(RecordedBlock(event.block, event.tool_name))
+    if event.closes:
+        message.status = "ended"
+    if event.meta is not None:
+        message.meta = event.meta

@@ -37,9 +37,12 @@ from convstore.domain.errors import (
 )
 from convstore.domain.events import (
     UNKNOWN_TOOL,
+    BlockAppended,
+    BlockRecorded,
     EntriesRecorded,
     Event,
     MessageMeta,
+    MessageStarted,
     Role,
     happened,
     utcnow,
@@ -102,6 +105,10 @@ class Store(Importing, Transferring, Replayer):
         self.identity = identity
         """The store's random identity (written once in its ``convstore_store`` table): what
         a read model built from it records, so no other store's is ever taken for its own."""
+        self.store_format = log.store_format
+        """The store's format, as its marker says: 3 for a store this version made (a
+        message is its block events), 2 or 1 for one an earlier version made, which keeps
+        its form so the versions that share it can read it (docs/design/format-3.md)."""
         # A store whose events are encrypted keeps no replay model beside them: it would hold
         # their prose in the clear. Nor does a store of format 1, which convstore 0.2.0 may
         # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
@@ -162,27 +169,41 @@ class Store(Importing, Transferring, Replayer):
         except IntegrityError:
             msg = f"conversation {conversation_id} already exists"
             raise InvalidInput(msg) from None
-        state = Conversation(id=conversation_id)
+        state = Conversation(id=conversation_id, block_events=self._log.block_events)
         state.apply(started)
         self._remember(state)
         return conversation_id
 
     def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
-        """Open a message for ``role``; returns the message id. Append blocks, then end it."""
+        """Open a message for ``role``; returns the message id. Append blocks, then end it.
+
+        The start is recorded at once (a small event of its own), so a message opened and
+        killed before its first block is a recorded fact, and any process may append to it.
+        A whole message (:meth:`append_message`) has no such event in a store of format 3:
+        its first block opens it."""
         checked = parse_role(role)
         events = self._write(conversation, lambda c: [c.start_message(checked)])
         assert events[0].type == "message_started"
         return events[0].message_id
 
     def append_block(
-        self, conversation: UUID | str, message: UUID | str, block: Block | Mapping[str, Any]
+        self,
+        conversation: UUID | str,
+        message: UUID | str,
+        block: Block | Mapping[str, Any],
+        *,
+        last: bool = False,
     ) -> int:
-        """Append one block to an open message (streaming); returns its index in the message."""
+        """Append one block to an open message (streaming); returns its index in the message.
+
+        With ``last`` the message ends with this block, in the same write (no
+        :meth:`end_message` after it)."""
         message_id = parse_id(message, "message")
         parsed = parse_block(block, self.limits)
-        events = self._write(conversation, lambda c: [c.append_block(message_id, parsed)])
-        assert events[0].type == "block_appended"
-        return events[0].index
+        closes = parse_flag(last, "last")
+        events = self._write(conversation, lambda c: c.add_block(message_id, parsed, closes=closes))
+        [added] = [e for e in events if isinstance(e, BlockAppended | BlockRecorded)]
+        return added.index
 
     def end_message(
         self,
@@ -242,8 +263,9 @@ class Store(Importing, Transferring, Replayer):
             conversation,
             lambda c: c.record_message(checked, parsed, leave_open=leave_open, meta=meta_checked),
         )
-        assert events[0].type == "message_started"
-        return events[0].message_id
+        opened = events[0]
+        assert isinstance(opened, MessageStarted | BlockRecorded)
+        return opened.message_id
 
     def record_entries(
         self,
@@ -387,7 +409,7 @@ class Store(Importing, Transferring, Replayer):
             raise MessageNotFound(msg)
         copied = visible[: ids.index(point) + 1]
         fork_id = uuid4()
-        state = Conversation(id=fork_id)
+        state = Conversation(id=fork_id, block_events=self._log.block_events)
         events: list[Event] = []
 
         def record(event: Event) -> None:
@@ -398,19 +420,32 @@ class Store(Importing, Transferring, Replayer):
         new_ids: dict[UUID, UUID] = {}
         for message in copied:
             when = message.started_at
-            [started] = as_of([state.start_message(message.role)], when)
-            record(started)
-            new_ids[message.message_id] = started.message_id
-            for recorded in message.blocks:
-                block = _named(recorded, state)
-                record(*as_of([state.append_block(started.message_id, block)], when))
-            if message.status == "ended":
-                record(*as_of([state.end_message(started.message_id)], when))
+            copy_id = new_ids[message.message_id] = uuid4()
+            last = len(message.blocks) - 1
+            for index, recorded in enumerate(message.blocks):
+                added = state.add_block(
+                    copy_id,
+                    _named(recorded, state),
+                    role=message.role,
+                    closes=index == last and message.status == "ended",
+                )
+                for event in as_of(added, when):
+                    record(event)
+            if not message.blocks and message.status != "open":
+                interrupted = message.status == "interrupted"
+                reason = message.interrupt_reason
+                closed = state.close_unrecorded(
+                    copy_id, message.role, reason=reason, interrupted=interrupted
+                )
+                for event in as_of(closed, when):
+                    record(event)
+            elif not message.blocks:
+                record(*as_of([state.start_message(message.role, copy_id)], when))
             elif message.status == "interrupted":
                 reason = message.interrupt_reason
-                record(*as_of([state.interrupt_message(started.message_id, reason)], when))
+                record(*as_of([state.interrupt_message(copy_id, reason)], when))
             if message.meta is not None:
-                record(*as_of([state.record_meta(started.message_id, message.meta)], when))
+                record(*as_of([state.record_meta(copy_id, message.meta)], when))
         kept = [c for c in history.compactions if c.through in new_ids]
         if kept:
             summary, through = kept[-1].summary, new_ids[kept[-1].through]

@@ -44,7 +44,7 @@ from convstore.domain.errors import (
     InvalidInput,
     StoreError,
 )
-from convstore.domain.events import Event, MessageStarted
+from convstore.domain.events import BlockRecorded, Event, MessageStarted
 from convstore.domain.json_values import strict_loads
 from convstore.domain.metadata import parse_meta
 from convstore.domain.parsing import (
@@ -286,7 +286,7 @@ def history_events(
     source: str | None,
 ) -> tuple[list[Event], ImportedConversation]:
     """Every event of one history, decided by the domain's commands; nothing is saved."""
-    state = Conversation(id=conversation_id)
+    state = Conversation(id=conversation_id, block_events=store._log.block_events)
     known = [message.at for message in history.messages if message.at is not None]
     first = Conversation.start(conversation_id, history.title, parent_id=parent_id, source=source)
     [started] = as_of([first], min(known) if known else None)
@@ -324,8 +324,9 @@ def history_events(
             msg = f"{place}: {exc}"
             raise InvalidBlock(msg) from None
         record(as_of(decided, message.at))
-        assert isinstance(decided[0], MessageStarted)
-        message_id = decided[0].message_id
+        opened = decided[0]
+        assert isinstance(opened, MessageStarted | BlockRecorded)
+        message_id = opened.message_id
         if message.status == "interrupted":
             record(as_of([state.interrupt_message(message_id, message.reason)], message.at))
         for summary in through.get(index, []):

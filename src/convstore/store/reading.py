@@ -18,7 +18,13 @@ from convstore.backends.common.application import EventLog
 from convstore.backends.common.gc_pause import paused_gc
 from convstore.backends.common.mapper import TOPIC_PREFIX, TOPICS
 from convstore.domain.errors import ConversationNotFound, StoreError
-from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, MessageStarted
+from convstore.domain.events import (
+    BlockRecorded,
+    EntriesDeleted,
+    EntriesRecorded,
+    Event,
+    MessageStarted,
+)
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import MAX_COUNT, parse_count, parse_id, parse_optional_count
 from convstore.ports.records import failure_detail
@@ -68,6 +74,7 @@ class LogReader:
         recorder, decode = self._log.recorder, self._log.pydantic_mapper.decode
         found: list[Event] = []
         started = 0
+        counted: set[UUID] = set()  # a message's first block, then (earlier) its start
         top: int | None = None
         chunk = min(4 * wanted + 16, 100_000)  # a message is a few events; never a huge LIMIT
         with paused_gc():
@@ -82,12 +89,16 @@ class LogReader:
                     topic = row.topic.encode("utf-8", "surrogateescape")
                     if topic != TOPIC_BYTES[event.type]:
                         raise damaged_topic(conversation_id, event, topic)
-                    if isinstance(event, MessageStarted) and (
-                        limit is None or event.originator_version < limit
+                    opening = _opening(event)
+                    if (
+                        opening is not None
+                        and opening not in counted
+                        and (limit is None or event.originator_version < limit)
                     ):
                         if started == wanted:
                             return found[::-1]
                         started += 1
+                        counted.add(opening)
                     found.append(event)
                 if len(rows) < chunk:
                     break
@@ -243,3 +254,11 @@ class _Tail:
     def events(self, *, skip_first: bool = False) -> Iterator[Event]:
         rows = self._rows[1:] if skip_first else self._rows
         return self._reader._decoded(self._conversation, rows)
+
+
+def _opening(event: Event) -> UUID | None:
+    """The message an event may open: a start, or a block at index 0 (store format 3, whose
+    message may also have a start before it)."""
+    if isinstance(event, MessageStarted) or (isinstance(event, BlockRecorded) and event.index == 0):
+        return event.message_id
+    return None

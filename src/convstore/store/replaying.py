@@ -20,7 +20,7 @@ from convstore.domain.blocks import (
     ToolResultBlock,
 )
 from convstore.domain.errors import ConversationNotFound, InvalidInput
-from convstore.domain.events import BlockAppended
+from convstore.domain.events import BlockAppended, BlockRecorded
 from convstore.domain.parsing import parse_count, parse_id
 from convstore.engine.live import live_request
 from convstore.engine.model import differences, folded
@@ -94,7 +94,7 @@ class Replayer(LogReader):
         """The image or document recorded at ``version`` (``index`` into a tool result's
         content), read back for a vision replay from the model, which keeps no such data."""
         event = next(self._stream(conversation_id, version - 1))
-        assert isinstance(event, BlockAppended)
+        assert isinstance(event, BlockAppended | BlockRecorded)
         block = event.block
         if index is not None:
             assert isinstance(block, ToolResultBlock | HostedToolResultBlock)

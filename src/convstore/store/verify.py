@@ -20,7 +20,7 @@ from uuid import UUID
 
 from convstore.domain.conversation import Conversation
 from convstore.domain.errors import InvalidInput
-from convstore.domain.events import BlockAppended, Event
+from convstore.domain.events import BlockAppended, BlockRecorded, Event
 from convstore.domain.json_values import json_problem
 from convstore.ports.chain import (
     CHAIN_SINCE,
@@ -292,7 +292,9 @@ def _head_problem(head: Head, state: _Conversation, *, keyed: bool) -> str | Non
 def _rule_broken(writer: Conversation, event: Event) -> str | None:
     """The writer rule ``event`` breaks given what came before it, or ``None`` (and then the
     event is folded in)."""
-    if isinstance(event, BlockAppended) and (problem := json_problem(event.block.model_dump())):
+    if isinstance(event, BlockAppended | BlockRecorded) and (
+        problem := json_problem(event.block.model_dump())
+    ):
         return problem
     try:
         writer.recheck(event)

@@ -34,7 +34,7 @@ from convstore.domain.errors import (
     StoreError,
     VersionConflict,
 )
-from convstore.domain.events import BlockAppended, Event, build_models
+from convstore.domain.events import BlockAppended, BlockRecorded, Event, build_models
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_id
 from convstore.ports.recorder import RowsAfter
@@ -140,7 +140,9 @@ class Writer(LogReader):
         with self._guard:
             state = self._states.get(conversation_id)
         if state is None:
-            state = Conversation.from_events(conversation_id, self._read(conversation_id))
+            state = Conversation.from_events(
+                conversation_id, self._read(conversation_id), block_events=self._log.block_events
+            )
             if state.version == 0:
                 msg = f"conversation {conversation_id} not found"
                 raise ConversationNotFound(msg)
@@ -296,6 +298,6 @@ class _Turn:
 
 def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:
     """The caller's error for an event whose JSON would not read back: what, and why."""
-    if isinstance(event, BlockAppended):
+    if isinstance(event, BlockAppended | BlockRecorded):
         return InvalidBlock(f"block {event.index} cannot be stored: {exc}")
     return InvalidInput(f"the {event.type.replace('_', ' ')} event cannot be stored: {exc}")

@@ -32,12 +32,12 @@ from convstore.domain.blocks import (
     ToolResultPart,
     ToolUseBlock,
 )
-from convstore.domain.events import Compacted, Event, MessageStarted, happened
+from convstore.domain.events import Compacted, Event, happened
 from convstore.engine.model import folded
 from convstore.engine.plan import SHAPES, JSONDict, ReplayOptions, Shape
 from convstore.engine.pressure import Pressure
 from convstore.engine.render import plan, wire
-from convstore.projections.messages import History, RecordedMessage
+from convstore.projections.messages import History, RecordedMessage, collect_messages
 from convstore.projections.prose import (
     annotation_source,
     describe_meta,
@@ -547,8 +547,8 @@ def replayed(events: Sequence[Event], options: ReplayOptions) -> Replayed:
         else:
             owners.append(UUID(source.message_id))
             numbers.append(number)
-    started = (e.message_id for e in events if isinstance(e, MessageStarted))
-    transcript = {message_id: number for number, message_id in enumerate(started, 1)}
+    # The transcript's numbers: each message's place in start order (the one fold of them).
+    transcript = {m.message_id: number for number, m in enumerate(collect_messages(events), 1)}
     return Replayed(
         wire(planned, options.shape), owners, numbers, system, system_numbers, transcript
     )

@@ -40,7 +40,7 @@ from convstore.audit.search import (
 )
 from convstore.domain.blocks import AnyToolUse, HostedToolUseBlock
 from convstore.domain.errors import ConversationNotFound, InvalidInput
-from convstore.domain.events import ConversationStarted, MessageStarted
+from convstore.domain.events import BlockRecorded, ConversationStarted, Event, MessageStarted
 from convstore.domain.parsing import parse_id
 from convstore.engine.plan import SHAPES
 from convstore.projections.messages import collect_history
@@ -275,11 +275,8 @@ def _window(
     events = store.tail(conversation, messages=PAGE_SIZE, before=before)
     whole = isinstance(events[0], ConversationStarted)
     history = collect_history(events, tail=not whole)
-    shown = {
-        e.message_id
-        for e in events
-        if isinstance(e, MessageStarted) and (before is None or e.originator_version < before)
-    }
+    starts = _starts(events)
+    shown = {m for m, version in starts.items() if before is None or version < before}
     page = [m for m in history.messages if m.message_id in shown]
     first: int | None = 1 if whole else None
     if first is None and page:
@@ -288,8 +285,7 @@ def _window(
     total = None if first is None else first - 1 + len(page) + after_page
     earlier = None
     if not whole:
-        starts = [e for e in events if isinstance(e, MessageStarted)]
-        earlier = starts[0].originator_version
+        earlier = min(starts.values())
     window = Window(
         page,
         tool_results(history.messages),
@@ -525,3 +521,15 @@ def create_app(store: Store, *, audit: Path | None = None) -> Starlette:
         exception_handlers={ConversationNotFound: not_found, InvalidInput: bad_input},
         middleware=[Middleware(RefuseNul)],
     )
+
+
+def _starts(events: list[Event]) -> dict[UUID, int]:
+    """The version each message in ``events`` opened at: its start, or its first block (store
+    format 3, where a start before it, when there is one, comes first)."""
+    starts: dict[UUID, int] = {}
+    for event in events:
+        if isinstance(event, MessageStarted) or (
+            isinstance(event, BlockRecorded) and event.index == 0
+        ):
+            starts.setdefault(event.message_id, event.originator_version)
+    return starts

@@ -11,6 +11,8 @@ from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import Environment, EnvType
 
 from convstore.backends.common.mapper import COMPRESS_FROM, PydanticMapper
+from convstore.backends.common.tables import BLOCK_EVENTS_FORMAT
+from convstore.backends.common.tables import COMPACT_FORMAT as COMPACT_FORMAT  # noqa: PLC0414
 from convstore.backends.common.tables import FULL_JSON_FORMAT as FULL_JSON_FORMAT  # noqa: PLC0414
 from convstore.backends.common.tables import MARKER_TABLE as MARKER_TABLE  # noqa: PLC0414
 from convstore.backends.common.tables import STORE_FORMAT as STORE_FORMAT  # noqa: PLC0414
@@ -42,7 +44,11 @@ class StoreMarker:
     given one (a SQLite file opened read-only)."""
 
 
-READS = "this version reads formats " + " and ".join(map(str, STORE_FORMATS))
+READS = (
+    "this version reads formats "
+    + ", ".join(map(str, STORE_FORMATS[:-1]))
+    + f" and {STORE_FORMATS[-1]}"
+)
 """How a refusal of any other format ends."""
 
 
@@ -120,7 +126,13 @@ class EventLog(Application[UUID]):
             cipher=self.factory.cipher(),
             compact=self.store_format != FULL_JSON_FORMAT,
             compress_from=self.compress_from,
+            block_events=self.store_format >= BLOCK_EVENTS_FORMAT,
         )
+
+    @property
+    def block_events(self) -> bool:
+        """Whether this store records a message as its block events (format 3 on)."""
+        return self.store_format >= BLOCK_EVENTS_FORMAT
 
     @property
     def pydantic_mapper(self) -> PydanticMapper:

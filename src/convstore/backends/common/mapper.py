@@ -54,7 +54,7 @@ from eventsourcing.persistence import (
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
-from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, Event
+from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, BlockRecorded, Event
 
 TOPIC_PREFIX = "convstore:"
 
@@ -97,6 +97,7 @@ KIND_CODES: tuple[str, ...] = (
     "labels_set",
     "labels_removed",
     "message_meta_recorded",
+    "block_recorded",
 )
 """Each event type's code in a compact state's kind byte: its place here, from 1. Stored in
 every compact state, so the list only ever grows at its end."""
@@ -328,15 +329,26 @@ class PydanticMapper(Mapper[UUID]):
         *,
         compact: bool = True,
         compress_from: int = COMPRESS_FROM,
+        block_events: bool = False,
     ) -> None:
         super().__init__(transcoder, compressor=compressor, cipher=cipher)
         self.compact = compact
         """Whether events are written as compact states, or as their full JSON."""
+        self.block_events = block_events
+        """Whether the store's format records a message as its block events
+        (:class:`~convstore.domain.events.BlockRecorded`, format 3): a store of an earlier
+        format refuses them, since the versions that share it could not read them."""
         self.compress_from = compress_from
         """A compact state's body is zlib-compressed from this many bytes."""
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         assert isinstance(domain_event, BaseModel)
+        if isinstance(domain_event, BlockRecorded) and not self.block_events:
+            msg = (
+                "block events need a store of format 3, and this store is of an earlier "
+                "format, which older versions that cannot read them share"
+            )
+            raise UnreadableEvent(msg)
         if self.compact:
             state = compact_state(
                 domain_event, compress=not self.compressor, compress_from=self.compress_from

@@ -14,10 +14,20 @@ FULL_JSON_FORMAT = 1
 """Stores whose states are each event's full JSON: what convstore 0.2.0 reads and writes.
 This version keeps writing such a store in that form, so hosts of both versions can share it."""
 
-STORE_FORMAT = 2
-"""The format this version gives a new store: compact states (convstore 0.2.0 refuses it)."""
+COMPACT_FORMAT = 2
+"""Stores whose states are compact (convstore 0.2.0 refuses them) and whose messages are a
+start, their blocks and an end: what convstore 0.3.x reads and writes. This version keeps
+writing such a store in that form, so hosts of both versions can share it until it is
+upgraded."""
 
-STORE_FORMATS = (FULL_JSON_FORMAT, STORE_FORMAT)
+STORE_FORMAT = 3
+"""The format this version gives a new store: a message is its block events, each carrying
+its message's boundaries (docs/design/format-3.md); convstore 0.3.x refuses it."""
+
+BLOCK_EVENTS_FORMAT = 3
+"""The first format whose messages are recorded as block events."""
+
+STORE_FORMATS = (FULL_JSON_FORMAT, COMPACT_FORMAT, STORE_FORMAT)
 """The store formats this version reads and writes."""
 
 HEADS = "convstore_replay_heads"

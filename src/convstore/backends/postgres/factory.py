@@ -22,6 +22,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from convstore.backends.common.application import (
     APPLICATION_NAME,
+    COMPACT_FORMAT,
+    FULL_JSON_FORMAT,
     IDENTITY_KEY,
     MARKER_TABLE,
     READS,
@@ -299,7 +301,8 @@ class PostgresSettings:
         schema (``public`` usually has some).
 
         A PostgreSQL store of format 1 (or made before the marker) becomes format 2 here, its
-        events left as they are: this version's writers no longer take the table lock that
+        events left as they are (a store of format 2 stays format 2, shared with 0.3.x, until
+        it is upgraded): this version's writers no longer take the table lock that
         format-1 readers (convstore 0.2.0) rely on to never pass an event committed late, so
         such a reader must refuse the store (it does, in one line) rather than share it. A
         SQLite store keeps its format: its writers still take turns through the file's lock.
@@ -320,14 +323,15 @@ class PostgresSettings:
                 found = "no format" if row is None else f"format {str(row[0])[:20]!r}"
                 msg = f"schema {self.schema} holds a convstore store of {found}; {READS}"
                 raise InvalidInput(msg)
-            if store_format != STORE_FORMAT:
+            if store_format == FULL_JSON_FORMAT:
                 conn.execute(
                     sql.SQL("UPDATE {} SET value = %s WHERE key = 'format'").format(
                         table(MARKER_TABLE)
                     ),
-                    (str(STORE_FORMAT),),
+                    (str(COMPACT_FORMAT),),
                 )
-            return STORE_FORMAT
+                return COMPACT_FORMAT
+            return store_format
         events = conn.execute(regclass, (self.schema, EVENTS_TABLE)).fetchone()
         if events is not None and events[0] is not None:
             foreign = conn.execute(
@@ -342,6 +346,9 @@ class PostgresSettings:
                     f" {str(foreign[0])[:60]!r}); give the store a schema of its own"
                 )
                 raise InvalidInput(msg)
+        # An earlier version's unmarked log becomes format 2 (its messages stay as they
+        # are); a new schema gets this version's format.
+        given = COMPACT_FORMAT if events is not None and events[0] is not None else STORE_FORMAT
         with conn.transaction():
             conn.execute(
                 sql.SQL(
@@ -352,6 +359,11 @@ class PostgresSettings:
                 sql.SQL(
                     "INSERT INTO {} (key, value) VALUES ('format', %s) ON CONFLICT DO NOTHING"
                 ).format(table(MARKER_TABLE)),
-                (str(STORE_FORMAT),),
+                (str(given),),
             )
-        return STORE_FORMAT
+            row = conn.execute(
+                sql.SQL("SELECT value FROM {} WHERE key = 'format'").format(table(MARKER_TABLE))
+            ).fetchone()
+        claimed = None if row is None else known_format(row[0])
+        assert claimed is not None  # this call or a concurrent one wrote a format this reads
+        return claimed

@@ -17,6 +17,7 @@ from convstore.backends.sqlite.files import (
     PAGE_SIZE,
     claim_store_file,
     create_store_file,
+    mark_new_store,
     remove_leftovers,
 )
 from convstore.backends.sqlite.recorder import (
@@ -106,6 +107,7 @@ class SQLiteBackend:
 
         def build(temporary: Path) -> None:
             _build(temporary)
+            mark_new_store(temporary)
             marker = claim_store_file(temporary, lock_timeout_seconds())
             opening = Opening(
                 sqlite_env(temporary), str(temporary), "", marker.format, marker.identity

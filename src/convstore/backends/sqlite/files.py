@@ -67,6 +67,15 @@ def _marker_statements(store_format: int) -> list[str]:
     ]
 
 
+def mark_new_store(path: Path) -> None:
+    """Mark a store file this process is building (not yet in place) as a new store of this
+    version's format, before anything claims it: a claim of a file holding convstore's
+    tables and no marker takes it for an earlier version's (format 1)."""
+    with closing(sqlite3.connect(file_uri(path), uri=True, isolation_level=None)) as conn:
+        for statement in _marker_statements(STORE_FORMAT):
+            conn.execute(statement)
+
+
 def _identity_statement() -> str:
     """Give the store an identity unless it has one (hex digits only: safe to inline)."""
     return (

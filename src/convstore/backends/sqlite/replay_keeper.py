@@ -29,7 +29,7 @@ from uuid import UUID
 from convstore.backends.common.log_changes import SELECT_CHANGE_COUNT
 from convstore.backends.common.replay_tables import WRITE_LAG
 from convstore.backends.common.tables import HEADS, MESSAGES
-from convstore.domain.events import BlockAppended, Event, MessageStarted
+from convstore.domain.events import BlockAppended, BlockRecorded, Event, MessageStarted
 from convstore.engine.model import fold
 from convstore.engine.state import MessagePlan, ReplayState, packed_plan
 from convstore.ports.replay import Execute
@@ -227,7 +227,11 @@ def _streaming(events: Sequence[Event]) -> bool:
     message closes, so the writer holds it and writes it (and the head) with the append that
     closes it, or once :data:`DEFER_LIMIT` events wait. A reader meanwhile folds those few
     events from the log, as it does after any stored version."""
-    return all(isinstance(event, (MessageStarted, BlockAppended)) for event in events)
+    return all(
+        isinstance(event, MessageStarted | BlockAppended)
+        or (isinstance(event, BlockRecorded) and not event.closes)
+        for event in events
+    )
 
 
 def _drop_closed(state: ReplayState, positions: Sequence[int] | range) -> None:

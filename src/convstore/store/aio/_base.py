@@ -89,6 +89,11 @@ class AsyncStoreBase:
         """The store's random identity (see :attr:`convstore.Store.identity`)."""
         return self.store.identity
 
+    @property
+    def store_format(self) -> int:
+        """The store's format (see :attr:`convstore.Store.store_format`)."""
+        return self.store.store_format
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def drain(self) -> None:

@@ -84,14 +84,27 @@ class AsyncStore(AsyncStoreBase):
         )
 
     async def start_message(self, conversation: UUID | str, role: Role | str) -> UUID:
-        """Open a message for ``role``; returns the message id. Append blocks, then end it."""
+        """Open a message for ``role``; returns the message id. Append blocks, then end it.
+
+        The start is recorded at once (a small event of its own), so a message opened and
+        killed before its first block is a recorded fact, and any process may append to it.
+        A whole message (:meth:`append_message`) has no such event in a store of format 3:
+        its first block opens it."""
         return await self._write(self.store.start_message, conversation, role)
 
     async def append_block(
-        self, conversation: UUID | str, message: UUID | str, block: Block | Mapping[str, Any]
+        self,
+        conversation: UUID | str,
+        message: UUID | str,
+        block: Block | Mapping[str, Any],
+        *,
+        last: bool = False,
     ) -> int:
-        """Append one block to an open message (streaming); returns its index in the message."""
-        return await self._write(self.store.append_block, conversation, message, block)
+        """Append one block to an open message (streaming); returns its index in the message.
+
+        With ``last`` the message ends with this block, in the same write (no
+        :meth:`end_message` after it)."""
+        return await self._write(self.store.append_block, conversation, message, block, last=last)
 
     async def end_message(
         self,
