@@ -31,8 +31,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from bench.workload import Message, make_texts, role_of
-from convstore import open_store
-from convstore.backends.common.mapper import TOPIC_PREFIX
+from convstore import BlockRecorded, MessageEnded, open_store
 from convstore.backends.sqlite.files import PAGE_SIZE
 from convstore.backends.sqlite.tables import EVENTS_TABLE
 
@@ -163,9 +162,6 @@ class EsPeer:
         self.app.close()
 
 
-MESSAGE_ENDED = f"{TOPIC_PREFIX}message_ended"
-"""The topic of the event that closes a message: where one message's rows end."""
-
 EventRow = tuple[str, int, str, bytes]
 """One stored event as convstore's log table holds it: originator id, version, topic, state."""
 
@@ -179,6 +175,12 @@ def convstore_event_rows(path: str, n: int) -> list[list[EventRow]]:
         for i in range(n):
             message = agent_message(i)
             store.append_message(conv, message["role"], message["content"])
+        # Where each message ends: its end event (format 2), or its block that closes it
+        # (format 3, which a new store is).
+        ends = [
+            isinstance(e, MessageEnded) or (isinstance(e, BlockRecorded) and bool(e.closes))
+            for e in store.events(conv)
+        ]
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute(
             "SELECT originator_id, originator_version, topic, state "  # noqa: S608
@@ -187,9 +189,9 @@ def convstore_event_rows(path: str, n: int) -> list[list[EventRow]]:
         ).fetchall()
     messages: list[list[EventRow]] = []
     current: list[EventRow] = []
-    for row in rows[1:]:  # the first is the conversation's start, not a message's
+    for row, ends_a_message in zip(rows[1:], ends[1:], strict=True):  # [0]: the start
         current.append(row)
-        if row[2] == MESSAGE_ENDED:
+        if ends_a_message:
             messages.append(current)
             current = []
     assert len(messages) == n, (len(messages), n)
