@@ -507,21 +507,9 @@ class Conversation:
         else:
             events.append(self.start_message(role, message_id))
             version, index = version + 1, 0
-        if self.block_events:
-            return [
-                self._record_block(
-                    message_id=message_id,
-                    role=role,
-                    index=index,
-                    version=version,
-                    block=block,
-                    pending_tool_ids={},
-                    timestamp=timestamp,
-                    closes=closes,
-                )
-            ]
+        decide = self._record_block if self.block_events else self._decide_block
         events.append(
-            self._decide_block(
+            decide(
                 message_id=message_id,
                 role=role,
                 index=index,
@@ -529,9 +517,10 @@ class Conversation:
                 block=block,
                 pending_tool_ids={},
                 timestamp=timestamp,
+                closes=closes,
             )
         )
-        if closes:
+        if closes and not self.block_events:
             events.append(
                 MessageEnded(
                     originator_id=self.id,
@@ -690,6 +679,7 @@ class Conversation:
         block: Block,
         pending_tool_ids: dict[str, str],
         timestamp: datetime | None = None,
+        closes: bool = False,  # as _record_block takes it; format 2 ends with an event of its own
     ) -> BlockAppended:
         return BlockAppended(
             originator_id=self.id,
