@@ -494,9 +494,10 @@ class Conversation:
         role: Role | None = None,
         closes: bool = False,
     ) -> list[Event]:
-        """Add one block to a message: an open one, or (given its ``role``) one opened but
-        not recorded yet, which this block records (a start before it in formats 1 and 2).
-        With ``closes`` the message ends with it (an end after it in formats 1 and 2)."""
+        """Add one block to a message: an open one, or (given its ``role``) one not in the
+        log yet (a fork's copy), which this block opens (after a start of its own in formats
+        1 and 2). With ``closes`` the message ends with it (an end after it in formats 1 and
+        2)."""
         version, timestamp = self.version + 1, utcnow()
         events: list[Event] = []
         if message_id in self.messages or role is None:
@@ -534,8 +535,9 @@ class Conversation:
     def close_unrecorded(
         self, message_id: UUID, role: Role, *, reason: str | None = None, interrupted: bool
     ) -> list[Event]:
-        """A message opened but never given a block, ended or interrupted: its start and its
-        end, in one write (format 3 records a message's start with its first block)."""
+        """A message not in the log yet, with no block, ended or interrupted: its start and
+        its end, in one write (a fork's copy of an empty message; a message with blocks is
+        opened by its first in format 3, see :meth:`add_block`)."""
         started = self.start_message(role, message_id)
         close: Event
         if interrupted:
