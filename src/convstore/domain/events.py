@@ -276,6 +276,16 @@ Event: TypeAlias = Annotated[
     Field(discriminator="type"),
 ]
 
+
+def message_opened(event: Event) -> UUID | None:
+    """The message ``event`` may open: a start's, or a block's at index 0 (store format 3,
+    where a streamed message has a start before its first block: a reader of a whole log
+    takes the first of the two)."""
+    if isinstance(event, MessageStarted) or (isinstance(event, BlockRecorded) and event.index == 0):
+        return event.message_id
+    return None
+
+
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event, config=DEFERRED)
 
 EVENT_CLASSES: tuple[type[_Event], ...] = union_members(Event)

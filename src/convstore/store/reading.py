@@ -18,13 +18,7 @@ from convstore.backends.common.application import EventLog
 from convstore.backends.common.gc_pause import paused_gc
 from convstore.backends.common.mapper import TOPIC_PREFIX, TOPICS
 from convstore.domain.errors import ConversationNotFound, StoreError
-from convstore.domain.events import (
-    BlockRecorded,
-    EntriesDeleted,
-    EntriesRecorded,
-    Event,
-    MessageStarted,
-)
+from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, message_opened
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import MAX_COUNT, parse_count, parse_id, parse_optional_count
 from convstore.ports.records import failure_detail
@@ -89,7 +83,7 @@ class LogReader:
                     topic = row.topic.encode("utf-8", "surrogateescape")
                     if topic != TOPIC_BYTES[event.type]:
                         raise damaged_topic(conversation_id, event, topic)
-                    opening = _opening(event)
+                    opening = message_opened(event)
                     if (
                         opening is not None
                         and opening not in counted
@@ -254,11 +248,3 @@ class _Tail:
     def events(self, *, skip_first: bool = False) -> Iterator[Event]:
         rows = self._rows[1:] if skip_first else self._rows
         return self._reader._decoded(self._conversation, rows)
-
-
-def _opening(event: Event) -> UUID | None:
-    """The message an event may open: a start, or a block at index 0 (store format 3, whose
-    message may also have a start before it)."""
-    if isinstance(event, MessageStarted) or (isinstance(event, BlockRecorded) and event.index == 0):
-        return event.message_id
-    return None

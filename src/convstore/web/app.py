@@ -40,7 +40,7 @@ from convstore.audit.search import (
 )
 from convstore.domain.blocks import AnyToolUse, HostedToolUseBlock
 from convstore.domain.errors import ConversationNotFound, InvalidInput
-from convstore.domain.events import BlockRecorded, ConversationStarted, Event, MessageStarted
+from convstore.domain.events import ConversationStarted, Event, message_opened
 from convstore.domain.parsing import parse_id
 from convstore.engine.plan import SHAPES
 from convstore.projections.messages import collect_history
@@ -528,8 +528,6 @@ def _starts(events: list[Event]) -> dict[UUID, int]:
     format 3, where a start before it, when there is one, comes first)."""
     starts: dict[UUID, int] = {}
     for event in events:
-        if isinstance(event, MessageStarted) or (
-            isinstance(event, BlockRecorded) and event.index == 0
-        ):
-            starts.setdefault(event.message_id, event.originator_version)
+        if (opened := message_opened(event)) is not None:
+            starts.setdefault(opened, event.originator_version)
     return starts
