@@ -294,3 +294,38 @@ def test_a_store_made_by_load_or_import_is_of_this_versions_format(tmp_path: Pat
             "ConversationStarted",
             "BlockRecorded",
         ]
+
+
+@pytest.mark.parametrize("store_format", [3, 2])
+def test_a_fork_copies_every_kind_of_message_in_the_stores_format(
+    tmp_path: Path, store_format: int
+) -> None:
+    """Empty messages ended, interrupted or left open, an interrupted one with a block and a
+    whole one: the fork holds each as the parent does, in the store's own format."""
+    path = tmp_path / "fork.db"
+    if store_format == 2:
+        format2_store_file(path)
+    with convstore.open_store(str(path)) as store:
+        assert store.store_format == store_format
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "q"}])
+        ended = store.start_message(conv, "assistant")
+        store.end_message(conv, ended)
+        stopped = store.start_message(conv, "assistant")
+        store.interrupt_message(conv, stopped, reason="stop")
+        cut = store.start_message(conv, "assistant")
+        store.append_block(conv, cut, {"type": "text", "text": "x"})
+        store.interrupt_message(conv, cut, reason="cut")
+        still_open = store.start_message(conv, "user")
+        fork = store.fork(conv, at=still_open)
+
+        def shown(c: UUID) -> list[tuple[str, str, str | None, int]]:
+            return [
+                (m.role, m.status, m.interrupt_reason, len(m.blocks)) for m in store.messages(c)
+            ]
+
+        assert shown(fork) == shown(conv)
+        assert store.replay(fork) == store.replay(conv)
+        kinds = {e.type for e in store.events(fork)}
+        assert ("block_recorded" in kinds) == (store_format == 3)
+        assert ("block_appended" in kinds) == (store_format == 2)

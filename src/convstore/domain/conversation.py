@@ -532,31 +532,6 @@ class Conversation:
             )
         return events
 
-    def close_unrecorded(
-        self, message_id: UUID, role: Role, *, reason: str | None = None, interrupted: bool
-    ) -> list[Event]:
-        """A message not in the log yet, with no block, ended or interrupted: its start and
-        its end, in one write (a fork's copy of an empty message; a message with blocks is
-        opened by its first in format 3, see :meth:`add_block`)."""
-        started = self.start_message(role, message_id)
-        close: Event
-        if interrupted:
-            close = MessageInterrupted(
-                originator_id=self.id,
-                originator_version=started.originator_version + 1,
-                timestamp=started.timestamp,
-                message_id=message_id,
-                reason=reason,
-            )
-        else:
-            close = MessageEnded(
-                originator_id=self.id,
-                originator_version=started.originator_version + 1,
-                timestamp=started.timestamp,
-                message_id=message_id,
-            )
-        return [started, close]
-
     def new_entries(self, entries: Sequence[dict[str, JsonValue]]) -> list[dict[str, JsonValue]]:
         """The entries not recorded yet: those without a ``uuid``, and the first of each
         ``uuid`` not seen since the last deletion."""

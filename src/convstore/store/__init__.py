@@ -421,6 +421,8 @@ class Store(Importing, Transferring, Replayer):
         for message in copied:
             when = message.started_at
             copy_id = new_ids[message.message_id] = uuid4()
+            if not message.blocks:  # no block to open it: a start of its own
+                record(*as_of([state.start_message(message.role, copy_id)], when))
             last = len(message.blocks) - 1
             for index, recorded in enumerate(message.blocks):
                 added = state.add_block(
@@ -431,19 +433,11 @@ class Store(Importing, Transferring, Replayer):
                 )
                 for event in as_of(added, when):
                     record(event)
-            if not message.blocks and message.status != "open":
-                interrupted = message.status == "interrupted"
-                reason = message.interrupt_reason
-                closed = state.close_unrecorded(
-                    copy_id, message.role, reason=reason, interrupted=interrupted
-                )
-                for event in as_of(closed, when):
-                    record(event)
-            elif not message.blocks:
-                record(*as_of([state.start_message(message.role, copy_id)], when))
-            elif message.status == "interrupted":
+            if message.status == "interrupted":
                 reason = message.interrupt_reason
                 record(*as_of([state.interrupt_message(copy_id, reason)], when))
+            elif message.status == "ended" and not message.blocks:
+                record(*as_of([state.end_message(copy_id)], when))
             if message.meta is not None:
                 record(*as_of([state.record_meta(copy_id, message.meta)], when))
         kept = [c for c in history.compactions if c.through in new_ids]
