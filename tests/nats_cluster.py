@@ -180,3 +180,72 @@ async def delete_stream(cluster: Cluster, name: str) -> None:
         pass
     finally:
         await nc.close()
+
+
+LEADER_SECONDS = 30.0
+"""How long a stream may go without a leader (an election after its leader was killed) before
+:func:`placement` fails."""
+
+
+def placement(cluster: Cluster, stream: str) -> tuple[str, dict[str, tuple[bool, int]]]:
+    """The stream's leader and each follower's (current, lag), once the stream has a leader:
+    after its leader is killed, asking before the others elect a new one times out
+    (nobody answers a stream's info request without a leader), so this asks again until
+    one answers, for up to :data:`LEADER_SECONDS`."""
+    deadline = time.monotonic() + LEADER_SECONDS
+    while True:
+        try:
+            return asyncio.run(_placement(cluster, stream))
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+async def _placement(cluster: Cluster, stream: str) -> tuple[str, dict[str, tuple[bool, int]]]:
+    import nats  # noqa: PLC0415 - a dev dependency
+
+    nc = await nats.connect(
+        [f"nats://{s}" for s in cluster.url.split(",")], error_cb=_quiet, connect_timeout=1
+    )
+    try:
+        info = await nc.jetstream().stream_info(stream)
+    finally:
+        await nc.close()
+    if info.cluster is None or not info.cluster.leader:
+        raise LookupError(f"stream {stream} has no leader yet")
+    followers = {
+        str(peer.name): (bool(peer.current), int(peer.lag or 0))
+        for peer in info.cluster.replicas or []
+    }
+    return str(info.cluster.leader), followers
+
+
+APPLY_SECONDS = 10.0
+"""How long the stream's followers may take to apply an erasure's deletions after the leader
+acknowledged them (docs/erase.md: "within seconds")."""
+
+
+def holding(cluster: Cluster, marker: bytes) -> list[str]:
+    """Every file of every server's store directory holding ``marker``, as
+    ``server/path inside its store directory``."""
+    return sorted(
+        f"{server.name}/{path.relative_to(server.store_dir)}"
+        for server in cluster.servers
+        for path in server.store_dir.rglob("*")
+        if path.is_file() and marker in path.read_bytes()
+    )
+
+
+def assert_erased_from_stream_files(cluster: Cluster, stream: str, marker: bytes) -> None:
+    """Called as ``erase`` returns: the stream leader's message files no longer hold
+    ``marker`` (it answers a delete once it has applied it); the followers' lose it as they
+    apply the committed deletions, within :data:`APPLY_SECONDS`. Raft logs (``/_js_/``) are
+    not message files and are left to their own bound."""
+    at_once = [f for f in holding(cluster, marker) if "/_js_/" not in f]
+    leader, _followers = placement(cluster, stream)
+    assert [f for f in at_once if f.startswith(f"{leader}/")] == []
+    deadline = time.monotonic() + APPLY_SECONDS
+    while left := [f for f in holding(cluster, marker) if "/_js_/" not in f]:
+        assert time.monotonic() < deadline, left
+        time.sleep(0.05)

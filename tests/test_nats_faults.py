@@ -6,7 +6,6 @@ recommend (docs/design/nats.md)."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ import pytest
 from convstore import Store, open_store
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
-from tests.nats_cluster import Cluster, Server, server_binary
+from tests.nats_cluster import Cluster, Server, placement, server_binary
 from tests.test_transfer import fill
 
 pytestmark = pytest.mark.slow
@@ -42,23 +41,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.stop()
-
-
-async def _placement(cluster: Cluster) -> tuple[str, dict[str, tuple[bool, int]]]:
-    """The stream's leader, and each follower's (current, lag)."""
-    import nats  # noqa: PLC0415 - a dev dependency
-
-    nc = await nats.connect([f"nats://{s}" for s in cluster.url.split(",")])
-    try:
-        info = await nc.jetstream().stream_info(STREAM)
-    finally:
-        await nc.close()
-    assert info.cluster is not None
-    followers = {
-        str(peer.name): (bool(peer.current), int(peer.lag or 0))
-        for peer in info.cluster.replicas or []
-    }
-    return str(info.cluster.leader), followers
 
 
 def _server(cluster: Cluster, name: str) -> Server:
@@ -138,12 +120,12 @@ def test_killing_the_stream_leader_loses_and_doubles_nothing(
         for k in range(4)
     ]
     _wait_until(lambda: all(len(w.acked) >= 5 or w.process.poll() is not None for w in writers))
-    leader, _followers = asyncio.run(_placement(cluster))
+    leader, _followers = placement(cluster, STREAM)
     cluster.kill(_server(cluster, leader))
     codes = [writer.finish() for writer in writers]
     assert [w.errors for w in writers] == [[], [], [], []]
     assert codes == [0, 0, 0, 0]
-    assert asyncio.run(_placement(cluster))[0] != leader
+    assert placement(cluster, STREAM)[0] != leader
     with open_store(f"{url}?replica={tmp_path / 'fresh.db'}") as fresh:
         for k, conversation in enumerate(conversations):
             texts = _texts(fresh, conversation)
@@ -163,7 +145,7 @@ def test_a_follower_killed_and_restarted_catches_up(cluster: Cluster, tmp_path: 
     url = f"nats://{cluster.url}/{STREAM}"
     with open_store(f"{url}?replica={tmp_path / 'main.db'}") as store:
         conversation = store.new_conversation(title="f")
-    _leader, followers = asyncio.run(_placement(cluster))
+    _leader, followers = placement(cluster, STREAM)
     follower = _server(cluster, sorted(followers)[0])
     cluster.kill(follower)
     writers = [
@@ -175,7 +157,7 @@ def test_a_follower_killed_and_restarted_catches_up(cluster: Cluster, tmp_path: 
     cluster.wait_ready()
 
     def caught_up() -> bool:
-        _leader, now = asyncio.run(_placement(cluster))
+        _leader, now = placement(cluster, STREAM)
         return now.get(follower.name) == (True, 0)
 
     _wait_until(caught_up)

@@ -21,8 +21,7 @@ from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
 from tests.conftest import one_error_line
 from tests.formats import events_of
-from tests.nats_cluster import Cluster, delete_stream
-from tests.test_store_nats import _holding
+from tests.nats_cluster import Cluster, assert_erased_from_stream_files, delete_stream, holding
 from tests.test_transfer import run
 
 pytestmark = pytest.mark.slow
@@ -310,7 +309,8 @@ then."""
 def test_erased_text_leaves_every_servers_raft_log_within_the_stated_bound(
     nats_cluster: Cluster, stream: str, tmp_path: Path
 ) -> None:
-    """The stream's message files lose an erased conversation's bytes when erase returns;
+    """The stream's message files lose an erased conversation's bytes (the leader's when
+    erase returns, the followers' as they apply the deletions);
     each server's Raft log for the stream (``$SYS/_js_/…``) keeps them until that server's
     next snapshot of the stream: within :data:`RAFT_LOG_BOUND_SECONDS` of the erasure on all
     three, while the store keeps taking appends (checked every few seconds, a minute's slack
@@ -321,13 +321,13 @@ def test_erased_text_leaves_every_servers_raft_log_within_the_stated_bound(
         store.append_message(conversation, "user", [{"type": "text", "text": marker.decode()}])
         other = store.new_conversation()
         deadline = time.monotonic() + 10
-        while len([f for f in _holding(nats_cluster, marker) if "/_js_/" in f]) < 3:
-            assert time.monotonic() < deadline, _holding(nats_cluster, marker)
+        while len([f for f in holding(nats_cluster, marker) if "/_js_/" in f]) < 3:
+            assert time.monotonic() < deadline, holding(nats_cluster, marker)
             time.sleep(0.05)
         store.erase(conversation, reason="asked")
         erased = time.monotonic()
-        assert [f for f in _holding(nats_cluster, marker) if "/_js_/" not in f] == []
-        while held := _holding(nats_cluster, marker):
+        assert_erased_from_stream_files(nats_cluster, stream, marker)
+        while held := holding(nats_cluster, marker):
             waited = time.monotonic() - erased
             assert waited < RAFT_LOG_BOUND_SECONDS + 60, (waited, held)
             store.append_message(other, "user", [{"type": "text", "text": f"at {waited:.0f}"}])
