@@ -24,7 +24,8 @@ from pydantic import JsonValue, TypeAdapter, ValidationError
 from convstore import Store, open_store
 from convstore.cli import cli
 from convstore.domain.blocks import ToolUseBlock
-from convstore.domain.errors import InvalidBlock
+from convstore.domain.errors import InvalidBlock, InvalidInput
+from convstore.domain.events import MessageMeta
 from convstore.domain.json_values import MAX_INT_DIGITS
 from tests.strategies import blocks, texts
 
@@ -137,16 +138,42 @@ def test_the_bound_is_the_json_readers_own() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
-def test_the_read_back_check_catches_what_the_prechecks_miss(store: Store) -> None:
-    """A block built without validation whose JSON would read back different is refused."""
+def test_a_block_model_built_without_validation_is_checked_as_its_fields(store: Store) -> None:
+    """A block made with ``model_construct`` holding what JSON cannot carry exactly (a tuple,
+    a key that is not text, NaN) is refused at the edge like the same mapping: the store
+    encodes what the edge accepted without reading it back, so the edge is the check."""
     conv, assistant, _ = _open_messages(store)
     before = list(store.raw_events(conv))
     as_tuple = ToolUseBlock.model_construct(id="c1", name="calc", input={"v": (1, 2)})  # type: ignore[dict-item]
-    with pytest.raises(InvalidBlock, match="block 0 cannot be stored: its JSON would read back"):
+    with pytest.raises(
+        InvalidBlock, match=r"tool_use block: input\.v: .*not a valid JSON"
+    ):
         store.append_block(conv, assistant, as_tuple)
     int_key = ToolUseBlock.model_construct(id="c1", name="calc", input={1: "one"})  # type: ignore[dict-item]
-    with pytest.raises(InvalidBlock, match="cannot be stored"):
+    with pytest.raises(InvalidBlock, match="tool_use block: input"):
         store.append_block(conv, assistant, int_key)
+    not_a_number = ToolUseBlock.model_construct(id="c1", name="calc", input={"v": math.nan})
+    with pytest.raises(InvalidBlock, match="not finite"):
+        store.append_block(conv, assistant, not_a_number)
+    assert list(store.raw_events(conv)) == before
+
+
+def test_metadata_and_entries_json_cannot_carry_are_refused(store: Store) -> None:
+    """NaN, an integer past the reader's range and a lone surrogate in a message's metadata
+    (as a mapping or a model built without validation) or in a runtime entry are refused in
+    one line with nothing written: pydantic would take them and write NaN as null."""
+    conv = store.new_conversation()
+    before = list(store.raw_events(conv))
+    text = [{"type": "text", "text": "hi"}]
+    for value in (math.nan, math.inf, HUGE, "\ud800"):
+        with pytest.raises(InvalidInput, match="message metadata: "):
+            store.append_message(conv, "user", text, meta={"extra": {"v": value}})
+        with pytest.raises(InvalidInput, match="message metadata: "):
+            store.append_message(
+                conv, "user", text, meta=MessageMeta.model_construct(extra={"v": value})
+            )
+        with pytest.raises(InvalidInput, match="entry 0: "):
+            store.record_entries(conv, [{"uuid": "e1", "v": value}])
     assert list(store.raw_events(conv)) == before
 
 
@@ -199,7 +226,10 @@ def _hostile_values() -> st.SearchStrategy[Any]:
     nested = st.recursive(
         scalars,
         lambda children: st.one_of(
-            st.lists(children, max_size=3), st.dictionaries(texts(6), children, max_size=3)
+            st.lists(children, max_size=3),
+            st.dictionaries(texts(6), children, max_size=3),
+            st.tuples(children, children),
+            st.dictionaries(st.integers(0, 9), children, min_size=1, max_size=2),
         ),
         max_leaves=10,
     )
@@ -223,10 +253,23 @@ def _hostile_values() -> st.SearchStrategy[Any]:
             st.integers(min_value=0),
             _hostile_values(),
         ),
+        st.builds(
+            lambda i, v: ToolUseBlock.model_construct(id=f"m{i}", name="n", input={"v": v}),
+            st.integers(min_value=0),
+            _hostile_values(),
+        ),
     )
 )
-def test_any_accepted_block_reads_back_equal(store: Store, block: Any) -> None:
-    """Whatever append accepts, every reader gets back equal; what it refuses leaves no trace."""
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+def test_any_accepted_block_reads_back_equal(
+    tmp_path_factory: pytest.TempPathFactory, block: Any
+) -> None:
+    """Whatever append accepts, every reader gets back equal; what it refuses leaves no trace.
+    Blocks come as mappings, as models, and as models built without validation (tuples and
+    keys that are not text among their values): the store does not read what it writes back,
+    so this property is what holds it (docs/design/format-3.md)."""
+    store_path = tmp_path_factory.mktemp("block") / "store.db"
+    store = open_store(store_path)
     conv = store.new_conversation()
     kind = block["type"] if isinstance(block, dict) else block.type
     role = "user" if kind == "tool_result" else "assistant"
@@ -236,8 +279,46 @@ def test_any_accepted_block_reads_back_equal(store: Store, block: Any) -> None:
         store.append_block(conv, message, block)
     except InvalidBlock:
         assert list(store.raw_events(conv)) == before
+        store.close()
         return
     stored = store.events(conv)[-1]
-    expected = block if not isinstance(block, dict) else ToolUseBlock.model_validate(block)
+    fields = block if isinstance(block, dict) else block.model_dump()
+    expected = type(stored.block).model_validate(fields)  # type: ignore[union-attr]
     assert stored.block == expected  # type: ignore[union-attr]
-    store.replay(conv, shape="anthropic", vision=True)
+    store.close()
+    with open_store(store_path) as again:  # decoded from the file, not kept from the append
+        assert again.events(conv)[-1].block == expected  # type: ignore[union-attr]
+        again.replay(conv, shape="anthropic", vision=True)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=_hostile_values(), constructed=st.booleans())
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+def test_any_accepted_metadata_or_entry_reads_back_equal(
+    tmp_path_factory: pytest.TempPathFactory, value: Any, constructed: bool
+) -> None:
+    """A message's metadata and a runtime entry holding any JSON-ish value: accepted, they
+    decode from the file equal; refused, nothing is written."""
+    path = tmp_path_factory.mktemp("meta") / "store.db"
+    with open_store(path) as store:
+        conv = store.new_conversation()
+        meta: Any = (
+            MessageMeta.model_construct(extra={"v": value})
+            if constructed
+            else {"extra": {"v": value}}
+        )
+        before = list(store.raw_events(conv))
+        try:
+            store.append_message(conv, "user", [{"type": "text", "text": "t"}], meta=meta)
+        except InvalidInput:
+            assert list(store.raw_events(conv)) == before
+        before = list(store.raw_events(conv))
+        try:
+            store.record_entries(conv, [{"uuid": "e1", "v": value}])
+        except InvalidInput:
+            assert list(store.raw_events(conv)) == before
+        written = store.events(conv)
+    with open_store(path) as again:
+        assert again.events(conv) == written

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from convstore.domain.errors import InvalidInput
 from convstore.domain.events import MessageMeta
+from convstore.domain.json_values import json_problem
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import describe_value, parse_name
 
@@ -60,11 +61,14 @@ def parse_label_keys(keys: object, limits: Limits) -> list[str]:
 def parse_meta(meta: MessageMeta | Mapping[str, Any], limits: Limits) -> MessageMeta:
     """Message metadata from a :class:`MessageMeta` or its JSON object, within
     ``max_note_bytes`` as JSON."""
-    if isinstance(meta, MessageMeta):
-        checked = meta
-    elif isinstance(meta, Mapping):
+    if isinstance(meta, MessageMeta | Mapping):
+        # A model is checked as its fields (one made with model_construct never was).
+        fields = meta.model_dump() if isinstance(meta, MessageMeta) else dict(meta)
+        if problem := json_problem(fields):
+            msg = f"message metadata: {problem}"
+            raise InvalidInput(msg)
         try:
-            checked = MessageMeta.model_validate(dict(meta))
+            checked = MessageMeta.model_validate(fields)
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(str(part) for part in first["loc"]) or "top"

@@ -70,25 +70,32 @@ def format_validation_error(exc: ValidationError) -> str:
 
 def parse_block(value: Block | Mapping[str, Any], limits: Limits | None = None) -> Block:
     """A block from a model or a JSON-like mapping, within ``limits``; raises
-    :class:`InvalidBlock`. A block model was validated when it was made; only its size is
-    checked here."""
+    :class:`InvalidBlock`.
+
+    This is the one check a block passes on its way to the log (the store encodes it without
+    reading it back): a block model is checked as its fields, like a mapping, since one made
+    with ``model_construct`` was never validated, and a value JSON cannot carry exactly (a
+    tuple, a key that is not text, NaN, an integer past the JSON reader's range, nesting past
+    its depth) is refused here."""
     limits = limits or Limits()
-    problem = json_problem(value.model_dump() if isinstance(value, BLOCK_CLASSES) else value)
+    fields = value.model_dump() if isinstance(value, BLOCK_CLASSES) else value
+    problem = json_problem(fields)
     if problem:
         raise InvalidBlock(problem)
-    if isinstance(value, BLOCK_CLASSES):
-        block: Block = value
-    else:
-        try:
-            block = BLOCK_ADAPTER.validate_python(
-                value,
-                context={
-                    "max_image_bytes": limits.max_image_bytes,
-                    "max_document_bytes": limits.max_document_bytes,
-                },
-            )
-        except ValidationError as exc:
-            raise InvalidBlock(format_validation_error(exc)) from None
+    # A mapping's media are measured against the limits as they are decoded; a model's were
+    # decoded when it was made, and are measured below, with the same messages as before.
+    context = (
+        None
+        if isinstance(value, BLOCK_CLASSES)
+        else {
+            "max_image_bytes": limits.max_image_bytes,
+            "max_document_bytes": limits.max_document_bytes,
+        }
+    )
+    try:
+        block: Block = BLOCK_ADAPTER.validate_python(fields, context=context)
+    except ValidationError as exc:
+        raise InvalidBlock(format_validation_error(exc)) from None
     for image in block_images(block):
         if image.byte_size > limits.max_image_bytes:
             msg = f"image is {image.byte_size:,} bytes; the limit is {limits.max_image_bytes:,}"

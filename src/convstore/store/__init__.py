@@ -47,6 +47,7 @@ from convstore.domain.events import (
     happened,
     utcnow,
 )
+from convstore.domain.json_values import json_problem
 from convstore.domain.limits import Limits
 from convstore.domain.metadata import parse_label_keys, parse_labels, parse_meta
 from convstore.domain.parsing import (
@@ -547,6 +548,9 @@ def _entry(entry: Mapping[str, Any], index: int) -> dict[str, JsonValue]:
     """A runtime entry checked as a JSON object (what ``json.dumps`` can write exactly)."""
     if not isinstance(entry, Mapping):
         msg = f"entry {index}: expected a JSON object, got {type(entry).__name__}"
+        raise InvalidInput(msg)
+    if problem := json_problem(entry):
+        msg = f"entry {index}: {problem}"
         raise InvalidInput(msg)
     try:
         checked = _ENTRY.validate_python(entry)
