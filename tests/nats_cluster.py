@@ -213,7 +213,8 @@ async def _placement(cluster: Cluster, stream: str) -> tuple[str, dict[str, tupl
     finally:
         await nc.close()
     if info.cluster is None or not info.cluster.leader:
-        raise LookupError(f"stream {stream} has no leader yet")
+        msg = f"stream {stream} has no leader yet"
+        raise LookupError(msg)
     followers = {
         str(peer.name): (bool(peer.current), int(peer.lag or 0))
         for peer in info.cluster.replicas or []

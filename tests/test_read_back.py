@@ -145,9 +145,7 @@ def test_a_block_model_built_without_validation_is_checked_as_its_fields(store: 
     conv, assistant, _ = _open_messages(store)
     before = list(store.raw_events(conv))
     as_tuple = ToolUseBlock.model_construct(id="c1", name="calc", input={"v": (1, 2)})  # type: ignore[dict-item]
-    with pytest.raises(
-        InvalidBlock, match=r"tool_use block: input\.v: .*not a valid JSON"
-    ):
+    with pytest.raises(InvalidBlock, match=r"tool_use block: input\.v: .*not a valid JSON"):
         store.append_block(conv, assistant, as_tuple)
     int_key = ToolUseBlock.model_construct(id="c1", name="calc", input={1: "one"})  # type: ignore[dict-item]
     with pytest.raises(InvalidBlock, match="tool_use block: input"):
