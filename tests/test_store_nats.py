@@ -113,7 +113,8 @@ def test_erase_overwrites_the_events_in_every_servers_stream_files(
     files and from the replica (within seconds from the other two servers' message files),
     and its tombstone is left (a new host's replica knows it was erased). What keeps them is
     each server's Raft log for the stream (``$SYS/_js_/…``), until the server compacts it
-    after a snapshot: the docs say so (docs/design/nats.md), and this test pins it so a change in the server is noticed."""
+    after a snapshot: the docs say so (docs/design/nats.md), and this test pins it so a
+    change in the server is noticed."""
     marker = f"zanzibar-{uuid4().hex}".encode()
     name = stream_url.rsplit("/", 1)[1]
     with open_store(f"{stream_url}?replica={tmp_path / 'a.db'}") as store:
