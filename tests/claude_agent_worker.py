@@ -61,12 +61,13 @@ def stream_events(body: dict[str, Any], content: list[dict[str, Any]]) -> bytes:
     """``content`` as the Messages API's server-sent events (the CLI streams every request)."""
     stop = "tool_use" if content[0]["type"] == "tool_use" else "end_turn"
     usage = {"input_tokens": 10, "output_tokens": 1}
-    message = {"id": f"msg_{uuid4().hex[:24]}", "type": "message", "role": "assistant"}
-    message |= {"model": body["model"], "content": [], "stop_reason": None, "usage": usage}
+    message: dict[str, Any] = {"id": f"msg_{uuid4().hex[:24]}", "type": "message"}
+    message |= {"role": "assistant", "model": body["model"], "content": []}
+    message |= {"stop_reason": None, "usage": usage}
     events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
     for index, block in enumerate(content):
         if block["type"] == "text":
-            start = {"type": "text", "text": ""}
+            start: dict[str, Any] = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}
         else:
             start = {**block, "input": {}}
@@ -115,16 +116,18 @@ async def delete_branch(args: dict[str, Any]) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": f"deleted {args['branch']}"}]}
 
 
-async def main(
-    location: str, project: str, config: str, prompt: str, seen: Path, resume: str | None
-) -> None:
-    server = serve(seen)
+async def main(argv: list[str]) -> None:
+    flags = dict(arg.removeprefix("--").split("=", 1) for arg in argv[5:])
+    if "ready" in flags:
+        os.environ["CONVSTORE_READY_FILE"] = flags["ready"]
+    location, project, config, prompt, seen = argv[:5]
+    server = serve(Path(seen))
     async with await convstore.open_async_store(location) as store:
         sessions = ConvstoreSessionStore(store)
         options = ClaudeAgentOptions(
             session_store=sessions,
             hooks=sessions.hooks(),
-            resume=resume,
+            resume=flags.get("resume"),
             cwd=project,
             model="claude-sonnet-4-5",
             tools=[],
@@ -143,17 +146,10 @@ async def main(
             if isinstance(message, AssistantMessage):
                 answer = " ".join(getattr(block, "text", "") for block in message.content)
             if isinstance(message, ResultMessage) and message.is_error:
-                raise SystemExit(f"the run failed: {message.result}")
+                msg = f"the run failed: {message.result}"
+                raise SystemExit(msg)
     print(answer)  # noqa: T201 - the test reads it
 
 
 if __name__ == "__main__":
-    flags = dict(arg.removeprefix("--").split("=", 1) for arg in sys.argv[6:])
-    if "ready" in flags:
-        os.environ["CONVSTORE_READY_FILE"] = flags["ready"]
-    location_arg, project_arg, config_arg, prompt_arg, seen_arg = sys.argv[1:6]
-    asyncio.run(
-        main(
-            location_arg, project_arg, config_arg, prompt_arg, Path(seen_arg), flags.get("resume")
-        )
-    )
+    asyncio.run(main(sys.argv[1:]))

@@ -23,7 +23,7 @@ import copy
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 from uuid import UUID, uuid5
 
 from convstore.ports.extras import missing_extra
@@ -140,6 +140,23 @@ def _chain_lines(path: Path) -> list[dict[str, JsonValue]]:
     return lines
 
 
+PROMPT_WAIT = 5.0
+"""Seconds the hook waits for the CLI to write the turn's prompt line before it records the
+call without it (the CLI writes its transcript a moment after it acts on it)."""
+
+
+async def _lines_through_prompt(path: Path, prompt_id: str | None) -> list[dict[str, JsonValue]]:
+    """The transcript's lines with a uuid, once they include the line of the prompt that
+    started this turn (its ``promptId``), or after :data:`PROMPT_WAIT` seconds."""
+    with anyio.move_on_after(PROMPT_WAIT):
+        while True:
+            lines = await anyio.to_thread.run_sync(_chain_lines, path)
+            if prompt_id is None or any(line.get("promptId") == prompt_id for line in lines):
+                return lines
+            await anyio.sleep(0.02)
+    return await anyio.to_thread.run_sync(_chain_lines, path)
+
+
 def _call_entry(
     session_id: str, cwd: str, call: ToolUseBlock, lines: list[dict[str, JsonValue]]
 ) -> dict[str, JsonValue]:
@@ -230,8 +247,8 @@ class ConvstoreSessionStore:
 
     ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`; either way
     every call runs on the store's worker threads (:func:`convstore.store.aio.as_async`), never on
-    the event loop. Pass it to the SDK as
-    ``ClaudeAgentOptions(session_store=ConvstoreSessionStore(store))``.
+    the event loop. Pass it to the SDK with its hooks, as
+    ``ClaudeAgentOptions(session_store=sessions, hooks=sessions.hooks())``.
     """
 
     def __init__(self, store: Store | AsyncStore) -> None:
@@ -297,7 +314,8 @@ class ConvstoreSessionStore:
         The SDK mirrors a turn's lines only when the turn ends, and the CLI has not yet written
         the call's own line when the hook runs; so this appends the lines of the local
         transcript (``transcript_path``, written by the CLI on this host) that have a uuid,
-        then an assistant entry holding the call (marked with ``CALL_MARK``). When the turn's
+        once they hold the turn's prompt, then an assistant entry holding the call (marked
+        with ``CALL_MARK``). When the turn's
         lines are mirrored later, the ones appended here are skipped by uuid, the call's block
         by its id, and :meth:`load` leaves the hook's entry out. A subagent's call (its
         ``agent_id`` set) is not recorded here: its transcript is another file.
@@ -306,7 +324,7 @@ class ConvstoreSessionStore:
             return {}
         path = Path(hook_input["transcript_path"])
         key: SessionKey = {"project_key": path.parent.name, "session_id": path.stem}
-        lines = await anyio.to_thread.run_sync(_chain_lines, path)
+        lines = await _lines_through_prompt(path, hook_input.get("prompt_id"))
         call = ToolUseBlock(
             id=hook_input["tool_use_id"],
             name=hook_input["tool_name"],
