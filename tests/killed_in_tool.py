@@ -5,6 +5,7 @@ command line, on that store) which calls were left without a result."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -24,9 +25,18 @@ gives up on it."""
 
 def kill_in_tool(argv: list[str], ready: Path) -> None:
     """Start ``argv`` (a worker module run from the checkout), wait until its tool writes
-    ``ready``, and SIGKILL it there: the tool has started and will never return."""
+    ``ready``, and SIGKILL it there: the tool has started and will never return.
+
+    The worker runs in a process group of its own and the whole group is killed, as a host
+    going down would: a runner the worker started (the Claude Agent SDK's CLI) dies with it
+    instead of living on and holding the worker's output pipes open."""
     process = subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + READY_WAIT
     while not ready.exists():
@@ -36,7 +46,7 @@ def kill_in_tool(argv: list[str], ready: Path) -> None:
             raise AssertionError(msg)
         assert time.monotonic() < deadline, "the worker never reached its tool"
         time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
+    os.killpg(process.pid, signal.SIGKILL)
     process.communicate(timeout=60)
     assert process.returncode == -signal.SIGKILL
 

@@ -27,8 +27,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import convstore
-from convstore.integrations.claude_agent import ConvstoreSessionStore
+from convstore.domain.blocks import TextBlock, ToolUseBlock
+from convstore.integrations.claude_agent import CALL_MARK, ConvstoreSessionStore
+from convstore.projections.wording import NO_RESULT
 from tests.histories import prose_tool_blocks, source_tool_blocks
+from tests.killed_in_tool import ROOT, kill_in_tool, missing_calls
 from tests.sdk import rejections, request_body
 
 
@@ -308,3 +311,136 @@ def test_a_block_past_the_store_limits_is_a_marker_and_its_entry_is_kept(tmp_pat
             assert message["content"].startswith("[Block not kept: image is 70 bytes")
 
     asyncio.run(run())
+
+
+def _said(body: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """A request's messages as their roles and the texts, calls and results they hold,
+    without the CLI's ``<system-reminder>`` texts."""
+    said = []
+    for message in body["messages"]:
+        content = message["content"]
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        shown = [
+            block["text"] if block["type"] == "text" else block["type"]
+            for block in blocks
+            if not str(block.get("text", "")).startswith("<system-reminder>")
+        ]
+        said.append((message["role"], shown))
+    return said
+
+
+def _run_worker(argv: list[str]) -> str:
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.slow
+def test_a_call_killed_inside_its_tool_is_in_the_store_and_resumes_as_prose(
+    make_location: Callable[[], str], tmp_path: Path
+) -> None:
+    """The SDK's real runner (its bundled CLI, a scripted endpoint), given the store's hooks
+    and SIGKILLed inside ``delete_branch``: the call was recorded before the tool ran,
+    ``audit tools --status missing`` lists it, and a run resumed from the store on another
+    host (a fresh CLI config) sends the call as prose, with no call left without its
+    result; that run's lines are mirrored after it, each message once."""
+    location, project = make_location(), tmp_path / "project"
+    project.mkdir()
+    seen, ready = tmp_path / "seen.jsonl", tmp_path / "in-tool"
+    worker = [sys.executable, "-m", "tests.claude_agent_worker", location, str(project)]
+    first = [*worker, str(tmp_path / "host-1"), "Delete release-7.", str(seen)]
+    kill_in_tool([*first, f"--ready={ready}"], ready)
+
+    project_key = project_key_for_directory(str(project))
+    with convstore.open_store(location) as store:
+        sessions = ConvstoreSessionStore(store)
+        [listed] = asyncio.run(sessions.list_sessions(project_key))
+        key: SessionKey = {"project_key": project_key, "session_id": listed["session_id"]}
+        conversation = sessions.conversation_for(key)
+        [user, call] = [(m.role, [b.block for b in m.blocks]) for m in store.messages(conversation)]
+    assert user == ("user", [TextBlock(text="Delete release-7.")])
+    [(role, [block])] = [call]
+    assert isinstance(block, ToolUseBlock)
+    assert (role, block.name, block.input) == (
+        "assistant",
+        "mcp__ops__delete_branch",
+        {"branch": "release-7"},
+    )
+    assert missing_calls(location, tmp_path / "audit.db") == [
+        ("mcp__ops__delete_branch", '{"branch":"release-7"}')
+    ]
+
+    resumed_seen = tmp_path / "resumed.jsonl"
+    answer = _run_worker(
+        [
+            *worker,
+            str(tmp_path / "host-2"),
+            "Did that go through?",
+            str(resumed_seen),
+            f"--resume={listed['session_id']}",
+        ]
+    )
+    assert answer == "I cannot tell."
+    first_request = json.loads(resumed_seen.read_text().splitlines()[0])
+    assert _said(first_request) == [
+        ("user", ["Delete release-7."]),
+        (
+            "assistant",
+            [f'Tool use: mcp__ops__delete_branch({{"branch":"release-7"}})\n\n{NO_RESULT}'],
+        ),
+        ("user", ["Did that go through?"]),
+    ]
+    with convstore.open_store(location) as store:
+        assert [m.role for m in store.messages(conversation)] == [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+        ]
+        assert store.replay(conversation)["messages"][-1] == {
+            "role": "assistant",
+            "content": "I cannot tell.",
+        }
+
+
+@pytest.mark.slow
+def test_a_finished_run_records_its_call_once_and_loads_as_the_cli_wrote_it(
+    make_location: Callable[[], str], tmp_path: Path
+) -> None:
+    """A run given the store's hooks that finishes: the call recorded by the hook and the
+    CLI's own line for it make one call, answered, and ``load`` returns the CLI's lines
+    only (the hook's entry left out), so a resumed run sends the call natively."""
+    location, project = make_location(), tmp_path / "project"
+    project.mkdir()
+    seen = tmp_path / "seen.jsonl"
+    worker = [sys.executable, "-m", "tests.claude_agent_worker", location, str(project)]
+    assert _run_worker([*worker, str(tmp_path / "host-1"), "Delete release-7.", str(seen)]) == (
+        "Deleted."
+    )
+
+    project_key = project_key_for_directory(str(project))
+    with convstore.open_store(location) as store:
+        sessions = ConvstoreSessionStore(store)
+        [listed] = asyncio.run(sessions.list_sessions(project_key))
+        key: SessionKey = {"project_key": project_key, "session_id": listed["session_id"]}
+        conversation = sessions.conversation_for(key)
+        kinds = [[b.block.type for b in m.blocks] for m in store.messages(conversation)]
+        loaded = asyncio.run(sessions.load(key)) or []
+        recorded = store.entries(conversation) or []
+    assert kinds == [["text"], ["tool_use"], ["tool_result"], ["text"]]
+    assert missing_calls(location, tmp_path / "audit.db") == []
+    assert [e for e in recorded if CALL_MARK in e] != []
+    assert [e for e in loaded if CALL_MARK in e] == []
+    assert loaded == [e for e in recorded if CALL_MARK not in e]
+
+    resumed_seen = tmp_path / "resumed.jsonl"
+    argv = [*worker, str(tmp_path / "host-2"), "Did that go through?", str(resumed_seen)]
+    assert _run_worker([*argv, f"--resume={listed['session_id']}"]) == "I cannot tell."
+    first_request = json.loads(resumed_seen.read_text().splitlines()[0])
+    assert _said(first_request) == [
+        ("user", ["Delete release-7."]),
+        ("assistant", ["tool_use"]),
+        ("user", ["tool_result"]),
+        ("assistant", ["Deleted."]),
+        ("user", ["Did that go through?"]),
+    ]

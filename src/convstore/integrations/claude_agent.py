@@ -10,20 +10,33 @@ restart, finds the same one; a subagent's (``subpath``) conversation names the s
 its parent. Entries are kept verbatim (``load`` returns them deep-equal, ``uuid`` is the
 idempotency key), and the entries that carry a user or assistant message are also recorded
 as blocks, so ``replay``, ``audit``, ``pressure`` and compaction work on the session.
+
+The SDK mirrors a turn's transcript only when the turn ends, after its tools ran; the
+``PreToolUse`` hook from :meth:`ConvstoreSessionStore.hooks` records each call before its tool
+runs, so a process killed inside a tool leaves the call in the store.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import cast
 from uuid import UUID, uuid5
 
 from convstore.ports.extras import missing_extra
 
 try:
+    import anyio
     from claude_agent_sdk import fold_session_summary
     from claude_agent_sdk.types import (
+        HookContext,
+        HookEvent,
+        HookInput,
+        HookJSONOutput,
+        HookMatcher,
         SessionKey,
         SessionListSubkeysKey,
         SessionStoreEntry,
@@ -41,9 +54,12 @@ except ImportError:  # pragma: no cover - exercised without the extra installed
 from pydantic import JsonValue
 
 from convstore.convert.claude_code import history_from_entries
+from convstore.domain.blocks import ToolUseBlock
 from convstore.domain.conversation import EntryMessage
 from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.events import ConversationStarted, EntriesDeleted, Event
+from convstore.projections.prose import tool_use_text
+from convstore.projections.wording import BLOCK_SEPARATOR, NO_RESULT
 from convstore.store import ConversationInfo, EntryBatch, Store
 from convstore.store.aio import AsyncStore, as_async
 
@@ -100,13 +116,139 @@ def _epoch_ms(event: Event) -> int:
     return int(event.timestamp.timestamp() * 1000)
 
 
+CALL_MARK = "convstoreRecordedBeforeTool"
+"""The key marking a transcript entry written by the ``PreToolUse`` hook, not by the CLI; its
+value is the call's id. The entry is an assistant message holding that one call."""
+
+
+def _chain_lines(path: Path) -> list[dict[str, JsonValue]]:
+    """The transcript file's lines that have a ``uuid`` (so a later mirror of the same lines is
+    recognised and skipped); lines without one are left to the mirror, which would repeat
+    them otherwise. No file yet: none."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    lines: list[dict[str, JsonValue]] = []
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue  # a line the CLI is still writing
+        if isinstance(line, dict) and isinstance(line.get("uuid"), str):
+            lines.append(line)
+    return lines
+
+
+PROMPT_WAIT = 5.0
+"""Seconds the hook waits for the CLI to write the turn's prompt line before it records the
+call without it (the CLI writes its transcript a moment after it acts on it)."""
+
+
+async def _lines_through_prompt(path: Path, prompt_id: str | None) -> list[dict[str, JsonValue]]:
+    """The transcript's lines with a uuid, once they include the line of the prompt that
+    started this turn (its ``promptId``), or after :data:`PROMPT_WAIT` seconds."""
+    with anyio.move_on_after(PROMPT_WAIT):
+        while True:
+            lines = await anyio.to_thread.run_sync(_chain_lines, path)
+            if prompt_id is None or any(line.get("promptId") == prompt_id for line in lines):
+                return lines
+            await anyio.sleep(0.02)
+    return await anyio.to_thread.run_sync(_chain_lines, path)
+
+
+def _call_entry(
+    session_id: str, cwd: str, call: ToolUseBlock, lines: list[dict[str, JsonValue]]
+) -> dict[str, JsonValue]:
+    """The assistant entry the hook records for ``call``: chained after the transcript's last
+    line (as the CLI's own line for the call will be), its uuid derived from the call's id."""
+    parent = next((line["uuid"] for line in reversed(lines) if "parentUuid" in line), None)
+    block: dict[str, JsonValue] = {
+        "type": "tool_use",
+        "id": call.id,
+        "name": call.name,
+        "input": call.input,
+    }
+    return {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "type": "assistant",
+        "uuid": str(uuid5(NAMESPACE, "tool_use:" + call.id)),
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "sessionId": session_id,
+        "cwd": cwd,
+        "message": {
+            "id": "convstore_" + call.id,
+            "type": "message",
+            "role": "assistant",
+            "content": [block],
+            "stop_reason": "tool_use",
+        },
+        CALL_MARK: call.id,
+    }
+
+
+def _blocks(entry: dict[str, JsonValue], kind: str) -> list[dict[str, JsonValue]]:
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
+def _calls_settled(entries: list[dict[str, JsonValue]]) -> list[dict[str, JsonValue]]:
+    """``entries`` as the SDK is given them back: an entry the hook wrote is left out once the
+    CLI's own line for its call was mirrored; a call that line never followed and no result
+    answers (its process died inside the tool) becomes convstore's prose for a call without a
+    result, so a resumed run sees what was asked and holds no call left hanging."""
+    native = {
+        block.get("id")
+        for entry in entries
+        if CALL_MARK not in entry
+        for block in _blocks(entry, "tool_use")
+    }
+    answered = {
+        block.get("tool_use_id") for entry in entries for block in _blocks(entry, "tool_result")
+    }
+    settled: list[dict[str, JsonValue]] = []
+    for entry in entries:
+        marked = entry.get(CALL_MARK)
+        if not isinstance(marked, str):
+            settled.append(entry)
+        elif marked in native:
+            continue
+        elif marked in answered:
+            settled.append(entry)
+        else:
+            settled.append(_as_prose(entry))
+    return settled
+
+
+def _as_prose(entry: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    shown = copy.deepcopy(entry)
+    message = shown["message"]
+    assert isinstance(message, dict)
+    texts = []
+    for block in _blocks(entry, "tool_use"):
+        call_input = block.get("input")
+        call = ToolUseBlock(
+            id=str(block.get("id")),
+            name=str(block.get("name")),
+            input=call_input if isinstance(call_input, dict | str) else {},
+        )
+        texts.append(tool_use_text(call) + BLOCK_SEPARATOR + NO_RESULT)
+    message["content"] = [{"type": "text", "text": BLOCK_SEPARATOR.join(texts)}]
+    message["stop_reason"] = "end_turn"
+    return shown
+
+
 class ConvstoreSessionStore:
     """The Claude Agent SDK's ``SessionStore`` on a convstore store.
 
     ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`; either way
     every call runs on the store's worker threads (:func:`convstore.store.aio.as_async`), never on
-    the event loop. Pass it to the SDK as
-    ``ClaudeAgentOptions(session_store=ConvstoreSessionStore(store))``.
+    the event loop. Pass it to the SDK with its hooks, as
+    ``ClaudeAgentOptions(session_store=sessions, hooks=sessions.hooks())``.
     """
 
     def __init__(self, store: Store | AsyncStore) -> None:
@@ -145,9 +287,52 @@ class ConvstoreSessionStore:
             )
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
-        """Every entry appended since the last delete, deep-equal; ``None`` if there are none."""
+        """Every entry appended since the last delete, deep-equal; ``None`` if there are none.
+
+        The one exception is an entry :meth:`record_call` wrote: left out once the CLI's own
+        line for the call arrived, shown as prose when it never did (see ``_calls_settled``).
+        """
         found = await self._twin.entries(conversation_for(key))
-        return cast("list[SessionStoreEntry] | None", found)
+        if found is None:
+            return None
+        return cast("list[SessionStoreEntry]", _calls_settled(found))
+
+    # -- before a tool runs -----------------------------------------------------------------
+
+    def hooks(self) -> dict[HookEvent, list[HookMatcher]]:
+        """The hooks to give the SDK beside the store, as
+        ``ClaudeAgentOptions(session_store=sessions, hooks=sessions.hooks())``: every tool
+        call is recorded before its tool runs."""
+        return {"PreToolUse": [HookMatcher(hooks=[self.record_call])]}
+
+    async def record_call(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        """The ``PreToolUse`` hook: record the call, and the transcript lines before it, before
+        the tool runs.
+
+        The SDK mirrors a turn's lines only when the turn ends, and the CLI has not yet written
+        the call's own line when the hook runs; so this appends the lines of the local
+        transcript (``transcript_path``, written by the CLI on this host) that have a uuid,
+        once they hold the turn's prompt, then an assistant entry holding the call (marked
+        with ``CALL_MARK``). When the turn's
+        lines are mirrored later, the ones appended here are skipped by uuid, the call's block
+        by its id, and :meth:`load` leaves the hook's entry out. A subagent's call (its
+        ``agent_id`` set) is not recorded here: its transcript is another file.
+        """
+        if hook_input["hook_event_name"] != "PreToolUse" or hook_input.get("agent_id"):
+            return {}
+        path = Path(hook_input["transcript_path"])
+        key: SessionKey = {"project_key": path.parent.name, "session_id": path.stem}
+        lines = await _lines_through_prompt(path, hook_input.get("prompt_id"))
+        call = ToolUseBlock(
+            id=hook_input["tool_use_id"],
+            name=hook_input["tool_name"],
+            input=hook_input["tool_input"],
+        )
+        entry = _call_entry(hook_input["session_id"], hook_input["cwd"], call, lines)
+        await self.append(key, cast("list[SessionStoreEntry]", [*lines, entry]))
+        return {}
 
     # -- optional ---------------------------------------------------------------------------
 
