@@ -24,6 +24,7 @@ from click.testing import CliRunner, Result
 from convstore import InvalidInput, StoreError, open_store
 from convstore.app.demo import record_demo
 from convstore.app.projector import open_audit, rebuild
+from convstore.audit.file import check_audit_path
 from convstore.cli import cli
 from tests.conftest import one_error_line
 from tests.test_audit import assert_same_read_model
@@ -342,3 +343,34 @@ def test_a_file_whose_creator_was_killed_mid_commit_is_taken_over(tmp_path: Path
     assert result.exit_code == 0, result.stderr
     assert "_meta" in tables(audit)
     assert not audit.with_name("a.db-journal").exists()
+
+
+def test_checking_the_audit_file_keeps_this_processs_locks_on_it(tmp_path: Path) -> None:
+    """Checking an audit file this process already has open (a second store on the same
+    file, a rebuild beside a live follower) leaves that connection's locks in place. The
+    check used to read the file's header through a Python file object, and closing it
+    dropped every POSIX lock the process held on the file: another process could then take
+    the write lock under a live reader."""
+    db = tmp_path / "store.db"
+    _demo_store(db)
+    assert CliRunner().invoke(cli, ["--db", str(db), "project"]).exit_code == 0
+    audit = tmp_path / "store.audit.db"
+    with open_store(db) as store, closing(sqlite3.connect(audit, isolation_level=None)) as held:
+        held.execute("PRAGMA journal_mode=DELETE")
+        held.execute("BEGIN")
+        held.execute("SELECT count(*) FROM sqlite_master").fetchone()  # holds a SHARED lock
+        check_audit_path(audit, store.location, store_file=db, store_id=store.identity)
+        writer = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], timeout=0);"
+                "c.execute('BEGIN EXCLUSIVE')",
+                str(audit),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        held.execute("COMMIT")
+    assert "database is locked" in writer.stderr, writer.stderr

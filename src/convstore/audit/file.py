@@ -16,7 +16,6 @@ from pathlib import Path
 
 from convstore.audit.db import STORE_ID
 from convstore.backends import backend_for
-from convstore.backends.sqlite.files import SQLITE_HEADER
 from convstore.domain.errors import InvalidInput, StoreError
 
 COMPANION_SUFFIXES = ("-journal", "-wal", "-shm")
@@ -71,22 +70,6 @@ def audit_file(
 def companions(path: Path) -> list[Path]:
     """The rollback journal, write-ahead log and shared-memory files SQLite pairs with ``path``."""
     return [path.with_name(path.name + suffix) for suffix in COMPANION_SUFFIXES]
-
-
-JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
-"""How a synced rollback journal starts: one SQLite will play back into its database."""
-
-
-def has_hot_journal(path: Path) -> bool:
-    """Whether a synced rollback journal sits beside ``path`` (its writer may have been killed).
-
-    Until SQLite plays it back, the file itself may not even start with SQLite's header.
-    """
-    try:
-        with companions(path)[0].open("rb") as handle:
-            return handle.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC
-    except OSError:
-        return False
 
 
 def read_meta(path: Path, *, timeout: float) -> dict[str, str] | None:
@@ -148,15 +131,11 @@ def check_audit_path(
         raise InvalidInput(msg)
     if info.st_size == 0:
         return resolved
-    try:
-        with resolved.open("rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        msg = f"cannot read {path}: {exc.strerror or exc}"
-        raise StoreError(msg) from None
-    if header != SQLITE_HEADER and not has_hot_journal(resolved):
-        msg = f"refusing to use {path} as the audit read model: it is not a SQLite file {HINT}"
-        raise InvalidInput(msg)
+    if not os.access(resolved, os.R_OK):
+        msg = f"cannot read {path}: permission denied"
+        raise StoreError(msg)
+    # Whether it is a database is SQLite's to say: reading its header through a Python file
+    # object would drop, on close, every POSIX lock this process's connections hold on it.
     try:
         meta = read_meta(resolved, timeout=timeout)
     except sqlite3.OperationalError as exc:
@@ -166,6 +145,9 @@ def check_audit_path(
         msg = f"cannot tell whether {path} is this store's audit read model ({exc}) {HINT}"
         raise InvalidInput(msg) from None
     except sqlite3.DatabaseError as exc:
+        if "file is not a database" in str(exc):
+            msg = f"refusing to use {path} as the audit read model: it is not a SQLite file {HINT}"
+            raise InvalidInput(msg) from None
         msg = f"cannot tell whether {path} is this store's audit read model ({exc}) {HINT}"
         raise InvalidInput(msg) from None
     if meta == {}:
