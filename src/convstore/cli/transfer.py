@@ -245,8 +245,8 @@ def load(ctx: click.Context, source: str) -> None:
     Events are checked as `verify` checks a log and written in batches, one
     transaction each. A load that stopped half-way is continued by loading the same
     dump again; any other store that is not empty is refused, with nothing written.
-    A dump of a store of format 1 or 2 loaded into a new store (format 3) is folded:
-    each message's start, blocks and end become its block events, renumbered.
+    A dump of a store of format 1 or 2 loaded into a store of format 3 (every new
+    one) is folded: each message's start, blocks and end become its block events.
 
     \b
     Example:
