@@ -39,7 +39,7 @@ from convstore.domain.events import (
 )
 from convstore.engine.model import folded
 from convstore.engine.plan import SHAPES, replay
-from convstore.projections.format3 import format3_events
+from convstore.projections.format3 import format3_events, format3_stream
 from convstore.projections.listing import listing_changes
 from convstore.projections.messages import collect_history
 from tests.conftest import format2_store_file, one_error_line
@@ -152,6 +152,30 @@ def test_the_audit_read_model_is_the_same(events: list[Event]) -> None:
         return messages, blocks
 
     assert facts(format3_events(events)) == facts(events)
+
+
+@SETTINGS
+@given(st.lists(histories(max_messages=4), min_size=1, max_size=3), st.randoms())
+def test_a_log_of_interleaved_conversations_is_each_ones_rewrite(
+    logs: list[list[Event]], rand: Any
+) -> None:
+    """A load reads the conversations interleaved: each one's events come out of the stream
+    as its own rewrite gives them, whatever the interleaving."""
+    logs = [
+        log
+        for n, log in enumerate(logs)
+        if log[0].originator_id not in {other[0].originator_id for other in logs[:n]}
+    ]
+    queues = [list(log) for log in logs]
+    interleaved: list[Event] = []
+    while any(queues):
+        queue = rand.choice([q for q in queues if q])
+        interleaved.append(queue.pop(0))
+    out = list(format3_stream(interleaved))
+    assert len(out) == sum(len(format3_events(log)) for log in logs)
+    for log in logs:
+        mine = [e for e in out if e.originator_id == log[0].originator_id]
+        assert mine == format3_events(log)
 
 
 def test_a_whole_message_is_one_event_a_block() -> None:

@@ -245,6 +245,8 @@ def load(ctx: click.Context, source: str) -> None:
     Events are checked as `verify` checks a log and written in batches, one
     transaction each. A load that stopped half-way is continued by loading the same
     dump again; any other store that is not empty is refused, with nothing written.
+    A dump of a store of format 1 or 2 loaded into a store of format 3 (every new
+    one) is folded: each message's start, blocks and end become its block events.
 
     \b
     Example:
@@ -290,9 +292,10 @@ def load(ctx: click.Context, source: str) -> None:
         if existing is not None:
             report, location = run(existing, kept=True), existing.location
     rate = report.loaded / report.seconds if report.seconds > 0 else 0.0
+    folded = f"; the dump's {report.read:,} folded into format 3" if report.folded else ""
     click.echo(
         f"loaded {counted(report.loaded, 'event')} ({report.events:,} in all, "
-        f"{counted(report.conversations, 'conversation')}) in {report.seconds:.2f} s "
+        f"{counted(report.conversations, 'conversation')}{folded}) in {report.seconds:.2f} s "
         f"({rate:,.0f} events/s) into {location}",
         err=True,
     )

@@ -130,6 +130,10 @@ class MessageStreamAssembler:
                     self.stop_reason = delta["stop_reason"]
                 return []
             case "message_stop":
+                # The end is a write of its own, even in a store of format 3 (where a block
+                # can carry it, ``append_block(..., last=True)``): the stream says a message
+                # is over only here, after the last content_block_stop, and each block is
+                # written as soon as it stops, not held back to learn whether it was the last.
                 self._require_open(where, kind)
                 self.open = False
                 if self.stop_reason in INTERRUPTING_STOP_REASONS:
@@ -229,7 +233,9 @@ class MessageStreamRecorder:
     """Records a streamed response into a :class:`~convstore.Store` block by block.
 
     Feed it every event of ``client.messages.create(..., stream=True)`` (or of a
-    ``messages.stream(...)`` helper: its extra text/thinking events are passed over).
+    ``messages.stream(...)`` helper: its extra text/thinking events are passed over). The
+    message's end is recorded at ``message_stop``, after its last block (see
+    :meth:`MessageStreamAssembler.feed`).
     """
 
     def __init__(self, store: Store, conversation: UUID | str) -> None:

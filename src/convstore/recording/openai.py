@@ -151,13 +151,20 @@ class ChatStreamRecorder:
         self._append(self._assembler.feed(chunk))
 
     def finish(self) -> UUID:
-        """The stream ended: append the last block and close the message; returns its id."""
-        message = self._append(self._assembler.finish())
+        """The stream ended: append the last block and close the message; returns its id.
+
+        A block the stream's end completed (a Chat Completion's last) closes the message
+        itself (``last=True``: in a store of format 3 no end event follows it). Where every
+        block landed before the stream said it was over (a Responses stream's items each come
+        whole, before ``response.completed``), the end is an event of its own: the block was
+        written when it was complete, and is not held back to learn whether it is the last."""
+        blocks = self._assembler.finish()
         cut = self._assembler.cut_short
-        if cut is None:
-            self.store.end_message(self.conversation, message)
-        else:
+        message = self._append(blocks, closes=cut is None)
+        if cut is not None:
             self.store.interrupt_message(self.conversation, message, cut)
+        elif not blocks:
+            self.store.end_message(self.conversation, message)
         return message
 
     def interrupt(self, reason: str | None = None) -> UUID:
@@ -167,11 +174,14 @@ class ChatStreamRecorder:
         self.store.interrupt_message(self.conversation, message, reason)
         return message
 
-    def _append(self, blocks: list[Block]) -> UUID:
+    def _append(self, blocks: list[Block], *, closes: bool = False) -> UUID:
+        """Append ``blocks`` (opening the message first if needed); with ``closes`` the last
+        of them ends the message."""
         if self.message_id is None:
             self.message_id = self.store.start_message(self.conversation, "assistant")
-        for block in blocks:
-            self.store.append_block(self.conversation, self.message_id, block)
+        for position, block in enumerate(blocks, 1):
+            last = closes and position == len(blocks)
+            self.store.append_block(self.conversation, self.message_id, block, last=last)
         return self.message_id
 
     def __enter__(self) -> ChatStreamRecorder:
@@ -209,13 +219,15 @@ class AsyncChatStreamRecorder:
         await self._append(self._assembler.feed(chunk))
 
     async def finish(self) -> UUID:
-        """The stream ended: append the last block and close the message; returns its id."""
-        message = await self._append(self._assembler.finish())
+        """The stream ended: append the last block and close the message; returns its id
+        (see :meth:`ChatStreamRecorder.finish`)."""
+        blocks = self._assembler.finish()
         cut = self._assembler.cut_short
-        if cut is None:
-            await self.store.end_message(self.conversation, message)
-        else:
+        message = await self._append(blocks, closes=cut is None)
+        if cut is not None:
             await self.store.interrupt_message(self.conversation, message, cut)
+        elif not blocks:
+            await self.store.end_message(self.conversation, message)
         return message
 
     async def interrupt(self, reason: str | None = None) -> UUID:
@@ -225,11 +237,12 @@ class AsyncChatStreamRecorder:
         await self.store.interrupt_message(self.conversation, message, reason)
         return message
 
-    async def _append(self, blocks: list[Block]) -> UUID:
+    async def _append(self, blocks: list[Block], *, closes: bool = False) -> UUID:
         if self.message_id is None:
             self.message_id = await self.store.start_message(self.conversation, "assistant")
-        for block in blocks:
-            await self.store.append_block(self.conversation, self.message_id, block)
+        for position, block in enumerate(blocks, 1):
+            last = closes and position == len(blocks)
+            await self.store.append_block(self.conversation, self.message_id, block, last=last)
         return self.message_id
 
     async def __aenter__(self) -> AsyncChatStreamRecorder:

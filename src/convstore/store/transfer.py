@@ -2,7 +2,8 @@
 
 A dump is a header line, one line per stored event in log order, and a closing line::
 
-    {"format": "convstore-dump", "version": 1, "created_at": "…", "source": "…", "through": 812}
+    {"format": "convstore-dump", "version": 1, "created_at": "…", "source": "…", "through": 812,
+     "store_format": 3}
     {"conversation": "<uuid>", "version": 1, "topic": "convstore:conversation_started",
      "event": {…the event's stored JSON…}}
     …
@@ -15,6 +16,14 @@ messages …), and records the events in batches, one recorder transaction each,
 ids, versions, timestamps and order. Each batch is checked whole before any of it is written,
 and nothing is written past the last complete batch until the closing line has been read, so a
 dump cut short at its end writes nothing of its tail.
+
+A dump of a store of format 1 or 2 (its header's ``store_format``, which 0.3.x did not write)
+loaded into a store of format 3 is folded as it is read: each conversation's events are
+rewritten as format 3 records them (:func:`~convstore.projections.format3.format3_stream`: a
+message's start, blocks and end become its block events, versions are renumbered and an undone
+rewind names its rewind's new version), checked as the dump's own events were first. The target
+store computes the hash chain of what it is given, as for any write. A store of format 1 or 2
+receives a dump's events as they are (and refuses a block event of format 3).
 
 A load that stopped half-way leaves the store holding a prefix of the dump; loading the same
 dump again notices that (same number of events, same last event) and continues after it. Any
@@ -35,11 +44,13 @@ from pydantic import ValidationError
 
 from convstore.backends.common.gc_pause import paused_gc
 from convstore.backends.common.mapper import TOPICS, topic_of
+from convstore.backends.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.domain.errors import DumpError, InvalidInput, StoreError
 from convstore.domain.event_parsing import parse_event
 from convstore.domain.events import EVENT_ADAPTER, ConversationStarted, Event
 from convstore.domain.limits import Limits
 from convstore.ports.records import Recorded
+from convstore.projections.format3 import format3_stream
 from convstore.store.scanning import LogScanner
 from convstore.store.verify import Verifier
 from convstore.store.writer import Writer
@@ -63,17 +74,26 @@ Progress = Callable[[int], None]
 
 @dataclass(frozen=True, slots=True)
 class LoadReport:
-    """What a load did: events written now, events the store already held, conversations."""
+    """What a load did: events written now, events the store already held, conversations,
+    and the dump's events they were made of (more than the store's when they were folded
+    into format 3)."""
 
     loaded: int
     already_present: int
     conversations: int
     seconds: float
+    read: int = 0
+    """The dump's events read (its closing line's count)."""
 
     @property
     def events(self) -> int:
-        """Events of the dump the store now holds."""
+        """Events of the dump the store now holds (as the store records them)."""
         return self.loaded + self.already_present
+
+    @property
+    def folded(self) -> bool:
+        """Whether the dump's events were rewritten as format 3 records them (fewer)."""
+        return self.read != self.events
 
 
 # -- dumping ----------------------------------------------------------------------------------
@@ -93,6 +113,7 @@ def dump_lines(store: Transferring, *, progress: Progress | None = None) -> Iter
         "created_at": datetime.now(UTC).isoformat(),
         "source": store.location,
         "through": end,
+        "store_format": store._log.store_format,
     }
     yield _line(header)
     events = conversations = 0
@@ -287,6 +308,18 @@ class Loader:
     ) -> None:
         self.reader = DumpReader(lines, max_line_bytes=max_line_bytes, limits=limits)
         self._resumed = False
+        self._read = 0
+        """The dump's events read and checked so far."""
+        self._shown = 0
+        """How many of them the progress callback was told of."""
+
+    def folds_into(self, store: Transferring) -> bool:
+        """Whether this dump's events are rewritten as format 3 on their way into ``store``:
+        a store of format 3, and a dump of an earlier format (0.3.x wrote no
+        ``store_format``: its stores were of format 1 or 2)."""
+        made_from = self.header.get("store_format", 1)
+        made_from = made_from if isinstance(made_from, int) else 1
+        return store._log.block_events and made_from < BLOCK_EVENTS_FORMAT
 
     @property
     def header(self) -> dict[str, Any]:
@@ -312,6 +345,7 @@ class Loader:
         verifier = Verifier()
         written = [0]
         self._resumed = False
+        self._read = self._shown = 0
         try:
             self._load(
                 store,
@@ -336,6 +370,7 @@ class Loader:
             already_present=present.count,
             conversations=len(verifier.conversations),
             seconds=time.perf_counter() - started,
+            read=self._read,
         )
 
     def _load(
@@ -350,33 +385,43 @@ class Loader:
         on_resume: Callable[[int], None] | None,
     ) -> None:
         batch: list[Event] = []
-        seen = 0
+        placed = 0
         held = present.events()
-        for event in self.reader.events():
-            seen += 1
-            self._check(verifier, event, seen)
-            if seen <= present.count:
+        checked = self._checked(verifier)
+        # Folded or not, what is written is a function of the dump alone, so a store holding
+        # the start of what this dump writes is resumed the same way.
+        events = format3_stream(checked) if self.folds_into(store) else checked
+        for event in events:
+            placed += 1
+            if placed <= present.count:
                 self._check_prefix(present, next(held, None), event)
-                if seen == present.count:
+                if placed == present.count:
                     self._resumed = True
                     if on_resume is not None:
-                        on_resume(seen)
+                        on_resume(placed)
                 continue
             batch.append(event)
             if len(batch) == batch_size:
                 written[0] += self._write(store, batch, progress)
                 batch = []
-        if seen < present.count:
+        if placed < present.count:
             msg = (
                 f"the store is not empty ({present.count} events) and this dump has only "
-                f"{seen}: load into an empty store"
+                f"{placed}: load into an empty store"
             )
             raise DumpError(msg)
-        counted = (self.reader.closing or {}).get("events")
-        if counted != seen:
-            msg = f"the dump's closing line counts {counted} events but it holds {seen}"
-            raise DumpError(msg)
         written[0] += self._write(store, batch, progress)
+
+    def _checked(self, verifier: Verifier) -> Iterator[Event]:
+        """The dump's events, each checked as it is read, then its closing line's count."""
+        for event in self.reader.events():
+            self._read += 1
+            self._check(verifier, event, self._read)
+            yield event
+        counted = (self.reader.closing or {}).get("events")
+        if counted != self._read:
+            msg = f"the dump's closing line counts {counted} events but it holds {self._read}"
+            raise DumpError(msg)
 
     def _check(self, verifier: Verifier, event: Event, seen: int) -> None:
         """The checks ``convstore verify`` makes, applied as the dump is read."""
@@ -401,8 +446,9 @@ class Loader:
             )
             raise DumpError(msg)
 
-    @staticmethod
-    def _write(store: Transferring, batch: list[Event], progress: Progress | None) -> int:
+    def _write(self, store: Transferring, batch: list[Event], progress: Progress | None) -> int:
+        """Write one batch; the progress is told of the dump's events read since last time
+        (more than the batch when a dump is folded, or resumed)."""
         if not batch:
             return 0
         try:
@@ -415,7 +461,8 @@ class Loader:
             )
             raise StoreError(msg) from None
         if progress is not None:
-            progress(len(batch))
+            progress(self._read - self._shown)
+            self._shown = self._read
         return len(batch)
 
 
