@@ -228,7 +228,9 @@ def test_appending_to_a_format_1_store_keeps_writing_full_json(
     with convstore.open_store(tmp_path / "moved.db") as moved:
         moved.load(list(old.dump()))
         assert replays(moved) == replays(old)
-        assert dump_events(moved) == dump_events(old)
+        # A new store is of format 3: the load folds each conversation as the rewrite does.
+        for info in old.conversations():
+            assert moved.events(info.id) == format3_events(old.events(info.id))
     moved_db = tmp_path / "moved.db"
     assert marker(moved_db) == [("format", "3")]  # a new store; it reads the events as they are
     assert all(state[0] in {COMPACT, COMPACT_ZLIB} for *_, state in stored_rows(moved_db))
