@@ -80,7 +80,7 @@ From 2 KB on, real tool results and answers shrink to 30-50%. Below it the savin
 CPU on the append path, where PostgreSQL's and NATS's throughput targets are measured: zlib
 takes ~26 µs for a 600-byte body and ~55 µs for a 1 KB one here (a 1 KB block append
 ~10% more CPU), and a fold from the log ~8 µs to inflate one. SQLite stores, whose host's
-disk holds the store and its replay model, compress from 512 bytes."""
+disk holds the store, compress from 512 bytes."""
 
 KIND_CODES: tuple[str, ...] = (
     "conversation_started",
