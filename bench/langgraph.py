@@ -10,10 +10,9 @@ before the next step: per turn three checkpoints and two ``put_writes``, each on
 (one checkpoint per turn, written when the run ends). Files are checkpointed (WAL moved in)
 before they are measured. Target: convstore <= 3x raw.
 
-Two more figures say where convstore's bytes go: the saver on a store opened with
-``replay_model="on_read"`` (no replay model kept beside the log, since nobody replays the
-thread here), and the floor: the thread's messages alone, appended as the convstore messages
-the saver records (``append_message``, the same blocks), with no checkpoint at all.
+One more figure says where convstore's bytes go: the floor, the thread's messages alone,
+appended as the convstore messages the saver records (``append_message``, the same
+blocks), with no checkpoint at all.
 
 ``python -m bench.langgraph [N]`` runs it alone (N = 1,000 by default).
 """
@@ -95,16 +94,12 @@ def floor_bytes(path: Path, messages: list[BaseMessage]) -> int:
 
 
 def measure(here: Path, n: int, durability: str) -> dict[str, float]:
-    """Both savers on one workload: bytes, seconds, the raw bytes, events read per turn; and
-    ours again on a store that keeps no replay model beside the log."""
+    """Both savers on one workload: bytes, seconds, the raw bytes, events read per turn."""
     ours_path, theirs_path = here / f"convstore-{durability}.db", here / f"sqlite-{durability}.db"
     with convstore.open_store(str(ours_path)) as store:
         saver = ConvstoreSaver(store=store)
         ours_s, messages = converse(saver, n, durability)
         events_read = saver.events_read
-    on_read_path = here / f"convstore-on-read-{durability}.db"
-    with convstore.open_store(str(on_read_path), replay_model="on_read") as store:
-        converse(ConvstoreSaver(store=store), n, durability)
     with closing(sqlite3.connect(theirs_path, check_same_thread=False)) as conn:
         theirs_s, _ = converse(SqliteSaver(conn), n, durability)
     return {
@@ -112,7 +107,6 @@ def measure(here: Path, n: int, durability: str) -> dict[str, float]:
         "raw": raw_bytes(here / f"raw-{durability}.db", messages),
         "floor": floor_bytes(here / f"floor-{durability}.db", messages),
         "ours": bytes_of(ours_path),
-        "ours_on_read": bytes_of(on_read_path),
         "theirs": bytes_of(theirs_path),
         "ours_s": ours_s,
         "theirs_s": theirs_s,
@@ -144,8 +138,7 @@ def run(ctx: Context) -> None:
                     f"{m['ours'] / m['messages']:,.0f} B/message vs raw "
                     f"{m['raw'] / m['messages']:,.0f}; SqliteSaver {m['theirs']:,.0f} B "
                     f"({m['theirs'] / m['raw']:.1f}x raw, {m['theirs'] / m['ours']:.1f}x ours); "
-                    f"replay_model='on_read' {m['ours_on_read'] / m['raw']:.2f}x raw; the "
-                    f"messages alone (the floor) {m['floor'] / m['raw']:.2f}x raw"
+                    f"the messages alone (the floor) {m['floor'] / m['raw']:.2f}x raw"
                 ),
                 samples=m,
             )
@@ -176,9 +169,8 @@ def main(n: int) -> None:
             f"{m['ours'] / m['messages']:,.0f} B/message) in {m['ours_s']:.1f} s; "
             f"SqliteSaver {m['theirs']:,.0f} B ({m['theirs'] / m['raw']:.1f}x raw) in "
             f"{m['theirs_s']:.1f} s; target <= {TARGET}x raw: "
-            f"{verdict(m['ours'] <= TARGET * m['raw'])}; with replay_model='on_read': "
-            f"{m['ours_on_read']:,.0f} B ({m['ours_on_read'] / m['raw']:.2f}x raw); the messages "
-            f"alone, no checkpoints (the floor): {m['floor']:,.0f} B "
+            f"{verdict(m['ours'] <= TARGET * m['raw'])}; the messages alone, no checkpoints "
+            f"(the floor): {m['floor']:,.0f} B "
             f"({m['floor'] / m['raw']:.2f}x raw)\n"
         )
 

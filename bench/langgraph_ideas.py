@@ -18,11 +18,10 @@ read back from the log and written again, in the same order, into a fresh store 
   best; at ``sync`` it would give up the durability each call asks for);
 - ``messages alone``: the thread's messages by ``append_message``, nothing else;
 - ``one event a message``: a proxy for a log that kept a whole message in one event: each
-  message as one runtime entry (its role and blocks) and no message events (so no replay
-  model either: add the ``messages alone`` difference between the two stores for it).
+  message as one runtime entry (its role and blocks) and no message events.
 
-Each idea on a store that keeps the replay model (the default) and on one that does not
-(``replay_model="on_read"``). ``python -m bench.langgraph_ideas [N] [durability]`` (1,000
+Each idea on a fresh store (none keeps a replay model beside its log since format 3).
+``python -m bench.langgraph_ideas [N] [durability]`` (1,000
 messages, ``sync`` by default). A measuring tool, not part of ``bench/run.py``.
 """
 
@@ -45,7 +44,6 @@ from convstore.domain.blocks import Block
 from convstore.domain.conversation import EntryMessage
 from convstore.integrations.langgraph import ConvstoreSaver, conversation_for
 from convstore.integrations.langgraph_entries import Entry, is_message
-from convstore.ports.replay import ReplayModel
 from convstore.store import EntryBatch
 
 Write = tuple[list[Entry], list[EntryMessage]]
@@ -146,34 +144,28 @@ def main(n: int, durability: str) -> None:
     writes, messages = saver_writes(n, durability, here)
     raw = raw_bytes(here / "raw.db", messages)
     sys.stdout.write(f"{len(messages):,} messages, durability={durability}, raw {raw:,} B\n")
-    models: tuple[ReplayModel, ...] = (True, "on_read")
     for idea in (*IDEAS, "messages alone", "one event a message"):
-        found = []
-        for model in models:
-            path = here / f"{idea}-{model}.db".replace(" ", "-").replace(",", "")
-            with convstore.open_store(str(path), replay_model=model) as store:
-                if idea == "messages alone":
-                    conversation = store.new_conversation("t")
-                    for _, carried in writes:
-                        for role, blocks, _, _ in carried:
-                            store.append_message(conversation, role, blocks)
-                elif idea == "one event a message":
-                    conversation = store.new_conversation("t")
-                    whole = [m for _, carried in writes for m in carried]
-                    for index, (role, blocks, _, _) in enumerate(whole):
-                        entry: Entry = {
-                            "uuid": str(index),
-                            "role": role,
-                            "blocks": [b.model_dump(mode="json") for b in blocks],
-                        }
-                        store.record_entries(conversation, [entry])
-                else:
-                    write(store, path, idea, writes)
-            found.append(bytes_of(path))
-        sys.stdout.write(
-            f"  {idea:28} {found[0]:>10,} B {found[0] / raw:5.2f}x raw   "
-            f"replay_model='on_read': {found[1]:>10,} B {found[1] / raw:5.2f}x raw\n"
-        )
+        path = here / f"{idea}.db".replace(" ", "-").replace(",", "")
+        with convstore.open_store(str(path)) as store:
+            if idea == "messages alone":
+                conversation = store.new_conversation("t")
+                for _, carried in writes:
+                    for role, blocks, _, _ in carried:
+                        store.append_message(conversation, role, blocks)
+            elif idea == "one event a message":
+                conversation = store.new_conversation("t")
+                whole = [m for _, carried in writes for m in carried]
+                for index, (role, blocks, _, _) in enumerate(whole):
+                    entry: Entry = {
+                        "uuid": str(index),
+                        "role": role,
+                        "blocks": [b.model_dump(mode="json") for b in blocks],
+                    }
+                    store.record_entries(conversation, [entry])
+            else:
+                write(store, path, idea, writes)
+        size = bytes_of(path)
+        sys.stdout.write(f"  {idea:28} {size:>10,} B {size / raw:5.2f}x raw\n")
 
 
 if __name__ == "__main__":

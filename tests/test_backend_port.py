@@ -29,8 +29,6 @@ from convstore.backends.common.mapper import COMPACT, COMPACT_ZLIB
 from convstore.backends.postgres.backend import PostgresBackend
 from convstore.backends.sqlite.backend import SQLiteBackend
 from convstore.ports.backend import Backend, Opening
-from convstore.ports.recorder import StoreRecorder
-from convstore.ports.replay import ReplayTables
 from tests.contract import StoreContract
 
 T = TypeVar("T")
@@ -158,9 +156,6 @@ class ToyBackend:
             location.removeprefix(PREFIX), fill, make_directory=make_directory
         )
         return result, PREFIX + shown
-
-    def replay_tables(self, recorder: StoreRecorder, key: bytes) -> ReplayTables | None:
-        return self._sqlite.replay_tables(recorder, key)
 
     def after_erase(self, empty_log: Callable[[], bool], conversation: UUID | None) -> None:
         ToyBackend.erasures.append(conversation)

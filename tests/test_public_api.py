@@ -125,7 +125,7 @@ def test_open_store_leaves_the_unused_parts_unimported() -> None:
     assert converters == {"convstore.convert.history"}  # the History type import_history takes
 
 
-READ_ONLY = """
+LISTS_ONLY = """
 import sys
 from convstore import open_store
 from convstore.domain.blocks import BLOCK_CLASSES
@@ -133,32 +133,56 @@ from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES
 models = [*BLOCK_CLASSES, *EVENT_CLASSES]
 assert not any(m.__pydantic_complete__ for m in models), "built at import"
 with open_store(sys.argv[1], create=False) as store:
-    replayed = store.replay(sys.argv[2])
+    listed = list(store.conversations())
 built = [m.__name__ for m in models if m.__pydantic_complete__]
-print(len(replayed["messages"]), EVENT_ADAPTER.pydantic_complete, built)
+print(len(listed), EVENT_ADAPTER.pydantic_complete, built)
 """
 
 
-def test_a_process_that_only_replays_stored_models_builds_no_domain_model(
-    tmp_path: Path,
-) -> None:
+def test_a_process_that_decodes_no_event_builds_no_domain_model(tmp_path: Path) -> None:
     """The domain's pydantic models and adapters are built on first use: importing convstore
-    builds none, and a fresh process whose replay reads a stored model that is current (a
-    conversation another process wrote) builds none either, since it checks the model's
-    version in the event's stored header rather than decoding the event. One more append
-    makes the next fresh replay decode that event: then the event adapter is built."""
+    builds none, and a fresh process that only lists conversations (from the listing index,
+    decoding no event) builds none either."""
     location = tmp_path / "s.db"
     with convstore.open_store(location) as store:
         conv = store.new_conversation()
         store.append_message(conv, "user", [{"type": "text", "text": "hello"}])
-        store.append_message(conv, "assistant", [{"type": "text", "text": "hi"}])
-    run = [sys.executable, "-c", READ_ONLY, str(location), str(conv)]
+    run = [sys.executable, "-c", LISTS_ONLY, str(location)]
     out = subprocess.run(run, capture_output=True, text=True, check=True)
-    assert out.stdout.split(maxsplit=1) == ["2", "False []\n"]
-    with convstore.open_store(location, replay_model="on_read") as store:
-        store.append_message(conv, "user", [{"type": "text", "text": "more"}])
-    out = subprocess.run(run, capture_output=True, text=True, check=True)
-    assert out.stdout.split(maxsplit=1) == ["3", "True []\n"]
+    assert out.stdout.split(maxsplit=1) == ["1", "False []\n"]
+
+
+def test_replay_model_is_accepted_ignored_and_deprecated(tmp_path: Path) -> None:
+    """``open_store(replay_model=...)`` and ``open_async_store``'s keep working for one
+    release: any value opens the store as without it, with a DeprecationWarning saying it no
+    longer does anything, pointing at the caller's line."""
+    import asyncio  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    for value in (True, False, "on_read"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with convstore.open_store(tmp_path / "s.db", replay_model=value) as store:
+                conv = store.new_conversation()
+                store.append_message(conv, "user", [{"type": "text", "text": "hello"}])
+                assert store.replay(conv)["messages"] == [{"role": "user", "content": "hello"}]
+        [warning] = caught
+        assert warning.category is DeprecationWarning
+        assert "no longer does anything" in str(warning.message)
+        assert warning.filename == __file__
+
+    async def opened() -> None:
+        store = await convstore.open_async_store(tmp_path / "s.db", replay_model=True)
+        await store.close()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(opened())
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        convstore.open_store(tmp_path / "s.db").close()  # not given: no warning
 
 
 BUILD = """

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -28,10 +27,10 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.events import Event
 from convstore.engine.live import live_request
-from convstore.engine.model import MessagePlan, ReplayState, fold, folded
+from convstore.engine.model import folded
 from convstore.engine.plan import SHAPES, ReplayOptions, Shape, replay
 from convstore.engine.pressure import PDF_PAGE_TOKENS, measure
-from convstore.engine.render import plan, render
+from convstore.engine.render import plan
 from convstore.engine.tokenizer import count_tokens
 from tests import hosted
 from tests.replay_oracle import replay as oracle_replay
@@ -225,6 +224,8 @@ def test_a_live_anthropic_round_sends_no_server_tool_blocks(vision: bool) -> Non
         ]
 
 
+PNG = TINY_IMAGES["image/png"][0]
+
 MARKER = re.compile(r"\[(?:Image not shown|Document not read): [^\]]*\]")
 
 
@@ -282,65 +283,3 @@ def test_a_live_round_says_why_as_history_does(shape: Shape, vision: bool) -> No
 
 
 # -- stored rows written before hosted kinds existed ---------------------------------------------
-
-PNG = TINY_IMAGES["image/png"][0]
-
-BEFORE: list[str] = json.loads(
-    (Path(__file__).parent / "fixtures" / "replay" / "rows-before-issue-22.json").read_text()
-)
-"""Each message's stored plan as the engine wrote it before issue 22 (commit 95ad2cf), for
-:func:`history_before`'s conversation."""
-
-
-def history_before() -> list[Event]:
-    """A history of the kinds that existed before issue 22, of every part code."""
-    builder = HistoryBuilder(UUID(int=1))
-    builder.message(
-        "user",
-        [
-            TextBlock(text="look"),
-            ImageBlock(media_type="image/png", data=PNG),
-            DocumentBlock(media_type="application/pdf", data=TINY_PDF, name="r.pdf"),
-        ],
-    )
-    builder.message(
-        "assistant",
-        [
-            TextBlock(text="ok"),
-            ToolUseBlock(id="c1", name="shot", input={"a": 1}),
-            ToolUseBlock(id="c2", name="lost", input="raw"),
-        ],
-    )
-    builder.message(
-        "user",
-        [
-            ToolResultBlock(
-                tool_use_id="c1",
-                content=[TextBlock(text="screen:"), ImageBlock(media_type="image/png", data=PNG)],
-            ),
-            DocumentBlock(url="https://example.com/d.pdf", media_type="application/pdf"),
-        ],
-    )
-    builder.message(
-        "assistant",
-        [ImageBlock(url="https://example.com/x.png"), TextBlock(text="")],
-        leave_open=True,
-    )
-    return builder.events
-
-
-def test_rows_stored_before_the_new_kinds_encode_and_render_as_they_did() -> None:
-    """The fold writes today exactly the rows it wrote before, and those rows read back
-    render what a fresh replay renders, in every mode."""
-    events = history_before()
-    state = ReplayState()
-    fold(state, events)
-    assert [message.encode() for message in state.messages] == BEFORE
-    fresh, load = folded(events)
-    for position, text in enumerate(BEFORE):
-        state.messages[position] = MessagePlan.decode(state.messages[position].message_id, text)
-    for vision in (False, True):
-        for keep in (None, 0):
-            for shape in SHAPES:
-                options = ReplayOptions(vision=vision, keep_tool_results=keep)
-                assert render(state, options, shape, load) == render(fresh, options, shape, load)

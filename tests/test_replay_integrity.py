@@ -1,12 +1,10 @@
-"""The replay read model is held to the log: a stored row edited by hand is never sent, a log
-row damaged in place makes replay refuse exactly as reading the log does (warm, cold, and the
-command line's quick and full paths), and ``verify`` names the message where a stored model
-and a fold of its log differ. On SQLite and on PostgreSQL, tampered with by plain SQL.
+"""Replay is held to the log: a log row damaged in place makes replay refuse exactly as reading
+the log does (from a warm in-process fold, in a fresh store, and on the command line), and
+repairing it lets replay answer again. On SQLite and on PostgreSQL, tampered with by plain SQL.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,15 +16,10 @@ from uuid import UUID
 
 import psycopg
 import pytest
-from click.testing import CliRunner
 
 from convstore import Store, StoreError, open_store
-from convstore.app.quick_replay import quick_replay
 from convstore.backends.common.log_changes import CHANGES_TABLE
-from convstore.backends.common.replay_tables import HEADS, MESSAGES
 from convstore.backends.postgres.factory import PostgresSettings
-from convstore.cli import cli
-from convstore.engine.plan import replay
 from tests.conftest import POSTGRES_URL, one_error_line
 
 SCRIPT = Path(sys.executable).with_name("convstore")
@@ -47,13 +40,9 @@ class Backend:
         return self.placeholder == "?"
 
     def sql(self, text: str, *params: Any) -> int:
-        """Run ``text`` ({events}, {heads}, {messages} name the tables, ``%s`` the
-        parameters); how many rows it changed."""
-        named = text.format(
-            events=self.prefix + self.events,
-            heads=self.prefix + HEADS,
-            messages=self.prefix + MESSAGES,
-        )
+        """Run ``text`` ({events} names the events' table, ``%s`` the parameters); how
+        many rows it changed."""
+        named = text.format(events=self.prefix + self.events)
         return self.run(named.replace("%s", self.placeholder), params)
 
 
@@ -85,8 +74,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
 
 
 def recorded(store: Store, messages: int = 12) -> UUID:
-    """A conversation with tool rounds (``ls`` answering ``a.txt``) and its model stored."""
-    store._replays.write_lag = 1
+    """A conversation with tool rounds (``ls`` answering ``a.txt``), replayed once (its fold
+    cached in ``store``)."""
     conv = store.new_conversation(title="held to the log")
     store.append_message(conv, "user", [{"type": "text", "text": "List the files."}])
     for n in range(messages):
@@ -95,25 +84,8 @@ def recorded(store: Store, messages: int = 12) -> UUID:
         result = {"type": "tool_result", "tool_use_id": f"c{n}", "content": f"a{n}.txt"}
         store.append_message(conv, "user", [result])
     store.append_message(conv, "assistant", [{"type": "text", "text": "Sealed text."}])
-    store.replay(conv)  # folds and stores the model at the newest version
+    store.replay(conv)
     return conv
-
-
-def stored_rows(backend: Backend, conv: UUID) -> int:
-    key = conv.hex if backend.is_sqlite else conv
-    return backend.sql("SELECT 1 FROM {messages} WHERE originator_id = %s", key)
-
-
-def edit_model(backend: Backend, conv: UUID, old: str, new: str) -> None:
-    """Change the text of every stored model row of ``conv`` holding ``old``."""
-    key = conv.hex if backend.is_sqlite else conv
-    changed = backend.sql(
-        "UPDATE {messages} SET plan = replace(plan, %s, %s) WHERE originator_id = %s",
-        old,
-        new,
-        key,
-    )
-    assert changed > 0
 
 
 def damage_event(backend: Backend, conv: UUID, version: int) -> None:
@@ -134,52 +106,11 @@ def store_error(call: Callable[[], object]) -> str:
     return str(caught.value)
 
 
-# -- a stored row edited by hand --------------------------------------------------------------
-
-
-def test_an_edited_model_row_is_never_sent_and_is_stored_again(backend: Backend) -> None:
-    """Replay from the edited model (a fresh store reading it) sends what the log says, and
-    rewrites the model so the next reader trusts it again."""
-    with open_store(backend.location) as store:
-        conv = recorded(store)
-        want = replay(store.events(conv))
-    edit_model(backend, conv, "a3.txt", "EDITED.txt")
-    edit_model(backend, conv, "Sealed text.", "Sealed EDIT.")
-    with open_store(backend.location, replay_cache_bytes=0) as store:
-        assert store.replay(conv) == want
-        assert store._replays.tables is not None
-        stored = store._replays.tables.read(conv)
-        assert stored is not None
-        assert not any("EDIT" in plan for _, plan in stored.rows)  # replaced at once
-        assert store.replay(conv) == want
-
-
-def test_verify_names_the_message_a_stored_model_gets_wrong(backend: Backend) -> None:
-    """``verify`` folds each conversation's log and compares it with the stored model: an
-    edited row is a problem naming the conversation and the message; a model that matches is
-    none."""
-    with open_store(backend.location) as store:
-        conv = recorded(store)
-        third_result = store.messages(conv)[8].message_id
-    clean = CliRunner().invoke(cli, ["--db", backend.location, "verify"])
-    assert clean.exit_code == 0, clean.output
-    edit_model(backend, conv, "a3.txt", "EDITED.txt")
-    result = CliRunner().invoke(cli, ["--db", backend.location, "verify", "--json"])
-    assert result.exit_code == 1, result.output
-    [problem] = json.loads(result.stdout)
-    assert problem["conversation"] == str(conv)
-    assert f"differs from the log at message {third_result}" in problem["problem"]
-
-
-# -- a log row damaged in place ----------------------------------------------------------------
-
-
 def test_a_damaged_early_row_makes_replay_refuse_as_reading_the_log_does(
     backend: Backend,
 ) -> None:
     """After an early event's row is damaged, replay refuses with the log reader's own error:
-    from a warm cache, from the stored model in a fresh store, and in the store that was
-    replaying all along; repairing the row lets it answer again."""
+    from a warm cache and in a fresh store; repairing the row lets it answer again."""
     with open_store(backend.location) as warm:
         conv = recorded(warm)
         want = warm.replay(conv)
@@ -235,10 +166,8 @@ def test_an_erasure_leaves_no_change_count_behind(backend: Backend) -> None:
 # -- the command line, as real processes --------------------------------------------------------
 
 
-def _cli(*args: str, quick: bool) -> subprocess.CompletedProcess[bytes]:
+def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVSTORE_")}
-    if not quick:
-        env["CONVSTORE_DEBUG"] = "0"  # a setting that can change a read: the full path
     return subprocess.run([str(SCRIPT), *args], capture_output=True, env=env, check=False)
 
 
@@ -250,55 +179,26 @@ def sqlite_store(tmp_path: Path) -> tuple[Backend, UUID]:
     return backend, conv
 
 
-@pytest.fixture
-def no_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The in-process quick path sees no ``CONVSTORE_`` variable (CI sets one)."""
-    for name in [n for n in os.environ if n.startswith("CONVSTORE_")]:
-        monkeypatch.delenv(name)
-
-
-@pytest.mark.usefixtures("no_settings")
-@pytest.mark.parametrize("quick", [True, False], ids=["quick", "full"])
-def test_the_command_line_never_prints_an_edited_model_row(
-    sqlite_store: tuple[Backend, UUID], quick: bool
+def test_the_command_line_refuses_a_damaged_early_row_as_show_does(
+    sqlite_store: tuple[Backend, UUID],
 ) -> None:
-    """The quick path steps aside from a model whose rows fail its digest (the full path
-    then folds the log and stores the model again), and neither prints the edit."""
+    """After an early row is damaged in place, ``replay`` prints exactly the error line
+    ``show`` prints."""
     backend, conv = sqlite_store
-    argv = ["--db", backend.location, "replay", str(conv)]
-    before = _cli(*argv, quick=quick)
+    before = _cli("--db", backend.location, "replay", str(conv))
     assert before.returncode == 0, before.stderr
     assert b"Result (ls): a3.txt" in before.stdout
-    edit_model(backend, conv, "a3.txt", "EDITED.txt")
-    assert quick_replay(argv) is False
-    after = _cli(*argv, quick=quick)
-    assert after.returncode == 0, after.stderr
-    assert after.stdout == before.stdout
-    assert quick_replay(argv) is True  # stored again, and trusted again
-
-
-@pytest.mark.usefixtures("no_settings")
-@pytest.mark.parametrize("quick", [True, False], ids=["quick", "full"])
-def test_the_command_line_refuses_a_damaged_early_row_as_show_does(
-    sqlite_store: tuple[Backend, UUID], quick: bool
-) -> None:
-    """After an early row is damaged in place, the quick path steps aside from the model
-    folded before, and ``replay`` prints exactly the error line ``show`` prints."""
-    backend, conv = sqlite_store
-    argv = ["--db", backend.location, "replay", str(conv)]
-    assert quick_replay(argv) is True
     damage_event(backend, conv, 3)
-    assert quick_replay(argv) is False
-    show = _cli("--db", backend.location, "show", str(conv), quick=False)
+    show = _cli("--db", backend.location, "show", str(conv))
     refused = one_error_line(show.returncode, show.stdout, show.stderr, "does not decode", code=1)
-    replayed = _cli("--db", backend.location, "replay", str(conv), quick=quick)
+    replayed = _cli("--db", backend.location, "replay", str(conv))
     assert one_error_line(replayed.returncode, replayed.stdout, replayed.stderr, code=1) == refused
 
 
 def test_a_log_truncated_and_reloaded_is_folded_again_on_postgres(postgres_url: str) -> None:
     """A ``TRUNCATE`` fires no row trigger: its own trigger counts it for every conversation,
     so a log reloaded with an early row damaged is refused by the store that had it cached
-    and by one reading the stored model, as reading the log refuses it."""
+    and by a fresh one, as reading the log refuses it."""
     backend = _postgres(postgres_url)
     events = backend.prefix + backend.events
     with open_store(postgres_url) as warm:

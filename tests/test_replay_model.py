@@ -1,9 +1,6 @@
-"""The replay read model, pure: folded in pieces and stored between them, it renders exactly
-what a from-scratch replay renders, in every mode.
-
-The stored copy is simulated as the rows a writer keeps (each changed message's text, and the
-head), read back through the codec at each step, so what is checked is the fold plus the
-round trip a real store does, without a database (tests/test_replay_store.py has those).
+"""The replay engine's fold, pure: folded in pieces and rendered between them (as a store's
+cached fold is extended by each append), it renders exactly what a from-scratch replay renders,
+in every mode (tests/test_replay_store.py does the same through real stores).
 """
 
 from __future__ import annotations
@@ -44,31 +41,6 @@ OPTIONS = [
 ]
 
 
-CONVERSATION = "0" * 32
-"""The conversation id the stored copies below are digested under."""
-
-
-class Stored:
-    """What a writer keeps: the version, the head's text, each message's text by position."""
-
-    def __init__(self) -> None:
-        self.version = 0
-        self.head = ReplayState().encode_head(CONVERSATION)
-        self.rows: dict[int, tuple[str, str]] = {}
-
-    def write(self, state: ReplayState) -> None:
-        for position in state.dirty:
-            message = state.messages[position]
-            self.rows[position] = (message.message_id, message.encode())
-        self.head = state.encode_head(CONVERSATION)
-        self.version = state.version
-        state.clean()
-
-    def read(self) -> ReplayState:
-        ordered = [self.rows[p] for p in range(len(self.rows))]
-        return ReplayState.decode(CONVERSATION, self.version, self.head, ordered)
-
-
 def loader(events: list[Event]) -> Any:
     by_version = {e.originator_version: e for e in events}
 
@@ -104,46 +76,16 @@ def check(state: ReplayState, events: list[Event]) -> None:
 
 @SETTINGS
 @given(histories(max_messages=10), st.data())
-def test_a_model_folded_in_pieces_and_stored_between_renders_like_a_fresh_replay(
+def test_a_state_folded_in_pieces_renders_like_a_fresh_replay_after_each(
     events: list[Event], data: st.DataObject
 ) -> None:
     cuts = sorted(data.draw(st.sets(st.integers(0, len(events)), max_size=4)))
-    stored = Stored()
+    state = ReplayState()
     done = 0
     for cut in [*cuts, len(events)]:
-        state = stored.read()
         fold_into(state, events[done:cut])
         done = cut
         check(state, events[:done])
-        if data.draw(st.booleans()):
-            stored.write(state)
-        else:
-            # Never written: the next reader folds these events again from the log.
-            done = stored.version
-    final = stored.read()
-    fold_into(final, events[stored.version :])
-    check(final, events)
-
-
-@SETTINGS
-@given(histories(max_messages=8))
-def test_a_rebuilt_model_stores_the_same_text_as_one_caught_up_step_by_step(
-    events: list[Event],
-) -> None:
-    stepwise = Stored()
-    for event in events:
-        state = stepwise.read()
-        fold_into(state, [event])
-        stepwise.write(state)
-    rebuilt = Stored()
-    state = ReplayState()
-    fold_into(state, events)
-    rebuilt.write(state)
-    assert (rebuilt.version, rebuilt.head, rebuilt.rows) == (
-        stepwise.version,
-        stepwise.head,
-        stepwise.rows,
-    )
 
 
 def test_a_gap_in_the_versions_is_refused() -> None:

@@ -39,8 +39,6 @@ from convstore.backends.common.mapper import (
     decode_compact,
     event_json,
 )
-from convstore.backends.common.tables import HEADS as REPLAY_HEADS
-from convstore.backends.common.tables import MESSAGES as REPLAY_MESSAGES
 from convstore.cli import cli
 from convstore.domain.blocks import TextBlock, ToolResultBlock
 from convstore.domain.events import (
@@ -101,15 +99,12 @@ def mark(db: Path, store_format: str) -> None:
 
 def rewrite_as_before(db: Path) -> None:
     """Turn a store into one the earlier version wrote: every state the event's full JSON (as
-    its mapper stored it), every head the chain over those bytes, the marker format 1, and no
-    replay model (which this version's writers keep, and the earlier version never made)."""
+    its mapper stored it), every head the chain over those bytes, and the marker format 1."""
     rows = stored_rows(db)
     chains: dict[str, bytes] = {}
     versions: dict[str, int] = {}
     mark(db, "1")
     with closing(sqlite3.connect(db)) as conn:
-        for table in (REPLAY_HEADS, REPLAY_MESSAGES):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
         for rowid, originator, version, topic, state in rows:
             if state[:1] == b"{":
                 continue  # already the earlier form
@@ -223,7 +218,7 @@ def test_appending_to_a_format_1_store_keeps_writing_full_json(
     assert marker(db) == [("format", "1")]
     assert verify_problems(db) == []
     assert replays(old) == replays(new)
-    with convstore.open_store(db, replay_model=False) as folded:
+    with convstore.open_store(db, replay_cache_bytes=0) as folded:
         assert replays(folded) == replays(new)
     with convstore.open_store(tmp_path / "moved.db") as moved:
         moved.load(list(old.dump()))
@@ -237,23 +232,17 @@ def test_appending_to_a_format_1_store_keeps_writing_full_json(
     assert verify_problems(moved_db) == []
 
 
-def test_a_format_1_store_keeps_no_replay_model(twins: tuple[Store, Store]) -> None:
-    """convstore 0.2.0 may share a format-1 file, and it neither erases a replay model's rows
-    with their conversation nor knows them: so this version keeps none there (replay folds
-    the log) and its writers keep none either, while a format-2 store does."""
-    new, old = twins
+def test_no_store_keeps_a_replay_model_beside_its_log(twins: tuple[Store, Store]) -> None:
+    """Replay folds the log (format 3 removed the stored model): neither a new store nor one
+    of format 1 gains the model's tables, whatever is replayed and appended."""
     for store in twins:
         for info in store.conversations():
             store.replay(info.id)
             store.append_message(info.id, "user", [{"type": "text", "text": "and now?"}])
     tables = "SELECT name FROM sqlite_master WHERE name LIKE 'convstore_replay%'"
-    with closing(sqlite3.connect(Path(old.location))) as conn:
-        found = [name for (name,) in conn.execute(tables)]
-        counts = [conn.execute(f"SELECT count(*) FROM {n}").fetchone()[0] for n in found]  # noqa: S608
-    assert sum(counts) == 0
-    with closing(sqlite3.connect(Path(new.location))) as conn:
-        rows = conn.execute("SELECT count(*) FROM convstore_replay_messages").fetchone()[0]
-    assert rows > 0
+    for store in twins:
+        with closing(sqlite3.connect(Path(store.location))) as conn:
+            assert conn.execute(tables).fetchall() == [], store.location
 
 
 def test_a_format_1_store_holding_compact_rows_mixes_both_forms(tmp_path: Path) -> None:

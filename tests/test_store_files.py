@@ -257,9 +257,6 @@ def test_a_store_made_before_the_marker_opens_and_is_marked(tmp_path: Path) -> N
     conv = _write_and_read_back(db)
     with closing(sqlite3.connect(db)) as conn:
         conn.execute("DROP TABLE convstore_store")
-        # Nor had that version a replay model, which writers now keep from the first append.
-        conn.execute("DROP TABLE convstore_replay_heads")
-        conn.execute("DROP TABLE convstore_replay_messages")
         conn.commit()
     with open_store(db) as store:
         assert [c.id for c in store.conversations()] == [conv]

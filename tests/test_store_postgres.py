@@ -190,7 +190,7 @@ def test_a_new_schema_is_format_2_and_a_format_1_one_is_upgraded_on_open(
         assert len(added) == 6
         assert {state[0] for *_, state in added} <= {COMPACT, COMPACT_ZLIB}
         assert old.replay(conv) == new.replay(conv)
-    with open_store(old_url, replay_model=False) as folded, open_store(new_url) as new:
+    with open_store(old_url, replay_cache_bytes=0) as folded, open_store(new_url) as new:
         assert folded.replay(conv) == new.replay(conv)
     assert _verify(old_url) == []
     assert _verify(new_url) == []

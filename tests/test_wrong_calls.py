@@ -320,7 +320,6 @@ def test_open_store_refuses_wrongly_typed_arguments(
         {"location": tmp_path / "a.db", "replay_cache_bytes": "64 MiB"},
         {"location": tmp_path / "a.db", "replay_cache_bytes": -1},
         {"location": tmp_path / "a.db", "replay_cache_bytes": True},
-        {"location": tmp_path / "a.db", "replay_model": "no"},
         {"location": str(tmp_path / "a\x00.db")},
         {"location": str(tmp_path / "\ud800.db")},
     ):

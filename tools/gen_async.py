@@ -83,7 +83,6 @@ KINDS: dict[str, Kind] = {
     "heads": "read",
     "storage_problems": "read",
     "replay": "read",
-    "replay_model_differences": "read",
     "live_request": "read",
     "pressure": "read",
     "fit_tool_results": "read",

@@ -12,11 +12,10 @@ import asyncio
 import concurrent.futures
 import os
 
-from convstore.app.bootstrap import open_store
-from convstore.backends.common.replay_tables import DEFAULT_CACHE_BYTES
+from convstore.app.bootstrap import ReplayModel, open_store, warn_replay_model
 from convstore.domain.limits import Limits
-from convstore.ports.replay import ReplayModel
 from convstore.store.aio import READER_THREADS, AsyncStore
+from convstore.store.replay_cache import DEFAULT_CACHE_BYTES
 
 
 async def open_async_store(
@@ -27,13 +26,15 @@ async def open_async_store(
     readers: int = READER_THREADS,
     writers: int | None = None,
     replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
-    replay_model: ReplayModel = True,
+    replay_model: ReplayModel = None,
 ) -> AsyncStore:
     """Open the store at ``location`` (as :func:`convstore.open_store` does) for asyncio.
 
     Opening reads the file or reaches the server, so it runs on a worker thread. If the
     awaiting task is cancelled meanwhile, the store is closed as soon as it has opened.
+    ``replay_model`` is ignored, with a :class:`DeprecationWarning`, as there.
     """
+    warn_replay_model(replay_model, stacklevel=2)
     opening = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="convstore-open")
     future = opening.submit(
         _open_async,
@@ -43,7 +44,6 @@ async def open_async_store(
         readers,
         writers,
         replay_cache_bytes=replay_cache_bytes,
-        replay_model=replay_model,
     )
     opening.shutdown(wait=False)
     try:
@@ -61,7 +61,6 @@ def _open_async(
     writers: int | None,
     *,
     replay_cache_bytes: int,
-    replay_model: ReplayModel,
 ) -> AsyncStore:
     """Open the store and start its threads, on the opening thread."""
     store = open_store(
@@ -69,7 +68,6 @@ def _open_async(
         create=create,
         limits=limits,
         replay_cache_bytes=replay_cache_bytes,
-        replay_model=replay_model,
     )
     try:
         return AsyncStore(store, readers=readers, writers=writers)

@@ -3,34 +3,42 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeAlias, TypeVar
 
 from convstore.backends import backend_for
 from convstore.backends.common.application import EventLog
-from convstore.backends.common.replay_tables import DEFAULT_CACHE_BYTES
 from convstore.backends.sqlite.recorder import default_path
 from convstore.domain.errors import InvalidInput, StoreError
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count
 from convstore.ports.backend import Backend, Opening
 from convstore.ports.records import failure_detail
-from convstore.ports.replay import ReplayModel
 from convstore.store import Store
+from convstore.store.replay_cache import DEFAULT_CACHE_BYTES
 
 ENV_VAR = "CONVSTORE_DB"
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class ReplaySettings:
-    """How a store keeps replay's read model: the in-process cache's budget, and whether the
-    model is kept beside the log at all."""
+ReplayModel: TypeAlias = bool | Literal["on_read"] | None
+"""What ``open_store(replay_model=...)`` took before format 3 removed the stored replay model:
+still accepted, for one release, and ignored (:func:`warn_replay_model`)."""
 
-    cache_bytes: int
-    model: ReplayModel = True
+REPLAY_MODEL_GONE = (
+    "open_store(replay_model=...) no longer does anything: convstore keeps no replay model "
+    "beside the log since store format 3 (replay folds the log, cached in memory); "
+    "the argument will be removed in the next release"
+)
+
+
+def warn_replay_model(replay_model: ReplayModel, stacklevel: int) -> None:
+    """Warn that ``replay_model`` is ignored, when it was given (``stacklevel`` names the
+    caller's line, as :func:`warnings.warn` counts)."""
+    if replay_model is not None:
+        warnings.warn(REPLAY_MODEL_GONE, DeprecationWarning, stacklevel=stacklevel + 1)
 
 
 def resolve_location(location: str | os.PathLike[str] | None) -> str:
@@ -53,7 +61,7 @@ def open_store(
     create: bool = True,
     limits: Limits | None = None,
     replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
-    replay_model: ReplayModel = True,
+    replay_model: ReplayModel = None,
 ) -> Store:
     """Open the store at ``location``: a SQLite file path, a ``postgresql://`` or a ``nats://``
     URL.
@@ -66,13 +74,11 @@ def open_store(
     one file, named by its path.
 
     ``replay_cache_bytes`` bounds the memory replay keeps between calls (about that many bytes
-    of per-message plans, least recently replayed dropped first; 0 keeps none). With
-    ``replay_model=False`` this store neither reads nor writes the replay read model beside the
-    log (it costs disk: about one more copy of the text); replay then folds the log, cached in
-    memory all the same. By default a SQLite store's writer keeps that model current inside
-    each append (a few statements more per append; a fresh process then reads one row per
-    message); ``replay_model="on_read"`` leaves it to readers, as before 0.4: appends skip
-    it, and the first replay of a conversation folds its log and stores the model.
+    of per-message plans, least recently replayed dropped first; 0 keeps none): a replay
+    folds the conversation's log, read once in version order, and a cached conversation only
+    the events appended since. ``replay_model`` is accepted and ignored, with a
+    :class:`DeprecationWarning`: no replay model is kept beside the log since store format 3,
+    and the argument goes in the next release.
     """
     resolved = resolve_location(location)
     if not isinstance(create, bool):
@@ -83,13 +89,10 @@ def open_store(
         raise InvalidInput(msg)
     limits = limits or Limits.from_env()
     cache = parse_count(replay_cache_bytes, "replay_cache_bytes")
-    if not isinstance(replay_model, bool) and replay_model != "on_read":
-        msg = f"replay_model must be True, False or 'on_read', not {replay_model!r}"
-        raise InvalidInput(msg)
-    replay = ReplaySettings(cache, model=replay_model)
+    warn_replay_model(replay_model, stacklevel=2)
     backend = backend_for(resolved)
     with backend.opening(resolved, create=create, make_directory=not location) as opening:
-        return _open(backend, opening, limits=limits, replay=replay)
+        return _open(backend, opening, limits=limits, replay_cache_bytes=cache)
 
 
 def fill_new_store(
@@ -113,7 +116,7 @@ def fill_new_store(
     limits = limits or Limits.from_env()
 
     def filled(opening: Opening) -> T:
-        store = _open(backend, opening, limits=limits, replay=ReplaySettings(DEFAULT_CACHE_BYTES))
+        store = _open(backend, opening, limits=limits, replay_cache_bytes=DEFAULT_CACHE_BYTES)
         try:
             return fill(store)
         finally:
@@ -122,7 +125,7 @@ def fill_new_store(
     return backend.create_filled(resolved, filled, make_directory=not location)
 
 
-def _open(backend: Backend, opening: Opening, *, limits: Limits, replay: ReplaySettings) -> Store:
+def _open(backend: Backend, opening: Opening, *, limits: Limits, replay_cache_bytes: int) -> Store:
     """The store ``opening`` makes ready: its event log opened, its listing index built if
     it has none."""
     try:
@@ -141,8 +144,7 @@ def _open(backend: Backend, opening: Opening, *, limits: Limits, replay: ReplayS
         secret=opening.secret,
         identity=opening.identity,
         limits=limits,
-        replay_cache_bytes=replay.cache_bytes,
-        replay_model=replay.model,
+        replay_cache_bytes=replay_cache_bytes,
         backend=backend,
     )
     if log.store_recorder.listing_missing:

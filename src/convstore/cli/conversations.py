@@ -244,9 +244,6 @@ def replay(
         convstore replay $CONV --live $MSG --shape openai
     """
     store = store_from(ctx, create=False)
-    # Store the replay model as soon as it lags at all, so the next `convstore replay` of
-    # this conversation can take the quick path (convstore.app.quick_replay).
-    store._replays.write_lag = 1
     over_budget = False
     if fit_tokens is not None:
         if options.keep_tool_results is not None:

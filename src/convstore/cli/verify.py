@@ -48,21 +48,6 @@ def store_verifier(store: Store) -> Verifier:
     )
 
 
-def _check_replay_models(store: Store, verifier: Verifier) -> None:
-    """Each stored replay model against a fold of its conversation's log (conversations whose
-    log has a problem already are left out: their fold is not to be trusted)."""
-    damaged = {p.conversation for p in verifier.problems}
-    for conversation, state in verifier.conversations.items():
-        if conversation in damaged or state.broken:
-            continue
-        try:
-            found = store.replay_model_differences(conversation)
-        except ConvstoreError as exc:
-            found = [f"its stored replay model cannot be checked: {exc}"]
-        for text in found:
-            verifier.problems.append(Problem(None, conversation, None, text))
-
-
 @click.command()
 @format_options
 @click.pass_context
@@ -72,8 +57,7 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     Checks that every stored row can be read and decodes, versions run 1, 2, 3 … per
     conversation, each conversation obeys every rule the writer enforces (the first
     break is reported with its position), its events match the hash chain in its head
-    (a changed, removed or added event, or a lost last event, shows there), each stored
-    replay model is what a fold of its log gives (a message that differs is named), the
+    (a changed, removed or added event, or a lost last event, shows there), the
     storage engine finds no damaged page (SQLite: its quick check of every table and index,
     the listing included, which no read of the log touches), no read model is tracked
     past the end of the log, and the audit read model holds nothing of an erased
@@ -88,7 +72,6 @@ def verify(ctx: click.Context, as_json: bool, as_csv: bool) -> None:
     store = store_from(ctx, create=False)
     verifier = store_verifier(store)
     verifier.check_all(store.scan())
-    _check_replay_models(store, verifier)
     for text in store.storage_problems():
         verifier.problems.append(Problem(None, "", None, f"storage: {text}"))
     # An erasure of the newest events leaves the log ending before positions a read model

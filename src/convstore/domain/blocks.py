@@ -29,8 +29,8 @@ PYDANTIC_VERSION = tuple(int(part) for part in VERSION.split(".")[:2])
 
 DEFERRED = ConfigDict(defer_build=PYDANTIC_VERSION >= (2, 14))
 """The domain's models and adapters build their validators and serializers on first use, not
-at import: a process that only reads stored replay models (a fresh host's first replay, the
-web surface, the command line's quick path) never builds them. Only from pydantic 2.14 on,
+at import: a process that decodes no event (one that only lists conversations, say) never
+builds them. Only from pydantic 2.14 on,
 whose first-use build is thread-safe (before it, threads instantiating a model being built
 could validate with its base class's validator); with an older one they build at import."""
 

@@ -296,10 +296,11 @@ EVENT_CLASSES: tuple[type[_Event], ...] = union_members(Event)
 def build_models() -> None:
     """Build the domain's validators and serializers now (once a process: a later call does
     nothing). They are built on first use (:data:`convstore.domain.blocks.DEFERRED`), so a
-    process that only replays stored models never builds them; a store's writer calls this
-    before its first decision, outside the write lock, which the build (tens of milliseconds)
-    would otherwise hold. A writer that wants its first append as quick as the rest calls it
-    at start-up. Every pydantic model of the domain's modules, and their adapters."""
+    process that decodes no event (one that only lists conversations, say) never builds them;
+    a store's writer calls this before its first decision, outside the write lock, which the
+    build (tens of milliseconds) would otherwise hold. A writer that wants its first append as
+    quick as the rest calls it at start-up. Every pydantic model of the domain's modules, and
+    their adapters."""
     from convstore.domain import blocks  # noqa: PLC0415 - the module itself, for its models
 
     for module in (blocks, sys.modules[__name__]):

@@ -2,18 +2,15 @@
 
 The state keeps what does not depend on the caller's options (see
 :mod:`convstore.engine.state`; :mod:`convstore.engine.render` renders it). A state at version
-``V`` plus the events after ``V`` equals a state folded from scratch, so the same fold keeps
-the stored replay model caught up (:mod:`convstore.backends.common.replay_tables`) and answers
-a replay, a live round or a token count from events alone (:func:`folded`).
+``V`` plus the events after ``V`` equals a state folded from scratch, so the same fold extends
+a store's cached state with the events appended since (:mod:`convstore.store.replay_cache`)
+and answers a replay, a live round or a token count from events alone (:func:`folded`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from itertools import zip_longest
+from collections.abc import Iterable
 from typing import Any, assert_never
-from uuid import UUID
 
 from convstore.domain.blocks import (
     AnyToolResult,
@@ -46,7 +43,6 @@ from convstore.domain.events import (
     Rewound,
     Role,
 )
-from convstore.engine.state import RULES, plan_text
 from convstore.engine.state import ImageLoader as ImageLoader  # noqa: PLC0414
 from convstore.engine.state import MessagePlan as MessagePlan  # noqa: PLC0414
 from convstore.engine.state import PartData as PartData  # noqa: PLC0414
@@ -108,7 +104,6 @@ def _document_ref(document: DocumentBlock, version: int, role: Role) -> str | li
         seen,
         by_url,
     ]
-    # Only when there is one: a model stored before documents had a context stays as it was.
     return ref if document.context is None else [*ref, document.context]
 
 
@@ -168,7 +163,7 @@ def fold(state: ReplayState, events: Iterable[Event]) -> None:
     for event in events:
         if event.originator_version != state.version + 1:
             msg = (
-                f"replay model at version {state.version} was given the event at version "
+                f"replay state at version {state.version} was given the event at version "
                 f"{event.originator_version}"
             )
             raise ValueError(msg)
@@ -201,15 +196,12 @@ def folded(events: Iterable[Event]) -> tuple[ReplayState, ImageLoader]:
 
 
 def _message(state: ReplayState, message_id: str) -> MessagePlan:
-    position = state.positions[message_id]
-    state.dirty.add(position)
-    return state.messages[position]
+    return state.messages[state.positions[message_id]]
 
 
 def _open(state: ReplayState, key: str, role: Role) -> None:
     """A message opened (by its start, or by its first block), at the end of the order."""
     state.positions[key] = len(state.messages)
-    state.dirty.add(len(state.messages))
     message = MessagePlan(key, role)
     state.messages.append(message)
     state.size += message.size
@@ -261,81 +253,3 @@ def _apply(state: ReplayState, event: Event) -> None:
             pass  # never part of replay
         case _:
             assert_never(event)
-
-
-def _readable(stored: str | bytes) -> str | None:
-    """A stored row's plan text, or ``None`` for a packed one that does not unpack (a
-    difference like any other)."""
-    try:
-        return plan_text(stored)
-    except ValueError:
-        return None
-
-
-def differences(
-    conversation: str,
-    version: int,
-    head: str,
-    rows: Sequence[tuple[str, str | bytes]],
-    events: Sequence[Event],
-) -> list[str]:
-    """How a stored model (its version, head text and (message id, plan text) rows) differs
-    from the fold of the conversation's first ``version`` events, one line per difference
-    naming the message; empty when it is exactly what a fold writes. ``conversation`` is its
-    id in 32 hex digits (for the messages only)."""
-    if version > len(events):
-        return [
-            f"its stored replay model is at version {version}, past the log's end {len(events)}"
-        ]
-    rules = _head_rules(head)
-    if rules not in {1, RULES}:
-        return [f"its stored replay model was written under replay rules {rules!r}, unknown here"]
-    state = ReplayState()
-    fold(state, events[:version])
-    found: list[str] = []
-    for position, (expected, row) in enumerate(zip_longest(state.messages, rows)):
-        if expected is None:
-            found.append(
-                f"its stored replay model holds message {_shown(row[0])} at position "
-                f"{position}, which the log's fold at version {version} does not"
-            )
-            break
-        if row is None:
-            found.append(
-                f"its stored replay model lacks message {_shown(expected.message_id)} "
-                f"(position {position}) that the log's fold at version {version} holds"
-            )
-            break
-        if (row[0], _readable(row[1])) != (expected.message_id, expected.encode(rules)):
-            found.append(
-                f"its stored replay model differs from the log at message "
-                f"{_shown(expected.message_id)} (position {position}, version {version})"
-            )
-    try:
-        loaded = json.loads(head)
-        facts = {"c": loaded["c"], "r": loaded["r"]}
-    except (ValueError, KeyError, TypeError):
-        found.append(f"the head of its stored replay model of {conversation} does not decode")
-    else:
-        if facts != {"c": state.facts()["c"], "r": state.facts()["r"]}:
-            found.append(
-                "its stored replay model's compactions or rewinds differ from the log's "
-                f"(version {version})"
-            )
-    return found
-
-
-def _head_rules(head: str) -> object:
-    """The rules version a stored head names (1 when it names none, as rules 1 wrote it)."""
-    try:
-        loaded = json.loads(head)
-    except ValueError:
-        return RULES  # reported below as a head that does not decode
-    return loaded.get("v", 1) if isinstance(loaded, dict) else RULES
-
-
-def _shown(message_id: str) -> str:
-    try:
-        return str(UUID(hex=message_id))
-    except (ValueError, TypeError):
-        return repr(message_id)[:80]

@@ -12,7 +12,7 @@ request fail.
 This module holds what the caller says (:class:`ReplayOptions`, the shapes) and
 :func:`replay` over events. The engine itself is one fold and one render: events fold into a
 :class:`~convstore.engine.state.ReplayState` (:func:`convstore.engine.model.fold`, the same
-fold the stored replay model is kept with), and :mod:`convstore.engine.render` turns a state
+fold a store's replay extends in memory), and :mod:`convstore.engine.render` turns a state
 and the options into what is sent, which the store's replay, live rounds, context pressure
 and ``fit_tool_results`` all read.
 """

@@ -2,10 +2,10 @@
 
 A backend is chosen once, from the store's location, by :func:`convstore.backends.backend_for`
 (the registry: one line per URL scheme). Everything that differs between backends is behind
-:class:`Backend`: opening the event log's settings for a location, where the replay model is
-kept, how many writer threads suit it, what an erasure must do after it commits, where the
-audit read model lives by default, and how the location is shown. Above ``backends/`` nothing
-asks which backend it has.
+:class:`Backend`: opening the event log's settings for a location, how many writer threads
+suit it, what an erasure must do after it commits, where the audit read model lives by
+default, and how the location is shown. Above ``backends/`` nothing asks which backend it
+has.
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 from uuid import UUID
-
-from convstore.ports.recorder import StoreRecorder
-from convstore.ports.replay import ReplayTables
 
 T = TypeVar("T")
 
@@ -74,11 +71,6 @@ class Backend(Protocol):
         given, all at once (none is left if ``fill`` raises); ``fill``'s result and the
         store's location as shown. A backend that cannot refuses with
         :class:`~convstore.InvalidInput`."""
-        ...
-
-    def replay_tables(self, recorder: StoreRecorder, key: bytes) -> ReplayTables | None:
-        """The replay model's tables beside the events ``recorder`` keeps (``None``: it has
-        nowhere to keep them); ``key`` is the chain key the stored heads' digests use."""
         ...
 
     def after_erase(self, empty_log: Callable[[], bool], conversation: UUID | None) -> None:

@@ -29,15 +29,6 @@ Decision: TypeAlias = Callable[
 """What a writer decides, given the (topic, state) rows it had missed (``None``: not read),
 as the events to record and the listing changes they make."""
 
-RowsAfter: TypeAlias = Callable[[int], list[tuple[bytes, bytes]]]
-"""The (topic, state) rows of the conversation being written after a version, read in the
-append's own transaction."""
-
-Keep: TypeAlias = Callable[[Callable[[str, Sequence[Any]], Any], RowsAfter], None]
-"""What a writer keeps current in an append's own transaction (the replay model), given that
-transaction's ``execute`` (a statement's text and its parameters) and a reader of the
-conversation's rows in it."""
-
 ListingPage: TypeAlias = tuple[list[ListedRow], dict[UUID, dict[str, str]]]
 """One page of the listing index, and the labels of its conversations."""
 
@@ -56,14 +47,8 @@ class StoreRecorder(Protocol):
         decide: Decision,
         *,
         contended: bool,
-        keep: Keep | None = None,
     ) -> None:
         """Record what ``decide`` returns, in one transaction.
-
-        ``keep``, when given, is called with the transaction's ``execute`` and a reader of
-        the conversation's rows (:data:`RowsAfter`) once the events are inserted, and writes
-        the replay model's rows in that same transaction (a backend whose replay model its
-        readers keep ignores it).
 
         Taking turns: the transaction first takes the conversation's write lock (waiting in
         line behind the writers before it), then reads the conversation's rows after version

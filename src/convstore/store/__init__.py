@@ -24,8 +24,7 @@ from eventsourcing.persistence import IntegrityError
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from convstore.backends import backend_for
-from convstore.backends.common.application import FULL_JSON_FORMAT, EventLog
-from convstore.backends.common.replay_tables import DEFAULT_CACHE_BYTES, ReplayReader
+from convstore.backends.common.application import EventLog
 from convstore.backends.sqlite.backend import WAL_RETRY_PAUSE_SECONDS, WAL_WAIT_SECONDS
 from convstore.domain.blocks import DEFERRED, AnyToolResult, Block, TextBlock
 from convstore.domain.conversation import Conversation, EntryMessage, as_of
@@ -65,12 +64,11 @@ from convstore.domain.parsing import (
     parse_text,
 )
 from convstore.ports.backend import Backend
-from convstore.ports.chain import chain_key
 from convstore.ports.erasure import Erasure
-from convstore.ports.replay import ReplayModel
 from convstore.projections.messages import RecordedBlock, collect_history
 from convstore.store.importing import Importing
 from convstore.store.listing import ConversationInfo, Page, parse_moment
+from convstore.store.replay_cache import DEFAULT_CACHE_BYTES, ReplayCache
 from convstore.store.replaying import Replayer
 from convstore.store.transfer import Transferring
 
@@ -96,7 +94,6 @@ class Store(Importing, Transferring, Replayer):
         identity: str = "",
         limits: Limits | None = None,
         replay_cache_bytes: int = DEFAULT_CACHE_BYTES,
-        replay_model: ReplayModel = True,
         backend: Backend | None = None,
     ) -> None:
         super().__init__(log, location, secret=secret, limits=limits)
@@ -110,26 +107,12 @@ class Store(Importing, Transferring, Replayer):
         """The store's format, as its marker says: 3 for a store this version made (a
         message is its block events), 2 or 1 for one an earlier version made, which keeps
         its form so the versions that share it can read it (docs/design/format-3.md)."""
-        # A store whose events are encrypted keeps no replay model beside them: it would hold
-        # their prose in the clear. Nor does a store of format 1, which convstore 0.2.0 may
-        # share: 0.2.0 neither erases the model's rows with a conversation nor knows them.
-        # Replay then folds the log (and still caches in memory).
-        keep = (
-            replay_model is not False
-            and log.mapper.cipher is None
-            and log.store_format != FULL_JSON_FORMAT
-        )
-        tables = self.backend.replay_tables(log.store_recorder, chain_key()) if keep else None
-        self._replays = ReplayReader(tables, self._counted_stream, cache_bytes=replay_cache_bytes)
-        # By default the writer keeps the model current in each append, where the backend
-        # can ("on_read": its readers keep it, as they do on a backend that cannot).
-        self._keeper = None if tables is None or replay_model is not True else tables.keeper
+        self._replays = ReplayCache(self._counted_stream, cache_bytes=replay_cache_bytes)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Release the backend's connections."""
-        self._replays.close()
         self._log.close()
 
     def __enter__(self) -> Store:

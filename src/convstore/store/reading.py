@@ -184,10 +184,17 @@ class LogReader:
         return changes, _Tail(self, conversation_id, rows)
 
     def _decoded(
-        self, conversation_id: UUID, rows: Iterable[tuple[bytes, bytes]]
+        self,
+        conversation_id: UUID,
+        rows: Iterable[tuple[bytes, bytes]],
+        *,
+        trusted: bool = False,
     ) -> Iterator[Event]:
-        """(topic, state) rows of one conversation decoded, refusing a damaged topic."""
-        decode = self._log.pydantic_mapper.decode_state
+        """(topic, state) rows of one conversation decoded, refusing a damaged topic;
+        ``trusted``: rebuilt from their fields without validating them again, as replay reads
+        them (:mod:`convstore.backends.common.trusted_decode`)."""
+        mapper = self._log.pydantic_mapper
+        decode = mapper.decode_state_trusted if trusted else mapper.decode_state
         for topic, state in rows:
             try:
                 event = decode(state)
@@ -247,4 +254,4 @@ class _Tail:
 
     def events(self, *, skip_first: bool = False) -> Iterator[Event]:
         rows = self._rows[1:] if skip_first else self._rows
-        return self._reader._decoded(self._conversation, rows)
+        return self._reader._decoded(self._conversation, rows, trusted=True)

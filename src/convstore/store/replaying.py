@@ -2,8 +2,8 @@
 
 The rules live in the replay engine (:mod:`convstore.engine`: one fold,
 :func:`convstore.engine.model.fold`, and one render, :mod:`convstore.engine.render`, which
-``live`` and ``pressure`` read); this part of the store reads the events or the stored model
-and checks the caller's options.
+``live`` and ``pressure`` read); this part of the store reads the events and checks the
+caller's options.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from dataclasses import replace
 from functools import partial
 from uuid import UUID
 
-from convstore.backends.common.replay_tables import ReplayReader
 from convstore.domain.blocks import (
     DocumentBlock,
     HostedToolResultBlock,
@@ -23,11 +22,12 @@ from convstore.domain.errors import ConversationNotFound, InvalidInput
 from convstore.domain.events import BlockAppended, BlockRecorded
 from convstore.domain.parsing import parse_count, parse_id
 from convstore.engine.live import live_request
-from convstore.engine.model import differences, folded
+from convstore.engine.model import folded
 from convstore.engine.plan import JSONDict, ReplayOptions, Shape, replay_options
 from convstore.engine.pressure import Pressure, fit_keep, measure
 from convstore.engine.render import plan
 from convstore.store.reading import LogReader
+from convstore.store.replay_cache import ReplayCache
 
 
 class Replayer(LogReader):
@@ -37,12 +37,13 @@ class Replayer(LogReader):
     ``shape``, ``vision``, ``full`` and ``keep_tool_results`` are a shorthand that replaces
     the matching field of ``options`` when given (``None`` leaves it as it is).
 
-    :meth:`replay` answers from the replay read model
-    (:mod:`convstore.backends.common.replay_tables`), caught up with the log on every call.
+    :meth:`replay` folds the conversation's log, read once in version order, and keeps the
+    fold in memory (:mod:`convstore.store.replay_cache`), extending it on the next call by
+    the events appended since.
     """
 
-    _replays: ReplayReader
-    """The replay model's reader (set by the store, which knows its budget)."""
+    _replays: ReplayCache
+    """The in-process folds (set by the store, which knows their budget)."""
 
     def replay(
         self,
@@ -73,26 +74,11 @@ class Replayer(LogReader):
             raise ConversationNotFound(msg)
         return found
 
-    def replay_model_differences(self, conversation: UUID | str) -> list[str]:
-        """How the stored replay model of a conversation differs from a fold of its log, one
-        line per difference naming the message (what ``verify`` reports); empty when it
-        matches, or when none is stored. Replay itself never sends a model that fails its
-        digest or was folded before a row of the log changed in place."""
-        conversation_id = parse_id(conversation, "conversation")
-        tables = self._replays.tables
-        if tables is None:
-            return []
-        stored = self._guarded(lambda: tables.read(conversation_id))
-        if stored is None:
-            return []
-        events = self.events(conversation_id)
-        return differences(conversation_id.hex, stored.version, stored.head, stored.rows, events)
-
     def _image(
         self, conversation_id: UUID, version: int, index: int | None
     ) -> ImageBlock | DocumentBlock:
         """The image or document recorded at ``version`` (``index`` into a tool result's
-        content), read back for a vision replay from the model, which keeps no such data."""
+        content), read back for a vision replay (a fold keeps no image data)."""
         event = next(self._stream(conversation_id, version - 1))
         assert isinstance(event, BlockAppended | BlockRecorded)
         block = event.block

@@ -37,8 +37,6 @@ from convstore.domain.errors import (
 from convstore.domain.events import BlockAppended, BlockRecorded, Event, build_models
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_id
-from convstore.ports.recorder import RowsAfter
-from convstore.ports.replay import Execute, ReplayKeeper
 from convstore.projections.listing import ListingChange, listing_changes
 from convstore.store.reading import LogReader
 
@@ -73,8 +71,6 @@ class Writer(LogReader):
         self._contended: set[UUID] = set()
         """Conversations other writers were writing to at this store's last write: the next
         write takes its turn at once rather than first try and lose."""
-        self._keeper: ReplayKeeper | None = None
-        """What keeps the stored replay model current inside each write (set by the store)."""
 
     def _lock(self, conversation_id: UUID) -> threading.Lock:
         """The lock that serialises this process's writes to one conversation."""
@@ -92,8 +88,6 @@ class Writer(LogReader):
         """Drop a conversation's cached writer state (it was erased)."""
         with self._guard:
             self._states.pop(conversation_id, None)
-        if self._keeper is not None:
-            self._keeper.forget(conversation_id)
 
     def _record_new(
         self, events: list[Event], taken: Callable[[], ConvstoreError] | None = None
@@ -185,7 +179,6 @@ class Writer(LogReader):
                         state.version,
                         turn,
                         contended=contended,
-                        keep=None if self._keeper is None else turn.keep,
                     )
                 except (_Behind, InvalidInput):
                     # The cached state may be behind another process's writes (a message it
@@ -245,10 +238,6 @@ class _Turn:
         self.missed = 0
         """How many events other writers had recorded since this writer's cached state."""
         self.events: list[Event] = []
-        self.before = 0
-        """The version the events follow."""
-        self.empty = False
-        """Whether the conversation held nothing replay shows before them."""
 
     def __call__(
         self, missed: list[tuple[bytes, bytes]] | None
@@ -269,8 +258,6 @@ class _Turn:
                     f"expected {self._expected}: it changed since it was read"
                 )
                 raise VersionConflict(msg)
-        self.before = state.version
-        self.empty = not state.messages and not state.rewinds
         self.events = self._decide(state)
         to_stored = self._writer._log.mapper.to_stored_event
         stored = []
@@ -281,19 +268,6 @@ class _Turn:
                 raise _unreadable(event, exc) from None
         first_users = {state.id: state.first_user}
         return stored, listing_changes(self.events, first_users, previews=self._writer._previews)
-
-    def keep(self, execute: Execute, rows_after: RowsAfter) -> None:
-        """The replay model's share of the write, in its transaction (the hook the recorder
-        calls once the events are inserted)."""
-        keeper = self._writer._keeper
-        assert keeper is not None
-        conversation, before = self._state.id, self.before
-
-        def missed(version: int) -> list[Event]:
-            decoded = self._writer._decoded(conversation, rows_after(version))
-            return [event for event in decoded if event.originator_version <= before]
-
-        keeper(execute, conversation, before, self.events, empty=self.empty, missed=missed)
 
 
 def _unreadable(event: Event, exc: UnreadableEvent) -> InvalidInput:

@@ -1,2 +1,3 @@
-"""What the backends share: the eventsourcing application and its mapper, the listing and
-replay-model tables, the read-only connection, GC pauses."""
+"""What the backends share: the eventsourcing application and its mapper, the listing
+tables, the retired replay-model tables an erasure still empties, the read-only connection,
+GC pauses."""

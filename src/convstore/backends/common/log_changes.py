@@ -1,9 +1,9 @@
 """The log's change count: how many of a conversation's stored rows were changed or deleted in
-place, kept by triggers on the events table, so a reader of a derived copy (the replay model)
-learns from one small row that its copy no longer matches the log.
+place, kept by triggers on the events table, so a reader of a derived copy (replay's
+in-process fold, a runtime adapter's) learns from one small row that its copy no longer
+matches the log.
 
-Names only, and no import of the domain's models: the command line's quick replay reads them
-before anything else is loaded. Each backend makes the table and triggers
+Names only, and no import of the domain's models. Each backend makes the table and triggers
 (:func:`convstore.backends.sqlite.recorder.change_count_statements`, and the PostgreSQL
 recorder's create statements).
 """

@@ -1,8 +1,5 @@
-"""The names of convstore's own tables, shared by every backend and by the quick replay path.
-
-Nothing here imports anything, so the quick path (which answers before eventsourcing or
-pydantic is imported) takes these names from the same module the backends do.
-"""
+"""The names of convstore's own tables, shared by every backend. Nothing here imports
+anything."""
 
 from __future__ import annotations
 
@@ -30,8 +27,11 @@ BLOCK_EVENTS_FORMAT = 3
 STORE_FORMATS = (FULL_JSON_FORMAT, COMPACT_FORMAT, STORE_FORMAT)
 """The store formats this version reads and writes."""
 
-HEADS = "convstore_replay_heads"
-"""The replay model's heads: per conversation, the version folded and its head."""
+RETIRED_HEADS = "convstore_replay_heads"
+"""The heads of the replay model earlier versions kept (per conversation, the version folded);
+never read or written now, only emptied of an erased conversation
+(:mod:`convstore.backends.common.retired_replay`)."""
 
-MESSAGES = "convstore_replay_messages"
-"""The replay model's rows: one per stored message, its id and its plan's JSON text."""
+RETIRED_MESSAGES = "convstore_replay_messages"
+"""The rows of that model: one per message, holding its text; emptied as
+:data:`RETIRED_HEADS` is."""

@@ -12,7 +12,7 @@ keeping its read models in a local SQLite replica fed from the stream.
   the store is P such streams (``NAME-p0`` …), a conversation in the one its id picks, and
   the replica numbers the events of all of them itself.
 - **Read models**: the replica holds the events (each at its stream sequence), heads,
-  listing, tombstones and replay model, each message applied once in one transaction that
+  listing and tombstones, each message applied once in one transaction that
   moves the replica's position; every read brings it up to the stream's newest sequence first.
 - **Erase** publishes a tombstone on the conversation's subject, deletes its messages on
   every server (their bytes overwritten) and purges the subject below the tombstone; the
@@ -40,13 +40,10 @@ from convstore.backends.nats.location import NatsLocation, stream_names
 from convstore.backends.nats.replica import refuse_other_owner, replica_owner, skipped_messages
 from convstore.backends.sqlite.backend import SQLiteBackend
 from convstore.backends.sqlite.recorder import create_private_file
-from convstore.backends.sqlite.replay_tables import SQLiteReplayTables
 from convstore.domain.errors import ConvstoreError, InvalidInput, NoStore, StoreError
 from convstore.ports.backend import Opening
 from convstore.ports.extras import missing_extra
-from convstore.ports.recorder import StoreRecorder
 from convstore.ports.records import failure_detail
-from convstore.ports.replay import ReplayTables
 
 if TYPE_CHECKING:
     from convstore.backends.nats.link import JetStreamLink
@@ -132,17 +129,6 @@ class NatsBackend:
                 ):
                     leftover.unlink(missing_ok=True)
                 raise
-
-    def replay_tables(self, recorder: StoreRecorder, key: bytes) -> ReplayTables | None:
-        """In the replica, kept by readers (an append's transaction is the stream's)."""
-        from convstore.backends.nats.recorder import NatsRecorder  # noqa: PLC0415
-
-        if not isinstance(recorder, NatsRecorder):
-            return None
-        datastore = recorder.datastore
-        return SQLiteReplayTables(
-            datastore.pool.db_name, lambda: datastore.transaction(commit=False), key, keep=False
-        )
 
     def after_erase(self, empty_log: Callable[[], bool], conversation: UUID | None) -> None:
         """Empty the replica's write-ahead log, as for a SQLite store (the stream was purged

@@ -1,5 +1,5 @@
 """The recorder of a ``nats://`` store: the event log is a JetStream stream, and every read
-model (the events' local copy, heads, listing, tombstones, replay model) is a SQLite *replica*
+model (the events' local copy, heads, listing, tombstones) is a SQLite *replica*
 fed from it exactly once, in stream order.
 
 Writes go to the stream only (see :mod:`convstore.backends.nats.backend` for the design):
@@ -76,6 +76,7 @@ from eventsourcing.sqlite import SQLiteDatastore
 from convstore.backends.common.listing import apply_changes, refuse_if_active
 from convstore.backends.common.listing import forget as forget_listing
 from convstore.backends.common.log_changes import CHANGES_TABLE
+from convstore.backends.common.retired_replay import forget_sqlite as forget_retired
 from convstore.backends.nats.link import (
     BATCH_COMMIT_HEADER,
     BATCH_ID_HEADER,
@@ -104,13 +105,12 @@ from convstore.backends.sqlite.recorder import (
     _advance_heads,
     _translated,
 )
-from convstore.backends.sqlite.replay_tables import forget_sqlite as forget_replays
 from convstore.backends.sqlite.transaction import immediate
 from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
 from convstore.domain.events import Event, utcnow
 from convstore.ports.chain import HEADS_TABLE, Head, advance
 from convstore.ports.erasure import ERASED_TABLE, Erasure
-from convstore.ports.recorder import Decision, Keep, RawRecord
+from convstore.ports.recorder import Decision, RawRecord
 from convstore.projections.listing import ListedRow, ListingQuery, listing_changes
 
 try:
@@ -1005,7 +1005,6 @@ class NatsRecorder(SQLiteWriterRecorder):
         decide: Decision,
         *,
         contended: bool,
-        keep: Keep | None = None,
     ) -> None:
         """Decide against the replica (brought up to date first when ``contended``) and
         publish conditionally on the conversation's newest event: a writer that lost the
@@ -1273,7 +1272,7 @@ def _apply_tombstone(
     conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
     conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
     forget_listing(conn.execute, SQLITE, conversation)
-    forget_replays(conn.execute, conversation)
+    forget_retired(conn.execute, conversation)
 
 
 def _ends_a_publish(message: Delivered) -> bool:

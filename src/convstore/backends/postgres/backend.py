@@ -18,13 +18,10 @@ from uuid import UUID
 from convstore.backends.common.locations import data_directory, redact
 from convstore.backends.common.mapper import COMPRESS_FROM
 from convstore.backends.postgres.factory import PostgresSettings
-from convstore.backends.postgres.replay_tables import PostgresReplayTables
 from convstore.domain.errors import ConvstoreError, InvalidInput, StoreError
 from convstore.ports.backend import Opening
 from convstore.ports.extras import missing_extra
-from convstore.ports.recorder import StoreRecorder
 from convstore.ports.records import failure_detail
-from convstore.ports.replay import ReplayTables
 
 T = TypeVar("T")
 
@@ -69,13 +66,6 @@ class PostgresBackend:
     ) -> tuple[T, str]:
         msg = f"only a SQLite file is made whole from the start, not {redact(location)}"
         raise InvalidInput(msg)
-
-    def replay_tables(self, recorder: StoreRecorder, key: bytes) -> ReplayTables | None:
-        # By module name, so that asking imports no driver.
-        if not any(cls.__module__ == "eventsourcing.postgres" for cls in type(recorder).__mro__):
-            return None
-        datastore = getattr(recorder, "datastore")  # noqa: B009 - typed loosely on purpose
-        return PostgresReplayTables(datastore, datastore.schema, key)
 
     def after_erase(self, empty_log: Callable[[], bool], conversation: UUID | None) -> None:
         """Nothing: the rows are deleted in the erasing transaction, and the server owns its

@@ -72,7 +72,7 @@ from convstore.backends.common.listing import (
     forget as forget_listing,
 )
 from convstore.backends.common.log_changes import CHANGE_TRIGGERS, CHANGES_TABLE, TRUNCATE_TRIGGER
-from convstore.backends.postgres.replay_tables import forget_postgres as forget_replays
+from convstore.backends.common.retired_replay import forget_postgres as forget_retired
 from convstore.domain.errors import ConversationErased, ConversationNotFound
 from convstore.domain.events import Event
 from convstore.ports.chain import (
@@ -83,7 +83,7 @@ from convstore.ports.chain import (
     chain_key,
 )
 from convstore.ports.erasure import ERASED_TABLE, Erasure
-from convstore.ports.recorder import Decision, Keep, RawRecord, StoreRecorder
+from convstore.ports.recorder import Decision, RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 POSTGRES = Dialect("%s", "uuid", "ILIKE", lambda u: u)
@@ -556,14 +556,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
         decide: Decision,
         *,
         contended: bool,
-        keep: Keep | None = None,
     ) -> None:
         """Uncontended, one round trip as :meth:`insert_events` (``decide`` is given
         ``None``; a lost race is an ``IntegrityError``). Contended, the writer takes its turn:
         it waits for the conversation's advisory lock (PostgreSQL queues its waiters in order),
         reads what it missed and the head, decides, and records, in one transaction, so a
-        writer that lost once cannot lose again to another taking turns. ``keep`` is not
-        called: readers keep the replay model here (an append stays one round trip)."""
+        writer that lost once cannot lose again to another taking turns."""
         if not contended:
             stored, listing = decide(None)
             if stored:
@@ -827,7 +825,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, StoreRecorder):
                 conversation,
                 self._prefix,
             )
-            forget_replays(
+            forget_retired(
                 lambda text, params: curs.execute(text.encode(), params, prepare=False),
                 conversation,
                 self._prefix,

@@ -21,18 +21,14 @@ from convstore.backends.sqlite.files import (
     remove_leftovers,
 )
 from convstore.backends.sqlite.recorder import (
-    SQLiteWriterRecorder,
     file_uri,
     lock_timeout_seconds,
     refuse_sqlite_uri,
     sqlite_env,
 )
-from convstore.backends.sqlite.replay_tables import SQLiteReplayTables
 from convstore.domain.errors import ConvstoreError, InvalidInput, NoStore, StoreError
 from convstore.ports.backend import Opening
-from convstore.ports.recorder import StoreRecorder
 from convstore.ports.records import failure_detail
-from convstore.ports.replay import ReplayTables
 
 T = TypeVar("T")
 
@@ -46,9 +42,10 @@ WAL_RETRY_PAUSE_SECONDS = 0.1
 SQLITE_COMPRESS_FROM = 512
 """Event bodies from 512 bytes are compressed in a SQLite store (2 KB elsewhere,
 :data:`~convstore.backends.common.mapper.COMPRESS_FROM`): the host's own disk holds the store
-and its replay model, and a paragraph of reasoning or an answer shrinks to ~55%. On issue 23's
-agent workload that took 1.3 MB off 10,000 messages (~0.07x of the raw rows) for ~4% more CPU
-per append (zlib, ~26 µs a 600-byte body); a stream of 1 KB blocks pays ~10% per block."""
+(and, before format 3, its replay model), and a paragraph of reasoning or an answer shrinks to
+~55%. On issue 23's agent workload that took 1.3 MB off 10,000 messages (~0.07x of the raw
+rows) for ~4% more CPU per append (zlib, ~26 µs a 600-byte body); a stream of 1 KB blocks
+pays ~10% per block."""
 
 
 class SQLiteBackend:
@@ -121,14 +118,6 @@ class SQLiteBackend:
             )
             raise InvalidInput(msg)
         return filled[0], str(path)
-
-    def replay_tables(self, recorder: StoreRecorder, key: bytes) -> ReplayTables | None:
-        if not isinstance(recorder, SQLiteWriterRecorder):
-            return None
-        datastore = recorder.datastore
-        return SQLiteReplayTables(
-            datastore.pool.db_name, lambda: datastore.transaction(commit=False), key
-        )
 
     def after_erase(self, empty_log: Callable[[], bool], conversation: UUID | None) -> None:
         """Empty the write-ahead log, trying for :data:`WAL_WAIT_SECONDS` (each try holds

@@ -38,8 +38,9 @@ from convstore.ports.erasure import ERASED_TABLE
 
 PAGE_SIZE = 8192
 """The page size of a store this version creates (SQLite's default is 4 KB; a file keeps
-the size it was made with, so older stores stay at theirs). A message's row of the replay
-model (~2.3 KB for two 2 KB tool outputs, packed) or an event holding a long block leaves
+the size it was made with, so older stores stay at theirs). A row of the replay
+model earlier versions kept (~2.3 KB for two 2 KB tool outputs) or an event holding a long
+block leaves
 the rest of a 4 KB page unused when the next row does not fit: on issue 23's agent workload
 8 KB pages took the file from 1.62x to 1.59x the raw rows at 1,000 messages and from 1.59x
 to 1.51x at 10,000. The prices: each commit writes its pages whole to the write-ahead log,

@@ -53,7 +53,7 @@ from convstore.backends.common.log_changes import (
     CHANGES_TABLE,
     SELECT_CHANGE_COUNT,
 )
-from convstore.backends.sqlite.replay_tables import forget_sqlite as forget_replays
+from convstore.backends.common.retired_replay import forget_sqlite as forget_retired
 from convstore.backends.sqlite.transaction import POLL_SECONDS, delete_securely, immediate
 from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
 from convstore.domain.events import Event
@@ -69,7 +69,7 @@ from convstore.ports.erasure import (
     SQLITE_ERASED_TABLE,
     Erasure,
 )
-from convstore.ports.recorder import Decision, Keep, RawRecord, StoreRecorder
+from convstore.ports.recorder import Decision, RawRecord, StoreRecorder
 from convstore.projections.listing import ListedRow, ListingChange, ListingQuery, listing_changes
 
 SQLITE = Dialect("?", "TEXT", "LIKE", lambda u: u.hex)
@@ -343,7 +343,6 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         decide: Decision,
         *,
         contended: bool,
-        keep: Keep | None = None,
     ) -> None:
         """Take SQLite's write lock, read the rows after ``after``, decide and insert, in one
         transaction: a writer waiting for the lock never decides against a stale state, so
@@ -357,19 +356,12 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
             conn = self._connection()
             key, select = conversation_id.hex, self._select_missed
 
-            def rows_after(version: int) -> list[tuple[bytes, bytes]]:
-                """The conversation's (topic, state) rows after ``version``, in this
-                transaction: what the writer missed, and what the keeper may lack."""
-                found = conn.execute(select, (key, version)).fetchall()
-                return [(bytes(row[0] or b""), row[1]) for row in found]
-
             with immediate(conn, self._lock_wait, busy_ms=0):
-                rows = rows_after(after)
+                found = conn.execute(select, (key, after)).fetchall()
+                rows = [(bytes(row[0] or b""), row[1]) for row in found]
                 stored, listing = decide(rows)
                 if stored:
                     self._insert(conn, stored, listing)
-                    if keep is not None:
-                        keep(conn.execute, rows_after)
         if rows:
             time.sleep(random.uniform(POLL_SECONDS, 2 * POLL_SECONDS))  # noqa: S311 - jitter
 
@@ -812,7 +804,7 @@ def _erase_rows(
     conn.execute(f"DELETE FROM {HEADS_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
     conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE originator_id = ?", (key,))  # noqa: S608
     forget_listing(conn.execute, SQLITE, conversation)
-    forget_replays(conn.execute, conversation)
+    forget_retired(conn.execute, conversation)
     return cursor.lastrowid or 0, count
 
 

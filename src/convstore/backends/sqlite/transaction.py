@@ -2,7 +2,7 @@
 setting every writing connection takes so that nothing it deletes stays in the file.
 
 Kept apart from :mod:`convstore.backends.sqlite.recorder` (which imports eventsourcing) so that
-light readers, such as the replay model's tables on the command line's quick path, can use it.
+light readers can use it without loading eventsourcing.
 """
 
 from __future__ import annotations

@@ -54,8 +54,7 @@ class AsyncStore(AsyncStoreBase):
     ``children``, ``conversation_info``, ``conversations``, ``entries``, ``erasures``,
     ``events``, ``events_after``, ``fit_tool_results``, ``heads``, ``last_event``,
     ``list_conversations``, ``live_request``, ``log_position``, ``messages``,
-    ``notifications``, ``pressure``, ``replay``, ``replay_model_differences``,
-    ``storage_problems``, ``tail``.
+    ``notifications``, ``pressure``, ``replay``, ``storage_problems``, ``tail``.
 
     Written by hand (:mod:`convstore.store.aio._base`): :meth:`close` finishes the
     calls in flight first, :meth:`raw_events` returns a list, and :meth:`scan` and
@@ -435,13 +434,6 @@ class AsyncStore(AsyncStoreBase):
             full=full,
             keep_tool_results=keep_tool_results,
         )
-
-    async def replay_model_differences(self, conversation: UUID | str) -> list[str]:
-        """How the stored replay model of a conversation differs from a fold of its log, one
-        line per difference naming the message (what ``verify`` reports); empty when it
-        matches, or when none is stored. Replay itself never sends a model that fails its
-        digest or was folded before a row of the log changed in place."""
-        return await self._read(self.store.replay_model_differences, conversation)
 
     async def live_request(
         self,

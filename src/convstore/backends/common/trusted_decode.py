@@ -1,0 +1,250 @@
+"""Replay's decoder: a compact state read back into its event without validating it again.
+
+Every event in the log was validated (and its values checked) before it was written, and
+``verify`` decodes every row through the validating adapter
+(:func:`~convstore.backends.common.mapper.decode_compact`). Replay, which reads a
+conversation's rows on every first load, rebuilds the events with the models' own fields
+instead: the body is parsed by the standard JSON reader, each field takes the value as parsed
+(or a UUID, a nested model, a block built the same way), and the model is assembled as
+``model_construct`` does, without its overhead. No model's validator is built for it, so a
+fresh process that only replays never pays for building them.
+
+What it cannot rebuild so, it hands to the validating decoder, whole: an event whose class or
+any field it meets carries a validator of its own, a value of a type its field does not take
+as parsed (a timestamp kept in the body, a tool result's list of parts), anything unexpected.
+The plans are derived from the models' fields, never listed by hand, and
+``tests/test_trusted_decode.py`` holds that the two decoders give equal events for every
+event and block kind.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import zlib
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from uuid import UUID
+
+from pydantic import BaseModel, JsonValue
+from pydantic_core import PydanticUndefined
+
+from convstore.backends.common import mapper
+from convstore.domain.events import EVENT_CLASSES, Event
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NONE = type(None)
+_SCALARS = frozenset({str, int, bool, _NONE})
+
+
+class _Fallback(Exception):
+    """The value cannot be rebuilt without validation: the validating decoder takes it."""
+
+
+def _members(annotation: Any) -> list[Any]:
+    """A field's annotation as the types of its union, ``Annotated`` taken off."""
+    if get_origin(annotation) is Annotated:
+        return _members(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [member for arg in get_args(annotation) for member in _members(arg)]
+    return [annotation]
+
+
+def _is_json(annotation: Any) -> bool:
+    """Whether values of ``annotation`` are exactly what the JSON reader returns."""
+    if annotation is JsonValue or annotation in _SCALARS or get_origin(annotation) is Literal:
+        return True
+    origin = get_origin(annotation)
+    if origin is dict:
+        key, value = get_args(annotation)
+        return key is str and _is_json(value)
+    if origin is list:
+        return all(_is_json(arg) for arg in get_args(annotation))
+    return False
+
+
+Convert = Callable[[Any], Any]
+
+
+def _converter(annotation: Any) -> Convert | None:
+    """How a field's parsed JSON value becomes its value; ``None``: it is taken as parsed."""
+    members = _members(annotation)
+    if all(m in _SCALARS or get_origin(m) is Literal for m in members):
+        return _scalar_check(members)
+    if all(_is_json(member) for member in members):
+        return None
+    if set(members) <= {UUID, _NONE}:
+        return lambda value: None if value is None else UUID(value)
+    if float in members and all(_is_json(m) or m is float for m in members):
+        return lambda value: float(value) if type(value) is int else value
+    models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+    if models and len(models) + members.count(_NONE) == len(members):
+        by_type = _by_type(models)
+        if by_type is not None:
+            return lambda value: None if value is None else _build_tagged(by_type, value)
+    plain = tuple(m for m in members if m in _SCALARS)
+    if plain:  # a union with other types: a value of a plain one is taken as parsed
+
+        def taken_if_plain(value: Any) -> Any:
+            if type(value) in plain:
+                return value
+            raise _Fallback
+
+        return taken_if_plain
+    return _refuse
+
+
+def _scalar_check(members: list[Any]) -> Convert:
+    """A field of scalars and literals: its value taken as parsed when it is of one of them
+    (a damaged row's ``"index": "1"`` is left to the validator, which refuses it)."""
+    types_ = frozenset(m for m in members if m in _SCALARS)
+    literals = frozenset(
+        (type(arg), arg) for m in members if get_origin(m) is Literal for arg in get_args(m)
+    )
+
+    def checked(value: Any) -> Any:
+        if type(value) in types_ or (type(value), value) in literals:
+            return value
+        raise _Fallback
+
+    return checked
+
+
+def _refuse(value: Any) -> Any:
+    raise _Fallback
+
+
+class _Plan:
+    """How one model is assembled from its parsed fields."""
+
+    __slots__ = ("cls", "converters", "defaults", "factories", "names", "order")
+
+    def __init__(self, cls: type[BaseModel]) -> None:
+        self.cls = cls
+        self.order = tuple(cls.model_fields)
+        self.names = frozenset(self.order)
+        self.defaults: dict[str, Any] = {}
+        self.factories: dict[str, Callable[[], Any]] = {}
+        self.converters: dict[str, Convert] = {}
+        decorators = cls.__pydantic_decorators__
+        checked = {
+            field
+            for validator in decorators.field_validators.values()
+            for field in validator.info.fields
+        }
+        for name, field in cls.model_fields.items():
+            if field.default_factory is not None:
+                self.factories[name] = field.default_factory  # type: ignore[assignment]
+            elif field.default is not PydanticUndefined:
+                self.defaults[name] = field.default
+            convert = _refuse if name in checked else _converter(field.annotation)
+            if convert is not None:
+                self.converters[name] = convert
+
+    def build(self, fields: dict[str, Any], given: dict[str, Any] | None = None) -> BaseModel:
+        """The model of ``fields`` (as parsed, converted here) and ``given`` (typed already:
+        what a compact state's header holds)."""
+        if not fields.keys() <= self.names:
+            raise _Fallback
+        for name, convert in self.converters.items():
+            if name in fields:
+                fields[name] = convert(fields[name])
+        if given:
+            fields.update(given)
+        values: dict[str, Any] = {}
+        for name in self.order:  # the field order a validated model's __dict__ has
+            if name in fields:
+                values[name] = fields[name]
+            elif name in self.defaults:
+                values[name] = self.defaults[name]
+            elif name in self.factories:
+                values[name] = self.factories[name]()
+            else:
+                raise _Fallback  # a required field missing: the validator says so
+        model = object.__new__(self.cls)
+        object.__setattr__(model, "__dict__", values)
+        object.__setattr__(model, "__pydantic_fields_set__", set(fields))
+        object.__setattr__(model, "__pydantic_extra__", None)
+        object.__setattr__(model, "__pydantic_private__", None)
+        return model
+
+
+_PLANS: dict[type[BaseModel], _Plan | None] = {}
+
+
+def _plan(cls: type[BaseModel]) -> _Plan | None:
+    """The plan of ``cls``, or ``None`` when a validator of the whole model must see it."""
+    if cls not in _PLANS:
+        _PLANS[cls] = None  # while it is being made (a model that holds itself falls back)
+        has_own = bool(cls.__pydantic_decorators__.model_validators) or (
+            cls.model_config.get("extra") == "allow"
+        )
+        _PLANS[cls] = None if has_own else _Plan(cls)
+    return _PLANS[cls]
+
+
+def _by_type(models: list[type[BaseModel]]) -> dict[str, type[BaseModel]] | None:
+    """Models told apart by their ``type`` literal (a block union), or the one model."""
+    if len(models) == 1:
+        return {"": models[0]}
+    found: dict[str, type[BaseModel]] = {}
+    for model in models:
+        field = model.model_fields.get("type")
+        if field is None or not isinstance(field.default, str):
+            return None
+        found[field.default] = model
+    return found
+
+
+def _build_tagged(by_type: dict[str, type[BaseModel]], value: Any) -> BaseModel:
+    if type(value) is not dict:
+        raise _Fallback
+    cls = by_type.get("") or by_type.get(value.get("type", ""))
+    plan = None if cls is None else _plan(cls)
+    if plan is None:
+        raise _Fallback
+    return plan.build(value)
+
+
+_EVENT_PLANS: dict[int, tuple[_Plan | None, str]] = {
+    mapper.KIND_CODES.index(str(cls.model_fields["type"].default)) + 1: (
+        _plan(cls),
+        str(cls.model_fields["type"].default),
+    )
+    for cls in EVENT_CLASSES
+}
+
+
+def decode_trusted(state: bytes) -> Event:
+    """The event a compact state holds, rebuilt from its fields as they were written; one it
+    cannot rebuild so is decoded (and validated) by
+    :func:`~convstore.backends.common.mapper.decode_compact`."""
+    try:
+        return _rebuilt(state)
+    except (_Fallback, ValueError, TypeError, KeyError, AttributeError, zlib.error):
+        return mapper.decode_compact(state)
+
+
+def _rebuilt(state: bytes) -> Event:
+    _head, version_end, has_time, has_message, at = mapper.layout_of(state)
+    plan, kind = _EVENT_PLANS[state[1] & mapper.KIND_MASK]
+    if plan is None:
+        raise _Fallback
+    body = state[at:] if state[0] == mapper.COMPACT else zlib.decompress(state[at:])
+    fields: dict[str, Any] = json.loads(b"{" + body[1:]) if body != b"}" else {}
+    if not fields.keys().isdisjoint(("originator_id", "originator_version", "type")):
+        raise _Fallback  # the header holds these: a body holding them is not ours
+    given: dict[str, Any] = {
+        "originator_id": UUID(bytes=state[2:18]),
+        "originator_version": int.from_bytes(state[18:version_end], "big"),
+        "type": kind,
+    }
+    at_field = version_end
+    if has_time:
+        micros = int.from_bytes(state[at_field : at_field + 8], "big")
+        given["timestamp"] = _EPOCH + timedelta(microseconds=micros)
+        at_field += 8
+    if has_message:
+        given["message_id"] = UUID(bytes=state[at_field : at_field + 16])
+    return plan.build(fields, given)  # type: ignore[return-value]
