@@ -51,11 +51,6 @@ conversation's old chain head is under ``upgraded_from:<conversation>`` as
 ``<version> <chain, hex>``."""
 
 
-class UpgradeRefused(StoreError):
-    """The upgrade could not switch (the store open elsewhere, changed meanwhile): nothing was
-    switched and the old store is as it was."""
-
-
 class SQLiteUpgrade:
     """One upgrade of the SQLite store at ``path``; :meth:`hold` first, :meth:`close` always."""
 
@@ -88,7 +83,7 @@ class SQLiteUpgrade:
                     "(CONVSTORE_LOCK_TIMEOUT): stop its writers, then upgrade again; nothing "
                     "was written"
                 )
-                raise UpgradeRefused(msg) from None
+                raise StoreError(msg) from None
             raise
         self._held = conn
         self._state = _log_state(conn)
@@ -157,7 +152,7 @@ class SQLiteUpgrade:
         """Put the new store in the old one's place (see the module's docstring); ``linked``
         is called once the backup is linked, before the rename (a kill there leaves the
         store and a second name of it, which the next upgrade removes). Raises
-        :class:`UpgradeRefused`, nothing switched, when another process has the store open or
+        :class:`StoreError`, nothing switched, when another process has the store open or
         the log changed since :meth:`hold`."""
         conn = self._connection()
         conn.execute("ROLLBACK")  # nothing was written under the lock; the next takes it again
@@ -171,7 +166,7 @@ class SQLiteUpgrade:
                 f"{self.path} is open in another process (a writer, a reader, `serve`…): close "
                 "it, then upgrade again; nothing was switched"
             )
-            raise UpgradeRefused(msg)
+            raise StoreError(msg)
         self._left_wal = True
         conn.execute("BEGIN EXCLUSIVE")
         if _log_state(conn) != self._state:
@@ -179,7 +174,7 @@ class SQLiteUpgrade:
                 f"{self.path} changed between the upgrade's build and its switch (a writer got "
                 "in): upgrade again; nothing was switched"
             )
-            raise UpgradeRefused(msg)
+            raise StoreError(msg)
         # Out of WAL mode, with every other connection shut out: no log or shared memory of
         # the old file may meet the new one.
         for suffix in SIDECARS:
