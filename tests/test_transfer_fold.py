@@ -23,7 +23,7 @@ import pytest
 
 import convstore
 from convstore import Store
-from convstore.cli.verify import store_verifier
+from convstore.app.verifying import store_verifier
 from convstore.domain.blocks import Block
 from convstore.domain.events import (
     EVENT_ADAPTER,

@@ -24,9 +24,9 @@ from click.testing import CliRunner, Result
 
 from convstore import open_store
 from convstore.app.demo import record_demo
+from convstore.app.verifying import store_verifier
 from convstore.backends.common.mapper import event_json
 from convstore.cli import cli
-from convstore.cli.verify import store_verifier
 from convstore.domain.errors import StoreError
 from convstore.ports.chain import genesis, link
 from tests.conftest import format2_store_file

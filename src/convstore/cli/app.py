@@ -38,6 +38,7 @@ LAZY_COMMANDS = {
     "serve": "convstore.cli.web:serve",
     "erase": "convstore.cli.lifecycle:erase",
     "vacuum": "convstore.cli.lifecycle:vacuum",
+    "upgrade": "convstore.cli.upgrade:upgrade",
     "rewind": "convstore.cli.lifecycle:rewind",
     "fork": "convstore.cli.lifecycle:fork",
     "start": "convstore.cli.lifecycle:start",

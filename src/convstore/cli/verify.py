@@ -4,48 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from uuid import UUID
 
 import click
 
 from convstore.app.projector import audit_path, erased_still_held
+from convstore.app.verifying import store_verifier
 from convstore.backends.common.readonly import read_only_query
 from convstore.cli.options import store_from
 from convstore.cli.output import chosen_format, counted, emit, format_options
 from convstore.domain.errors import ConvstoreError, InvalidInput
-from convstore.ports.chain import chain_key
 from convstore.store import Store
 from convstore.store.verify import Problem, Verifier
-
-
-def store_verifier(store: Store) -> Verifier:
-    """A verifier of ``store`` holding its heads as they are now, which reads the log again
-    (heads, newest versions, tombstones) where the scan and those heads disagree."""
-
-    def newest(conversation: UUID) -> int:
-        try:
-            last = store.last_event(conversation)
-        except ConvstoreError:  # a damaged newest event: the scan has reported it
-            return 0
-        return 0 if last is None else last.originator_version
-
-    erased: set[UUID] = set()
-    seen = 0
-
-    def is_erased(conversation: UUID) -> bool:
-        nonlocal seen
-        if conversation not in erased:
-            for tombstone in store.erasures(after=seen):
-                erased.add(tombstone.id)
-                seen = tombstone.seq
-        return conversation in erased
-
-    return Verifier(
-        heads=store.heads(),
-        key=chain_key(),
-        now=lambda: (store.heads(), newest),
-        erased=is_erased,
-    )
 
 
 @click.command()

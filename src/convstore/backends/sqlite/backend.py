@@ -103,8 +103,7 @@ class SQLiteBackend:
         filled: list[T] = []
 
         def build(temporary: Path) -> None:
-            _build(temporary)
-            mark_new_store(temporary)
+            build_store(temporary)
             marker = claim_store_file(temporary, lock_timeout_seconds())
             opening = Opening(
                 sqlite_env(temporary), str(temporary), "", marker.format, marker.identity
@@ -184,6 +183,13 @@ def _creating(given: Path, create: Callable[[], bool]) -> bool:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         msg = f"cannot create a store at {given}: {detail}"
         raise StoreError(" ".join(msg.split())) from None
+
+
+def build_store(temporary: Path) -> None:
+    """Make a new store's tables in the file ``temporary`` (not yet in place) and mark it a
+    new store of this version's format, as a first open makes one."""
+    _build(temporary)
+    mark_new_store(temporary)
 
 
 def _build(temporary: Path) -> None:

@@ -52,6 +52,9 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 """How every SQLite database file starts (a rollback journal may still have to restore it)."""
 
 _CREATING = ".creating-"
+UPGRADING = ".upgrading-"
+"""The infix of the temporary file ``convstore upgrade`` builds beside a store
+(``.NAME.upgrading-PID-RANDOM``), removed with its process's other leftovers."""
 
 
 def _readonly(path: Path) -> sqlite3.Connection:
@@ -221,7 +224,7 @@ def create_store_file(path: Path, build: Callable[[Path], None]) -> bool:
     process made it first, its format is whatever that process gave it (see
     :func:`claim_store_file`).
     """
-    temporary = path.with_name(f"{_temporary_prefix(path)}{os.getpid()}-{uuid4().hex[:8]}")
+    temporary = temporary_name(path)
     create_private_file(temporary)
     try:
         build(temporary)
@@ -229,7 +232,7 @@ def create_store_file(path: Path, build: Callable[[Path], None]) -> bool:
             for statement in _marker_statements(STORE_FORMAT):
                 conn.execute(statement)
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        if _sidecar(temporary, "-wal").exists() and _sidecar(temporary, "-wal").stat().st_size:
+        if sidecar(temporary, "-wal").exists() and sidecar(temporary, "-wal").stat().st_size:
             msg = f"SQLite left a write-ahead log beside {temporary}"
             raise OSError(msg)
         fd = os.open(temporary, os.O_RDONLY)
@@ -242,16 +245,18 @@ def create_store_file(path: Path, build: Callable[[Path], None]) -> bool:
             os.link(temporary, path)
         except FileExistsError:  # another process made the store first: keep it
             made = False
-        _sync_directory(path.parent)
+        sync_directory(path.parent)
     finally:
-        for name in (temporary, _sidecar(temporary, "-wal"), _sidecar(temporary, "-shm")):
+        for name in (temporary, sidecar(temporary, "-wal"), sidecar(temporary, "-shm")):
             name.unlink(missing_ok=True)
     return made
 
 
-def remove_leftovers(path: Path) -> None:
-    """Remove the temporary files of store creations at ``path`` whose process has died."""
-    prefix = _temporary_prefix(path)
+def remove_leftovers(path: Path, infix: str = _CREATING) -> None:
+    """Remove the temporary files of store creations at ``path`` (or of upgrades, with
+    ``infix`` :data:`UPGRADING`), and their ``-wal``/``-shm``/``-journal``, whose process
+    has died."""
+    prefix = _temporary_prefix(path, infix)
     try:
         found = [entry for entry in path.parent.iterdir() if entry.name.startswith(prefix)]
     except OSError:
@@ -264,10 +269,16 @@ def remove_leftovers(path: Path) -> None:
             entry.unlink()
 
 
-def _temporary_prefix(path: Path) -> str:
+def temporary_name(path: Path, infix: str = _CREATING) -> Path:
+    """A new temporary file name beside ``path``: ``.NAME<infix>PID-RANDOM``, which
+    :func:`remove_leftovers` removes once the process ``PID`` has died."""
+    return path.with_name(f"{_temporary_prefix(path, infix)}{os.getpid()}-{uuid4().hex[:8]}")
+
+
+def _temporary_prefix(path: Path, infix: str = _CREATING) -> str:
     """How the temporary files of creations at ``path`` start (the name is cut short so a
     long store name still leaves room within the filesystem's name limit)."""
-    return f".{path.name[:100]}{_CREATING}"
+    return f".{path.name[:100]}{infix}"
 
 
 def _alive(pid: int) -> bool:
@@ -280,11 +291,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _sidecar(path: Path, suffix: str) -> Path:
+def sidecar(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
-def _sync_directory(directory: Path) -> None:
+def sync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
