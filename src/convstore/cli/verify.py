@@ -13,8 +13,7 @@ from convstore.backends.common.readonly import read_only_query
 from convstore.cli.options import store_from
 from convstore.cli.output import chosen_format, counted, emit, format_options
 from convstore.domain.errors import ConvstoreError, InvalidInput
-from convstore.store import Store
-from convstore.store.verify import Problem, Verifier
+from convstore.store.verify import Problem
 
 
 @click.command()
