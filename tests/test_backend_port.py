@@ -28,7 +28,7 @@ from convstore.backends import BACKENDS, backend_for
 from convstore.backends.common.mapper import COMPACT, COMPACT_ZLIB
 from convstore.backends.postgres.backend import PostgresBackend
 from convstore.backends.sqlite.backend import SQLiteBackend
-from convstore.ports.backend import Backend, Opening
+from convstore.ports.backend import Backend, Opening, StoreUpgrade
 from tests.contract import StoreContract
 
 T = TypeVar("T")
@@ -163,6 +163,9 @@ class ToyBackend:
 
     def store_file(self, location: str) -> Path | None:
         return Path(location.removeprefix(PREFIX))
+
+    def upgrade_files(self, location: str, *, backup: bool) -> StoreUpgrade | None:
+        return None
 
     def default_audit_file(self, location: str) -> Path:
         return self._sqlite.default_audit_file(location.removeprefix(PREFIX))

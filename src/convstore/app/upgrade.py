@@ -38,9 +38,8 @@ from convstore.app.bootstrap import open_store, resolve_location
 from convstore.app.verifying import log_problems
 from convstore.backends import backend_for
 from convstore.backends.common.tables import BLOCK_EVENTS_FORMAT
-from convstore.backends.sqlite.backend import SQLiteBackend
-from convstore.backends.sqlite.upgrade import UPGRADED_FROM, SQLiteUpgrade
 from convstore.domain.errors import InvalidInput, StoreError
+from convstore.ports.backend import UPGRADED_FROM, StoreUpgrade
 from convstore.ports.chain import Head
 from convstore.store import Store
 from convstore.store.transfer import Loader, dump_lines
@@ -101,33 +100,37 @@ def upgrade_store(
     started = time.perf_counter()
     resolved = resolve_location(location)
     backend = backend_for(resolved)
-    if not isinstance(backend, SQLiteBackend):
-        where = "a new schema" if backend.name == "PostgreSQL" else "new streams"
+    files = backend.upgrade_files(backend.show(resolved), backup=backup)
+    if files is None:
         msg = (
-            f"upgrading a {backend.name} store is not supported yet: dump it and load the dump "
-            f"into {where} (`convstore --db OLD dump | convstore --db NEW load -`; the load "
-            "folds it into format 3)"
+            f"upgrading a {backend.name} store is not supported yet: dump it and load the "
+            "dump into a new store (`convstore --db OLD dump | convstore --db NEW load -`; "
+            "the load folds it into format 3)"
         )
         raise InvalidInput(msg)
     old = open_store(resolved, create=False)
     try:
         if old.store_format >= BLOCK_EVENTS_FORMAT:
             return UpgradeReport(old.location, old.store_format, old.store_format)
-        return _upgrade(old, backup=backup, stage=stage, progress=progress, started=started)
+        return _upgrade(old, files, stage=stage, progress=progress, started=started)
     finally:
         old.close()
 
 
 def _upgrade(
-    old: Store, *, backup: bool, stage: Stage | None, progress: Progress | None, started: float
+    old: Store,
+    files: StoreUpgrade,
+    *,
+    stage: Stage | None,
+    progress: Progress | None,
+    started: float,
 ) -> UpgradeReport:
     tell = stage or (lambda _name, _total: None)
     path = Path(old.location)
     from_format = old.store_format
     bytes_before = _size(path) + _size(path.with_name(path.name + "-wal"))
-    files = SQLiteUpgrade(path, from_format=from_format, backup=backup)
     try:
-        files.hold()
+        files.hold(from_format)
         tell("verifying", 0)
         verifier, problems = log_problems(old)
         if problems:
@@ -159,7 +162,7 @@ def _upgrade(
         events_after=loaded.events,
         bytes_before=bytes_before,
         bytes_after=bytes_after,
-        backup=None if files.backup is None else str(files.backup),
+        backup=files.backup_location,
         seconds=time.perf_counter() - started,
     )
 

@@ -37,6 +37,48 @@ class Opening:
     """The store's random identity, as its marker says."""
 
 
+UPGRADED_FROM = "upgraded_from"
+"""The marker-table key saying which store (format, identity) a store was upgraded from; each
+conversation's old chain head is under ``upgraded_from:<conversation>`` as
+``<version> <chain, hex>``."""
+
+
+class StoreUpgrade(Protocol):
+    """One upgrade's files (``convstore upgrade``): :meth:`hold` first, :meth:`close` always."""
+
+    @property
+    def backup_location(self) -> str | None:
+        """Where the old store is kept once switched (``None``: it is not kept)."""
+        ...
+
+    def hold(self, from_format: int) -> None:
+        """Clear what killed upgrades left and keep the old store (of ``from_format``) from
+        taking appends."""
+        ...
+
+    def tombstones(self) -> list[tuple[object, ...]]:
+        """The old store's erasure tombstones, as the new store is to keep them."""
+        ...
+
+    def build(self, tombstones: list[tuple[object, ...]], marks: dict[str, str]) -> str:
+        """Make the new, empty store (format 3) under a temporary name, with ``tombstones``
+        and the marker rows ``marks``; its location."""
+        ...
+
+    def finish_new(self, mode: int) -> int:
+        """Make the filled new store durable (with ``mode``); its size in bytes."""
+        ...
+
+    def switch(self, *, linked: Callable[[], None] | None = None) -> None:
+        """Put the new store in the old one's place (keeping the old as a backup unless told
+        not to); ``linked`` is told once the backup is in place."""
+        ...
+
+    def close(self) -> None:
+        """Release what :meth:`hold` took and remove an unfinished new store."""
+        ...
+
+
 class Backend(Protocol):
     """One kind of store: SQLite files, PostgreSQL schemas, …"""
 
@@ -88,6 +130,12 @@ class Backend(Protocol):
     def default_audit_file(self, location: str) -> Path:
         """Where the audit read model of the store at ``location`` (its shown form) lives
         unless told; a one-to-one function of the location."""
+        ...
+
+    def upgrade_files(self, location: str, *, backup: bool) -> StoreUpgrade | None:
+        """What rewrites the store at ``location`` (its shown form) as a new store beside it
+        and switches to it, for ``convstore upgrade``; ``None`` when this backend cannot yet
+        (the caller says what to do instead)."""
         ...
 
     def storage_problems(self, location: str) -> list[str]:

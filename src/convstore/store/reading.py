@@ -8,6 +8,7 @@ refuses a row whose stored topic disagrees with its event.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import TypeVar
 from uuid import UUID
 
@@ -17,6 +18,7 @@ from pydantic import JsonValue
 from convstore.backends.common.application import EventLog
 from convstore.backends.common.gc_pause import paused_gc
 from convstore.backends.common.mapper import TOPIC_PREFIX, TOPICS
+from convstore.backends.common.trusted_decode import decode_stored
 from convstore.domain.errors import ConversationNotFound, StoreError
 from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, message_opened
 from convstore.domain.limits import Limits
@@ -194,7 +196,7 @@ class LogReader:
         ``trusted``: rebuilt from their fields without validating them again, as replay reads
         them (:mod:`convstore.backends.common.trusted_decode`)."""
         mapper = self._log.pydantic_mapper
-        decode = mapper.decode_state_trusted if trusted else mapper.decode_state
+        decode = partial(decode_stored, mapper) if trusted else mapper.decode_state
         for topic, state in rows:
             try:
                 event = decode(state)

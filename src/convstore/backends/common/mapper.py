@@ -354,21 +354,10 @@ class PydanticMapper(Mapper[UUID]):
     def decode_state(self, state: bytes) -> Event:
         """The event a stored state holds (decompressed and decrypted as configured), in
         either form."""
-        plain = self._unwrapped(state)
+        plain = self.unwrapped(state)
         if plain[:1] == b"{":
             return EVENT_ADAPTER.validate_json(plain)
         return decode_compact(plain)
-
-    def decode_state_trusted(self, state: bytes) -> Event:
-        """The event a stored state holds, as :meth:`decode_state` gives it, rebuilt from its
-        fields without validating them again where the form allows (replay's read:
-        :mod:`convstore.backends.common.trusted_decode`)."""
-        plain = self._unwrapped(state)
-        if plain[:1] == b"{":
-            return EVENT_ADAPTER.validate_json(plain)
-        from convstore.backends.common.trusted_decode import decode_trusted  # noqa: PLC0415
-
-        return decode_trusted(plain)
 
     def version_in_header(self, state: bytes) -> int | None:
         """The version a stored compact state's header holds, read without decoding its event
@@ -403,9 +392,9 @@ class PydanticMapper(Mapper[UUID]):
         """A stored state as its event's full JSON: a state stored as JSON as it is, a
         compact one decoded and written out as the event's JSON (the same bytes the earlier
         form would have held)."""
-        return event_json(self._unwrapped(state))
+        return event_json(self.unwrapped(state))
 
-    def _unwrapped(self, state: bytes) -> bytes:
+    def unwrapped(self, state: bytes) -> bytes:
         """A stored state decrypted and decompressed as eventsourcing's settings say."""
         if self.cipher:
             state = self.cipher.decrypt(state)

@@ -31,7 +31,7 @@ from pydantic import BaseModel, JsonValue
 from pydantic_core import PydanticUndefined
 
 from convstore.backends.common import mapper
-from convstore.domain.events import EVENT_CLASSES, Event
+from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, Event
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NONE = type(None)
@@ -214,6 +214,17 @@ _EVENT_PLANS: dict[int, tuple[_Plan | None, str]] = {
     )
     for cls in EVENT_CLASSES
 }
+
+
+def decode_stored(codec: mapper.PydanticMapper, state: bytes) -> Event:
+    """The event a stored state holds (unwrapped as ``codec`` stores it), as
+    :meth:`~convstore.backends.common.mapper.PydanticMapper.decode_state` gives it, rebuilt
+    by :func:`decode_trusted` where its form allows (a format-1 store's full JSON is
+    validated)."""
+    plain = codec.unwrapped(state)
+    if plain[:1] == b"{":
+        return EVENT_ADAPTER.validate_json(plain)
+    return decode_trusted(plain)
 
 
 def decode_trusted(state: bytes) -> Event:

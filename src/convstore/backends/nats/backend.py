@@ -41,7 +41,7 @@ from convstore.backends.nats.replica import refuse_other_owner, replica_owner, s
 from convstore.backends.sqlite.backend import SQLiteBackend
 from convstore.backends.sqlite.recorder import create_private_file
 from convstore.domain.errors import ConvstoreError, InvalidInput, NoStore, StoreError
-from convstore.ports.backend import Opening
+from convstore.ports.backend import Opening, StoreUpgrade
 from convstore.ports.extras import missing_extra
 from convstore.ports.records import failure_detail
 
@@ -134,6 +134,10 @@ class NatsBackend:
         """Empty the replica's write-ahead log, as for a SQLite store (the stream was purged
         before the erasure returned)."""
         SQLiteBackend().after_erase(empty_log, conversation)
+
+    def upgrade_files(self, location: str, *, backup: bool) -> StoreUpgrade | None:
+        """Not yet: a dump loaded into a new store does the same by hand."""
+        return None
 
     def store_file(self, location: str) -> Path | None:
         """The replica: the audit read model must not be it."""

@@ -19,7 +19,7 @@ from convstore.backends.common.locations import data_directory, redact
 from convstore.backends.common.mapper import COMPRESS_FROM
 from convstore.backends.postgres.factory import PostgresSettings
 from convstore.domain.errors import ConvstoreError, InvalidInput, StoreError
-from convstore.ports.backend import Opening
+from convstore.ports.backend import Opening, StoreUpgrade
 from convstore.ports.extras import missing_extra
 from convstore.ports.records import failure_detail
 
@@ -70,6 +70,10 @@ class PostgresBackend:
     def after_erase(self, empty_log: Callable[[], bool], conversation: UUID | None) -> None:
         """Nothing: the rows are deleted in the erasing transaction, and the server owns its
         write-ahead log (:meth:`convstore.Store.vacuum` rewrites the tables' pages)."""
+
+    def upgrade_files(self, location: str, *, backup: bool) -> StoreUpgrade | None:
+        """Not yet: a dump loaded into a new store does the same by hand."""
+        return None
 
     def store_file(self, location: str) -> Path | None:
         return None

@@ -27,7 +27,7 @@ from convstore.backends.sqlite.recorder import (
     sqlite_env,
 )
 from convstore.domain.errors import ConvstoreError, InvalidInput, NoStore, StoreError
-from convstore.ports.backend import Opening
+from convstore.ports.backend import Opening, StoreUpgrade
 from convstore.ports.records import failure_detail
 
 T = TypeVar("T")
@@ -140,6 +140,11 @@ class SQLiteBackend:
 
     def store_file(self, location: str) -> Path | None:
         return Path(location)
+
+    def upgrade_files(self, location: str, *, backup: bool) -> StoreUpgrade | None:
+        from convstore.backends.sqlite.upgrade import SQLiteUpgrade  # noqa: PLC0415 - rare
+
+        return SQLiteUpgrade(Path(location), backup=backup, build_store=build_store)
 
     def storage_problems(self, location: str) -> list[str]:
         """SQLite's ``PRAGMA quick_check`` over the whole file, read-only: every page of every

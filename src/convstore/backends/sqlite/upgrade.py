@@ -30,7 +30,6 @@ from contextlib import closing, suppress
 from pathlib import Path
 
 from convstore.backends.common.application import MARKER_TABLE
-from convstore.backends.sqlite.backend import build_store
 from convstore.backends.sqlite.files import (
     UPGRADING,
     remove_leftovers,
@@ -45,18 +44,17 @@ from convstore.ports.erasure import ERASED_TABLE
 
 SIDECARS = ("-wal", "-shm", "-journal")
 
-UPGRADED_FROM = "upgraded_from"
-"""The marker-table key saying which store (format, identity) a store was upgraded from; each
-conversation's old chain head is under ``upgraded_from:<conversation>`` as
-``<version> <chain, hex>``."""
-
 
 class SQLiteUpgrade:
     """One upgrade of the SQLite store at ``path``; :meth:`hold` first, :meth:`close` always."""
 
-    def __init__(self, path: Path, *, from_format: int, backup: bool) -> None:
+    def __init__(self, path: Path, *, backup: bool, build_store: Callable[[Path], None]) -> None:
         self.path = path
-        self.backup = path.with_name(f"{path.name}.format{from_format}") if backup else None
+        self._keep_backup = backup
+        self.backup: Path | None = None
+        """Where the old file is kept (``NAME.format<N>``), once :meth:`hold` knows N."""
+        self._build_store = build_store
+        """Makes an empty store of this version's format in a new file (the backend's own)."""
         self.temporary = temporary_name(path, UPGRADING)
         self._timeout = lock_timeout_seconds()
         self._held: sqlite3.Connection | None = None
@@ -65,9 +63,15 @@ class SQLiteUpgrade:
 
     # -- before anything is built ---------------------------------------------------------
 
-    def hold(self) -> None:
+    @property
+    def backup_location(self) -> str | None:
+        return None if self.backup is None else str(self.backup)
+
+    def hold(self, from_format: int) -> None:
         """Remove what killed upgrades left, check the backup's name is free, and take the old
         store's write lock, kept until :meth:`switch` or :meth:`close`."""
+        if self._keep_backup:
+            self.backup = self.path.with_name(f"{self.path.name}.format{from_format}")
         remove_leftovers(self.path, UPGRADING)
         self._free_backup_name()
         conn = sqlite3.connect(
@@ -116,11 +120,11 @@ class SQLiteUpgrade:
 
     # -- the new store --------------------------------------------------------------------
 
-    def build(self, tombstones: list[tuple[object, ...]], marks: dict[str, str]) -> Path:
+    def build(self, tombstones: list[tuple[object, ...]], marks: dict[str, str]) -> str:
         """Make the new store's file (empty, format 3), holding the old store's tombstones and
         the ``marks`` given in its marker table; returns its path."""
         create_private_file(self.temporary)
-        build_store(self.temporary)
+        self._build_store(self.temporary)
         with closing(sqlite3.connect(file_uri(self.temporary), uri=True)) as conn, conn:
             # An erased conversation stays erased: no writer records under its id again. Its
             # ``high`` named a position of the old log, which the new one does not have.
@@ -133,7 +137,7 @@ class SQLiteUpgrade:
                 f"INSERT INTO {MARKER_TABLE} (key, value) VALUES (?, ?)",  # noqa: S608 - fixed name
                 sorted(marks.items()),
             )
-        return self.temporary
+        return str(self.temporary)
 
     def finish_new(self, mode: int) -> int:
         """Fold the new store's write-ahead log into its file, give it the old file's
