@@ -291,6 +291,53 @@ def test_any_json_entries_load_back_deep_equal(tmp_path: Path) -> None:
         check()
 
 
+def test_a_call_the_cli_wrote_before_the_hook_ran_loads_as_prose_once(tmp_path: Path) -> None:
+    """When the hook runs late (a busy machine), the CLI's own line for the call is already in
+    the transcript it mirrors: both reach the store. With no result after them (the process
+    died inside the tool), load gives the CLI's line, in its place in the chain, as the prose
+    of a call without a result, and leaves the hook's entry out: no call left hanging, none
+    shown twice. A CI run caught the resumed request holding the bare call."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "delete_branch", "input": {"b": "r7"}}
+    user = {"type": "user", "uuid": "u1", "parentUuid": None, "message": {"role": "user"}}
+    native = {
+        "type": "assistant",
+        "uuid": "a1",
+        "parentUuid": "u1",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "On it."}, call]},
+    }
+    hooked = {
+        "type": "assistant",
+        "uuid": "h1",
+        "parentUuid": "a1",
+        CALL_MARK: "toolu_1",
+        "message": {"role": "assistant", "content": [call]},
+    }
+    result = {
+        "type": "user",
+        "uuid": "r1",
+        "parentUuid": "h1",
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}],
+        },
+    }
+    key: SessionKey = {"project_key": "p", "session_id": str(uuid4())}
+    answered: SessionKey = {"project_key": "p", "session_id": str(uuid4())}
+    with convstore.open_store(tmp_path / "s.db") as store:
+        sessions = ConvstoreSessionStore(store)
+
+        async def run() -> tuple[Any, Any]:
+            await sessions.append(key, [user, native, hooked])  # type: ignore[list-item]
+            await sessions.append(answered, [user, native, hooked, result])  # type: ignore[list-item]
+            return await sessions.load(key), await sessions.load(answered)
+
+        killed, finished = asyncio.run(run())
+    prose = f'On it.\n\nTool use: delete_branch({{"b":"r7"}})\n\n{NO_RESULT}'
+    assert [e["uuid"] for e in killed] == ["u1", "a1"]
+    assert killed[1]["message"]["content"] == [{"type": "text", "text": prose}]
+    assert finished == [user, native, result]
+
+
 def test_a_block_past_the_store_limits_is_a_marker_and_its_entry_is_kept(tmp_path: Path) -> None:
     """An entry whose image breaks the store's image limit is still kept verbatim; its
     message records a marker in the image's place."""

@@ -198,15 +198,18 @@ def _blocks(entry: dict[str, JsonValue], kind: str) -> list[dict[str, JsonValue]
 
 def _calls_settled(entries: list[dict[str, JsonValue]]) -> list[dict[str, JsonValue]]:
     """``entries`` as the SDK is given them back: an entry the hook wrote is left out once the
-    CLI's own line for its call was mirrored; a call that line never followed and no result
-    answers (its process died inside the tool) becomes convstore's prose for a call without a
-    result, so a resumed run sees what was asked and holds no call left hanging."""
+    CLI's own line for its call was mirrored; a call no result answers (its process died
+    inside the tool) becomes convstore's prose for a call without a result, so a resumed run
+    sees what was asked and holds no call left hanging: the hook's entry when it is the only
+    record of the call, else the CLI's own line (which the hook can find already written when
+    it runs late), in its place in the chain."""
     native = {
         block.get("id")
         for entry in entries
         if CALL_MARK not in entry
         for block in _blocks(entry, "tool_use")
     }
+    hooked = {entry[CALL_MARK] for entry in entries if isinstance(entry.get(CALL_MARK), str)}
     answered = {
         block.get("tool_use_id") for entry in entries for block in _blocks(entry, "tool_result")
     }
@@ -214,7 +217,9 @@ def _calls_settled(entries: list[dict[str, JsonValue]]) -> list[dict[str, JsonVa
     for entry in entries:
         marked = entry.get(CALL_MARK)
         if not isinstance(marked, str):
-            settled.append(entry)
+            calls = [block.get("id") for block in _blocks(entry, "tool_use")]
+            killed = calls and all(c in hooked and c not in answered for c in calls)
+            settled.append(_as_prose(entry) if killed else entry)
         elif marked in native:
             continue
         elif marked in answered:
@@ -225,10 +230,12 @@ def _calls_settled(entries: list[dict[str, JsonValue]]) -> list[dict[str, JsonVa
 
 
 def _as_prose(entry: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """An assistant entry whose calls got no result, as text: its own text, then each call's
+    prose and the note that no result was recorded."""
     shown = copy.deepcopy(entry)
     message = shown["message"]
     assert isinstance(message, dict)
-    texts = []
+    texts = [str(block.get("text")) for block in _blocks(entry, "text")]
     for block in _blocks(entry, "tool_use"):
         call_input = block.get("input")
         call = ToolUseBlock(
