@@ -11,7 +11,7 @@ import sqlite3
 
 from bench.common import Context, log, median, paired_times, raw_read
 from bench.report import Row, verdict
-from bench.workload import EVENTS_PER_MESSAGE
+from bench.workload import RECORDED_EVENTS_PER_MESSAGE
 from convstore import open_store
 
 TARGET_REPLAY_RATIO = 2.0  # replay of 10,000 messages <= 2 x raw read
@@ -44,7 +44,7 @@ def run(ctx: Context) -> None:
         ctx.add(
             Row(
                 "replay, SQLite, warm (time)",
-                f"{n_messages:,} msgs ({n_messages * EVENTS_PER_MESSAGE + 1:,} events)",
+                f"{n_messages:,} msgs ({n_messages * RECORDED_EVENTS_PER_MESSAGE + 1:,} events)",
                 reps,
                 median(c_t),
                 median(b_t),

@@ -19,6 +19,7 @@ event and block kind.
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 import zlib
@@ -34,6 +35,15 @@ from convstore.backends.common import mapper
 from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, Event
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_parse = json.JSONDecoder().decode
+
+
+@functools.lru_cache(maxsize=4096)
+def _uuid(raw: bytes) -> UUID:
+    """A header's id: a conversation's rows share one, a message's blocks another."""
+    return UUID(bytes=raw)
+
+
 _NONE = type(None)
 _SCALARS = frozenset({str, int, bool, _NONE})
 
@@ -118,7 +128,16 @@ def _refuse(value: Any) -> Any:
 class _Plan:
     """How one model is assembled from its parsed fields."""
 
-    __slots__ = ("cls", "converters", "defaults", "factories", "names", "order")
+    __slots__ = (
+        "cls",
+        "converters",
+        "defaults",
+        "factories",
+        "names",
+        "order",
+        "required",
+        "template",
+    )
 
     def __init__(self, cls: type[BaseModel]) -> None:
         self.cls = cls
@@ -141,6 +160,8 @@ class _Plan:
             convert = _refuse if name in checked else _converter(field.annotation)
             if convert is not None:
                 self.converters[name] = convert
+        self.required = frozenset(self.names - self.defaults.keys() - self.factories.keys())
+        self.template = {name: self.defaults.get(name) for name in self.order}
 
     def build(self, fields: dict[str, Any], given: dict[str, Any] | None = None) -> BaseModel:
         """The model of ``fields`` (as parsed, converted here) and ``given`` (typed already:
@@ -152,22 +173,24 @@ class _Plan:
                 fields[name] = convert(fields[name])
         if given:
             fields.update(given)
-        values: dict[str, Any] = {}
-        for name in self.order:  # the field order a validated model's __dict__ has
-            if name in fields:
-                values[name] = fields[name]
-            elif name in self.defaults:
-                values[name] = self.defaults[name]
-            elif name in self.factories:
-                values[name] = self.factories[name]()
-            else:
-                raise _Fallback  # a required field missing: the validator says so
-        model = object.__new__(self.cls)
-        object.__setattr__(model, "__dict__", values)
-        object.__setattr__(model, "__pydantic_fields_set__", set(fields))
-        object.__setattr__(model, "__pydantic_extra__", None)
-        object.__setattr__(model, "__pydantic_private__", None)
+        if not self.required <= fields.keys():
+            raise _Fallback  # a required field missing: the validator says so
+        # The template holds every field in the model's order, so the merged dict keeps the
+        # order a validated model's __dict__ has.
+        values = {**self.template, **fields}
+        for name, factory in self.factories.items():
+            if name not in fields:
+                values[name] = factory()
+        model = _new(self.cls)
+        _set(model, "__dict__", values)
+        _set(model, "__pydantic_fields_set__", set(fields))
+        _set(model, "__pydantic_extra__", None)
+        _set(model, "__pydantic_private__", None)
         return model
+
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 _PLANS: dict[type[BaseModel], _Plan | None] = {}
@@ -243,11 +266,11 @@ def _rebuilt(state: bytes) -> Event:
     if plan is None:
         raise _Fallback
     body = state[at:] if state[0] == mapper.COMPACT else zlib.decompress(state[at:])
-    fields: dict[str, Any] = json.loads(b"{" + body[1:]) if body != b"}" else {}
+    fields: dict[str, Any] = _parse("{" + body[1:].decode()) if body != b"}" else {}
     if not fields.keys().isdisjoint(("originator_id", "originator_version", "type")):
         raise _Fallback  # the header holds these: a body holding them is not ours
     given: dict[str, Any] = {
-        "originator_id": UUID(bytes=state[2:18]),
+        "originator_id": _uuid(state[2:18]),
         "originator_version": int.from_bytes(state[18:version_end], "big"),
         "type": kind,
     }
@@ -257,5 +280,5 @@ def _rebuilt(state: bytes) -> Event:
         given["timestamp"] = _EPOCH + timedelta(microseconds=micros)
         at_field += 8
     if has_message:
-        given["message_id"] = UUID(bytes=state[at_field : at_field + 16])
+        given["message_id"] = _uuid(state[at_field : at_field + 16])
     return plan.build(fields, given)  # type: ignore[return-value]
