@@ -296,6 +296,8 @@ def sidecar(path: Path, suffix: str) -> Path:
 
 
 def sync_directory(directory: Path) -> None:
+    """Flush a directory's entries (or a file no connection of this process has open: closing
+    the descriptor drops the process's locks on it) to disk."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -147,7 +147,7 @@ class SQLiteUpgrade:
         for suffix in SIDECARS:
             sidecar(self.temporary, suffix).unlink(missing_ok=True)
         os.chmod(self.temporary, stat.S_IMODE(mode))  # noqa: PTH101 - the mode bits alone
-        _fsync(self.temporary)
+        sync_directory(self.temporary)  # its connections are closed: no lock to drop
         return self.temporary.stat().st_size
 
     # -- the switch -----------------------------------------------------------------------
@@ -236,11 +236,3 @@ def _has_table(conn: sqlite3.Connection, name: str) -> bool:
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
     ).fetchone()
     return found is not None
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
