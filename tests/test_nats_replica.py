@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import uuid4
@@ -113,6 +114,31 @@ def test_another_applications_sqlite_file_is_refused_and_left_byte_for_byte(
         assert "\n" not in str(caught.value)
         assert fragment in one_error_line(run("--db", url, "list"))
         assert _bytes(path) == before, path
+
+
+def test_a_replica_another_process_is_still_making_is_waited_for(
+    nats_cluster: Cluster, names: list[str], tmp_path: Path
+) -> None:
+    """Two processes opening one new replica at once: the one that finds the file made but
+    still locked by the other (making its tables, switching it to WAL) waits for the lock,
+    as it waits for a writer's, instead of failing with "database is locked" (a CI run's
+    writer did, on a replica its neighbour was making)."""
+    replica = tmp_path / "r.db"
+    url = _url(nats_cluster, names, f"replica={replica}")
+    open_store(url.replace(str(replica), str(tmp_path / "first.db"))).close()
+    replica.touch(mode=0o600)  # made by the other process, which holds it for a moment
+    holder = sqlite3.connect(replica, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(1.0, holder.execute, ("COMMIT",))
+    release.start()
+    try:
+        with open_store(url) as store:
+            conversation = store.new_conversation(title="waited")
+            _say(store, conversation, "opened once the lock was free")
+            assert _texts(store, conversation) == ["opened once the lock was free"]
+    finally:
+        release.join()
+        holder.close()
 
 
 async def _publish(

@@ -221,7 +221,6 @@ class NatsRecorder(SQLiteWriterRecorder):
         self._decode = decode
         self._previews = previews
         self._open = False
-        self._relaxed: sqlite3.Connection | None = None
         self._feeding = {link.stream: threading.Lock() for link in self.links}
         """Per stream: taking its delivered messages and applying them is one step."""
         self._follow_lock = follow_lock
@@ -250,15 +249,12 @@ class NatsRecorder(SQLiteWriterRecorder):
         """While this process follows alongside a stopped holder of the follow lock: per
         stream, the replica's position as this process last left it (see :meth:`_back`)."""
 
-    def _connection(self) -> sqlite3.Connection:
-        """The replica's writer connection, with ``synchronous = NORMAL``: the replica is
+    def _set_up_writer(self, conn: sqlite3.Connection) -> None:
+        """The replica's writer connection takes ``synchronous = NORMAL``: the replica is
         rebuilt from the stream, and its position moves in the same transaction as its
         rows, so a commit lost in a power cut is applied again, never skipped."""
-        conn = super()._connection()
-        if conn is not self._relaxed:
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._relaxed = conn
-        return conn
+        super()._set_up_writer(conn)
+        conn.execute("PRAGMA synchronous = NORMAL")
 
     # -- the replica -----------------------------------------------------------------------
 

@@ -288,19 +288,30 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         """The writer connection. Its busy timeout rests at 0: appends poll for the write lock
         (see :func:`immediate`) and, once they hold it, no statement of theirs can be busy
         in WAL mode, so they never switch SQLite's busy handler off and on again (three
-        statements an append); what must wait in that handler takes :meth:`_waiting`."""
+        statements an append); what must wait in that handler takes :meth:`_waiting`.
+        Its setup (:meth:`_set_up_writer`) waits too: a pragma that reads the schema is
+        busy while another process still makes the file's tables or switches it to WAL."""
         if self._writer is None:
             pool = self.datastore.pool
-            self._writer = delete_securely(
-                sqlite3.connect(
-                    pool.db_name,
-                    uri=True,
-                    isolation_level=None,
-                    check_same_thread=False,
-                    timeout=0,
-                )
+            conn = sqlite3.connect(
+                pool.db_name,
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self._lock_wait,
             )
+            try:
+                self._set_up_writer(conn)
+                conn.execute("PRAGMA busy_timeout = 0")
+            except BaseException:
+                conn.close()
+                raise
+            self._writer = conn
         return self._writer
+
+    def _set_up_writer(self, conn: sqlite3.Connection) -> None:
+        """What the writer connection is given once, before its first statement."""
+        delete_securely(conn)
 
     @contextmanager
     def _waiting(self) -> Iterator[sqlite3.Connection]:
