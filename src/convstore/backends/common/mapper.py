@@ -81,6 +81,12 @@ takes ~26 µs for a 600-byte body and ~55 µs for a 1 KB one here (a 1 KB block 
 ~10% more CPU), and a fold from the log ~8 µs to inflate one. SQLite stores, whose host's
 disk holds the store, compress from 512 bytes."""
 
+COMPRESS_LEVEL = 1
+"""zlib's fastest level: on the shared corpus's long transcript lines it compresses a
+quarter faster than the default level (6) to bodies 5% larger (0.51 of the raw bytes, not
+0.48), and on appends the compression is a tenth of a message's CPU. Reading is the same
+at every level, so stores written at another level read unchanged."""
+
 KIND_CODES: tuple[str, ...] = (
     "conversation_started",
     "message_started",
@@ -206,7 +212,7 @@ def compact_state(
     body = b"}" if dumped == b"{}" else b"," + dumped[1:]
     state = bytes((COMPACT, kind)) + header + body
     if compress and len(body) >= compress_from:
-        packed = zlib.compress(body)
+        packed = zlib.compress(body, COMPRESS_LEVEL)
         if len(packed) <= len(body) - len(body) // 8:
             return bytes((COMPACT_ZLIB, kind)) + header + packed
     return state

@@ -355,22 +355,29 @@ class SQLiteWriterRecorder(SQLiteApplicationRecorder, StoreRecorder):
         *,
         contended: bool,
     ) -> None:
-        """Take SQLite's write lock, read the rows after ``after``, decide and insert, in one
-        transaction: a writer waiting for the lock never decides against a stale state, so
-        it never loses the version race once it has the lock (``contended`` changes nothing:
-        the read is local and cheap).
+        """Take SQLite's write lock, then decide and insert in one transaction.
+
+        A writer that was not ``contended`` and wrote this conversation's head itself, at
+        ``after``, reads nothing (the happy path: one writer per conversation): ``decide`` is
+        given ``None``, and if another process wrote since, the insert's first version is
+        taken (the events' key refuses it: an ``IntegrityError``, after which the caller
+        retries ``contended``). Otherwise it reads the rows after ``after`` under the lock
+        and decides against the newest state, so a writer waiting for the lock never loses
+        the version race once it has the lock.
 
         SQLite's lock has no queue: waiters poll for it (see :func:`immediate`). So a writer
         that finds others wrote since its last write (they are waiting their turn) pauses a
         poll's length after it commits, leaving the lock to one of them."""
+        rows: list[tuple[bytes, bytes]] = []
         with self._writer_lock, _translated():
             conn = self._connection()
-            key, select = conversation_id.hex, self._select_missed
-
+            head = self._heads.get(conversation_id)
+            read = contended or head is None or head.version != after
             with immediate(conn, self._lock_wait, busy_ms=0):
-                found = conn.execute(select, (key, after)).fetchall()
-                rows = [(bytes(row[0] or b""), row[1]) for row in found]
-                stored, listing = decide(rows)
+                if read:
+                    found = conn.execute(self._select_missed, (conversation_id.hex, after))
+                    rows = [(bytes(row[0] or b""), row[1]) for row in found.fetchall()]
+                stored, listing = decide(rows if read else None)
                 if stored:
                     self._insert(conn, stored, listing)
         if rows:
