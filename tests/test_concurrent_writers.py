@@ -72,3 +72,24 @@ def test_processes_share_one_sqlite_file(tmp_path: Path) -> None:
 def test_processes_share_one_postgres_store(make_postgres_url: Callable[[], str]) -> None:
     """4 processes x 250 appends on one conversation in PostgreSQL: every message whole."""
     _race(make_postgres_url())
+
+
+def test_a_sqlite_writer_that_wrote_last_reads_nothing_and_one_that_lost_retries(
+    tmp_path: Path,
+) -> None:
+    """The happy path reads no event row before it inserts (one writer per conversation);
+    a writer whose conversation another store wrote to since (its cached state behind)
+    finds its version taken and writes again after what it missed, nothing lost."""
+    path = tmp_path / "s.db"
+    with open_store(path) as a, open_store(path) as b:
+        conversation = a.new_conversation(title="two writers")
+        a.append_message(conversation, "user", [{"type": "text", "text": "a1"}])
+        statements: list[str] = []
+        a._log.recorder._connection().set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        a.append_message(conversation, "assistant", [{"type": "text", "text": "a2"}])
+        reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert not [s for s in reads if "stored_events WHERE originator_id" in s], reads
+        b.append_message(conversation, "user", [{"type": "text", "text": "b1"}])
+        a.append_message(conversation, "assistant", [{"type": "text", "text": "a3"}])
+        texts = [m["content"] for m in b.replay(conversation, shape="openai")["messages"]]
+    assert texts == ["a1", "a2", "b1", "a3"]
