@@ -171,10 +171,9 @@ class _Plan:
         # The template holds every field in the model's order, so the merged dict keeps the
         # order a validated model's __dict__ has.
         values = {**self.template, **fields}
-        if self.factories:
-            for name, factory in self.factories.items():
-                if name not in fields:
-                    values[name] = factory()
+        for name, factory in self.factories.items():
+            if name not in fields:
+                values[name] = factory()
         model = _new(self.cls)
         _set(model, "__dict__", values)
         _set(model, "__pydantic_fields_set__", set(fields))
@@ -263,7 +262,7 @@ def _rebuilt(state: bytes) -> Event:
     # pydantic's JSON reader (Rust, already a dependency) parses twice as fast as the
     # standard one, to the same plain values; what it refuses, the validating decoder judges.
     fields: dict[str, Any] = from_json(b"{" + body[1:]) if body != b"}" else {}
-    if type(fields) is not dict or not fields.keys().isdisjoint(_HEADER_FIELDS):
+    if not fields.keys().isdisjoint(_HEADER_FIELDS):
         raise _Fallback  # the header holds these: a body holding them is not ours
     given: dict[str, Any] = {
         "originator_id": _uuid(state[2:18]),
