@@ -32,8 +32,8 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from bench.workload import Message, make_texts, role_of
 from convstore import BlockRecorded, MessageEnded, open_store
-from convstore.backends.sqlite.files import PAGE_SIZE
-from convstore.backends.sqlite.tables import EVENTS_TABLE
+from convstore.infrastructure.sqlite.files import PAGE_SIZE
+from convstore.infrastructure.sqlite.tables import EVENTS_TABLE
 
 USER_TEXTS = make_texts(32, 300, seed=11)
 REASONING = make_texts(32, 500, seed=12)

@@ -122,7 +122,7 @@ def raw_sqlite_inserter(path: Path) -> tuple[sqlite3.Connection, Callable[[Store
 def state_json(state: bytes) -> bytes:
     """A stored state's JSON as a plain reader parses it, without convstore or pydantic: the
     state itself in the earlier full-JSON form, else a compact state's body after its binary
-    header (inflated when compressed; see ``convstore.backends.common.mapper``)."""
+    header (inflated when compressed; see ``convstore.infrastructure.common.mapper``)."""
     if state[:1] == b"{":
         return state
     kind = state[1]

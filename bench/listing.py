@@ -38,10 +38,10 @@ from uuid import UUID, uuid4
 from eventsourcing.persistence import StoredEvent
 
 import convstore
-from convstore.backends.common.mapper import topic_of
 from convstore.domain.blocks import TextBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import ConversationStarted, Event, LabelsSet, Role
+from convstore.infrastructure.common.mapper import topic_of
 from convstore.projections.listing import listing_changes
 
 TEMPLATE_ID = UUID("00000000-0000-4000-8000-000000000000")

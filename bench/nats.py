@@ -42,9 +42,14 @@ from bench.writers import (
     sample_payloads,
 )
 from convstore import open_store
-from convstore.backends.nats.location import NatsLocation
-from convstore.backends.nats.recorder import END_HEADER, TOPIC_HEADER, VERSION_HEADER, message_id
 from convstore.domain.errors import InvalidInput
+from convstore.infrastructure.nats.location import NatsLocation
+from convstore.infrastructure.nats.recorder import (
+    END_HEADER,
+    TOPIC_HEADER,
+    VERSION_HEADER,
+    message_id,
+)
 
 TARGET_RATIO = 0.5
 """Issue 25: convstore's appends/s at least half raw nats-py's, same bytes, same acks."""
@@ -184,7 +189,7 @@ def _raw_appender(servers: str, stream: str, payloads: list[Payload]) -> Appende
     import nats  # noqa: PLC0415 - the nats extra
     from nats.js.errors import APIError  # noqa: PLC0415
 
-    from convstore.backends.nats.link import WRONG_LAST_SEQUENCE  # noqa: PLC0415
+    from convstore.infrastructure.nats.link import WRONG_LAST_SEQUENCE  # noqa: PLC0415
 
     loop = asyncio.new_event_loop()
     client = loop.run_until_complete(nats.connect([f"nats://{s}" for s in servers.split(",")]))

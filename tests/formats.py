@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from convstore.backends.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.domain.conversation import MessageStatus, message_events
 from convstore.domain.events import BlockAppended, BlockRecorded
+from convstore.infrastructure.common.tables import BLOCK_EVENTS_FORMAT
 
 BLOCK_EVENTS = (BlockAppended, BlockRecorded)
 """A block's event in either form."""

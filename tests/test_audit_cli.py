@@ -21,10 +21,10 @@ from click.testing import CliRunner, Result
 from convstore import open_store
 from convstore.app.demo import record_demo
 from convstore.app.projector import rebuild
-from convstore.backends.common.readonly import read_only_query
 from convstore.cli import cli
 from convstore.cli.audit import audit as audit_group
 from convstore.domain.errors import InvalidInput, NoStore
+from convstore.infrastructure.common.readonly import read_only_query
 from tests.conftest import one_error_line
 from tests.test_audit import assert_same_read_model, files_under, orphan_result
 

@@ -18,9 +18,9 @@ from click.testing import CliRunner
 
 from convstore import open_store
 from convstore.app.demo import record_demo
-from convstore.backends.common.readonly import read_only_query
 from convstore.cli import cli
 from convstore.domain.errors import InvalidInput
+from convstore.infrastructure.common.readonly import read_only_query
 from tests.conftest import one_error_line
 
 SCRIPT = Path(sys.executable).parent / "convstore"

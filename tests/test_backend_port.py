@@ -1,7 +1,7 @@
 """A backend is one object behind one port, chosen in one place.
 
 Everything that differs between backends sits behind :class:`convstore.ports.backend.Backend`,
-and the registry in :mod:`convstore.backends` is the only module that turns a location into
+and the registry in :mod:`convstore.infrastructure` is the only module that turns a location into
 one. These tests hold that: no module but the registry (and the backends' own folders) reads a
 location to tell backends apart, and a backend added by one registry line, here a toy that
 keeps its stores in SQLite files under a ``toy://`` URL, passes the whole store contract.
@@ -24,10 +24,10 @@ import pytest
 
 from convstore import InvalidInput, Store, open_async_store, open_store
 from convstore.audit.file import default_audit_file, store_file_of
-from convstore.backends import BACKENDS, backend_for
-from convstore.backends.common.mapper import COMPACT, COMPACT_ZLIB
-from convstore.backends.postgres.backend import PostgresBackend
-from convstore.backends.sqlite.backend import SQLiteBackend
+from convstore.infrastructure import BACKENDS, backend_for
+from convstore.infrastructure.common.mapper import COMPACT, COMPACT_ZLIB
+from convstore.infrastructure.postgres.backend import PostgresBackend
+from convstore.infrastructure.sqlite.backend import SQLiteBackend
 from convstore.ports.backend import Backend, Opening, StoreUpgrade
 from tests.contract import StoreContract
 
@@ -60,14 +60,14 @@ def _choices(file: Path, root: Path = PACKAGE) -> list[str]:
 
 
 def _outside_the_backends() -> list[Path]:
-    """Every module but the registry and the backends' own folders (``backends/common/``,
+    """Every module but the registry and the backends' own folders (``infrastructure/common/``,
     which every backend shares, is outside too)."""
     own = {"sqlite", "postgres", "nats"}
     return [
         f
         for f in sorted(PACKAGE.rglob("*.py"))
-        if f.relative_to(PACKAGE) != Path("backends/__init__.py")
-        and not (f.relative_to(PACKAGE).parts[:1] == ("backends",) and f.parent.name in own)
+        if f.relative_to(PACKAGE) != Path("infrastructure/__init__.py")
+        and not (f.relative_to(PACKAGE).parts[:1] == ("infrastructure",) and f.parent.name in own)
     ]
 
 
@@ -80,7 +80,7 @@ def test_the_choice_finder_finds_choices(tmp_path: Path) -> None:
     """The check above is not vacuous: it reports each way of telling backends apart."""
     file = tmp_path / "choosing.py"
     file.write_text(
-        "from convstore.backends.postgres.factory import is_postgres_url\n"
+        "from convstore.infrastructure.postgres.factory import is_postgres_url\n"
         "threads = 4 if is_postgres_url(location) else 1\n"
         "kind = factory.url_scheme(location)\n"
         "backend = SQLiteBackend()\n"
@@ -111,7 +111,7 @@ def test_choosing_a_postgres_backend_imports_no_driver() -> None:
     audit file) loads the backend, never psycopg, so the driver stays an optional extra."""
     code = (
         "import sys\n"
-        "from convstore.backends import backend_for\n"
+        "from convstore.infrastructure import backend_for\n"
         "backend = backend_for('postgresql://app@db/agents')\n"
         "backend.default_audit_file('postgresql://app@db/agents')\n"
         "print(backend.name, sorted(m for m in ('psycopg', 'psycopg_pool') if m in sys.modules))"

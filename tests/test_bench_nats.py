@@ -15,7 +15,7 @@ from bench.common import Context
 from bench.nats import FULL, _report, store_url
 from bench.report import Report
 
-from convstore.backends.nats.location import NatsLocation
+from convstore.infrastructure.nats.location import NatsLocation
 
 SERVERS = "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
 

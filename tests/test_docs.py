@@ -220,7 +220,7 @@ def test_the_cli_guide_and_the_db_help_name_every_backend_scheme() -> None:
     """Issue 39 item 24: the CLI guide's `--db` paragraph and the top-level `--help` name the
     same kinds of location, every scheme the backend registry knows among them (the guide
     said "a file path or a PostgreSQL URL, nothing else" while `nats://` works)."""
-    from convstore.backends import BACKENDS  # noqa: PLC0415 - only this test needs it
+    from convstore.infrastructure import BACKENDS  # noqa: PLC0415 - only this test needs it
 
     guide = (DOCS / "cli.md").read_text(encoding="utf-8")
     paragraph = guide[guide.index("`--db` (and `CONVSTORE_DB`") :].split("\n\n", 1)[0]

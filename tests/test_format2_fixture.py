@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import convstore
-from convstore.backends.common.mapper import topic_of
 from convstore.domain.events import EVENT_CLASSES, BlockRecorded
+from convstore.infrastructure.common.mapper import topic_of
 
 FIXTURE = Path(__file__).parent / "fixtures" / "format2"
 SCRIPT = Path(sys.executable).parent / "convstore"

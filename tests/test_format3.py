@@ -26,7 +26,6 @@ from hypothesis import strategies as st
 
 import convstore
 from convstore.audit.db import AuditDatabase
-from convstore.backends.common.mapper import compact_state, decode_compact, topic_of
 from convstore.domain.blocks import TextBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.events import (
@@ -39,6 +38,7 @@ from convstore.domain.events import (
 )
 from convstore.engine.model import folded
 from convstore.engine.plan import SHAPES, replay
+from convstore.infrastructure.common.mapper import compact_state, decode_compact, topic_of
 from convstore.projections.format3 import format3_events, format3_stream
 from convstore.projections.listing import listing_changes
 from convstore.projections.messages import collect_history

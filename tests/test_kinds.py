@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import get_args
 
 from convstore.audit.db import BLOCK_COUNTERS
-from convstore.backends.common.mapper import TOPICS, topic_of
 from convstore.domain.blocks import BLOCK_CLASSES, BLOCK_TYPES, AnyToolResult, AnyToolUse, Block
 from convstore.domain.events import EVENT_CLASSES, Event
 from convstore.engine.render import KINDS
 from convstore.engine.state import CALL_CODES, RESULT_CODES
+from convstore.infrastructure.common.mapper import TOPICS, topic_of
 
 SOURCE = Path(__file__).parents[1] / "src" / "convstore"
 KIND_NAMES = {cls.__name__ for cls in (*BLOCK_CLASSES, *EVENT_CLASSES)}

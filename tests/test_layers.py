@@ -21,7 +21,7 @@ RANKS: list[tuple[str, ...]] = [
     ("engine",),
     ("views",),
     ("ports",),
-    ("backends",),
+    ("infrastructure",),
     ("store", "audit"),
     ("recording",),
     ("integrations",),

@@ -14,9 +14,9 @@ import pytest
 
 import convstore
 from convstore import Store
-from convstore.backends.common.listing import PARENT_INDEX, select_page
-from convstore.backends.postgres.recorder import POSTGRES
-from convstore.backends.sqlite.recorder import SQLITE
+from convstore.infrastructure.common.listing import PARENT_INDEX, select_page
+from convstore.infrastructure.postgres.recorder import POSTGRES
+from convstore.infrastructure.sqlite.recorder import SQLITE
 from convstore.projections.listing import ListingQuery
 
 

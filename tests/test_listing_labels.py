@@ -8,8 +8,8 @@ import sqlite3
 from pathlib import Path
 
 from convstore import open_store
-from convstore.backends.common.listing import DRIVE_RATIO, driving_label, select_page
-from convstore.backends.sqlite.recorder import SQLITE
+from convstore.infrastructure.common.listing import DRIVE_RATIO, driving_label, select_page
+from convstore.infrastructure.sqlite.recorder import SQLITE
 from convstore.projections.listing import ListingQuery
 
 RARE = ("user", "u3")

@@ -20,13 +20,13 @@ from uuid import UUID, uuid4
 import pytest
 
 from convstore import Store, StoreError, open_store
-from convstore.backends.nats.location import NatsLocation
-from convstore.backends.nats.recorder import (
+from convstore.infrastructure.nats.location import NatsLocation
+from convstore.infrastructure.nats.recorder import (
     FOLLOW_LOCK_SUFFIX,
     MARK,
     WAIT_EVERY,
 )
-from convstore.backends.nats.replica import POSITION_TABLE
+from convstore.infrastructure.nats.replica import POSITION_TABLE
 from tests.nats_cluster import Cluster, delete_stream
 from tests.test_nats_faults import _texts, _verified
 

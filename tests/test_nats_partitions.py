@@ -14,8 +14,8 @@ from uuid import UUID, uuid4
 import pytest
 
 from convstore import InvalidInput, Store, open_store
-from convstore.backends.nats.location import partition_of
 from convstore.domain.events import Event
+from convstore.infrastructure.nats.location import partition_of
 from tests.contract import StoreContract, interleaved_with
 from tests.nats_cluster import Cluster, delete_stream
 from tests.test_transfer import filled_and_piped, log_order, log_rows, problems, replays

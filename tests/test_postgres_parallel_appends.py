@@ -1,7 +1,7 @@
 """PostgreSQL appends without a table lock: readers never pass an append still running.
 
 The recorder lets writers of one store run in parallel (see
-:mod:`convstore.backends.postgres.recorder`). Notification ids are then handed out before
+:mod:`convstore.infrastructure.postgres.recorder`). Notification ids are then handed out before
 the transactions holding them commit, in any order: these tests hold one append open while a
 later one commits and check what a reader gets; upgrade a store made before the ``tx`` column;
 and race 8 writer processes against ``convstore project --follow``, whose read model must end
@@ -36,7 +36,7 @@ FOLLOW = ("project", "--follow", "--interval", "0.05")
 def _datastore(url: str, schema: str) -> Any:
     from eventsourcing.postgres import PostgresDatastore  # noqa: PLC0415
 
-    from convstore.backends.postgres.factory import PostgresSettings  # noqa: PLC0415
+    from convstore.infrastructure.postgres.factory import PostgresSettings  # noqa: PLC0415
 
     settings = PostgresSettings.from_url(url)
     return PostgresDatastore(
@@ -73,7 +73,7 @@ def _event(originator: UUID, version: int) -> Any:
 def test_a_reader_never_passes_an_append_still_running(schema: tuple[str, str]) -> None:
     """An append holds id 1 uncommitted while a later one commits id 2: readers return
     neither until the first commits, then both in order, although the table shows id 2."""
-    from convstore.backends.postgres.recorder import (  # noqa: PLC0415
+    from convstore.infrastructure.postgres.recorder import (  # noqa: PLC0415
         ChainedPostgresRecorder,
     )
     from convstore.ports.chain import advance  # noqa: PLC0415
@@ -134,7 +134,7 @@ def test_a_store_made_before_the_transaction_column_is_upgraded(
     import psycopg  # noqa: PLC0415
     from eventsourcing.postgres import PostgresApplicationRecorder  # noqa: PLC0415
 
-    from convstore.backends.postgres.recorder import (  # noqa: PLC0415
+    from convstore.infrastructure.postgres.recorder import (  # noqa: PLC0415
         ChainedPostgresRecorder,
     )
 
@@ -286,7 +286,7 @@ def test_a_writer_whose_remembered_head_moved_reads_it_and_retries(
 ) -> None:
     """Two writers (as two hosts) take turns on one conversation: each starts from the head it
     wrote last, finds it moved, reads it and writes again; the chain is the log's."""
-    from convstore.backends.postgres.recorder import (  # noqa: PLC0415
+    from convstore.infrastructure.postgres.recorder import (  # noqa: PLC0415
         ChainedPostgresRecorder,
     )
     from convstore.ports.chain import advance  # noqa: PLC0415
@@ -318,7 +318,7 @@ def test_values_written_as_sql_literals_read_back_exactly(schema: tuple[str, str
     byte value come back exactly as given."""
     from eventsourcing.persistence import StoredEvent  # noqa: PLC0415
 
-    from convstore.backends.postgres.recorder import (  # noqa: PLC0415
+    from convstore.infrastructure.postgres.recorder import (  # noqa: PLC0415
         ChainedPostgresRecorder,
     )
 
@@ -348,7 +348,7 @@ def test_an_error_after_the_commit_is_not_a_failed_write(schema: tuple[str, str]
     reported done; one failing before it leaves nothing and is raised."""
     from eventsourcing.persistence import PersistenceError  # noqa: PLC0415
 
-    from convstore.backends.postgres.recorder import (  # noqa: PLC0415
+    from convstore.infrastructure.postgres.recorder import (  # noqa: PLC0415
         ChainedPostgresRecorder,
     )
 

@@ -112,7 +112,7 @@ def test_open_store_leaves_the_unused_parts_unimported() -> None:
     heavy_parts = (
         "convstore.store.aio",
         "convstore.app.aio",
-        "convstore.backends.postgres",
+        "convstore.infrastructure.postgres",
         "convstore.web",
         "convstore.views",
         "convstore.audit",

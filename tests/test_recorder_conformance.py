@@ -28,7 +28,7 @@ from eventsourcing.tests.persistence import (
     NonInterleavingNotificationIDsBaseCase,
 )
 
-from convstore.backends.sqlite.recorder import SQLiteWriterRecorder, file_uri
+from convstore.infrastructure.sqlite.recorder import SQLiteWriterRecorder, file_uri
 from tests.conftest import POSTGRES_URL, postgres_unreachable
 from tests.nats_cluster import Cluster
 from tests.nats_cluster import delete_stream as _delete_stream
@@ -123,8 +123,8 @@ class _Postgres:
         from eventsourcing.postgres import PostgresDatastore  # noqa: PLC0415
         from psycopg import sql  # noqa: PLC0415
 
-        from convstore.backends.postgres.factory import PostgresSettings  # noqa: PLC0415
-        from convstore.backends.postgres.recorder import (  # noqa: PLC0415
+        from convstore.infrastructure.postgres.factory import PostgresSettings  # noqa: PLC0415
+        from convstore.infrastructure.postgres.recorder import (  # noqa: PLC0415
             ChainedPostgresRecorder,
         )
 
@@ -175,7 +175,7 @@ class _Nats:
         self._made: list[ApplicationRecorder] = []
 
     def tearDown(self) -> None:
-        from convstore.backends.nats.recorder import NatsRecorder  # noqa: PLC0415
+        from convstore.infrastructure.nats.recorder import NatsRecorder  # noqa: PLC0415
 
         for recorder in self._made:
             assert isinstance(recorder, NatsRecorder)
@@ -186,8 +186,8 @@ class _Nats:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def create_recorder(self) -> ApplicationRecorder:
-        from convstore.backends.nats.backend import NatsBackend  # noqa: PLC0415
-        from convstore.backends.nats.factory import NatsFactory  # noqa: PLC0415
+        from convstore.infrastructure.nats.backend import NatsBackend  # noqa: PLC0415
+        from convstore.infrastructure.nats.factory import NatsFactory  # noqa: PLC0415
 
         name = f"r{uuid4().hex[:12]}"
         self._streams.append(name)
@@ -203,8 +203,8 @@ class _NatsPartitioned(_Nats):
     """The same on a store of three streams (``?partitions=3``)."""
 
     def create_recorder(self) -> ApplicationRecorder:
-        from convstore.backends.nats.backend import NatsBackend  # noqa: PLC0415
-        from convstore.backends.nats.factory import NatsFactory  # noqa: PLC0415
+        from convstore.infrastructure.nats.backend import NatsBackend  # noqa: PLC0415
+        from convstore.infrastructure.nats.factory import NatsFactory  # noqa: PLC0415
 
         name = f"r{uuid4().hex[:12]}"
         self._streams += [f"{name}-p{k}" for k in range(3)]

@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 from convstore import Store, StoreError, open_store
-from convstore.backends.common.log_changes import CHANGES_TABLE
-from convstore.backends.postgres.factory import PostgresSettings
+from convstore.infrastructure.common.log_changes import CHANGES_TABLE
+from convstore.infrastructure.postgres.factory import PostgresSettings
 from tests.conftest import POSTGRES_URL, one_error_line
 
 SCRIPT = Path(sys.executable).with_name("convstore")

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convstore import ConversationNotFound, Store, open_store
-from convstore.backends.common.tables import RETIRED_HEADS, RETIRED_MESSAGES
 from convstore.domain.events import Event
 from convstore.engine.plan import SHAPES, replay
+from convstore.infrastructure.common.tables import RETIRED_HEADS, RETIRED_MESSAGES
 from tests.conftest import POSTGRES_URL
 from tests.strategies import histories
 

@@ -18,7 +18,7 @@ import pytest
 from eventsourcing.persistence import ConnectionPoolClosedError
 from eventsourcing.sqlite import SQLiteDatastore
 
-from convstore.backends.sqlite.recorder import SQLiteWriterRecorder, file_uri
+from convstore.infrastructure.sqlite.recorder import SQLiteWriterRecorder, file_uri
 
 COUNT = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 300000) "
 COUNT += "SELECT count(*) FROM n"

@@ -25,8 +25,8 @@ from uuid import UUID
 import pytest
 from click.testing import CliRunner, Result
 
-import convstore.backends.sqlite.backend as sqlite_opening
-import convstore.backends.sqlite.recorder as sqlite_backend
+import convstore.infrastructure.sqlite.backend as sqlite_opening
+import convstore.infrastructure.sqlite.recorder as sqlite_backend
 from convstore import InvalidInput, StoreError, open_store
 from convstore.cli import cli
 from convstore.store.verify import Verifier

@@ -28,17 +28,6 @@ from pydantic import BaseModel
 
 import convstore
 from convstore import Store
-from convstore.backends.common.mapper import (
-    COMPACT,
-    COMPACT_ZLIB,
-    COMPRESS_FROM,
-    KIND_CODES,
-    PydanticMapper,
-    UnreadableEvent,
-    compact_state,
-    decode_compact,
-    event_json,
-)
 from convstore.cli import cli
 from convstore.domain.blocks import TextBlock, ToolResultBlock
 from convstore.domain.events import (
@@ -48,6 +37,17 @@ from convstore.domain.events import (
     ConversationStarted,
     Event,
     MessageStarted,
+)
+from convstore.infrastructure.common.mapper import (
+    COMPACT,
+    COMPACT_ZLIB,
+    COMPRESS_FROM,
+    KIND_CODES,
+    PydanticMapper,
+    UnreadableEvent,
+    compact_state,
+    decode_compact,
+    event_json,
 )
 from convstore.ports.chain import HEADS_TABLE, genesis, link
 from convstore.projections.format3 import format3_events

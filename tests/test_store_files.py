@@ -27,9 +27,9 @@ from eventsourcing.domain import Aggregate, event
 
 from convstore import InvalidInput, open_store
 from convstore.app.bootstrap import fill_new_store
-from convstore.backends.sqlite.files import PAGE_SIZE
-from convstore.backends.sqlite.recorder import create_private_file
 from convstore.cli import cli
+from convstore.infrastructure.sqlite.files import PAGE_SIZE
+from convstore.infrastructure.sqlite.recorder import create_private_file
 
 TEXT = {"type": "text", "text": "hello"}
 

@@ -14,8 +14,8 @@ from uuid import UUID, uuid4
 import pytest
 
 from convstore import ConversationErased, InvalidInput, NoStore, Store, StoreError, open_store
-from convstore.backends.nats import link as link_module
-from convstore.backends.nats.backend import NatsBackend
+from convstore.infrastructure.nats import link as link_module
+from convstore.infrastructure.nats.backend import NatsBackend
 from convstore.ports.chain import chain_key
 from convstore.store.verify import Verifier
 from tests.contract import StoreContract
@@ -220,7 +220,7 @@ def test_a_link_waits_for_its_loop_thread_to_run(
 ) -> None:
     """A link whose event-loop thread is slow to start (a busy machine: eight processes opening
     a store at once) connects once it runs, instead of calling itself closed."""
-    from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415 - the nats extra
+    from convstore.infrastructure.nats.link import JetStreamLink  # noqa: PLC0415 - the nats extra
 
     started = asyncio.BaseEventLoop.run_forever
 

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from convstore import InvalidInput, Store, StoreError, open_store
-from convstore.backends.common.mapper import COMPACT, COMPACT_ZLIB, decode_compact
-from convstore.backends.postgres.factory import PostgresSettings, redact
 from convstore.cli import cli
+from convstore.infrastructure.common.mapper import COMPACT, COMPACT_ZLIB, decode_compact
+from convstore.infrastructure.postgres.factory import PostgresSettings, redact
 from convstore.ports.chain import genesis, link
 from tests.conftest import one_error_line
 from tests.contract import StoreContract

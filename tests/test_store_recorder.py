@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from convstore.backends.common.application import EventLog
-from convstore.backends.postgres.recorder import ChainedPostgresRecorder
-from convstore.backends.sqlite.recorder import SQLiteWriterRecorder, sqlite_env
+from convstore.infrastructure.common.application import EventLog
+from convstore.infrastructure.postgres.recorder import ChainedPostgresRecorder
+from convstore.infrastructure.sqlite.recorder import SQLiteWriterRecorder, sqlite_env
 from convstore.ports.recorder import StoreRecorder
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "convstore"
@@ -51,16 +51,16 @@ def _backend_probes(file: Path, root: Path = PACKAGE) -> list[str]:
 
 
 def test_nothing_outside_the_backends_probes_the_recorder() -> None:
-    """No module but a backend's own (``backends/sqlite/``, ``backends/postgres/``,
-    ``backends/nats/``) asks what its recorder is: not the store, not the code every backend
+    """No module but a backend's own (``infrastructure/sqlite/``, ``infrastructure/postgres/``,
+    ``infrastructure/nats/``) asks what its recorder is: not the store, not the code every backend
     shares. The one check left in common code is the event log's, that the recorder is
     convstore's at all."""
-    own = {("backends", "sqlite"), ("backends", "postgres"), ("backends", "nats")}
+    own = {("infrastructure", "sqlite"), ("infrastructure", "postgres"), ("infrastructure", "nats")}
     files = [
         f for f in sorted(PACKAGE.rglob("*.py")) if f.relative_to(PACKAGE).parts[:2] not in own
     ]
     probes = [probe for f in files for probe in _backend_probes(f)]
-    assert probes == ["backends/common/application.py: isinstance(recorder, StoreRecorder)"]
+    assert probes == ["infrastructure/common/application.py: isinstance(recorder, StoreRecorder)"]
 
 
 def test_the_probe_finder_finds_probes(tmp_path: Path) -> None:

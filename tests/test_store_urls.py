@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from convstore import InvalidInput, StoreError, open_store
-from convstore.backends.postgres.factory import PostgresSettings, redact
 from convstore.cli import cli
+from convstore.infrastructure.postgres.factory import PostgresSettings, redact
 
 SECRET = "s3cret-Pa55"  # noqa: S105 - a test password, shown nowhere
 TEXT = {"type": "text", "text": "hello"}

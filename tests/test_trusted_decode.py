@@ -1,5 +1,5 @@
-"""Replay's decoder (:mod:`convstore.backends.common.trusted_decode`) gives the very events the
-validating decoder gives, for every event kind and every block kind, and leaves a fresh
+"""Replay's decoder (:mod:`convstore.infrastructure.common.trusted_decode`) gives the very
+events the validating decoder gives, for every event kind and every block kind, and leaves a fresh
 process that only replays without building the event models' validators."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from convstore.backends.common.mapper import compact_state, decode_compact
-from convstore.backends.common.trusted_decode import decode_trusted
 from convstore.domain.blocks import BLOCK_CLASSES
 from convstore.domain.events import EVENT_CLASSES, BlockAppended, BlockRecorded, Event
+from convstore.infrastructure.common.mapper import compact_state, decode_compact
+from convstore.infrastructure.common.trusted_decode import decode_trusted
 from convstore.projections.format3 import format3_events
 from tests.strategies import histories
 

@@ -25,9 +25,9 @@ from click.testing import CliRunner, Result
 from convstore import open_store
 from convstore.app.demo import record_demo
 from convstore.app.verifying import store_verifier
-from convstore.backends.common.mapper import event_json
 from convstore.cli import cli
 from convstore.domain.errors import StoreError
+from convstore.infrastructure.common.mapper import event_json
 from convstore.ports.chain import genesis, link
 from tests.conftest import format2_store_file
 

@@ -17,9 +17,9 @@ from click.testing import CliRunner, Result
 
 from convstore import open_store
 from convstore.app.demo import record_demo
-from convstore.backends.common.mapper import event_json
 from convstore.cli import cli
 from convstore.domain.errors import StoreError
+from convstore.infrastructure.common.mapper import event_json
 
 psycopg = pytest.importorskip("psycopg")
 sql = psycopg.sql

@@ -7,12 +7,12 @@ import warnings
 from collections.abc import Callable
 from typing import Literal, TypeAlias, TypeVar
 
-from convstore.backends import backend_for
-from convstore.backends.common.application import EventLog
-from convstore.backends.sqlite.recorder import default_path
 from convstore.domain.errors import InvalidInput, StoreError
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_count
+from convstore.infrastructure import backend_for
+from convstore.infrastructure.common.application import EventLog
+from convstore.infrastructure.sqlite.recorder import default_path
 from convstore.ports.backend import Backend, Opening
 from convstore.ports.records import failure_detail
 from convstore.store import Store

@@ -25,9 +25,9 @@ from convstore.audit.file import (
     store_file_of,
     swap_in,
 )
-from convstore.backends.common.gc_pause import paused_gc
-from convstore.backends.common.readonly import read_only_query
 from convstore.domain.errors import ProjectionConflict, ReadModelBusy, ReadModelMoved
+from convstore.infrastructure.common.gc_pause import paused_gc
+from convstore.infrastructure.common.readonly import read_only_query
 from convstore.store import Store
 
 BATCH_SIZE = 500

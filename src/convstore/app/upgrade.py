@@ -2,7 +2,7 @@
 
 The steps (docs/design/format-3.md, "The store format, and the upgrade path"), on SQLite:
 
-1. the old store's write lock is taken and kept (:mod:`convstore.backends.sqlite.upgrade`), so
+1. the old store's write lock is taken and kept (:mod:`convstore.infrastructure.sqlite.upgrade`), so
    what is verified is what is rewritten, and no append lands meanwhile;
 2. the old log is verified as ``convstore verify`` verifies it (every row, each conversation's
    rules and hash chain, SQLite's check of every page); a damaged store is refused, naming the
@@ -36,9 +36,9 @@ from uuid import UUID
 
 from convstore.app.bootstrap import open_store, resolve_location
 from convstore.app.verifying import log_problems
-from convstore.backends import backend_for
-from convstore.backends.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.domain.errors import InvalidInput, StoreError
+from convstore.infrastructure import backend_for
+from convstore.infrastructure.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.ports.backend import UPGRADED_FROM, StoreUpgrade
 from convstore.ports.chain import Head
 from convstore.store import Store

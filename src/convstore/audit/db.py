@@ -17,8 +17,6 @@ from typing import Any, assert_never
 
 import sqlite_utils
 
-from convstore.backends.sqlite.recorder import create_private_file
-from convstore.backends.sqlite.transaction import delete_securely
 from convstore.domain.blocks import (
     BLOCK_CLASSES,
     AnyToolResult,
@@ -52,6 +50,8 @@ from convstore.domain.events import (
     RewindUndone,
     Rewound,
 )
+from convstore.infrastructure.sqlite.recorder import create_private_file
+from convstore.infrastructure.sqlite.transaction import delete_securely
 from convstore.ports.erasure import Erasure
 from convstore.projections.audit import block_facts
 from convstore.projections.prose import tool_input_json

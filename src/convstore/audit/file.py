@@ -15,8 +15,8 @@ from contextlib import closing
 from pathlib import Path
 
 from convstore.audit.db import STORE_ID
-from convstore.backends import backend_for
 from convstore.domain.errors import InvalidInput, StoreError
+from convstore.infrastructure import backend_for
 
 COMPANION_SUFFIXES = ("-journal", "-wal", "-shm")
 """The files SQLite keeps beside a database, found by name."""

@@ -14,7 +14,6 @@ from typing import Any
 import click
 
 from convstore.app.bootstrap import ENV_VAR
-from convstore.backends.sqlite.recorder import default_path
 from convstore.cli import conversations, metadata
 from convstore.cli.options import (
     EXIT_BAD_INPUT,
@@ -23,6 +22,7 @@ from convstore.cli.options import (
     usage_failure,
 )
 from convstore.domain.errors import ConvstoreError, InvalidInput
+from convstore.infrastructure.sqlite.recorder import default_path
 
 LAZY_COMMANDS = {
     "project": "convstore.cli.audit:project",

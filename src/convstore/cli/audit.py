@@ -12,15 +12,15 @@ import click
 from convstore.app.projector import audit_path, catch_up, open_audit, rebuild
 from convstore.app.projector import follow as follow_log
 from convstore.audit.db import AuditDatabase
-from convstore.backends.common.readonly import (
+from convstore.cli.options import listen_options, store_from
+from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
+from convstore.domain.errors import InvalidInput, NoStore, ReadModelBusy
+from convstore.infrastructure.common.readonly import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ROWS,
     DEFAULT_TIME_LIMIT_SECONDS,
     read_only_query,
 )
-from convstore.cli.options import listen_options, store_from
-from convstore.cli.output import chosen_format, emit, emit_dicts, format_options
-from convstore.domain.errors import InvalidInput, NoStore, ReadModelBusy
 from convstore.ports.extras import missing_extra
 from convstore.store import Store
 

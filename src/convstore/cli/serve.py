@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from convstore.audit.db import STORE_ID
-from convstore.backends.sqlite.recorder import create_private_file
 from convstore.domain.errors import InvalidInput
+from convstore.infrastructure.sqlite.recorder import create_private_file
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -9,10 +9,10 @@ import click
 
 from convstore.app.projector import audit_path, erased_still_held
 from convstore.app.verifying import store_verifier
-from convstore.backends.common.readonly import read_only_query
 from convstore.cli.options import store_from
 from convstore.cli.output import chosen_format, counted, emit, format_options
 from convstore.domain.errors import ConvstoreError, InvalidInput
+from convstore.infrastructure.common.readonly import read_only_query
 from convstore.store.verify import Problem
 
 

@@ -57,7 +57,6 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from convstore.backends.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.domain.blocks import Block
 from convstore.domain.conversation import EntryMessage, message_events
 from convstore.domain.errors import (
@@ -76,6 +75,7 @@ from convstore.domain.events import (
 )
 from convstore.domain.events import Event as LogEvent
 from convstore.domain.metadata import parse_labels
+from convstore.infrastructure.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.integrations.google_adk_parts import ENTRY_KEY, entry_event, event_entry
 from convstore.integrations.google_adk_parts import unanswered_calls_as_prose as _as_prose
 from convstore.store import Store

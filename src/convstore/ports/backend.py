@@ -1,10 +1,10 @@
 """What the store and the composition root ask of a backend, as one object.
 
-A backend is chosen once, from the store's location, by :func:`convstore.backends.backend_for`
+A backend is chosen once, from the store's location, by :func:`convstore.infrastructure.backend_for`
 (the registry: one line per URL scheme). Everything that differs between backends is behind
 :class:`Backend`: opening the event log's settings for a location, how many writer threads
 suit it, what an erasure must do after it commits, where the audit read model lives by
-default, and how the location is shown. Above ``backends/`` nothing asks which backend it
+default, and how the location is shown. Above ``infrastructure/`` nothing asks which backend it
 has.
 """
 
@@ -91,7 +91,7 @@ class Backend(Protocol):
     compress_from: int
     """Event bodies of this many bytes or more are stored zlib-compressed (when that saves an
     eighth): a trade of append CPU for disk, made per backend
-    (:data:`convstore.backends.common.mapper.COMPRESS_FROM`)."""
+    (:data:`convstore.infrastructure.common.mapper.COMPRESS_FROM`)."""
 
     def show(self, location: str) -> str:
         """The location with every secret masked, safe to print and log."""

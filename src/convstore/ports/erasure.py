@@ -17,7 +17,7 @@ tombstone is what tells every reader that the gap is deliberate:
 An erasure may be conditional (retention): given ``idle_since``, the recorder reads the
 conversation's listing row inside the erasing transaction, under the same lock an append
 takes, and erases only if its newest event is older
-(:func:`convstore.backends.common.listing.refuse_if_active`). An append
+(:func:`convstore.infrastructure.common.listing.refuse_if_active`). An append
 acknowledged before that check makes it refuse; one after it finds the tombstone.
 """
 

@@ -1,7 +1,7 @@
 """What convstore asks of a backend's recorder beyond eventsourcing's ``ApplicationRecorder``.
 
-Each backend's recorder (:class:`~convstore.backends.sqlite.recorder.SQLiteWriterRecorder`,
-:class:`~convstore.backends.postgres.recorder.ChainedPostgresRecorder`) derives from
+Each backend's recorder (:class:`~convstore.infrastructure.sqlite.recorder.SQLiteWriterRecorder`,
+:class:`~convstore.infrastructure.postgres.recorder.ChainedPostgresRecorder`) derives from
 :class:`StoreRecorder`, so ``mypy --strict`` checks it keeps every method with these
 signatures, and the store calls them without asking which backend it has.
 """
@@ -76,8 +76,9 @@ class StoreRecorder(Protocol):
         self, conversation_id: UUID, after: int = 0
     ) -> tuple[int, list[tuple[bytes, bytes]]]:
         """The conversation's change count (how many of its stored rows were changed or
-        deleted in place, see :data:`convstore.backends.common.log_changes.CHANGES_TABLE`) and its
-        topics and states after version ``after``, as of one moment."""
+        deleted in place, see
+        :data:`convstore.infrastructure.common.log_changes.CHANGES_TABLE`) and its topics and
+        states after version ``after``, as of one moment."""
         ...
 
     def select_raw_records(self, after: int, limit: int) -> list[RawRecord]:

@@ -2,7 +2,7 @@
 
 The recorders keep a ``convstore_listing`` row per conversation (title, parentage, when it
 started, when it was last active, how many events) and a ``convstore_labels`` row per label,
-written in the same transaction as the events (see :mod:`convstore.backends.common.listing`).
+written in the same transaction as the events (see :mod:`convstore.infrastructure.common.listing`).
 This module decides, from the events of one write, what that write changes: a pure fold.
 
 Times are when things happened (:func:`~convstore.domain.events.happened`): an imported

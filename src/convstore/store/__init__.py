@@ -23,9 +23,6 @@ from uuid import UUID, uuid4
 from eventsourcing.persistence import IntegrityError
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from convstore.backends import backend_for
-from convstore.backends.common.application import EventLog
-from convstore.backends.sqlite.backend import WAL_RETRY_PAUSE_SECONDS, WAL_WAIT_SECONDS
 from convstore.domain.blocks import DEFERRED, AnyToolResult, Block, TextBlock
 from convstore.domain.conversation import Conversation, EntryMessage, as_of
 from convstore.domain.errors import (
@@ -63,6 +60,9 @@ from convstore.domain.parsing import (
     parse_role,
     parse_text,
 )
+from convstore.infrastructure import backend_for
+from convstore.infrastructure.common.application import EventLog
+from convstore.infrastructure.sqlite.backend import WAL_RETRY_PAUSE_SECONDS, WAL_WAIT_SECONDS
 from convstore.ports.backend import Backend
 from convstore.ports.erasure import Erasure
 from convstore.projections.messages import RecordedBlock, collect_history
@@ -99,7 +99,7 @@ class Store(Importing, Transferring, Replayer):
         super().__init__(log, location, secret=secret, limits=limits)
         self.backend = backend or backend_for(location)
         """The backend that keeps this store (:class:`convstore.ports.backend.Backend`),
-        chosen from its location by :func:`convstore.backends.backend_for` unless given."""
+        chosen from its location by :func:`convstore.infrastructure.backend_for` unless given."""
         self.identity = identity
         """The store's random identity (written once in its ``convstore_store`` table): what
         a read model built from it records, so no other store's is ever taken for its own."""

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, assert_never, get_args
 from uuid import UUID, uuid4, uuid5
 
-from convstore.backends.common.gc_pause import paused_gc
 from convstore.convert.history import History, Skipped
 from convstore.domain.blocks import (
     BLOCK_CLASSES,
@@ -53,6 +52,7 @@ from convstore.domain.parsing import (
     parse_flag,
     parse_optional_name,
 )
+from convstore.infrastructure.common.gc_pause import paused_gc
 from convstore.projections.listing import ListingQuery
 from convstore.store.listing import Listing
 from convstore.store.writer import Writer

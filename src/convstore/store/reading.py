@@ -15,14 +15,14 @@ from uuid import UUID
 from eventsourcing.persistence import MapperDeserialisationError, PersistenceError
 from pydantic import JsonValue
 
-from convstore.backends.common.application import EventLog
-from convstore.backends.common.gc_pause import paused_gc
-from convstore.backends.common.mapper import TOPIC_PREFIX, TOPICS
-from convstore.backends.common.trusted_decode import decode_stored
 from convstore.domain.errors import ConversationNotFound, StoreError
 from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, message_opened
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import MAX_COUNT, parse_count, parse_id, parse_optional_count
+from convstore.infrastructure.common.application import EventLog
+from convstore.infrastructure.common.gc_pause import paused_gc
+from convstore.infrastructure.common.mapper import TOPIC_PREFIX, TOPICS
+from convstore.infrastructure.common.trusted_decode import decode_stored
 from convstore.ports.records import failure_detail
 from convstore.projections.messages import RecordedMessage, collect_messages
 
@@ -111,7 +111,8 @@ class LogReader:
 
         For a reader that keeps a fold of the log and catches it up: a change count that
         differs from the one it read before means rows it folded were changed in place (see
-        :data:`convstore.backends.common.log_changes.CHANGES_TABLE`), so it folds again from 0.
+        :data:`convstore.infrastructure.common.log_changes.CHANGES_TABLE`), so it folds again
+        from 0.
         """
         conversation_id = parse_id(conversation, "conversation")
         after = parse_count(after, "after", maximum=MAX_COUNT)
@@ -179,7 +180,7 @@ class LogReader:
 
     def _counted_stream(self, conversation_id: UUID, after: int = 0) -> tuple[int, _Tail]:
         """:meth:`_stream`, with the conversation's change count read in the same snapshot
-        (see :data:`convstore.backends.common.log_changes.CHANGES_TABLE`)."""
+        (see :data:`convstore.infrastructure.common.log_changes.CHANGES_TABLE`)."""
         changes, rows = self._guarded(
             lambda: self._log.store_recorder.select_log_tail(conversation_id, after)
         )
@@ -194,7 +195,7 @@ class LogReader:
     ) -> Iterator[Event]:
         """(topic, state) rows of one conversation decoded, refusing a damaged topic;
         ``trusted``: rebuilt from their fields without validating them again, as replay reads
-        them (:mod:`convstore.backends.common.trusted_decode`)."""
+        them (:mod:`convstore.infrastructure.common.trusted_decode`)."""
         mapper = self._log.pydantic_mapper
         decode = partial(decode_stored, mapper) if trusted else mapper.decode_state
         for topic, state in rows:
@@ -237,7 +238,7 @@ def damaged_topic(
 
 class _Tail:
     """A conversation's (topic, state) rows after a version, decoded as consumed (a
-    :class:`convstore.backends.common.replay_tables.LogTail`)."""
+    :class:`convstore.infrastructure.common.replay_tables.LogTail`)."""
 
     __slots__ = ("_conversation", "_reader", "_rows")
 

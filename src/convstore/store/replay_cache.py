@@ -12,7 +12,7 @@ next replay.
 A cached state is dropped and the conversation folded again from the log when the event at
 its version is gone (the conversation was erased, or the log replaced) or when the log's
 change count differs from the one read with the state (a row it folded was changed or deleted
-in place since; :data:`convstore.backends.common.log_changes.CHANGES_TABLE`).
+in place since; :data:`convstore.infrastructure.common.log_changes.CHANGES_TABLE`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from convstore.backends.common.gc_pause import paused_gc
 from convstore.engine.model import fold
 from convstore.engine.render import render
 from convstore.engine.state import ImageLoader, ReplayState
+from convstore.infrastructure.common.gc_pause import paused_gc
 
 if TYPE_CHECKING:
     from convstore.domain.events import Event

@@ -42,13 +42,13 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError
 from pydantic import ValidationError
 
-from convstore.backends.common.gc_pause import paused_gc
-from convstore.backends.common.mapper import TOPICS, topic_of
-from convstore.backends.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.domain.errors import DumpError, InvalidInput, StoreError
 from convstore.domain.event_parsing import parse_event
 from convstore.domain.events import EVENT_ADAPTER, ConversationStarted, Event
 from convstore.domain.limits import Limits
+from convstore.infrastructure.common.gc_pause import paused_gc
+from convstore.infrastructure.common.mapper import TOPICS, topic_of
+from convstore.infrastructure.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.ports.records import Recorded
 from convstore.projections.format3 import format3_stream
 from convstore.store.scanning import LogScanner

@@ -73,7 +73,7 @@ class Verifier:
     version read by its id. Asked only when a head and the scanned events disagree on where a
     conversation ends, which an append made during the check causes too, and on PostgreSQL an
     event committed but not yet settled (a transaction open elsewhere in the cluster holds
-    the log's readers back; see :mod:`convstore.backends.postgres.recorder`)."""
+    the log's readers back; see :mod:`convstore.infrastructure.postgres.recorder`)."""
     erased: Callable[[UUID], bool] | None = None
     """Whether a conversation is erased now (its tombstone read when asked). Asked only for a
     conversation whose head and scanned events disagree and which the log as it is now does

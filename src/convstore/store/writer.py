@@ -22,8 +22,6 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
-from convstore.backends.common.application import EventLog
-from convstore.backends.common.mapper import UnreadableEvent
 from convstore.domain.conversation import Conversation
 from convstore.domain.errors import (
     ConcurrencyError,
@@ -37,6 +35,8 @@ from convstore.domain.errors import (
 from convstore.domain.events import BlockAppended, BlockRecorded, Event, build_models
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_id
+from convstore.infrastructure.common.application import EventLog
+from convstore.infrastructure.common.mapper import UnreadableEvent
 from convstore.projections.listing import ListingChange, listing_changes
 from convstore.store.reading import LogReader
 

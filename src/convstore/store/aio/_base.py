@@ -16,9 +16,9 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, cast
 from uuid import UUID
 
-from convstore.backends.postgres.backend import WRITER_THREADS
 from convstore.domain.errors import StoreError
 from convstore.domain.limits import Limits
+from convstore.infrastructure.postgres.backend import WRITER_THREADS
 from convstore.ports.records import Recorded
 from convstore.store import Store
 

@@ -530,7 +530,8 @@ class AsyncStore(AsyncStoreBase):
 
         For a reader that keeps a fold of the log and catches it up: a change count that
         differs from the one it read before means rows it folded were changed in place (see
-        :data:`convstore.backends.common.log_changes.CHANGES_TABLE`), so it folds again from 0.
+        :data:`convstore.infrastructure.common.log_changes.CHANGES_TABLE`), so it folds again
+        from 0.
         """
         return await self._read(self.store.events_after, conversation, after)
 

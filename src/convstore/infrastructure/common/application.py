@@ -10,13 +10,13 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import Environment, EnvType
 
-from convstore.backends.common.mapper import COMPRESS_FROM, PydanticMapper
-from convstore.backends.common.tables import BLOCK_EVENTS_FORMAT
-from convstore.backends.common.tables import COMPACT_FORMAT as COMPACT_FORMAT  # noqa: PLC0414
-from convstore.backends.common.tables import FULL_JSON_FORMAT as FULL_JSON_FORMAT  # noqa: PLC0414
-from convstore.backends.common.tables import MARKER_TABLE as MARKER_TABLE  # noqa: PLC0414
-from convstore.backends.common.tables import STORE_FORMAT as STORE_FORMAT  # noqa: PLC0414
-from convstore.backends.common.tables import STORE_FORMATS as STORE_FORMATS  # noqa: PLC0414
+from convstore.infrastructure.common.mapper import COMPRESS_FROM, PydanticMapper
+from convstore.infrastructure.common.tables import BLOCK_EVENTS_FORMAT
+from convstore.infrastructure.common.tables import COMPACT_FORMAT as COMPACT_FORMAT  # noqa: PLC0414
+from convstore.infrastructure.common.tables import FULL_JSON_FORMAT as FULL_JSON_FORMAT  # noqa: PLC0414
+from convstore.infrastructure.common.tables import MARKER_TABLE as MARKER_TABLE  # noqa: PLC0414
+from convstore.infrastructure.common.tables import STORE_FORMAT as STORE_FORMAT  # noqa: PLC0414
+from convstore.infrastructure.common.tables import STORE_FORMATS as STORE_FORMATS  # noqa: PLC0414
 from convstore.ports.recorder import StoreRecorder
 
 APPLICATION_NAME = "convstore"

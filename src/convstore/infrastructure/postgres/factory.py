@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from convstore.backends.common.application import (
+from convstore.domain.errors import InvalidInput, NoStore
+from convstore.infrastructure.common.application import (
     APPLICATION_NAME,
     COMPACT_FORMAT,
     FULL_JSON_FORMAT,
@@ -32,10 +33,9 @@ from convstore.backends.common.application import (
     known_format,
     new_identity,
 )
-from convstore.backends.common.locations import redact as redact  # noqa: PLC0414
-from convstore.backends.common.locations import url_scheme as url_scheme  # noqa: PLC0414
-from convstore.backends.common.mapper import TOPIC_PREFIX
-from convstore.domain.errors import InvalidInput, NoStore
+from convstore.infrastructure.common.locations import redact as redact  # noqa: PLC0414
+from convstore.infrastructure.common.locations import url_scheme as url_scheme  # noqa: PLC0414
+from convstore.infrastructure.common.mapper import TOPIC_PREFIX
 
 if TYPE_CHECKING:
     import psycopg
@@ -221,7 +221,7 @@ class PostgresSettings:
             "POSTGRES_LOCK_TIMEOUT": str(self.lock_timeout),
             # Keeps each conversation's chained head (see convstore.ports.chain).
             "APPLICATION_RECORDER_TOPIC": (
-                "convstore.backends.postgres.recorder:ChainedPostgresRecorder"
+                "convstore.infrastructure.postgres.recorder:ChainedPostgresRecorder"
             ),
         }
 

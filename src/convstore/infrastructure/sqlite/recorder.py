@@ -27,7 +27,9 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
 )
 
-from convstore.backends.common.listing import (
+from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
+from convstore.domain.events import Event
+from convstore.infrastructure.common.listing import (
     LISTING_TABLE,
     PARENT_INDEX,
     PREVIEW_COLUMNS,
@@ -44,19 +46,17 @@ from convstore.backends.common.listing import (
     select_labels,
     select_page,
 )
-from convstore.backends.common.listing import (
+from convstore.infrastructure.common.listing import (
     forget as forget_listing,
 )
-from convstore.backends.common.locations import data_directory
-from convstore.backends.common.log_changes import (
+from convstore.infrastructure.common.locations import data_directory
+from convstore.infrastructure.common.log_changes import (
     CHANGE_TRIGGERS,
     CHANGES_TABLE,
     SELECT_CHANGE_COUNT,
 )
-from convstore.backends.common.retired_replay import forget_sqlite as forget_retired
-from convstore.backends.sqlite.transaction import POLL_SECONDS, delete_securely, immediate
-from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
-from convstore.domain.events import Event
+from convstore.infrastructure.common.retired_replay import forget_sqlite as forget_retired
+from convstore.infrastructure.sqlite.transaction import POLL_SECONDS, delete_securely, immediate
 from convstore.ports.chain import (
     HEADS_TABLE,
     START_MARKER_ID,

@@ -17,7 +17,8 @@ from contextlib import closing, suppress
 from pathlib import Path
 from uuid import uuid4
 
-from convstore.backends.common.application import (
+from convstore.domain.errors import InvalidInput
+from convstore.infrastructure.common.application import (
     FULL_JSON_FORMAT,
     IDENTITY_KEY,
     MARKER_TABLE,
@@ -27,12 +28,11 @@ from convstore.backends.common.application import (
     known_format,
     new_identity,
 )
-from convstore.backends.common.listing import LABELS_TABLE, LISTING_TABLE
-from convstore.backends.common.log_changes import CHANGES_TABLE
-from convstore.backends.common.mapper import TOPIC_PREFIX
-from convstore.backends.sqlite.recorder import create_private_file, file_uri
-from convstore.backends.sqlite.tables import EVENTS_TABLE
-from convstore.domain.errors import InvalidInput
+from convstore.infrastructure.common.listing import LABELS_TABLE, LISTING_TABLE
+from convstore.infrastructure.common.log_changes import CHANGES_TABLE
+from convstore.infrastructure.common.mapper import TOPIC_PREFIX
+from convstore.infrastructure.sqlite.recorder import create_private_file, file_uri
+from convstore.infrastructure.sqlite.tables import EVENTS_TABLE
 from convstore.ports.chain import HEADS_TABLE
 from convstore.ports.erasure import ERASED_TABLE
 

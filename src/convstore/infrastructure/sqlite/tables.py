@@ -1,5 +1,5 @@
 """The names of a SQLite store's tables that are SQLite's alone (see also
-:mod:`convstore.backends.common.tables`); imports nothing."""
+:mod:`convstore.infrastructure.common.tables`); imports nothing."""
 
 from __future__ import annotations
 

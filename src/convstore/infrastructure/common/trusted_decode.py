@@ -2,7 +2,7 @@
 
 Every event in the log was validated (and its values checked) before it was written, and
 ``verify`` decodes every row through the validating adapter
-(:func:`~convstore.backends.common.mapper.decode_compact`). Replay, which reads a
+(:func:`~convstore.infrastructure.common.mapper.decode_compact`). Replay, which reads a
 conversation's rows on every first load, rebuilds the events with the models' own fields
 instead: the body is parsed by the standard JSON reader, each field takes the value as parsed
 (or a UUID, a nested model, a block built the same way), and the model is assembled as
@@ -30,8 +30,8 @@ from uuid import UUID
 from pydantic import BaseModel, JsonValue
 from pydantic_core import PydanticUndefined, from_json
 
-from convstore.backends.common import mapper
 from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, Event
+from convstore.infrastructure.common import mapper
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _HEADER_FIELDS = frozenset({"originator_id", "originator_version", "type"})
@@ -234,7 +234,7 @@ _EVENT_PLANS: dict[int, tuple[_Plan | None, str]] = {
 
 def decode_stored(codec: mapper.PydanticMapper, state: bytes) -> Event:
     """The event a stored state holds (unwrapped as ``codec`` stores it), as
-    :meth:`~convstore.backends.common.mapper.PydanticMapper.decode_state` gives it, rebuilt
+    :meth:`~convstore.infrastructure.common.mapper.PydanticMapper.decode_state` gives it, rebuilt
     by :func:`decode_trusted` where its form allows (a format-1 store's full JSON is
     validated)."""
     plain = codec.unwrapped(state)
@@ -246,7 +246,7 @@ def decode_stored(codec: mapper.PydanticMapper, state: bytes) -> Event:
 def decode_trusted(state: bytes) -> Event:
     """The event a compact state holds, rebuilt from its fields as they were written; one it
     cannot rebuild so is decoded (and validated) by
-    :func:`~convstore.backends.common.mapper.decode_compact`."""
+    :func:`~convstore.infrastructure.common.mapper.decode_compact`."""
     try:
         return _rebuilt(state)
     except (_Fallback, ValueError, TypeError, KeyError, AttributeError, zlib.error):

@@ -6,8 +6,9 @@ beside it, and the switch from one to the other that a kill at any moment leaves
   (a writer waits, then fails its append with the lock timeout: nothing it was told is
   recorded goes missing). Readers carry on.
 - **Built beside.** The new store is a file of its own, ``.NAME.upgrading-PID-RANDOM`` in the
-  same directory, made as a new store is (:func:`~convstore.backends.sqlite.backend.build_store`)
-  and filled by the caller; a later upgrade removes the file of one whose process died.
+  same directory, made as a new store is
+  (:func:`~convstore.infrastructure.sqlite.backend.build_store`) and filled by the caller; a
+  later upgrade removes the file of one whose process died.
 - **The switch** (:meth:`SQLiteUpgrade.switch`). SQLite finds a database's write-ahead log and
   shared memory by the database's *name*, and a connection open on the old file keeps writing
   to it after a rename, into a log the new file would then share. So the switch needs the old
@@ -29,17 +30,21 @@ from collections.abc import Callable
 from contextlib import closing, suppress
 from pathlib import Path
 
-from convstore.backends.common.application import MARKER_TABLE
-from convstore.backends.sqlite.files import (
+from convstore.domain.errors import InvalidInput, StoreError
+from convstore.infrastructure.common.application import MARKER_TABLE
+from convstore.infrastructure.sqlite.files import (
     UPGRADING,
     remove_leftovers,
     sidecar,
     sync_directory,
     temporary_name,
 )
-from convstore.backends.sqlite.recorder import create_private_file, file_uri, lock_timeout_seconds
-from convstore.backends.sqlite.tables import EVENTS_TABLE
-from convstore.domain.errors import InvalidInput, StoreError
+from convstore.infrastructure.sqlite.recorder import (
+    create_private_file,
+    file_uri,
+    lock_timeout_seconds,
+)
+from convstore.infrastructure.sqlite.tables import EVENTS_TABLE
 from convstore.ports.erasure import ERASED_TABLE
 
 SIDECARS = ("-wal", "-shm", "-journal")

@@ -1,8 +1,8 @@
 """One SQLite write transaction, taken up front and rolled back on any error; and the one
 setting every writing connection takes so that nothing it deletes stays in the file.
 
-Kept apart from :mod:`convstore.backends.sqlite.recorder` (which imports eventsourcing) so that
-light readers can use it without loading eventsourcing.
+Kept apart from :mod:`convstore.infrastructure.sqlite.recorder` (which imports
+eventsourcing) so that light readers can use it without loading eventsourcing.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reading a store's location as text: its URL scheme, its secrets masked, the data directory.
 
-Light on purpose: the registry (:mod:`convstore.backends`) reads a location with these before
+Light on purpose: the registry (:mod:`convstore.infrastructure`) reads a location with these before
 any backend is loaded.
 """
 

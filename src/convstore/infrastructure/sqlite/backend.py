@@ -12,21 +12,21 @@ from pathlib import Path
 from typing import TypeVar
 from uuid import UUID
 
-from convstore.backends.common.application import EventLog
-from convstore.backends.sqlite.files import (
+from convstore.domain.errors import ConvstoreError, InvalidInput, NoStore, StoreError
+from convstore.infrastructure.common.application import EventLog
+from convstore.infrastructure.sqlite.files import (
     PAGE_SIZE,
     claim_store_file,
     create_store_file,
     mark_new_store,
     remove_leftovers,
 )
-from convstore.backends.sqlite.recorder import (
+from convstore.infrastructure.sqlite.recorder import (
     file_uri,
     lock_timeout_seconds,
     refuse_sqlite_uri,
     sqlite_env,
 )
-from convstore.domain.errors import ConvstoreError, InvalidInput, NoStore, StoreError
 from convstore.ports.backend import Opening, StoreUpgrade
 from convstore.ports.records import failure_detail
 
@@ -41,7 +41,7 @@ WAL_RETRY_PAUSE_SECONDS = 0.1
 
 SQLITE_COMPRESS_FROM = 512
 """Event bodies from 512 bytes are compressed in a SQLite store (2 KB elsewhere,
-:data:`~convstore.backends.common.mapper.COMPRESS_FROM`): the host's own disk holds the store
+:data:`~convstore.infrastructure.common.mapper.COMPRESS_FROM`): the host's own disk holds the store
 (and, before format 3, its replay model), and a paragraph of reasoning or an answer shrinks to
 ~55%. On issue 23's agent workload that took 1.3 MB off 10,000 messages (~0.07x of the raw
 rows) for ~4% more CPU per append (zlib, ~26 µs a 600-byte body); a stream of 1 KB blocks
@@ -142,7 +142,7 @@ class SQLiteBackend:
         return Path(location)
 
     def upgrade_files(self, location: str, *, backup: bool) -> StoreUpgrade | None:
-        from convstore.backends.sqlite.upgrade import SQLiteUpgrade  # noqa: PLC0415 - rare
+        from convstore.infrastructure.sqlite.upgrade import SQLiteUpgrade  # noqa: PLC0415 - rare
 
         return SQLiteUpgrade(Path(location), backup=backup, build_store=build_store)
 

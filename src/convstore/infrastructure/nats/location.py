@@ -27,8 +27,8 @@ from pathlib import Path
 from urllib.parse import parse_qsl, unquote
 from uuid import UUID
 
-from convstore.backends.common.locations import data_directory, redact
 from convstore.domain.errors import InvalidInput
+from convstore.infrastructure.common.locations import data_directory, redact
 
 DEFAULT_STREAM = "convstore"
 DEFAULT_PORT = 4222

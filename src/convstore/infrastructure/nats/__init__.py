@@ -1,2 +1,2 @@
 """The NATS JetStream backend: the event log on a replicated stream, the read models in a
-local SQLite replica fed from it (see :mod:`convstore.backends.nats.backend`)."""
+local SQLite replica fed from it (see :mod:`convstore.infrastructure.nats.backend`)."""

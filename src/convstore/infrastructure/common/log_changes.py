@@ -4,7 +4,7 @@ in-process fold, a runtime adapter's) learns from one small row that its copy no
 matches the log.
 
 Names only, and no import of the domain's models. Each backend makes the table and triggers
-(:func:`convstore.backends.sqlite.recorder.change_count_statements`, and the PostgreSQL
+(:func:`convstore.infrastructure.sqlite.recorder.change_count_statements`, and the PostgreSQL
 recorder's create statements).
 """
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TypeVar
 from uuid import UUID
 
-from convstore.backends.common.locations import data_directory, redact
-from convstore.backends.common.mapper import COMPRESS_FROM
-from convstore.backends.postgres.factory import PostgresSettings
 from convstore.domain.errors import ConvstoreError, InvalidInput, StoreError
+from convstore.infrastructure.common.locations import data_directory, redact
+from convstore.infrastructure.common.mapper import COMPRESS_FROM
+from convstore.infrastructure.postgres.factory import PostgresSettings
 from convstore.ports.backend import Opening, StoreUpgrade
 from convstore.ports.extras import missing_extra
 from convstore.ports.records import failure_detail

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
-from convstore.backends.common.tables import RETIRED_HEADS, RETIRED_MESSAGES
+from convstore.infrastructure.common.tables import RETIRED_HEADS, RETIRED_MESSAGES
 
 Execute = Callable[[str, Sequence[Any]], Any]
 """How a statement is run inside the erasure's transaction: its text and its parameters."""

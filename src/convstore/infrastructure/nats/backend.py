@@ -1,11 +1,11 @@
 """The NATS JetStream backend: a store is one stream of a JetStream cluster, named by a
-``nats://`` URL (see :mod:`convstore.backends.nats.location`), shared by many hosts, each
+``nats://`` URL (see :mod:`convstore.infrastructure.nats.location`), shared by many hosts, each
 keeping its read models in a local SQLite replica fed from the stream.
 
 - **The log** is the stream ``NAME`` (file storage, ``replicas`` copies, 3 by default: an
   acknowledged publish is on a quorum), subjects ``NAME.c.<conversation id hex>``, one per
   conversation. Its metadata holds the store's format and identity.
-- **Appends** (:mod:`convstore.backends.nats.recorder`): one atomic batch per append,
+- **Appends** (:mod:`convstore.infrastructure.nats.recorder`): one atomic batch per append,
   conditional per conversation on its newest event's stream sequence
   (``Nats-Expected-Last-Subject-Sequence``), each message with a ``Nats-Msg-Id`` digest so a
   retry is stored once. The stream sequence is the notification id. With ``partitions=P``
@@ -33,20 +33,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
-from convstore.backends.common.application import STORE_FORMAT, known_format, new_identity
-from convstore.backends.common.locations import data_directory, redact
-from convstore.backends.common.mapper import COMPRESS_FROM
-from convstore.backends.nats.location import NatsLocation, stream_names
-from convstore.backends.nats.replica import refuse_other_owner, replica_owner, skipped_messages
-from convstore.backends.sqlite.backend import SQLiteBackend
-from convstore.backends.sqlite.recorder import create_private_file
 from convstore.domain.errors import ConvstoreError, InvalidInput, NoStore, StoreError
+from convstore.infrastructure.common.application import STORE_FORMAT, known_format, new_identity
+from convstore.infrastructure.common.locations import data_directory, redact
+from convstore.infrastructure.common.mapper import COMPRESS_FROM
+from convstore.infrastructure.nats.location import NatsLocation, stream_names
+from convstore.infrastructure.nats.replica import (
+    refuse_other_owner,
+    replica_owner,
+    skipped_messages,
+)
+from convstore.infrastructure.sqlite.backend import SQLiteBackend
+from convstore.infrastructure.sqlite.recorder import create_private_file
 from convstore.ports.backend import Opening, StoreUpgrade
 from convstore.ports.extras import missing_extra
 from convstore.ports.records import failure_detail
 
 if TYPE_CHECKING:
-    from convstore.backends.nats.link import JetStreamLink
+    from convstore.infrastructure.nats.link import JetStreamLink
 
 T = TypeVar("T")
 
@@ -77,7 +81,7 @@ class NatsBackend:
         make the replica's file if missing (its directory too when ``make_directory`` or it
         is the data directory). An existing replica file that is not this store's (another
         store's, another application's) is refused before anything is written to it."""
-        from convstore.backends.nats.factory import nats_env  # noqa: PLC0415 - needs the client
+        from convstore.infrastructure.nats.factory import nats_env  # noqa: PLC0415 - needs the client
 
         where = NatsLocation.parse(location)
         shown = redact(location)
@@ -159,7 +163,7 @@ class NatsBackend:
 
 def _link(where: NatsLocation, stream: str) -> JetStreamLink:
     """A link to one of the store's streams (the client is imported only now)."""
-    from convstore.backends.nats.link import JetStreamLink  # noqa: PLC0415
+    from convstore.infrastructure.nats.link import JetStreamLink  # noqa: PLC0415
 
     return JetStreamLink(
         where.servers, stream, user=where.user, password=where.password, timeout=where.timeout

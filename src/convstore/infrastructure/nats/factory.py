@@ -1,5 +1,5 @@
 """eventsourcing's persistence factory for ``nats://`` stores: SQLite's, for the replica,
-with the recorder swapped for :class:`~convstore.backends.nats.recorder.NatsRecorder` and a
+with the recorder swapped for :class:`~convstore.infrastructure.nats.recorder.NatsRecorder` and a
 link to the stream made from the ``NATS_*`` settings (see :func:`nats_env`)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.sqlite import SQLiteFactory
 
-from convstore.backends.common.mapper import PydanticMapper
-from convstore.backends.nats.link import JetStreamLink
-from convstore.backends.nats.location import NatsLocation
-from convstore.backends.nats.recorder import FOLLOW_LOCK_SUFFIX, NatsRecorder
-from convstore.backends.sqlite.recorder import file_uri, lock_timeout_seconds
+from convstore.infrastructure.common.mapper import PydanticMapper
+from convstore.infrastructure.nats.link import JetStreamLink
+from convstore.infrastructure.nats.location import NatsLocation
+from convstore.infrastructure.nats.recorder import FOLLOW_LOCK_SUFFIX, NatsRecorder
+from convstore.infrastructure.sqlite.recorder import file_uri, lock_timeout_seconds
 
 
 def nats_env(location: NatsLocation, identity: str) -> dict[str, str]:

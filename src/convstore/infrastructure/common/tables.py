@@ -30,7 +30,7 @@ STORE_FORMATS = (FULL_JSON_FORMAT, COMPACT_FORMAT, STORE_FORMAT)
 RETIRED_HEADS = "convstore_replay_heads"
 """The heads of the replay model earlier versions kept (per conversation, the version folded);
 never read or written now, only emptied of an erased conversation
-(:mod:`convstore.backends.common.retired_replay`)."""
+(:mod:`convstore.infrastructure.common.retired_replay`)."""
 
 RETIRED_MESSAGES = "convstore_replay_messages"
 """The rows of that model: one per message, holding its text; emptied as

@@ -27,7 +27,7 @@ bytes than the event's JSON: ~27% fewer bytes on disk for streamed 1 KB text blo
 States written before (the event's full JSON, always starting with ``{``) are read as they
 always were: both forms live side by side in one log, each row saying which it is by its first
 byte. A store of format 1 (which convstore 0.2.0 shares) is still written in that form: its
-mapper is made with ``compact=False`` (see ``convstore.backends.common.application``).
+mapper is made with ``compact=False`` (see ``convstore.infrastructure.common.application``).
 :func:`event_json` (and the mapper's ``plain``) turns either into the event's full JSON, the
 bytes the earlier form stored, which is what ``dump`` and ``export --format jsonl`` write.
 eventsourcing's ``COMPRESSOR_TOPIC`` / ``CIPHER_KEY`` settings still apply on top (with a

@@ -53,7 +53,9 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
-from convstore.backends.common.listing import (
+from convstore.domain.errors import ConversationErased, ConversationNotFound
+from convstore.domain.events import Event
+from convstore.infrastructure.common.listing import (
     LISTING_TABLE,
     PARENT_INDEX,
     PREVIEW_COLUMNS,
@@ -68,13 +70,15 @@ from convstore.backends.common.listing import (
     select_labels,
     select_page,
 )
-from convstore.backends.common.listing import (
+from convstore.infrastructure.common.listing import (
     forget as forget_listing,
 )
-from convstore.backends.common.log_changes import CHANGE_TRIGGERS, CHANGES_TABLE, TRUNCATE_TRIGGER
-from convstore.backends.common.retired_replay import forget_postgres as forget_retired
-from convstore.domain.errors import ConversationErased, ConversationNotFound
-from convstore.domain.events import Event
+from convstore.infrastructure.common.log_changes import (
+    CHANGE_TRIGGERS,
+    CHANGES_TABLE,
+    TRUNCATE_TRIGGER,
+)
+from convstore.infrastructure.common.retired_replay import forget_postgres as forget_retired
 from convstore.ports.chain import (
     HEADS_TABLE,
     START_MARKER_ID,

@@ -2,7 +2,7 @@
 model (the events' local copy, heads, listing, tombstones) is a SQLite *replica*
 fed from it exactly once, in stream order.
 
-Writes go to the stream only (see :mod:`convstore.backends.nats.backend` for the design):
+Writes go to the stream only (see :mod:`convstore.infrastructure.nats.backend` for the design):
 
 - each conversation is one subject, ``NAME.c.<id hex>``; an append's events are one atomic
   batch (one message per event; a single event is a plain publish), so a reader never sees
@@ -73,11 +73,13 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.sqlite import SQLiteDatastore
 
-from convstore.backends.common.listing import apply_changes, refuse_if_active
-from convstore.backends.common.listing import forget as forget_listing
-from convstore.backends.common.log_changes import CHANGES_TABLE
-from convstore.backends.common.retired_replay import forget_sqlite as forget_retired
-from convstore.backends.nats.link import (
+from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
+from convstore.domain.events import Event, utcnow
+from convstore.infrastructure.common.listing import apply_changes, refuse_if_active
+from convstore.infrastructure.common.listing import forget as forget_listing
+from convstore.infrastructure.common.log_changes import CHANGES_TABLE
+from convstore.infrastructure.common.retired_replay import forget_sqlite as forget_retired
+from convstore.infrastructure.nats.link import (
     BATCH_COMMIT_HEADER,
     BATCH_ID_HEADER,
     BATCH_LIMIT,
@@ -91,23 +93,21 @@ from convstore.backends.nats.link import (
     Unavailable,
     wait_whole,
 )
-from convstore.backends.nats.location import partition_of
-from convstore.backends.nats.replica import (
+from convstore.infrastructure.nats.location import partition_of
+from convstore.infrastructure.nats.replica import (
     POSITION_TABLE,
     SKIPPED_TABLE,
     owner_problem,
     skipped_line,
 )
-from convstore.backends.sqlite.recorder import (
+from convstore.infrastructure.sqlite.recorder import (
     _SELECT_HEAD,
     SQLITE,
     SQLiteWriterRecorder,
     _advance_heads,
     _translated,
 )
-from convstore.backends.sqlite.transaction import immediate
-from convstore.domain.errors import ConversationErased, ConversationNotFound, InvalidInput
-from convstore.domain.events import Event, utcnow
+from convstore.infrastructure.sqlite.transaction import immediate
 from convstore.ports.chain import HEADS_TABLE, Head, advance
 from convstore.ports.erasure import ERASED_TABLE, Erasure
 from convstore.ports.recorder import Decision, RawRecord
@@ -265,7 +265,7 @@ class NatsRecorder(SQLiteWriterRecorder):
     def create_table(self) -> None:
         """A position row per stream, then the SQLite store's tables and each stream's
         messages after them. The rows come first, in one transaction that refuses a file
-        holding another store's (see :mod:`convstore.backends.nats.replica`), so no other
+        holding another store's (see :mod:`convstore.infrastructure.nats.replica`), so no other
         table is made in a file that is not this store's replica."""
         with self._writer_lock, self._waiting() as conn, self._polled(conn):
             conn.execute(

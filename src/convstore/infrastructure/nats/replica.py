@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from contextlib import closing
 from pathlib import Path
 
-from convstore.backends.sqlite.files import _readonly, _table_exists
 from convstore.domain.errors import InvalidInput
+from convstore.infrastructure.sqlite.files import _readonly, _table_exists
 
 POSITION_TABLE = "convstore_nats_position"
 """The replica's row per stream (one, or one per partition): the sequence applied up to, and

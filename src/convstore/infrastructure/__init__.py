@@ -6,7 +6,7 @@ A location with no ``scheme://`` is a file path, which :data:`FILE_BACKEND` keep
 kept by the backend its scheme names in :data:`BACKENDS` (``postgresql+psycopg`` is looked up
 as itself, then as ``postgresql``). Each is a ``"module:Class"`` string, loaded on first use,
 so a backend's driver is imported only by the stores that need it. Adding a backend is one
-folder under ``backends/`` and one line in :data:`BACKENDS`.
+folder under ``infrastructure/`` and one line in :data:`BACKENDS`.
 """
 
 from __future__ import annotations
@@ -16,19 +16,19 @@ import re
 import threading
 from typing import TYPE_CHECKING
 
-from convstore.backends.common.locations import redact, url_scheme
 from convstore.domain.errors import InvalidInput
+from convstore.infrastructure.common.locations import redact, url_scheme
 
 if TYPE_CHECKING:
     from convstore.ports.backend import Backend
 
-FILE_BACKEND = "convstore.backends.sqlite.backend:SQLiteBackend"
+FILE_BACKEND = "convstore.infrastructure.sqlite.backend:SQLiteBackend"
 """The backend of a location that is a file path."""
 
 BACKENDS: dict[str, str] = {
-    "postgresql": "convstore.backends.postgres.backend:PostgresBackend",
-    "postgres": "convstore.backends.postgres.backend:PostgresBackend",
-    "nats": "convstore.backends.nats.backend:NatsBackend",
+    "postgresql": "convstore.infrastructure.postgres.backend:PostgresBackend",
+    "postgres": "convstore.infrastructure.postgres.backend:PostgresBackend",
+    "nats": "convstore.infrastructure.nats.backend:NatsBackend",
 }
 """Each URL scheme a store may be named by (lowercase), and the backend that keeps it."""
 
