@@ -19,6 +19,7 @@ from uuid import UUID, uuid4
 
 from pydantic import BaseModel, JsonValue
 
+from convstore.domain.assembly import assembled
 from convstore.domain.blocks import (
     Block,
     DocumentBlock,
@@ -32,6 +33,7 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
 from convstore.domain.events import (
+    ROLES,
     UNKNOWN_TOOL,
     BlockAppended,
     BlockRecorded,
@@ -681,8 +683,16 @@ class Conversation:
         closes: bool = False,
         meta: MessageMeta | None = None,
     ) -> BlockRecorded:
-        """A format-3 block event, decided by the same rules as :meth:`_decide_block`."""
-        return BlockRecorded(
+        """A format-3 block event, decided by the same rules as :meth:`_decide_block`.
+
+        Assembled without validating it again: the block passed the edge
+        (:func:`~convstore.domain.parsing.parse_block`), the metadata ``parse_meta``, and the
+        rest is this state's own (see :mod:`convstore.domain.assembly`)."""
+        if role not in ROLES:  # every caller passes a parsed role; the one field left to check
+            msg = f"unknown role {role!r}"
+            raise InvalidInput(msg)
+        return assembled(
+            BlockRecorded,
             originator_id=self.id,
             originator_version=version,
             timestamp=timestamp,

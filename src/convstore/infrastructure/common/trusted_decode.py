@@ -4,10 +4,11 @@ Every event in the log was validated (and its values checked) before it was writ
 ``verify`` decodes every row through the validating adapter
 (:func:`~convstore.infrastructure.common.mapper.decode_compact`). Replay, which reads a
 conversation's rows on every first load, rebuilds the events with the models' own fields
-instead: the body is parsed by the standard JSON reader, each field takes the value as parsed
+instead: the body is parsed by pydantic's JSON reader, each field takes the value as parsed
 (or a UUID, a nested model, a block built the same way), and the model is assembled as
-``model_construct`` does, without its overhead. No model's validator is built for it, so a
-fresh process that only replays never pays for building them.
+``model_construct`` does, without its overhead (:mod:`convstore.domain.assembly`). No model's
+validator is built for it, so a fresh process that only replays never pays for building
+them.
 
 What it cannot rebuild so, it hands to the validating decoder, whole: an event whose class or
 any field it meets carries a validator of its own, a value of a type its field does not take
@@ -28,8 +29,9 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from uuid import UUID
 
 from pydantic import BaseModel, JsonValue
-from pydantic_core import PydanticUndefined, from_json
+from pydantic_core import from_json
 
+from convstore.domain.assembly import assembly
 from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, Event
 from convstore.infrastructure.common import mapper
 
@@ -128,13 +130,10 @@ def _refuse(value: Any) -> Any:
 class _Plan:
     """How one model is assembled from its parsed fields."""
 
-    __slots__ = ("cls", "converters", "defaults", "factories", "order", "required", "template")
+    __slots__ = ("assemble", "converters")
 
     def __init__(self, cls: type[BaseModel]) -> None:
-        self.cls = cls
-        self.order = tuple(cls.model_fields)
-        self.defaults: dict[str, Any] = {}
-        self.factories: dict[str, Callable[[], Any]] = {}
+        self.assemble = assembly(cls)
         self.converters: dict[str, Convert | None] = {}
         """Every field by name: how its parsed value becomes its value (``None``: taken as
         parsed). A name missing here is no field of the model: the validator refuses it."""
@@ -145,13 +144,7 @@ class _Plan:
             for field in validator.info.fields
         }
         for name, field in cls.model_fields.items():
-            if field.default_factory is not None:
-                self.factories[name] = field.default_factory  # type: ignore[assignment]
-            elif field.default is not PydanticUndefined:
-                self.defaults[name] = field.default
             self.converters[name] = _refuse if name in checked else _converter(field.annotation)
-        self.required = frozenset(set(self.order) - self.defaults.keys() - self.factories.keys())
-        self.template = {name: self.defaults.get(name) for name in self.order}
 
     def build(self, fields: dict[str, Any], given: dict[str, Any] | None = None) -> BaseModel:
         """The model of ``fields`` (as parsed, converted here in place) and ``given`` (typed
@@ -166,24 +159,9 @@ class _Plan:
                 fields[name] = convert(value)
         if given:
             fields.update(given)
-        if not self.required <= fields.keys():
+        if not self.assemble.required <= fields.keys():
             raise _Fallback  # a required field missing: the validator says so
-        # The template holds every field in the model's order, so the merged dict keeps the
-        # order a validated model's __dict__ has.
-        values = {**self.template, **fields}
-        for name, factory in self.factories.items():
-            if name not in fields:
-                values[name] = factory()
-        model = _new(self.cls)
-        _set(model, "__dict__", values)
-        _set(model, "__pydantic_fields_set__", set(fields))
-        _set(model, "__pydantic_extra__", None)
-        _set(model, "__pydantic_private__", None)
-        return model
-
-
-_new = object.__new__
-_set = object.__setattr__
+        return self.assemble(fields)
 
 
 _PLANS: dict[type[BaseModel], _Plan | None] = {}
