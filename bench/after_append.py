@@ -14,9 +14,18 @@ from __future__ import annotations
 
 import sqlite3
 
-from bench.common import Context, copy_db, log, median, paired_times, raw_read, remove_db
+from bench.common import (
+    Context,
+    copy_db,
+    event_count,
+    log,
+    median,
+    paired_times,
+    raw_read,
+    remove_db,
+)
 from bench.report import Row, verdict
-from bench.workload import BLOCKS_PER_MESSAGE, RECORDED_EVENTS_PER_MESSAGE, block_of, role_of
+from bench.workload import BLOCKS_PER_MESSAGE, block_of, role_of
 from convstore import Store, open_store
 
 TARGET_AFTER_APPEND = 0.05  # replay after one more append <= 0.05 x a raw read of the whole log
@@ -71,7 +80,7 @@ def run(ctx: Context) -> None:
                     verdict(ratio <= TARGET_AFTER_APPEND) if is_target else "",
                     note=(
                         "baseline: SELECT every state of the conversation's log "
-                        f"(~{count[0] * RECORDED_EVENTS_PER_MESSAGE + 1:,} events) + json.loads, "
+                        f"({event_count(path, conv):,} events) + json.loads, "
                         "connection kept open; the append itself is not timed"
                     ),
                     samples={"convstore_ms": c_t, "baseline_ms": b_t, "ratios": ratios},

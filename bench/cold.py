@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.common import STATE_JSON_CODE, Context, alternate, log, median, pc
+from bench.common import STATE_JSON_CODE, Context, alternate, event_count, log, median, pc
 from bench.report import Row, verdict
-from bench.workload import RECORDED_EVENTS_PER_MESSAGE
 
 TARGET_COLD_RATIO = 3.0  # cold replay of 1,000 messages <= 3 x raw one-process read
 
@@ -72,7 +71,7 @@ def run(ctx: Context) -> None:
     out = subprocess.run(  # noqa: S603
         raw_cmd, capture_output=True, check=True, text=True
     ).stdout
-    assert int(out) == n_messages * RECORDED_EVENTS_PER_MESSAGE + 1
+    assert int(out) == event_count(path, conv)
     subprocess.run(import_cmd, check=True)  # noqa: S603
 
     c_t: list[float] = []

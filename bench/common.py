@@ -146,6 +146,16 @@ def raw_read(conn: sqlite3.Connection, conv_hex: str) -> list[Any]:
     ]
 
 
+def event_count(path: Path, conversation: uuid.UUID) -> int:
+    """How many events a store's conversation holds, counted in the file: a fixture's
+    messages are one event a block when recorded whole, five when streamed."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        (count,) = conn.execute(
+            "SELECT count(*) FROM stored_events WHERE originator_id = ?", (conversation.hex,)
+        ).fetchone()
+    return int(count)
+
+
 def run_python(code: str, *args: str) -> dict[str, Any]:
     """Run ``code`` in a fresh process of this interpreter; the JSON object it prints."""
     out = subprocess.run(  # noqa: S603 - this interpreter, our own code

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from bench.common import Context, log, median, paired_times, raw_read
+from bench.common import Context, event_count, log, median, paired_times, raw_read
 from bench.report import Row, verdict
-from bench.workload import RECORDED_EVENTS_PER_MESSAGE
 from convstore import open_store
 
 TARGET_REPLAY_RATIO = 2.0  # replay of 10,000 messages <= 2 x raw read
@@ -44,7 +43,7 @@ def run(ctx: Context) -> None:
         ctx.add(
             Row(
                 "replay, SQLite, warm (time)",
-                f"{n_messages:,} msgs ({n_messages * RECORDED_EVENTS_PER_MESSAGE + 1:,} events)",
+                f"{n_messages:,} msgs ({event_count(path, conv):,} events)",
                 reps,
                 median(c_t),
                 median(b_t),

@@ -22,9 +22,6 @@ BLOCKS_PER_MESSAGE = 3
 """Streamed message shape: start_message, 3 x append_block, end_message = 5 appends."""
 EVENTS_PER_MESSAGE = BLOCKS_PER_MESSAGE + 2
 """Events of a streamed message (its start, its blocks, its end)."""
-RECORDED_EVENTS_PER_MESSAGE = BLOCKS_PER_MESSAGE
-"""Events of a message recorded whole (``append_message``) in a store of format 3: one per
-block, the first opening it and the last closing it (format 2 wrote five)."""
 TEXT_SIZE = 1000
 """Characters per text block (ASCII, so ~1 KB; the stored event JSON is ~1.25 KB)."""
 
