@@ -13,7 +13,7 @@ from convstore.app.demo import tiny_png
 from convstore.domain.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from convstore.domain.conversation import Conversation
 from convstore.domain.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
-from convstore.domain.events import BlockAppended, MessageEnded, MessageStarted
+from convstore.domain.events import BlockAppended, BlockRecorded, MessageEnded, MessageStarted
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import parse_block
 
@@ -118,6 +118,22 @@ def test_a_tool_result_records_the_name_of_its_call() -> None:
     events = conversation.record_message("user", [result])
     appended = [e for e in events if isinstance(e, BlockAppended)]
     assert [e.tool_name for e in appended] == ["ls"]
+
+
+def test_a_format3_block_event_equals_the_validated_one_and_refuses_an_unknown_role() -> None:
+    """A block event is assembled, not validated again: it equals the event validation would
+    build from the same fields, and the one field no parser checked on the way (the role, a
+    caller that skipped the store's edge) is refused before anything is decided."""
+    conv_id = uuid4()
+    conversation = Conversation(id=conv_id, block_events=True)
+    conversation.apply(Conversation.start(conv_id, "t"))
+    (event,) = conversation.record_message("user", [TEXT])
+    assert isinstance(event, BlockRecorded)
+    assert event == BlockRecorded.model_validate(event.model_dump())
+    assert list(event.__dict__) == list(BlockRecorded.model_fields)
+    with pytest.raises(InvalidInput, match="unknown role 'robot'"):
+        conversation.record_message("robot", [TEXT])  # type: ignore[arg-type]
+    assert conversation.version == 1  # deciding changed nothing
 
 
 def test_apply_refuses_an_event_out_of_order() -> None:
