@@ -33,7 +33,6 @@ from convstore.domain.blocks import (
 )
 from convstore.domain.errors import InvalidBlock, InvalidInput, MessageClosed, MessageNotFound
 from convstore.domain.events import (
-    ROLES,
     UNKNOWN_TOOL,
     BlockAppended,
     BlockRecorded,
@@ -56,7 +55,7 @@ from convstore.domain.events import (
     utcnow,
 )
 from convstore.domain.limits import Limits
-from convstore.domain.parsing import parse_new_id
+from convstore.domain.parsing import parse_new_id, parse_role
 
 MessageStatus = Literal["open", "ended", "interrupted"]
 
@@ -688,9 +687,7 @@ class Conversation:
         Assembled without validating it again: the block passed the edge
         (:func:`~convstore.domain.parsing.parse_block`), the metadata ``parse_meta``, and the
         rest is this state's own (see :mod:`convstore.domain.assembly`)."""
-        if role not in ROLES:  # every caller passes a parsed role; the one field left to check
-            msg = f"unknown role {role!r}"
-            raise InvalidInput(msg)
+        role = parse_role(role)  # the one value no parser checked on every path here
         return assembled(
             BlockRecorded,
             originator_id=self.id,
