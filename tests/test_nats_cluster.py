@@ -44,15 +44,18 @@ async def _replicated_stream(cluster: Cluster) -> tuple[str | None, list[str], l
 
 async def _first_publish(js: Any, subject: str, headers: dict[str, str]) -> Any:
     """The first publish to a stream just made: a server may not know of the stream's
-    subjects yet ("no responders", seen once in CI on a busy machine), so it is tried again
-    for up to 10 s, as convstore's own link does."""
+    subjects yet ("no responders", seen in CI on a busy machine), so it is tried again for up
+    to 10 s, as convstore's own link does. nats-py's JetStream publish reports that as
+    ``NoStreamResponseError``, which does not derive from ``NoRespondersError``: catching the
+    latter alone let CI's second sighting through."""
     from nats.errors import NoRespondersError  # noqa: PLC0415 - a dev dependency
+    from nats.js.errors import NoStreamResponseError  # noqa: PLC0415
 
     deadline = time.monotonic() + 10
     while True:
         try:
             return await js.publish(subject, b"1", headers=headers)
-        except NoRespondersError:
+        except (NoRespondersError, NoStreamResponseError):
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.1)
