@@ -9,14 +9,17 @@ It appends every request it is sent to SEEN_FILE as one JSON line (ADK's own
 ``LlmRequest.contents``, as JSON). The worker runs TURNS turns, one after another; a turn
 that loses a race (ADK's ``StaleSessionError``: another process appended to the session
 meanwhile) is run again on the reloaded session. Each event the runner yields is written to
-stdout as ``event <invocation_id> <event_id>``, each lost race as ``stale``. With HANG_FILE,
+stdout as ``event <invocation_id> <event_id>``, each lost race as ``stale``, and at the end
+the seconds the turns took as ``took <seconds>``. With HANG_FILE,
 the tool creates that file and then waits forever (the test kills the process there).
+``ADK_TURN_LEASE`` in the environment sets the service's ``turn_lease`` (seconds).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncGenerator
@@ -82,8 +85,11 @@ async def main(location: str, session_id: str, seen: str, turns: int, hang: str 
         instruction="Answer with the tool.",
         tools=[make_lookup(hang)],
     )
-    runner = Runner(app_name=APP, agent=agent, session_service=ConvstoreSessionService(store=store))
+    lease = float(os.environ.get("ADK_TURN_LEASE", "30"))
+    service = ConvstoreSessionService(store=store, turn_lease=lease)
+    runner = Runner(app_name=APP, agent=agent, session_service=service)
     done = 0
+    started = time.perf_counter()
     while done < turns:
         message = types.Content(role="user", parts=[types.Part(text=f"city{done}")])
         try:
@@ -95,6 +101,7 @@ async def main(location: str, session_id: str, seen: str, turns: int, hang: str 
             print("stale", flush=True)  # noqa: T201
             continue
         done += 1
+    print(f"took {time.perf_counter() - started:.6f}", flush=True)  # noqa: T201
     await runner.close()
     store.close()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
 from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions.session import Session
 from google.genai import types
 
 import convstore
@@ -58,9 +60,9 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
-def user_text(text: str, **fields: Any) -> Event:
+def user_text(text: str, invocation_id: str = "inv-1", **fields: Any) -> Event:
     content = types.Content(role="user", parts=[types.Part(text=text)])
-    return Event(author="user", invocation_id="inv-1", content=content, **fields)
+    return Event(author="user", invocation_id=invocation_id, content=content, **fields)
 
 
 def texts(events: list[Event]) -> list[str]:
@@ -350,11 +352,25 @@ def test_two_stores_creating_one_session_at_once_one_wins_the_other_is_told(
         assert len(listed.sessions) == rounds
 
 
+def agent_text(text: str, invocation: str, **fields: Any) -> Event:
+    """An agent's final answer (it ends its invocation's turn)."""
+    content = types.Content(role="model", parts=[types.Part(text=text)])
+    return Event(author="planner", invocation_id=invocation, content=content, **fields)
+
+
+def agent_call(name: str, invocation: str) -> Event:
+    """An agent's function call (its invocation's turn stays under way)."""
+    call = types.FunctionCall(id=f"call-{name}", name=name, args={})
+    content = types.Content(role="model", parts=[types.Part(function_call=call)])
+    return Event(author="planner", invocation_id=invocation, content=content)
+
+
 def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
     """A session that holds every stored event appends (after its own appends, after a
     reload, with an event timestamped before the last one, through a compaction, after a
-    label set by someone else); one that misses another writer's event gets ADK's
-    StaleSessionError and nothing is written."""
+    label set by someone else); within a turn it started, one that misses another writer's
+    event gets ADK's StaleSessionError and nothing is written. A new turn's first event never
+    does: the session takes in what it missed (in place) and the turn starts on it."""
     with convstore.open_store(location) as store:
         service = ConvstoreSessionService(store=store)
         mine = run(service.create_session(app_name="app", user_id="u", session_id="s"))
@@ -363,7 +379,9 @@ def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
         other = ConvstoreSessionService(store=other_store)
         stale = run(other.get_session(app_name="app", user_id="u", session_id="s"))
         assert stale is not None
-        for text in ["one", "two"]:
+        run(other.append_event(stale, user_text("theirs", invocation_id="theirs")))
+        run(other.append_event(stale, agent_text("their answer", "theirs")))
+        for text in ["one", "two"]:  # mine takes in their turn before its own starts
             run(service.append_event(mine, user_text(text)))
         skewed = user_text(
             "from a host whose clock is behind", timestamp=mine.events[-1].timestamp - 60
@@ -377,42 +395,132 @@ def test_stale_sessions_by_version_not_by_clock(location: str) -> None:
             service.append_event(
                 mine,
                 Event(
-                    author="user", invocation_id="c", actions=EventActions(compaction=compaction)
+                    author="user",
+                    invocation_id="inv-1",
+                    actions=EventActions(compaction=compaction),
                 ),
             )
         )
         conversation = session_conversation("app", "u", "s")
         store.set_labels(conversation, {"team": "search"})  # a person's label: no ADK event
         run(service.append_event(mine, user_text("after the compaction")))
+        run(service.append_event(mine, agent_text("an answer", "inv-1")))
         before = store.last_event(conversation)
         assert before is not None
-        with pytest.raises(StaleSessionError):
-            run(other.append_event(stale, user_text("lost race")))
-        other_store.close()
+        with pytest.raises(StaleSessionError):  # their turn goes on: it missed mine
+            run(other.append_event(stale, agent_text("more of theirs", "theirs")))
         assert store.last_event(conversation) == before
+        run(other.append_event(stale, user_text("a new turn of theirs", invocation_id="later")))
+        other_store.close()
+        assert texts(stale.events) == [*texts(mine.events), "a new turn of theirs"]
         reloaded = run(service.get_session(app_name="app", user_id="u", session_id="s"))
         assert reloaded is not None
-        run(service.append_event(reloaded, user_text("fresh")))
+        run(service.append_event(reloaded, user_text("fresh", invocation_id="inv-2")))
         assert texts(reloaded.events) == [
+            "theirs",
+            "their answer",
             "one",
             "two",
             "from a host whose clock is behind",
             "after the compaction",
+            "an answer",
+            "a new turn of theirs",
             "fresh",
         ]
         replayed = store.replay(conversation)["messages"]
         assert replayed[0]["content"].endswith("They said one and two.")
-        assert [m["content"] for m in replayed[1:]] == ["after the compaction", "fresh"]
+        assert [m["content"] for m in replayed[1:]] == [
+            "after the compaction",
+            "an answer",
+            "a new turn of theirs",
+            "fresh",
+        ]
 
-        # A listed session holds no events: it appends only to a session that has none.
+        # A listed session holds no events: its first append takes in the stored ones first.
         run(service.create_session(app_name="app", user_id="u", session_id="empty"))
         listed = {s.id: s for s in run(service.list_sessions(app_name="app")).sessions}
-        with pytest.raises(StaleSessionError):
-            run(service.append_event(listed["s"], user_text("blind")))
+        run(service.append_event(listed["s"], user_text("blind", invocation_id="inv-3")))
+        assert texts(listed["s"].events)[-2:] == ["fresh", "blind"]
         run(service.append_event(listed["empty"], user_text("first")))
         empty = run(service.get_session(app_name="app", user_id="u", session_id="empty"))
         assert empty is not None
         assert texts(empty.events) == ["first"]
+
+
+def test_a_call_repeating_the_id_of_an_unanswered_one_is_kept_whole(location: str) -> None:
+    """A model that numbers its calls per response repeats ids; when the earlier call was
+    never answered (a killed run), a fresh process's session shows it as prose, and the new
+    call of the same id must still be kept whole (the store keeps one ``tool_use`` block per
+    id): the session then loads, holding the new call as it was made."""
+    for turn in ("killed", "next"):
+        with convstore.open_store(location) as store:  # each turn in a fresh process
+            service = ConvstoreSessionService(store=store, turn_lease=0)
+            session = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+            if session is None:
+                session = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+            run(service.append_event(session, user_text(turn, invocation_id=turn)))
+            run(service.append_event(session, agent_call("lookup", turn)))
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store, unanswered_calls_as_prose=False)
+        loaded = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    assert loaded is not None
+    calls = [(e.invocation_id, c.id, c.name) for e in loaded.events for c in e.get_function_calls()]
+    assert calls == [("killed", "call-lookup", "lookup"), ("next", "call-lookup", "lookup")]
+
+
+def test_a_new_turn_waits_for_the_turn_under_way_in_another_runner(location: str) -> None:
+    """Another runner's turn under way (its call made, its tool running) keeps a new turn
+    waiting, though the waiting session holds every stored event: the new turn's first event
+    lands after that turn's answer, and the waiting session holds the whole turn. A turn
+    that shows no new event for the lease loses it: the waiting turn goes ahead, and the
+    silent one gets StaleSessionError at its next append, with nothing written."""
+
+    async def scenario(lease: float, answer_after: float) -> tuple[list[Event], Session, str]:
+        with convstore.open_store(location) as first, convstore.open_store(location) as second:
+            mine = ConvstoreSessionService(store=first)
+            theirs = ConvstoreSessionService(store=second, turn_lease=lease)
+            session = await mine.get_session(app_name="app", user_id="u", session_id="s")
+            if session is None:
+                session = await mine.create_session(app_name="app", user_id="u", session_id="s")
+            invocation = f"running-{lease}"
+            await mine.append_event(session, user_text("question", invocation_id=invocation))
+            await mine.append_event(session, agent_call("lookup", invocation))
+            waiting = await theirs.get_session(app_name="app", user_id="u", session_id="s")
+            assert waiting is not None
+            assert [e.id for e in waiting.events] == [e.id for e in session.events]
+            starting = asyncio.ensure_future(
+                theirs.append_event(waiting, user_text("next", invocation_id=f"next-{lease}"))
+            )
+            await asyncio.sleep(answer_after)
+            outcome = "answered"
+            try:
+                await mine.append_event(session, agent_text("the answer", invocation))
+            except StaleSessionError:
+                outcome = "stale"
+            await starting
+            stored = await mine.get_session(app_name="app", user_id="u", session_id="s")
+            assert stored is not None
+            return stored.events, waiting, outcome
+
+    stored, waiting, outcome = asyncio.run(scenario(lease=30, answer_after=0.5))
+    assert outcome == "answered"
+    assert [(e.invocation_id, e.author) for e in stored] == [
+        ("running-30", "user"),
+        ("running-30", "planner"),  # the call
+        ("running-30", "planner"),  # the answer
+        ("next-30", "user"),
+    ]
+    assert texts(stored)[-2:] == ["the answer", "next"]
+    assert [e.id for e in waiting.events] == [e.id for e in stored]
+
+    stored, waiting, outcome = asyncio.run(scenario(lease=0.3, answer_after=1.5))
+    assert outcome == "stale"  # and nothing written: the call stays its turn's last event
+    assert [(e.invocation_id, e.author) for e in stored][4:] == [
+        ("running-0.3", "user"),
+        ("running-0.3", "planner"),
+        ("next-0.3", "user"),
+    ]
+    assert [e.id for e in waiting.events] == [e.id for e in stored]
 
 
 def compaction_event(start: float, end: float, summary: str) -> Event:
@@ -454,12 +562,13 @@ def test_compactions_of_a_prefix_are_convstore_compactions(location: str) -> Non
 
 
 def worker(
-    location: str, seen: Path, turns: int, hang: Path | None = None
+    location: str, seen: Path, turns: int, hang: Path | None = None, lease: float = 30
 ) -> subprocess.Popen[str]:
     args = [sys.executable, "-m", "tests.adk_worker", location, "s", str(seen), str(turns)]
     return subprocess.Popen(
         [*args, *([str(hang)] if hang else [])],
         cwd=ROOT,
+        env={**os.environ, "ADK_TURN_LEASE": str(lease)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -510,7 +619,9 @@ def test_run_killed_in_its_tool_resumes_with_a_valid_request(location: str, tmp_
     # ADK appends the function-call event before it runs the tool: the call is recorded.
     assert missing_calls(location, tmp_path / "audit.db") == [("lookup", '{"city":"city0"}')]
 
-    resumed = worker(location, tmp_path / "seen-resumed", 1)
+    # The killed run's turn is still under way as far as the log shows: the resumed run's turn
+    # waits out its lease (1 s here, 30 by default) before it starts.
+    resumed = worker(location, tmp_path / "seen-resumed", 1, lease=1)
     _, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
     first, second = requests(tmp_path / "seen-resumed")
@@ -532,13 +643,15 @@ def test_run_killed_in_its_tool_resumes_with_a_valid_request(location: str, tmp_
         assert replayed[-1] == {"role": "assistant", "content": "done: sunny in city0"}
 
 
-def test_two_runners_in_two_processes_never_interleave_or_lose_events(
+def test_two_runners_in_two_processes_take_turns_and_strand_nothing(
     location: str, tmp_path: Path
 ) -> None:
-    """Two Runner processes, three turns each on one session: every event a runner was
-    handed back is stored, each invocation's events are contiguous in the log, and every
-    turn completes (a runner that lost a race reloads and runs its turn again)."""
-    turns = 3
+    """Two Runner processes, five turns each on one session: every turn completes the first
+    time (no StaleSessionError reaches either runner: a turn waits for the other's), each
+    invocation's events are contiguous in the log and whole (the user's message, the call,
+    its response, the answer: no attempt left half-written), and every event a runner was
+    handed back is stored."""
+    turns = 5
     with convstore.open_store(location) as store:
         run(
             ConvstoreSessionService(store=store).create_session(
@@ -551,6 +664,7 @@ def test_two_runners_in_two_processes_never_interleave_or_lose_events(
         out, err = process.communicate(timeout=240)
         assert process.returncode == 0, err
         outputs.append(out.splitlines())
+    assert not [line for out in outputs for line in out if line == "stale"]
     yielded = [line.split()[2] for out in outputs for line in out if line.startswith("event ")]
 
     with convstore.open_store(location) as store:
@@ -561,10 +675,13 @@ def test_two_runners_in_two_processes_never_interleave_or_lose_events(
         assert len(set(stored_ids)) == len(stored_ids)
         assert set(yielded) <= set(stored_ids)
         order = [e.invocation_id for e in session.events]
-        finished = [i for i, _ in _runs(order)]
-        assert len(finished) == len(set(finished)), order  # no invocation comes back later
+        assert [length for _, length in _runs(order)] == [4] * (2 * turns), order
+        assert len({i for i, _ in _runs(order)}) == 2 * turns  # none comes back later
         answers = [text for text in texts(session.events) if text.startswith("done:")]
         assert len(answers) == 2 * turns
+        for seen in (tmp_path / "seen-0", tmp_path / "seen-1"):
+            for contents in requests(seen):
+                assert_calls_answered(contents)  # no request carried the other's live call
 
 
 def _runs(items: list[str]) -> list[tuple[str, int]]:

@@ -19,17 +19,24 @@ State, by ADK's prefixes:
 - ``temp:`` keys: applied to the session in memory, never written.
 
 Concurrency: a session carries the version of the log it was read at, and every append is
-conditional on it. When another writer got there first, the append reads what it missed: if
-all of it is already in the session (its own earlier appends), the append goes ahead at the
-newer version; if any of it is an event the session does not hold, ADK's
-``StaleSessionError`` is raised and nothing is written, so two runners never interleave their
-events and none is lost. Timestamps play no part (skewed clocks cannot make a current session
-look stale).
+conditional on it. Turns take the session in turn: an invocation's first event waits while
+another runner's turn is under way on the session (its newest event is a user's message, a
+call or a response, not an agent's final answer), until that turn ends or has shown no new
+event for ``turn_lease`` seconds; a session that missed events takes them in (in place) before
+a turn's first event is written, so the turn starts on everything stored. Within a turn, when
+another writer got there first, the append reads what it missed: if all of it is already in
+the session (its own earlier appends), the append goes ahead at the newer version; if any of it
+is an event the session does not hold (a turn that started after this one's lease lapsed),
+ADK's ``StaleSessionError`` is raised and nothing is written, so two runners never interleave
+their events and none is lost. Timestamps decide nothing but a lapsed lease (skewed clocks
+cannot make a current session look stale).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from typing import Any, cast
 from uuid import UUID, uuid4, uuid5
@@ -106,6 +113,18 @@ STATE_KEY = "adk_state"
 
 APPEND_ATTEMPTS = 50
 """How many times an append catches up with writes the session already holds."""
+
+TURN_LEASE = 30.0
+"""Seconds a turn under way in another runner keeps a new turn waiting without a new event."""
+
+TURN_POLL = (0.02, 0.5)
+"""While a turn waits: the first and the longest pause between two reads of the log's head."""
+
+STARTED_KEPT = 1024
+"""How many invocations a service remembers starting (its own turns never make it wait), and
+how many sessions' calls shown as prose."""
+
+log = logging.getLogger(__name__)
 
 STALE = (
     "the session was changed in storage since it was loaded (another runner appended events "
@@ -203,12 +222,31 @@ class _Log:
 
 
 def _marker(session: Session) -> int | None:
-    marker = session._storage_update_marker  # ADK's own revision slot
-    return int(marker) if marker and marker.isdigit() else None
+    """The log's version the session was read or written at (ADK's own revision slot holds
+    it, then the invocation whose turn it leaves under way, if any)."""
+    version = (session._storage_update_marker or "").split(" ", 1)[0]
+    return int(version) if version.isdigit() else None
 
 
-def _set_marker(session: Session, version: int) -> None:
-    session._storage_update_marker = str(version)  # ADK's own revision slot
+def _open_turn(session: Session) -> str | None:
+    """The invocation whose turn was under way when the session was read or last written."""
+    return (session._storage_update_marker or "").partition(" ")[2] or None
+
+
+def _set_marker(session: Session, version: int, turn: str | None) -> None:
+    session._storage_update_marker = f"{version} {turn}" if turn else str(version)
+
+
+def _turn_after(turn: str | None, event: Event) -> str | None:
+    """The turn under way once ``event`` is stored after a log whose turn was ``turn``: an
+    event with content decides (an agent's final response ends its turn; a user's message, a
+    call or a response leaves its invocation's turn under way); one without content (a state
+    change, a compaction, an agent's end) changes nothing."""
+    if not (event.content and event.content.parts):
+        return turn
+    if event.author != "user" and event.is_final_response():
+        return None
+    return event.invocation_id or None
 
 
 class ConvstoreSessionService(BaseSessionService):
@@ -221,13 +259,32 @@ class ConvstoreSessionService(BaseSessionService):
     inside its tool) as the text convstore's replay gives it, ``Tool use: name({...})``: the
     next request holds no dangling call, and the model still sees what it asked for. Set it
     to ``False`` to get such calls back as they were (ADK then leaves them out of requests).
+
+    ``turn_lease`` (seconds, default 30): how long a new turn waits for another runner's turn
+    under way on the session to show a new event before it goes ahead anyway (a runner
+    killed mid-turn never ends its turn; a live one whose model or tool takes longer than
+    this between two events loses its turn to the waiting one, and gets ``StaleSessionError``
+    at its next append). ``0`` never waits: turns then race as ADK's own services let them.
     """
 
     def __init__(
-        self, *, store: Store | AsyncStore, unanswered_calls_as_prose: bool = True
+        self,
+        *,
+        store: Store | AsyncStore,
+        unanswered_calls_as_prose: bool = True,
+        turn_lease: float = TURN_LEASE,
     ) -> None:
+        if not turn_lease >= 0:
+            msg = f"turn_lease must be a number of seconds, 0 or more, not {turn_lease!r}"
+            raise ValueError(msg)
         self.store = as_async(store)
         self.unanswered_calls_as_prose = unanswered_calls_as_prose
+        self.turn_lease = turn_lease
+        self._started: dict[str, None] = {}
+        """The invocations this service started a turn for, newest last (a few only)."""
+        self._hidden: dict[UUID, frozenset[str]] = {}
+        """By conversation, the ids of the calls its last ``get_session`` showed as prose: they
+        are recorded, though the session's events no longer show them as calls."""
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -304,8 +361,18 @@ class ConvstoreSessionService(BaseSessionService):
             state.update(split_state(event.actions.state_delta)[2])
         state.update(await self._shared(app_name, user_id))
         updated = max([float(log.created.get("created") or 0), *(e.timestamp for e in events)])
+        turn: str | None = None
+        for event in events:  # as stored: a call shown as prose is still a turn under way
+            turn = _turn_after(turn, event)
         if self.unanswered_calls_as_prose:
+            calls = {c.id for e in events for c in e.get_function_calls() if c.id}
             events = _as_prose(events)
+            self._hidden.pop(conversation, None)
+            self._hidden[conversation] = frozenset(
+                calls - {c.id for e in events for c in e.get_function_calls() if c.id}
+            )
+            while len(self._hidden) > STARTED_KEPT:
+                del self._hidden[next(iter(self._hidden))]
         session = Session(
             id=session_id,
             app_name=app_name,
@@ -314,7 +381,7 @@ class ConvstoreSessionService(BaseSessionService):
             events=_window(events, config),
             last_update_time=updated,
         )
-        _set_marker(session, log.version)
+        _set_marker(session, log.version, turn)
         return session
 
     async def list_sessions(
@@ -363,36 +430,53 @@ class ConvstoreSessionService(BaseSessionService):
 
     async def append_event(self, session: Session, event: Event) -> Event:
         """Record a (non-partial) event, conditional on the session being current; see the
-        module's docstring for what is written where and what raises ``StaleSessionError``."""
+        module's docstring for when a turn waits, what is written where and what raises
+        ``StaleSessionError``."""
         if event.partial:
             return event
         if event.id and any(e.id == event.id and e == event for e in session.events):
             return event  # delivered again: recorded already
-        self._apply_temp_state(session, event)
-        event = self._trim_temp_delta_state(event)
         conversation = session_conversation(session.app_name, session.user_id, session.id)
-        seen_calls = {c.id for e in session.events for c in e.get_function_calls() if c.id}
-        entry, message = event_entry(event, seen_calls)
-        messages: list[EntryMessage] = [] if message is None else [message]
-        summary = _summary(session, event)
-        covered = summary is not None and summary[1] >= max(
-            (e.timestamp for e in session.events if _has_content(e)), default=summary[1]
-        )
-        compactions = [(summary[0], -1)] if summary is not None and covered else []
-
-        def carried(_fresh: list[dict[str, JsonValue]]) -> tuple[Any, Any]:
-            return messages, compactions
-
-        version = _marker(session)
+        starts_turn = all(e.invocation_id != event.invocation_id for e in session.events)
+        if starts_turn:
+            if _marker(session) is None:  # a listed session: it holds no events yet
+                await self._refresh(session)
+            await self._take_turn(conversation, session, event.invocation_id)
+        delta = event.actions.state_delta if event.actions else {}
+        temp = {k: v for k, v in delta.items() if k.startswith(State.TEMP_PREFIX)}
+        session.state.update(temp)  # ADK's _apply_temp_state, kept to apply again
+        event = self._trim_temp_delta_state(event)
         for _ in range(APPEND_ATTEMPTS):
+            version = _marker(session)
             if version is None:
                 version = await self._caught_up(conversation, session, 0)
+            hidden = self._hidden.get(conversation, frozenset())
+            entry, message, summary, covered = _written(session, event, hidden)
+
+            def carried(
+                _fresh: list[dict[str, JsonValue]],
+                messages: list[EntryMessage] = [] if message is None else [message],
+                compactions: list[tuple[str, int]] = (
+                    [(summary[0], -1)] if summary is not None and covered else []
+                ),
+            ) -> tuple[Any, Any]:
+                return messages, compactions
+
             try:
                 new = await self.store.record_entries(
                     conversation, [entry], carried, expected_version=version
                 )
             except VersionConflict:
-                version = await self._caught_up(conversation, session, version)
+                if starts_turn:  # nothing of this turn is written: start it on what is stored
+                    await self._refresh(session)
+                    await self._take_turn(conversation, session, event.invocation_id)
+                    session.state.update(temp)
+                else:
+                    _set_marker(
+                        session,
+                        await self._caught_up(conversation, session, version),
+                        _open_turn(session),
+                    )
                 continue
             except ConversationNotFound:
                 msg = f"Session {session.id} not found."
@@ -411,7 +495,11 @@ class ConvstoreSessionService(BaseSessionService):
                 if message
                 else 0
             )
-        _set_marker(session, version)
+        if starts_turn and event.invocation_id:
+            self._started[event.invocation_id] = None
+            while len(self._started) > STARTED_KEPT:
+                del self._started[next(iter(self._started))]
+        _set_marker(session, version, _turn_after(_open_turn(session), event))
         if summary is not None and not covered and new:
             await self._compact(conversation, *summary)
         app, user, _ = split_state(
@@ -420,6 +508,61 @@ class ConvstoreSessionService(BaseSessionService):
         await self._share(session.app_name, session.user_id, app, user, event.id)
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
+
+    async def _take_turn(self, conversation: UUID, session: Session, invocation: str) -> None:
+        """Wait, before ``invocation``'s first event, while the session shows another runner's
+        turn under way: until that turn ends, or the log shows no new event for
+        ``turn_lease`` seconds (its newest event's own time counts, so a turn left by a run
+        killed long ago keeps no one waiting). The session takes in (in place) whatever the
+        log gained meanwhile. A turn this service started never makes it wait (its run is this
+        process's: ended by an error, or a concurrent run the caller made)."""
+        if self.turn_lease == 0:
+            return
+        quiet_since: float | None = None
+        pause = TURN_POLL[0]
+        while True:
+            turn = _open_turn(session)
+            if turn is None or turn == invocation or turn in self._started:
+                return
+            now = time.monotonic()
+            newest = max((e.timestamp for e in session.events), default=0.0)
+            if time.time() - newest >= self.turn_lease:
+                return  # its newest event is older than the lease: no one is running it
+            if quiet_since is None:
+                quiet_since = now
+                log.info(
+                    "session %s: turn %s of another runner is under way; this turn waits for "
+                    "it to end (at most %.0f s without a new event)",
+                    session.id,
+                    turn,
+                    self.turn_lease,
+                )
+            elif now - quiet_since >= self.turn_lease:
+                return  # the log has not moved for the lease
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, TURN_POLL[1])
+            head = await self.store.last_event(conversation)
+            if head is None:
+                msg = f"Session {session.id} not found."
+                raise SessionNotFoundError(msg)
+            if head.originator_version != _marker(session):
+                await self._refresh(session)
+                quiet_since, pause = time.monotonic(), TURN_POLL[0]
+
+    async def _refresh(self, session: Session) -> None:
+        """``session`` (in place) as the log holds it now: every event, the state, the
+        version and the turn under way (what a turn that has written nothing yet starts on)."""
+        fresh = await self.get_session(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id
+        )
+        if fresh is None:
+            msg = f"Session {session.id} not found."
+            raise SessionNotFoundError(msg)
+        session.events[:] = fresh.events
+        session.state.clear()
+        session.state.update(fresh.state)
+        session.last_update_time = fresh.last_update_time
+        session._storage_update_marker = fresh._storage_update_marker
 
     async def _compact(self, conversation: UUID, summary: str, end: float) -> None:
         """Record a compaction through the newest message of an event at or before ``end``:
@@ -492,6 +635,24 @@ class ConvstoreSessionService(BaseSessionService):
                 except InvalidInput:
                     pass  # another process made it first
                 await self.store.record_entries(conversation, [entry])
+
+
+def _written(
+    session: Session, event: Event, hidden: frozenset[str]
+) -> tuple[dict[str, JsonValue], EntryMessage | None, tuple[str, float] | None, bool]:
+    """What appending ``event`` to ``session`` writes: its entry, its message (if it has
+    blocks), its compaction's summary and end (if it is one), and whether that compaction
+    covers every event with content the session holds (then it is a convstore compaction).
+    A call whose id is recorded already (one the session holds, or one ``hidden`` as prose)
+    is kept in the entry as it came: the store keeps one ``tool_use`` block per id."""
+    seen_calls = {c.id for e in session.events for c in e.get_function_calls() if c.id}
+    seen_calls |= hidden
+    entry, message = event_entry(event, seen_calls)
+    summary = _summary(session, event)
+    covered = summary is not None and summary[1] >= max(
+        (e.timestamp for e in session.events if _has_content(e)), default=summary[1]
+    )
+    return entry, message, summary, covered
 
 
 def _window(events: list[Event], config: GetSessionConfig | None) -> list[Event]:
