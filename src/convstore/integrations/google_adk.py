@@ -38,7 +38,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from uuid import UUID, uuid4, uuid5
 
 from convstore.ports.extras import missing_extra
@@ -83,7 +83,12 @@ from convstore.domain.events import (
 from convstore.domain.events import Event as LogEvent
 from convstore.domain.metadata import parse_labels
 from convstore.infrastructure.common.tables import BLOCK_EVENTS_FORMAT
-from convstore.integrations.google_adk_parts import ENTRY_KEY, entry_event, event_entry
+from convstore.integrations.google_adk_parts import (
+    ENTRY_KEY,
+    entry_event,
+    event_entry,
+    unanswered_calls,
+)
 from convstore.integrations.google_adk_parts import unanswered_calls_as_prose as _as_prose
 from convstore.store import Store
 from convstore.store.aio import AsyncStore, as_async
@@ -125,6 +130,9 @@ STARTED_KEPT = 1024
 how many sessions' calls shown as prose."""
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 STALE = (
     "the session was changed in storage since it was loaded (another runner appended events "
@@ -235,6 +243,14 @@ def _open_turn(session: Session) -> str | None:
 
 def _set_marker(session: Session, version: int, turn: str | None) -> None:
     session._storage_update_marker = f"{version} {turn}" if turn else str(version)
+
+
+def _remember(memory: dict[K, V], key: K, value: V) -> None:
+    """Keep ``key`` as the newest of ``memory``, forgetting the oldest beyond STARTED_KEPT."""
+    memory.pop(key, None)
+    memory[key] = value
+    while len(memory) > STARTED_KEPT:
+        del memory[next(iter(memory))]
 
 
 def _turn_after(turn: str | None, event: Event) -> str | None:
@@ -365,14 +381,9 @@ class ConvstoreSessionService(BaseSessionService):
         for event in events:  # as stored: a call shown as prose is still a turn under way
             turn = _turn_after(turn, event)
         if self.unanswered_calls_as_prose:
-            calls = {c.id for e in events for c in e.get_function_calls() if c.id}
-            events = _as_prose(events)
-            self._hidden.pop(conversation, None)
-            self._hidden[conversation] = frozenset(
-                calls - {c.id for e in events for c in e.get_function_calls() if c.id}
-            )
-            while len(self._hidden) > STARTED_KEPT:
-                del self._hidden[next(iter(self._hidden))]
+            hidden = unanswered_calls(events)
+            events = _as_prose(events, hidden)
+            _remember(self._hidden, conversation, frozenset(hidden))
         session = Session(
             id=session_id,
             app_name=app_name,
@@ -496,9 +507,7 @@ class ConvstoreSessionService(BaseSessionService):
                 else 0
             )
         if starts_turn and event.invocation_id:
-            self._started[event.invocation_id] = None
-            while len(self._started) > STARTED_KEPT:
-                del self._started[next(iter(self._started))]
+            _remember(self._started, event.invocation_id, None)
         _set_marker(session, version, _turn_after(_open_turn(session), event))
         if summary is not None and not covered and new:
             await self._compact(conversation, *summary)

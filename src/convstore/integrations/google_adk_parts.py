@@ -270,24 +270,34 @@ def entry_event(entry: dict[str, JsonValue], blocks: list[Block]) -> Event:
     return Event.model_validate(envelope)
 
 
-def unanswered_calls_as_prose(events: list[Event]) -> list[Event]:
-    """``events`` with every function call no response answers (and no event marks
-    long-running) written as the text convstore's replay gives a call that never returned
-    (``Tool use: name({...})`` and the note that no result was recorded), so the next
-    request holds no call left hanging and the model still sees what it asked for."""
+def unanswered_calls(events: list[Event]) -> set[str]:
+    """The ids of the function calls in ``events`` that no response answers and no event
+    marks long-running (a run killed inside its tool, or a tool still running)."""
     answered = {r.id for e in events for r in e.get_function_responses() if r.id}
     waiting = {i for e in events for i in (e.long_running_tool_ids or ())}
+    return {
+        c.id
+        for e in events
+        for c in e.get_function_calls()
+        if c.id and c.id not in answered and c.id not in waiting
+    }
+
+
+def unanswered_calls_as_prose(events: list[Event], unanswered: set[str]) -> list[Event]:
+    """``events`` with every call of ``unanswered`` (:func:`unanswered_calls`) written as the
+    text convstore's replay gives a call that never returned (``Tool use: name({...})`` and
+    the note that no result was recorded), so the next request holds no call left hanging and
+    the model still sees what it asked for."""
     shown: list[Event] = []
     for event in events:
-        calls = event.get_function_calls()
-        if not calls or all(c.id in answered or c.id in waiting or not c.id for c in calls):
+        if not any(c.id in unanswered for c in event.get_function_calls()):
             shown.append(event)
             continue
         assert event.content is not None
         parts: list[types.Part] = []
         for part in event.content.parts or []:
             call = part.function_call
-            if call is None or not call.id or call.id in answered or call.id in waiting:
+            if call is None or call.id not in unanswered:
                 parts.append(part)
                 continue
             args = _json(call).get("args", {})
