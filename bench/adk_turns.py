@@ -10,12 +10,14 @@ on one SQLite session, every configuration in fresh processes, taking turns in e
   turns run again after ``StaleSessionError``, and attempts left half-written in the session
   (an invocation whose events end without the agent's answer).
 
-``python -m bench.adk_turns [TURNS] [REPEATS]`` (10 and 3 by default); a standalone script, not
-part of ``bench/run.py`` (it measures behaviour under contention more than speed).
+``python -m bench.adk_turns [TURNS] [REPEATS]`` (10 and 3 by default; ``--help``); a
+standalone script, not part of ``bench/run.py`` (it measures behaviour under contention more
+than speed).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -109,8 +111,25 @@ def main(turns: int, repeats: int) -> None:
         print(f"  time with the lease / without, {count} runner(s): {ratio:.2f}x")  # noqa: T201
 
 
-if __name__ == "__main__":
-    main(
-        int(sys.argv[1]) if len(sys.argv) > 1 else 10,
-        int(sys.argv[2]) if len(sys.argv) > 2 else 3,
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.adk_turns",
+        description="ADK's Runner on one session: one runner and two, with and without "
+        "ConvstoreSessionService's turn lease.",
+        epilog="example: python -m bench.adk_turns 10 4",
     )
+    parser.add_argument("turns", nargs="?", type=_positive, default=10, help="turns a runner")
+    parser.add_argument("repeats", nargs="?", type=_positive, default=3, help="repeats")
+    return parser.parse_args()
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        msg = f"a whole number of at least 1, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return int(text)
+
+
+if __name__ == "__main__":
+    arguments = _arguments()
+    main(arguments.turns, arguments.repeats)
