@@ -140,6 +140,46 @@ def test_a_damaged_early_row_makes_replay_refuse_as_reading_the_log_does(
         assert cold.replay(conv) == want
 
 
+@pytest.mark.parametrize(
+    ("field", "damaged"),
+    [(b'"text":"Sealed text."', b'"text":5'), (b'"role":"assistant"', b'"role":"robot"')],
+    ids=["block-field", "event-field"],
+)
+def test_a_block_row_with_a_field_of_the_wrong_type_is_refused_as_reading_the_log_does(
+    backend: Backend, field: bytes, damaged: bytes
+) -> None:
+    """A first load folds a block's row without building its model: a field it reads that is
+    not of its type (the block's text, the message's role) sends the row to the validating
+    decoder, which refuses it with the log reader's own error, warm or cold."""
+    with open_store(backend.location) as store:
+        conv = recorded(store, messages=1)
+        version = store.events(conv)[-1].originator_version
+        key = conv.hex if backend.is_sqlite else conv
+        [(state,)] = _select(
+            backend,
+            "SELECT state FROM {events} WHERE originator_id = %s AND originator_version = %s",
+            key,
+            version,
+        )
+        assert bytes(state).count(field) == 1
+        changed = bytes(state).replace(field, damaged)
+        assert (
+            backend.sql(
+                "UPDATE {events} SET state = %s WHERE originator_id = %s "
+                "AND originator_version = %s",
+                changed,
+                key,
+                version,
+            )
+            == 1
+        )
+        expected = store_error(lambda: store.events(conv))
+        assert "does not decode" in expected
+        assert store_error(lambda: store.replay(conv)) == expected
+    with open_store(backend.location, replay_cache_bytes=0) as cold:
+        assert store_error(lambda: cold.replay(conv)) == expected
+
+
 def _select(backend: Backend, text: str, *params: Any) -> list[tuple[Any, ...]]:
     named = text.format(events=backend.prefix + backend.events).replace("%s", backend.placeholder)
     if backend.is_sqlite:

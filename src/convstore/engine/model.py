@@ -9,8 +9,10 @@ and answers a replay, a live round or a token count from events alone (:func:`fo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, assert_never
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, assert_never
+
+from pydantic import BaseModel
 
 from convstore.domain.blocks import (
     AnyToolResult,
@@ -49,15 +51,19 @@ from convstore.engine.state import PartData as PartData  # noqa: PLC0414
 from convstore.engine.state import ReplayState as ReplayState  # noqa: PLC0414
 from convstore.projections.prose import (
     Hidden,
+    call_prose,
     cleared_marker,
+    cleared_of,
     document_marker,
     document_native,
     document_text,
     image_marker,
-    reasoning_text,
+    prose_of_text,
+    result_head,
+    shown_reasoning,
+    text_bytes,
     text_prose,
     tool_result_head,
-    tool_use_text,
 )
 from convstore.projections.wording import CANNOT_READ, CANNOT_SEE, NOT_NATIVE
 
@@ -137,19 +143,83 @@ def _result_part(block: AnyToolResult, tool_name: str | None, version: int, role
     return [code, head, cleared_marker(block), content, block.tool_use_id]
 
 
+def _kind(cls: type[BaseModel]) -> str:
+    return str(cls.model_fields["type"].default)
+
+
+_TEXT, _REASONING, _USE, _HOSTED_USE, _RESULT, _HOSTED_RESULT = (
+    _kind(cls)
+    for cls in (
+        TextBlock,
+        ReasoningBlock,
+        ToolUseBlock,
+        HostedToolUseBlock,
+        ToolResultBlock,
+        HostedToolResultBlock,
+    )
+)
+_STR, _NONE = str, type(None)
+
+
+def plain_part(fields: dict[str, Any], tool_name: str | None) -> PartData | None:
+    """The part of a block whose prose needs nothing but its own fields (text, reasoning, a
+    call, a result whose output is text), read from ``fields``: the block as the log stores
+    it (its JSON, ``None`` fields left out), or a block model's own ``__dict__``; ``None``
+    for any other block, or a field not of its type (the model decides then, see
+    :func:`block_part`). A fresh process's first load folds most blocks this way, without a
+    model (docs/design/format-3.md, step 9)."""
+    kind = fields.get("type")
+    get: Callable[..., Any] = fields.get
+    if kind == _TEXT:
+        text, annotations = get("text"), get("annotations")
+        if type(text) is _STR and (annotations is None or type(annotations) is list):
+            return ["x", prose_of_text(text, annotations)]
+    elif kind in (_USE, _HOSTED_USE):
+        call_id, name, tool_input, server = get("id"), get("name"), get("input"), get("server")
+        if (
+            type(call_id) is _STR
+            and type(name) is _STR
+            and type(tool_input) in (dict, _STR)
+            and type(server) in (_STR, _NONE)
+        ):
+            hosted = kind == _HOSTED_USE
+            prose = call_prose(name, tool_input, hosted=hosted, server=server)
+            return ["U" if hosted else "u", prose, call_id]
+    elif kind in (_RESULT, _HOSTED_RESULT):
+        answers, content, name = get("tool_use_id"), get("content"), get("name")
+        is_error = get("is_error", False)
+        if (
+            type(content) is _STR
+            and type(answers) is _STR
+            and type(is_error) is bool
+            and type(name) in (_STR, _NONE)
+        ):
+            hosted = kind == _HOSTED_RESULT
+            head = result_head(is_error, tool_name or name, hosted=hosted)
+            return ["R" if hosted else "r", head, cleared_of(text_bytes(content)), content, answers]
+    elif kind == _REASONING:
+        text, redacted, encrypted = get("text"), get("redacted", False), get("encrypted_content")
+        if type(text) is _STR and type(redacted) is bool and type(encrypted) in (_STR, _NONE):
+            return ["g", f"[Reasoning]: {shown_reasoning(text, redacted, encrypted)}"]
+    return None
+
+
 def block_part(block: Block, tool_name: str | None, version: int, role: Role) -> PartData:
     """The part a block recorded at ``version`` in a message of ``role`` becomes."""
     match block:
-        case TextBlock():
-            return ["x", text_prose(block)]
-        case ReasoningBlock():
-            return ["g", f"[Reasoning]: {reasoning_text(block)}"]
-        case ToolUseBlock():
-            return ["u", tool_use_text(block), block.id]
-        case HostedToolUseBlock():
-            return ["U", tool_use_text(block), block.id]
-        case ToolResultBlock() | HostedToolResultBlock():
+        case ToolResultBlock() | HostedToolResultBlock() if not isinstance(block.content, str):
             return _result_part(block, tool_name, version, role)
+        case (
+            TextBlock()
+            | ReasoningBlock()
+            | ToolUseBlock()
+            | HostedToolUseBlock()
+            | ToolResultBlock()
+            | HostedToolResultBlock()
+        ):
+            part = plain_part(block.__dict__, tool_name)
+            assert part is not None  # a model's fields are of their types
+            return part
         case ImageBlock():
             return ["i", _image_ref(block, version, None, role)]
         case DocumentBlock():
@@ -158,7 +228,30 @@ def block_part(block: Block, tool_name: str | None, version: int, role: Role) ->
             assert_never(block)
 
 
-def fold(state: ReplayState, events: Iterable[Event]) -> None:
+class StoredBlock(NamedTuple):
+    """A :class:`~convstore.domain.events.BlockRecorded` as its row holds it, before any model
+    is built: what the fold reads of it, and ``event``, which decodes the whole event when the
+    fold needs the model (a block :func:`plain_part` does not read). A reader makes one only
+    of a row whose fields the fold reads are of their types."""
+
+    originator_version: int
+    key: str
+    """The message's id as 32 hex digits."""
+    role: Role
+    block_index: int
+    """The block's place in its message."""
+    closes: bool
+    tool_name: str | None
+    block: dict[str, Any]
+    """The block's stored JSON, parsed."""
+    event: Callable[[], Event]
+
+
+Folded = Event | StoredBlock
+"""What the fold takes: an event, or a block event as its row holds it."""
+
+
+def fold(state: ReplayState, events: Iterable[Folded]) -> None:
     """Fold events into ``state``; they must follow on from its version without a gap."""
     for event in events:
         if event.originator_version != state.version + 1:
@@ -207,27 +300,45 @@ def _open(state: ReplayState, key: str, role: Role) -> None:
     state.size += message.size
 
 
-def _add(state: ReplayState, message: MessagePlan, event: BlockAppended | BlockRecorded) -> None:
-    """A block's part added to its message."""
+def _opened(state: ReplayState, key: str, index: int, role: Role) -> MessagePlan:
+    """The message a block recorded at ``index`` belongs to, opened by its first block unless
+    a start opened it already."""
+    if index == 0 and key not in state.positions:
+        _open(state, key, role)
+    return _message(state, key)
+
+
+def _add(state: ReplayState, message: MessagePlan, part: PartData, closes: bool = False) -> None:
+    """A block's part added to its message (which ends with it, ``closes``)."""
     before = message.size
-    message.add(block_part(event.block, event.tool_name, event.originator_version, message.role))
+    message.add(part)
+    if closes:
+        message.close("ended")
     state.size += message.size - before
 
 
-def _apply(state: ReplayState, event: Event) -> None:
+def _part(event: BlockAppended | BlockRecorded, role: Role) -> PartData:
+    return block_part(event.block, event.tool_name, event.originator_version, role)
+
+
+def _apply(state: ReplayState, event: Folded) -> None:
     match event:
+        case StoredBlock():
+            message = _opened(state, event.key, event.block_index, event.role)
+            part = plain_part(event.block, event.tool_name)
+            if part is None:
+                recorded = event.event()
+                assert isinstance(recorded, BlockRecorded)
+                part = _part(recorded, message.role)
+            _add(state, message, part, event.closes)
         case MessageStarted():
             _open(state, event.message_id.hex, event.role)
         case BlockAppended():
-            _add(state, _message(state, event.message_id.hex), event)
+            message = _message(state, event.message_id.hex)
+            _add(state, message, _part(event, message.role))
         case BlockRecorded():
-            key = event.message_id.hex
-            if event.index == 0 and key not in state.positions:
-                _open(state, key, event.role)
-            message = _message(state, key)
-            _add(state, message, event)
-            if event.closes:
-                message.close("ended")
+            message = _opened(state, event.message_id.hex, event.index, event.role)
+            _add(state, message, _part(event, message.role), bool(event.closes))
         case MessageEnded():
             _message(state, event.message_id.hex).close("ended")
         case MessageInterrupted():

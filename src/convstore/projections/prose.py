@@ -85,9 +85,14 @@ def reasoning_text(block: ReasoningBlock) -> str:
     """What reasoning shows as: its text, or :data:`REDACTED_REASONING` when the provider gave
     it only encrypted (a redacted thinking block, or an encrypted reasoning item with no
     summary). Replay's prose and the Markdown transcript both read it here."""
-    if not block.text.strip() and (block.redacted or block.encrypted_content):
+    return shown_reasoning(block.text, block.redacted, block.encrypted_content)
+
+
+def shown_reasoning(text: str, redacted: bool, encrypted_content: str | None) -> str:
+    """:func:`reasoning_text` of a reasoning block's fields."""
+    if (redacted or encrypted_content) and not text.strip():
         return REDACTED_REASONING
-    return block.text
+    return text
 
 
 def image_marker(image: ImageBlock, why: str) -> str:
@@ -195,28 +200,43 @@ def source_claim(claimed_at: datetime | None) -> str:
 def tool_use_text(block: AnyToolUse) -> str:
     """A call's prose: ``Tool use: name(input)``; a hosted call says the provider ran it
     (``Tool use (run by the provider): web_search({…})``, with its MCP server when it has one)."""
-    call = f"{block.name}({tool_input_json(block)})"
     match block:
         case ToolUseBlock():
-            return f"Tool use: {call}"
+            return call_prose(block.name, block.input, hosted=False, server=None)
         case HostedToolUseBlock():
-            return f"Tool use ({hosted_mark(block.server)}): {call}"
+            return call_prose(block.name, block.input, hosted=True, server=block.server)
         case _:
             assert_never(block)
+
+
+def call_prose(
+    name: str, tool_input: dict[str, JsonValue] | str, *, hosted: bool, server: str | None
+) -> str:
+    """:func:`tool_use_text` of a call's fields (``hosted``: the provider ran it)."""
+    shown = input_json(tool_input)
+    if hosted:
+        return f"Tool use ({hosted_mark(server)}): {name}({shown})"
+    return f"Tool use: {name}({shown})"
 
 
 def tool_result_head(block: AnyToolResult, tool_name: str | None) -> str:
     """What a result's prose starts with: ``Result (name): `` or ``Error (name): ``; a hosted
     call's result says the provider ran it (``Result (web_search, run by the provider): ``)."""
-    label = "Error" if block.is_error else "Result"
-    name = tool_name or block.name or "unknown"
     match block:
         case ToolResultBlock():
-            return f"{label} ({name}): "
+            return result_head(block.is_error, tool_name or block.name, hosted=False)
         case HostedToolResultBlock():
-            return f"{label} ({name}, {HOSTED}): "
+            return result_head(block.is_error, tool_name or block.name, hosted=True)
         case _:
             assert_never(block)
+
+
+def result_head(is_error: bool, name: str | None, *, hosted: bool) -> str:
+    """:func:`tool_result_head` of a result's fields: ``name`` is the tool's resolved name."""
+    label = "Error" if is_error else "Result"
+    if hosted:
+        return f"{label} ({name or 'unknown'}, {HOSTED}): "
+    return f"{label} ({name or 'unknown'}): "
 
 
 def annotation_source(annotation: dict[str, JsonValue]) -> str | None:
@@ -248,16 +268,24 @@ def sources_line(annotations: list[dict[str, JsonValue]] | None) -> str | None:
 def text_prose(block: TextBlock) -> str:
     """A text block's prose: the text, then the sources its annotations cite, on a line of
     their own (what the provider attached to the text is kept in the record either way)."""
-    line = sources_line(block.annotations)
-    return block.text if line is None else f"{block.text}{PART_SEPARATOR}{line}"
+    return prose_of_text(block.text, block.annotations)
+
+
+def prose_of_text(text: str, annotations: list[dict[str, JsonValue]] | None) -> str:
+    """:func:`text_prose` of a text block's fields."""
+    line = sources_line(annotations) if annotations else None
+    return text if line is None else f"{text}{PART_SEPARATOR}{line}"
 
 
 def tool_input_json(block: AnyToolUse) -> str:
     """A tool call's input as compact JSON, keys in the order they were recorded; raw
     arguments that were not a JSON object are shown exactly as the model emitted them."""
-    if isinstance(block.input, str):
-        return block.input
-    return _compact_json(block.input)
+    return input_json(block.input)
+
+
+def input_json(tool_input: dict[str, JsonValue] | str) -> str:
+    """:func:`tool_input_json` of a call's ``input`` field."""
+    return tool_input if isinstance(tool_input, str) else _compact_json(tool_input)
 
 
 _compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -289,14 +317,25 @@ def tool_output_text(block: AnyToolResult) -> str:
 def tool_output_size(block: AnyToolResult) -> int:
     """Bytes of a tool result's output: its text as UTF-8 plus its decoded images and
     binary documents."""
-    size = len(tool_output_text(block).encode("utf-8", "surrogatepass"))
+    size = text_bytes(tool_output_text(block))
     binary = sum(document.byte_size for document in block_documents(block) if document.text is None)
     return size + sum(image.byte_size for image in block_images(block)) + binary
 
 
+def text_bytes(text: str) -> int:
+    """Bytes of an output's text as UTF-8 (a lone surrogate a tool returned counted as
+    written)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def cleared_marker(block: AnyToolResult) -> str:
     """What stands in for a tool result's output that microcompact cleared."""
-    return f"[Output cleared to save context: {tool_output_size(block):,} bytes]"
+    return cleared_of(tool_output_size(block))
+
+
+def cleared_of(size: int) -> str:
+    """:func:`cleared_marker` of an output of ``size`` bytes."""
+    return f"[Output cleared to save context: {size:,} bytes]"
 
 
 def _image(image: ImageBlock, hidden_because: Hidden | None) -> Segment:

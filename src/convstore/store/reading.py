@@ -16,13 +16,20 @@ from eventsourcing.persistence import MapperDeserialisationError, PersistenceErr
 from pydantic import JsonValue
 
 from convstore.domain.errors import ConversationNotFound, StoreError
-from convstore.domain.events import EntriesDeleted, EntriesRecorded, Event, message_opened
+from convstore.domain.events import (
+    BlockRecorded,
+    EntriesDeleted,
+    EntriesRecorded,
+    Event,
+    message_opened,
+)
 from convstore.domain.limits import Limits
 from convstore.domain.parsing import MAX_COUNT, parse_count, parse_id, parse_optional_count
+from convstore.engine.model import Folded
 from convstore.infrastructure.common.application import EventLog
 from convstore.infrastructure.common.gc_pause import paused_gc
 from convstore.infrastructure.common.mapper import TOPIC_PREFIX, TOPICS
-from convstore.infrastructure.common.trusted_decode import decode_stored
+from convstore.infrastructure.common.trusted_decode import decode_stored, stored_block
 from convstore.ports.records import failure_detail
 from convstore.projections.messages import RecordedMessage, collect_messages
 
@@ -199,14 +206,26 @@ class LogReader:
         mapper = self._log.pydantic_mapper
         decode = partial(decode_stored, mapper) if trusted else mapper.decode_state
         for topic, state in rows:
-            try:
-                event = decode(state)
-            except ValueError as exc:  # a pydantic ValidationError, or a bad compressed state
-                msg = f"a stored event of conversation {conversation_id} does not decode: {exc}"
-                raise StoreError(" ".join(msg.split())[:500]) from exc
-            if topic != TOPIC_BYTES[event.type]:
-                raise damaged_topic(conversation_id, event, topic)
-            yield event
+            yield _checked(conversation_id, decode, topic, state)
+
+    def _folded(
+        self, conversation_id: UUID, rows: Iterable[tuple[bytes, bytes]]
+    ) -> Iterator[Folded]:
+        """Rows as replay's fold takes them: a block event's row as it holds it, without a
+        model (:func:`~convstore.infrastructure.common.trusted_decode.stored_block`), any
+        other decoded as :meth:`_decoded` with ``trusted`` decodes it."""
+        mapper = self._log.pydantic_mapper
+        decode = partial(decode_stored, mapper)
+        for topic, state in rows:
+            if topic == _BLOCK_TOPIC:
+                stored = stored_block(
+                    mapper.unwrapped(state),
+                    partial(_checked, conversation_id, decode, topic, state),
+                )
+                if stored is not None:
+                    yield stored
+                    continue
+            yield _checked(conversation_id, decode, topic, state)
 
     def _exists(self, conversation_id: UUID) -> bool:
         found = self._guarded(lambda: self._log.recorder.select_events(conversation_id, limit=1))
@@ -219,6 +238,21 @@ class LogReader:
 TOPIC_BYTES: dict[str, bytes] = {
     topic.removeprefix(TOPIC_PREFIX): topic.encode() for topic in TOPICS
 }
+_BLOCK_TOPIC = TOPIC_BYTES[str(BlockRecorded.model_fields["type"].default)]
+
+
+def _checked(
+    conversation_id: UUID, decode: Callable[[bytes], Event], topic: bytes, state: bytes
+) -> Event:
+    """One row's event, refusing a state that does not decode or a damaged topic in one line."""
+    try:
+        event = decode(state)
+    except ValueError as exc:  # a pydantic ValidationError, or a bad compressed state
+        msg = f"a stored event of conversation {conversation_id} does not decode: {exc}"
+        raise StoreError(" ".join(msg.split())[:500]) from exc
+    if topic != TOPIC_BYTES[event.type]:
+        raise damaged_topic(conversation_id, event, topic)
+    return event
 
 
 def damaged_topic(
@@ -258,3 +292,7 @@ class _Tail:
     def events(self, *, skip_first: bool = False) -> Iterator[Event]:
         rows = self._rows[1:] if skip_first else self._rows
         return self._reader._decoded(self._conversation, rows, trusted=True)
+
+    def folded(self, *, skip_first: bool = False) -> Iterator[Folded]:
+        rows = self._rows[1:] if skip_first else self._rows
+        return self._reader._folded(self._conversation, rows)

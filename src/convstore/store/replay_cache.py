@@ -23,13 +23,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from convstore.engine.model import fold
+from convstore.engine.model import Folded, fold
 from convstore.engine.render import render
 from convstore.engine.state import ImageLoader, ReplayState
 from convstore.infrastructure.common.gc_pause import paused_gc
 
 if TYPE_CHECKING:
-    from convstore.domain.events import Event
     from convstore.engine.plan import JSONDict, ReplayOptions, Shape
 
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
@@ -44,8 +43,10 @@ class LogTail(Protocol):
         where the stored form allows: a warm replay only checks that the event at its cached
         version is still there."""
 
-    def events(self, *, skip_first: bool = False) -> Iterator[Event]:
-        """The events in order, decoded one by one (without the first, ``skip_first``)."""
+    def folded(self, *, skip_first: bool = False) -> Iterator[Folded]:
+        """The events in order, as the fold takes them, decoded one by one (without the
+        first, ``skip_first``): a block event as its row holds it where the row allows, so a
+        first load builds no model for most blocks."""
 
 
 EventsAfter = Callable[[UUID, int], "tuple[int, LogTail]"]
@@ -107,14 +108,14 @@ class ReplayCache:
             # Read from the state's own version: the event there must still be the one folded.
             changes, tail = self._events_after(conversation, state.version - 1)
             if tail.first_version() == state.version and changes == entry.changes:
-                events = tail.events(skip_first=True)
+                events = tail.folded(skip_first=True)
             else:
                 state = None
         if state is None:
             entry.state = None
             state = ReplayState()
             changes, tail = self._events_after(conversation, 0)
-            events = tail.events()
+            events = tail.folded()
         try:
             fold(state, events)
         except BaseException:

@@ -32,7 +32,8 @@ from pydantic import BaseModel, JsonValue
 from pydantic_core import from_json
 
 from convstore.domain.assembly import assembly
-from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, Event
+from convstore.domain.events import EVENT_ADAPTER, EVENT_CLASSES, ROLES, BlockRecorded, Event
+from convstore.engine.model import StoredBlock
 from convstore.infrastructure.common import mapper
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -255,3 +256,51 @@ def _rebuilt(state: bytes) -> Event:
     if has_message:
         given["message_id"] = _uuid(state[at_field : at_field + 16])
     return plan.build(fields, given)  # type: ignore[return-value]
+
+
+_BLOCK_RECORDED = mapper.KIND_CODES.index(str(BlockRecorded.model_fields["type"].default)) + 1
+_BLOCK_FIELDS = frozenset(BlockRecorded.model_fields) - _HEADER_FIELDS - {"message_id"}
+"""What a compact block event's body may hold (the message id is in its header)."""
+_ROLES = frozenset(ROLES)
+
+
+def stored_block(plain: bytes, event: Callable[[], Event]) -> StoredBlock | None:
+    """A compact block event's state (``plain``: as the codec unwraps it) as the fold reads
+    it, without building a model (``event`` decodes the whole event when the fold needs it);
+    ``None`` for any other state, or one whose fields the fold reads are not of their types
+    (the decoder judges it then).
+
+    The fields the fold does not read (the opening block's metadata) are not checked here:
+    they were checked before they were written, and ``verify`` decodes every row whole."""
+    if len(plain) < 2 or plain[1] & mapper.KIND_MASK != _BLOCK_RECORDED:
+        return None
+    try:
+        _head, version_end, has_time, has_message, at = mapper.layout_of(plain)
+        body = plain[at:] if plain[0] == mapper.COMPACT else zlib.decompress(plain[at:])
+        fields = from_json(b"{" + body[1:])
+    except (ValueError, zlib.error):
+        return None
+    if not has_message or type(fields) is not dict or not _BLOCK_FIELDS.issuperset(fields):
+        return None
+    role, index, block = fields.get("role"), fields.get("index"), fields.get("block")
+    closes, tool_name = fields.get("closes"), fields.get("tool_name")
+    if (
+        role not in _ROLES
+        or type(index) is not int
+        or index < 0
+        or type(block) is not dict
+        or (closes is not None and closes is not True)
+        or (tool_name is not None and type(tool_name) is not str)
+    ):
+        return None
+    at_message = version_end + 8 if has_time else version_end
+    return StoredBlock(
+        int.from_bytes(plain[18:version_end], "big"),
+        plain[at_message : at_message + 16].hex(),
+        role,
+        index,
+        closes is True,
+        tool_name,
+        block,
+        event,
+    )
