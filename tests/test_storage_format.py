@@ -38,10 +38,12 @@ from convstore.domain.events import (
     Event,
     MessageStarted,
 )
+from convstore.infrastructure.common import mapper
 from convstore.infrastructure.common.mapper import (
     COMPACT,
     COMPACT_ZLIB,
     COMPRESS_FROM,
+    COMPRESS_LEVEL,
     KIND_CODES,
     PydanticMapper,
     UnreadableEvent,
@@ -558,3 +560,69 @@ def test_a_text_block_without_annotations_stores_no_null() -> None:
         state = compact_state(event)
         assert b"null" not in state
         assert decode_compact(state) == event
+
+
+# -- the compressed bodies' codec --------------------------------------------------------------
+
+
+def test_compressed_bodies_are_zlib_streams_whichever_library_wrote_them() -> None:
+    """Bodies are written through ISA-L's zlib where it is installed: the standard library
+    reads every one, and what the standard library wrote (stores written before, or on a
+    platform without isal) reads back, at every level."""
+    bodies = [
+        b"",
+        b"x",
+        ("tool output line\n" * 300).encode(),
+        json.dumps({"k": list(range(2000)), "s": "é" * 500}).encode(),
+        bytes(range(256)) * 20,
+    ]
+    for body in bodies:
+        assert zlib.decompress(mapper.deflate(body, COMPRESS_LEVEL)) == body
+        for level in (1, 6, 9):
+            assert mapper.inflate(zlib.compress(body, level)) == body
+    with pytest.raises(mapper.INFLATE_ERRORS):
+        mapper.inflate(b"\x78\x9c not a stream")
+
+
+_WITHOUT_ISAL = """
+import sys
+sys.modules["isal"] = None  # as on a platform without its wheel
+import json
+from convstore import open_store
+from convstore.infrastructure.common import mapper
+path, conversation = sys.argv[1], sys.argv[2]
+with open_store(path) as store:
+    if conversation == "new":
+        conversation = str(store.new_conversation())
+    store.append_message(conversation, "user", [{"type": "text", "text": "written by zlib " * 80}])
+    print(json.dumps({"conversation": conversation, "replay": store.replay(conversation),
+                      "inflate": mapper.inflate.__module__}))
+"""
+
+
+def test_a_store_reads_the_same_with_and_without_isal(tmp_path: Path) -> None:
+    """A process without isal (the standard library's zlib) reads a store this process wrote
+    through isal and appends to it, and this process reads what it wrote: one format."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    path = tmp_path / "store.db"
+    with convstore.open_store(path) as store:
+        conv = store.new_conversation()
+        store.append_message(conv, "user", [{"type": "text", "text": "written by isal " * 80}])
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_ISAL, str(path), str(conv)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    other = json.loads(result.stdout)
+    assert other["inflate"] == "zlib"
+    assert mapper.inflate.__module__ != "zlib"  # this process writes through isal
+    tags = {row[4][0] for row in stored_rows(path)}
+    assert tags == {COMPACT, COMPACT_ZLIB}
+    with convstore.open_store(path) as store:
+        assert store.replay(conv) == other["replay"]
+        texts = [m["content"] for m in other["replay"]["messages"]]
+        assert any("written by isal" in str(t) for t in texts)
+        assert any("written by zlib" in str(t) for t in texts)

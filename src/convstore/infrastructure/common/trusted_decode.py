@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import types
-import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -222,13 +221,25 @@ def decode_stored(codec: mapper.PydanticMapper, state: bytes) -> Event:
     return decode_trusted(plain)
 
 
+_NOT_REBUILT: tuple[type[Exception], ...] = (
+    _Fallback,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    *mapper.INFLATE_ERRORS,
+)
+"""What sends a state to the validating decoder."""
+_NOT_READ: tuple[type[Exception], ...] = (ValueError, *mapper.INFLATE_ERRORS)
+
+
 def decode_trusted(state: bytes) -> Event:
     """The event a compact state holds, rebuilt from its fields as they were written; one it
     cannot rebuild so is decoded (and validated) by
     :func:`~convstore.infrastructure.common.mapper.decode_compact`."""
     try:
         return _rebuilt(state)
-    except (_Fallback, ValueError, TypeError, KeyError, AttributeError, zlib.error):
+    except _NOT_REBUILT:
         return mapper.decode_compact(state)
 
 
@@ -237,7 +248,7 @@ def _rebuilt(state: bytes) -> Event:
     plan, kind = _EVENT_PLANS[state[1] & mapper.KIND_MASK]
     if plan is None:
         raise _Fallback
-    body = state[at:] if state[0] == mapper.COMPACT else zlib.decompress(state[at:])
+    body = state[at:] if state[0] == mapper.COMPACT else mapper.inflate(state[at:])
     # pydantic's JSON reader (Rust, already a dependency) parses twice as fast as the
     # standard one, to the same plain values; what it refuses, the validating decoder judges.
     fields: dict[str, Any] = from_json(b"{" + body[1:]) if body != b"}" else {}
@@ -276,9 +287,9 @@ def stored_block(plain: bytes, event: Callable[[], Event]) -> StoredBlock | None
         return None
     try:
         _head, version_end, has_time, has_message, at = mapper.layout_of(plain)
-        body = plain[at:] if plain[0] == mapper.COMPACT else zlib.decompress(plain[at:])
+        body = plain[at:] if plain[0] == mapper.COMPACT else mapper.inflate(plain[at:])
         fields = from_json(b"{" + body[1:])
-    except (ValueError, zlib.error):
+    except _NOT_READ:
         return None
     if not has_message or type(fields) is not dict or not _BLOCK_FIELDS.issuperset(fields):
         return None
