@@ -224,6 +224,43 @@ async def _semantics(location: str) -> None:
         assert sum(isinstance(e, Rewound) for e in events) == 2
 
 
+def test_session_settings_given_as_a_dict_limit_what_the_runner_sends(tmp_path: Path) -> None:
+    """``session_settings={"limit": 2}`` works as the SDK's own sessions take it: the
+    Runner's request holds the latest two items of the history and the new input (kept as a
+    dict, it crashed the run: ``'dict' object has no attribute 'limit'``); an unknown key is
+    refused at once."""
+    from agents import Agent, Runner, set_tracing_disabled  # noqa: PLC0415
+
+    from tests.agents_worker import ScriptedModel  # noqa: PLC0415
+
+    set_tracing_disabled(True)
+    seen = tmp_path / "seen.jsonl"
+
+    async def scenario() -> None:
+        store = await convstore.open_async_store(tmp_path / "store.db")
+        try:
+            agent = Agent(name="limited", model=ScriptedModel(seen))
+            full = ConvstoreSession("limited", store=store)
+            for n in range(3):
+                await Runner.run(agent, f"hello {n}", session=full)
+            limited = ConvstoreSession("limited", store=store, session_settings={"limit": 2})
+            assert limited.session_settings == SessionSettings(limit=2)
+            result = await Runner.run(agent, "hello 3", session=limited)
+            assert result.final_output == "I am here."
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+    last = json.loads(seen.read_text().splitlines()[-1])
+    texts = [
+        item["content"] if isinstance(item["content"], str) else item["content"][0]["text"]
+        for item in last
+    ]
+    assert texts == ["hello 2", "I am here.", "hello 3"]
+    with convstore.open_store(tmp_path / "store.db") as store, pytest.raises(TypeError):
+        ConvstoreSession("limited", store=store, session_settings={"lmit": 2})
+
+
 def test_session_semantics_limit_pop_and_clear(location: str) -> None:
     """get_items(limit) gives the latest N in order; pop_item returns and withdraws the
     latest; clear_session withdraws all; each is a rewind the log keeps."""

@@ -40,7 +40,11 @@ try:
     from agents.agent import Agent
     from agents.items import ModelResponse, TResponseInputItem
     from agents.lifecycle import RunHooks
-    from agents.memory.session_settings import SessionSettings, resolve_session_limit
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     msg = missing_extra(
         "convstore.integrations.openai_agents (the OpenAI Agents SDK)",
@@ -118,7 +122,9 @@ class ConvstoreSession:
     ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`; a ``Store``
     is taken through :func:`convstore.store.aio.as_async`, so no store call runs on the event loop.
     ``vision`` says whether the agent's model can see images (replay shows them natively,
-    else as markers).
+    else as markers). ``session_settings`` is a ``SessionSettings`` or a dict of its fields
+    (``{"limit": 20}``), normalised as the SDK's own sessions normalise it (a key it does not
+    know is a ``TypeError``).
     """
 
     def __init__(
@@ -127,10 +133,12 @@ class ConvstoreSession:
         *,
         store: Store | AsyncStore,
         vision: bool = False,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
-        self.session_settings = session_settings
+        self.session_settings: SessionSettings | None = (
+            None if session_settings is None else coerce_session_settings(session_settings)
+        )
         self.store = as_async(store)
         self.vision = vision
         self.conversation_id = conversation_for(session_id)
