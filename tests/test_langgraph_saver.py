@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 import convstore
@@ -276,3 +277,116 @@ def test_a_conversation_that_is_not_a_thread_is_refused_in_one_line(store: Store
     assert str(refused.value) == (
         'not a LangGraph checkpointer entry: {"uuid": "u-1", "kind": "something else"}'
     )
+
+
+def branching_graph(saver: Any) -> Any:
+    """Two nodes, each answering with a call counter in its text, so a step run again after
+    time travel writes a message the old branch does not have. ``second`` reuses the id of
+    the message at its position, as a node that derives ids from the state would: the new
+    branch holds a different message under an id the old branch holds."""
+    calls = {"first": 0, "second": 0}
+
+    def first(state: MessagesState) -> dict[str, list[Any]]:
+        calls["first"] += 1
+        return {"messages": [AIMessage(f"first, call {calls['first']}")]}
+
+    def second(state: MessagesState) -> dict[str, list[Any]]:
+        calls["second"] += 1
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"second, call {calls['second']}", id=f"second-{n}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("first", first)
+    builder.add_node("second", second)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    return builder.compile(checkpointer=saver)
+
+
+def time_travel(app: Any, durability: str) -> list[Any]:
+    """Three turns, then: replay from the checkpoint before the second turn's ``second``
+    ran (``durability="exit"`` keeps only each run's end: from a fork of the second turn's
+    end as if ``first`` had just run), one more turn, an edit (``update_state``) of the
+    first turn's end and a replay from it, one more turn. What ``get_state`` returns after
+    each time travel and at the end."""
+
+    def turn(n: int) -> None:
+        question = HumanMessage(f"Question {n}?", id=f"h-{n}")
+        app.invoke({"messages": [question]}, CONFIG, durability=durability)
+
+    states = []
+    for n in range(3):
+        turn(n)
+    history = list(app.get_state_history(CONFIG))
+    older = next(
+        (s.config for s in history if s.next == ("second",) and len(s.values["messages"]) == 5),
+        None,
+    )
+    if older is None:
+        end = next(s for s in history if len(s.values["messages"]) == 6)
+        older = app.update_state(end.config, None, as_node="first")
+    app.invoke(None, older, durability=durability)
+    states.append(app.get_state(CONFIG))
+    turn(3)
+    history = list(app.get_state_history(CONFIG))
+    first_turn_end = next(s for s in history if not s.next and len(s.values["messages"]) == 3)
+    edited = app.update_state(
+        first_turn_end.config, {"messages": [HumanMessage("An edit.", id="h-edit")]}
+    )
+    app.invoke(None, edited, durability=durability)
+    states.append(app.get_state(CONFIG))
+    turn(4)
+    states.append(app.get_state(CONFIG))
+    return states
+
+
+def _snapshot(state: Any) -> Any:
+    """A state without its checkpoint ids and times: each message's type and content, the
+    nodes to run next, the step and the source."""
+    return (
+        [(m.type, m.content) for m in state.values.get("messages", [])],
+        state.next,
+        state.metadata["step"],
+        state.metadata["source"],
+    )
+
+
+def _history(app: Any) -> list[Any]:
+    """The thread's history newest first, each parent as its position in that list."""
+    history = list(app.get_state_history(CONFIG))
+    position = {s.config["configurable"]["checkpoint_id"]: i for i, s in enumerate(history)}
+    return [
+        (
+            _snapshot(s),
+            position[s.parent_config["configurable"]["checkpoint_id"]] if s.parent_config else None,
+        )
+        for s in history
+    ]
+
+
+@pytest.mark.parametrize(("durability", "checkpoints"), [("sync", 23), ("exit", 8)])
+def test_time_travel_forks_and_the_thread_reads_as_in_langgraphs_own_saver(
+    store: Store, durability: str, checkpoints: int
+) -> None:
+    """Replaying from an older checkpoint, or from an edit of one, forks the thread: the new
+    checkpoints' parent is the older one, and LangGraph numbers their channel versions on
+    from its. ``get_state`` then returns the new branch, and the whole history (the old
+    branch included, each checkpoint's values, next nodes and parent) is what LangGraph's
+    ``InMemorySaver`` gives for the same graph, for the saver that wrote it and for a fresh
+    one folding the store from zero."""
+    reference = branching_graph(InMemorySaver())
+    expected = time_travel(reference, durability)
+    app = branching_graph(ConvstoreSaver(store=store))
+    got = time_travel(app, durability)
+    assert [_snapshot(s) for s in got] == [_snapshot(s) for s in expected]
+    # After the second question, where the branches part: the old branch answered "second,
+    # call 2"; at sync the replay answers in its place, at exit the fork after it.
+    forked = {
+        "sync": [("ai", "first, call 2"), ("ai", "second, call 4")],
+        "exit": [("ai", "first, call 2"), ("ai", "second, call 2"), ("ai", "second, call 4")],
+    }
+    assert _snapshot(got[0])[0][4:] == forked[durability]
+    history = _history(reference)
+    assert len(history) == checkpoints
+    assert _history(app) == history
+    assert _history(branching_graph(ConvstoreSaver(store=store))) == history

@@ -64,6 +64,7 @@ from convstore.integrations.langchain import entry_messages
 from convstore.integrations.langgraph_entries import (
     Batch,
     Entry,
+    Slot,
     Thread,
     checkpoint_key,
     decode,
@@ -75,7 +76,6 @@ from convstore.integrations.langgraph_entries import (
     patched,
     plain,
     untree,
-    version_key,
 )
 from convstore.store import EntryBatch, Store
 from convstore.store.aio import AsyncStore
@@ -209,10 +209,10 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _value(self, thread: Thread, ns: str, channel: str, version: str, value: Entry) -> Any:
-        if "add" in value:
-            refs = thread.message_ids(ns, channel, version)
-            return [thread.message(r) for r in refs]
+    def _value(self, thread: Thread, value: Entry, slot: Slot | None = None) -> Any:
+        """A stored value read back (a messages channel's from its ``slot``)."""
+        if "add" in value and slot is not None:
+            return [thread.message(r) for r in thread.message_ids(slot)]
         if "m" in value:
             return untree(thread, value["m"])
         return decode(self.serde, value)
@@ -223,11 +223,11 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
         entry = thread.checkpoints[ns, checkpoint_id]
         checkpoint = cast(Checkpoint, copy.deepcopy(thread.checkpoint(ns, checkpoint_id)))
         values: dict[str, Any] = {}
-        for channel, version in checkpoint["channel_versions"].items():
-            key = version_key(version)
-            value = thread.values.get((ns, channel, key))
+        for channel in checkpoint["channel_versions"]:
+            slot = thread.slot(ns, checkpoint_id, channel)
+            value = None if slot is None else thread.values.get(slot)
             if value is not None:
-                values[channel] = self._value(thread, ns, channel, key, value)
+                values[channel] = self._value(thread, value, slot)
         writes = thread.writes.get((ns, checkpoint_id), {})
         parent = entry.get("p")
 
@@ -246,7 +246,7 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
             metadata=cast(CheckpointMetadata, copy.deepcopy(thread.metadata(ns, checkpoint_id))),
             parent_config=config(parent) if parent else None,
             pending_writes=[
-                (task, channel, self._value(thread, ns, channel, "", value))
+                (task, channel, self._value(thread, value))
                 for (task, _), (channel, value) in sorted(writes.items())
             ],
         )
@@ -340,7 +340,9 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
                 value = values[channel]
                 if is_messages(value):
                     refs = [batch.ref(m) for m in value]
-                    found = self._change(thread, ns, channel, base, refs)
+                    found = self._change(
+                        thread, ns, channel, parent if base is not None else None, refs
+                    )
                 else:
                     found = batch.encode(value)
                 if version != saved["channel_versions"].get(channel):
@@ -386,16 +388,17 @@ class ConvstoreSaver(BaseCheckpointSaver[int]):
         thread: Thread,
         ns: str,
         channel: str,
-        base: dict[str, Any] | None,
+        parent: str | None,
         refs: builtins.list[str],
     ) -> Entry:
-        """A messages channel's new value as a change from the parent checkpoint's: the refs
-        it adds (``more``), or how many of the parent's it ``keep``s and the refs it ``add``s;
-        the whole value (``add``) when the parent has none."""
-        version = None if base is None else base["channel_versions"].get(channel)
-        if version is None or (ns, channel, version_key(version)) not in thread.values:
+        """A messages channel's new value as a change from the parent checkpoint's (the value
+        of the parent's own branch: the fold finds the same one): the refs it adds
+        (``more``), or how many of the parent's it ``keep``s and the refs it ``add``s; the
+        whole value (``add``) when the parent has none."""
+        slot = None if parent is None else thread.slot(ns, parent, channel)
+        if slot is None or slot not in thread.values:
             return {"add": refs}
-        before = thread.message_ids(ns, channel, version_key(version))
+        before = thread.message_ids(slot)
         keep = 0
         while keep < min(len(before), len(refs)) and before[keep] == refs[keep]:
             keep += 1

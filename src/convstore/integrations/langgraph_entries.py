@@ -58,6 +58,12 @@ from convstore.integrations.langchain import message_blocks
 
 Entry = dict[str, Any]
 
+Slot = tuple[str, str, str, str]
+"""Where a channel value is kept in a thread's fold: namespace, channel, version (as
+:func:`version_key`) and the checkpoint whose entry wrote it. The version alone does not name
+a value: LangGraph numbers a channel's versions along a branch (``get_next_version`` of the
+parent's), so after time travel two branches write different values under one version."""
+
 REFS_REMEMBERED = 64
 """How many message-channel values (lists of refs) a thread's fold keeps built."""
 
@@ -169,13 +175,14 @@ class Thread:
 
     Checkpoints are kept after ``prune`` or ``delete_for_runs`` removed them (``saved``), since
     a kept checkpoint may be stored as its changes from them; ``checkpoints`` holds the live
-    ones.
+    ones. A channel value is kept by the checkpoint that wrote it (:data:`Slot`), and each
+    checkpoint reads the one its own branch wrote (:meth:`slot`).
     """
 
     serde: Any
     entries: int = 0
     messages: dict[str, Entry] = field(default_factory=dict)
-    values: dict[tuple[str, str, str], Entry] = field(default_factory=dict)
+    values: dict[Slot, Entry] = field(default_factory=dict)
     saved: dict[tuple[str, str], Entry] = field(default_factory=dict)
     checkpoints: dict[tuple[str, str], Entry] = field(default_factory=dict)
     writes: dict[tuple[str, str], dict[tuple[str, int], tuple[str, Entry]]] = field(
@@ -190,10 +197,14 @@ class Thread:
     _carried: list[str] = field(default_factory=list)
     _filling: str | None = None
     _full: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    _refs: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
-    _child_of: dict[tuple[str, str, str], tuple[tuple[str, str, str], int]] = field(
-        default_factory=dict
-    )
+    _slots: dict[tuple[str, str], dict[str, tuple[str, Slot | None]]] = field(default_factory=dict)
+    """Each checkpoint's channels: the version it names and its value there, written by it
+    or by a checkpoint before it on its branch (``None``: the channel has no value)."""
+    _latest: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    """The checkpoint that wrote each namespace, channel and version last (for a checkpoint
+    whose parents did not write the value it names)."""
+    _refs: dict[Slot, list[str]] = field(default_factory=dict)
+    _child_of: dict[Slot, tuple[Slot, int]] = field(default_factory=dict)
 
     def fold(self, event: Event) -> Thread:
         """Fold one event of the thread's log in; the thread to fold the next one into (a
@@ -235,16 +246,22 @@ class Thread:
             self.saved[ns, checkpoint_id] = self.checkpoints[ns, checkpoint_id] = entry
             versions = self.checkpoint(ns, checkpoint_id)["channel_versions"]
             parent = entry.get("p")
+            written: dict[str, str] = {}
             for channel, value in entry.get("vals", {}).items():
-                version = value.get("ver", versions.get(channel))
+                version = version_key(value.get("ver", versions.get(channel)))
                 if "more" in value or "keep" in value:  # a change from the parent's value
-                    base = self.checkpoint(ns, str(parent))["channel_versions"][channel]
+                    base = self.slot(ns, str(parent), channel)
                     value = {  # noqa: PLW2901 - the change, its base found
-                        "base": version_key(base),
+                        "base": base or (ns, channel, "", ""),  # none: not found when read
                         "keep": value.get("keep"),
                         "add": value.get("more", value.get("add")),
                     }
-                self.values[ns, channel, version_key(version)] = value
+                self.values[ns, channel, version, checkpoint_id] = value
+                self._latest[ns, channel, version] = checkpoint_id
+                written[channel] = version
+            self._slots[ns, checkpoint_id] = self._branch(
+                ns, checkpoint_id, parent, versions, written
+            )
         elif kind == "w":
             ns, checkpoint_id = entry.get("ns", ""), entry["cp"]
             found = self.writes.setdefault((ns, checkpoint_id), {})
@@ -322,13 +339,59 @@ class Thread:
             built[key] = value
         return built[ns, checkpoint_id]
 
-    def message_ids(self, ns: str, channel: str, version: str) -> list[str]:
-        """The message refs of a messages channel at ``version``: from a value built before,
-        else its changes followed back to one (or to the first), or cut from a later value
-        that only added to it (listing newest first). Costs the refs it builds, not the
-        thread's length."""
-        chain: list[tuple[tuple[str, str, str], Entry]] = []
-        key: tuple[str, str, str] | None = (ns, channel, version)
+    def _branch(
+        self,
+        ns: str,
+        checkpoint_id: str,
+        parent: str | None,
+        versions: dict[str, Any],
+        written: dict[str, str],
+    ) -> dict[str, tuple[str, Slot | None]]:
+        """Where each channel's value is for a checkpoint just folded, from its branch: the
+        value it wrote; its parent's when the version did not move; none when the version
+        moved and it wrote no value (``put`` is handed every channel whose version moved
+        since the parent's, and records no value for an empty channel). A channel is left
+        out, and looked up by its version when read, when no parent was folded, or the
+        parent left it out too, or the checkpoint wrote it at another version."""
+        before = self._slots.get((ns, parent)) if parent is not None else None
+        found: dict[str, tuple[str, Slot | None]] = {}
+        for channel, version in versions.items():
+            key = version_key(version)
+            if written.get(channel) == key:
+                found[channel] = (key, (ns, channel, key, checkpoint_id))
+            elif before is None or channel in written:
+                continue
+            elif channel in before:
+                found[channel] = before[channel] if before[channel][0] == key else (key, None)
+            elif (
+                version_key(self.checkpoint(ns, str(parent))["channel_versions"].get(channel))
+                != key
+            ):
+                found[channel] = (key, None)
+        return found
+
+    def slot(self, ns: str, checkpoint_id: str, channel: str) -> Slot | None:
+        """Where checkpoint ``checkpoint_id`` keeps ``channel``'s value: the one it or a
+        checkpoint before it on its branch wrote at the version it names (see
+        :meth:`_branch`), else the one written last at that version; ``None`` when it has
+        none."""
+        found = self._slots.get((ns, checkpoint_id), {}).get(channel)
+        if found is not None:
+            return found[1]
+        version = self.checkpoint(ns, checkpoint_id)["channel_versions"].get(channel)
+        if version is None:
+            return None
+        key = version_key(version)
+        writer = self._latest.get((ns, channel, key))
+        return None if writer is None else (ns, channel, key, writer)
+
+    def message_ids(self, slot: Slot) -> list[str]:
+        """The message refs of the messages channel value kept at ``slot``: from a value
+        built before, else its changes followed back to one (or to the first), or cut from a
+        later value that only added to it (listing newest first). Costs the refs it builds,
+        not the thread's length."""
+        chain: list[tuple[Slot, Entry]] = []
+        key: Slot | None = slot
         refs: list[str] = []
         while key is not None:
             if key in self._refs:
@@ -342,16 +405,16 @@ class Thread:
                 break
             entry = self.values[key]
             chain.append((key, entry))
-            key = (ns, channel, entry["base"]) if "base" in entry else None
+            key = entry.get("base")
         for key, entry in reversed(chain):
             keep = entry.get("keep")
             refs = (refs if keep is None else refs[:keep]) + entry["add"]
             self._remember(key, refs)
             if "base" in entry and keep is None:
-                self._child_of[ns, channel, entry["base"]] = (key, len(entry["add"]))
+                self._child_of[entry["base"]] = (key, len(entry["add"]))
         return refs
 
-    def _remember(self, key: tuple[str, str, str], refs: list[str]) -> None:
+    def _remember(self, key: Slot, refs: list[str]) -> None:
         self._refs[key] = refs
         while len(self._refs) > REFS_REMEMBERED:
             del self._refs[next(iter(self._refs))]
