@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -24,7 +25,8 @@ from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions, EventCompaction
-from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.adk.sessions.session import Session
 from google.genai import types
 
@@ -466,6 +468,95 @@ def test_a_call_repeating_the_id_of_an_unanswered_one_is_kept_whole(location: st
     assert loaded is not None
     calls = [(e.invocation_id, c.id, c.name) for e in loaded.events for c in e.get_function_calls()]
     assert calls == [("killed", "call-lookup", "lookup"), ("next", "call-lookup", "lookup")]
+
+
+def test_last_update_time_is_the_last_events_even_from_before_the_creation(
+    location: str,
+) -> None:
+    """After ``append_event`` a session's ``last_update_time`` is its event's timestamp, even
+    one from before the session was created (a host whose clock is behind), and
+    ``get_session`` (windowed or not) says the same, as ADK's InMemorySessionService does on
+    the same calls. Before, ``get_session`` gave the newest of the creation time and the
+    events' timestamps, so it disagreed with the session ``append_event`` had just updated."""
+    offsets = [-3600.0, -7200.0, -60.0]  # from the creation time: each event's timestamp
+
+    async def scenario(service: BaseSessionService) -> list[tuple[float, float, float]]:
+        """For each event: the appending session's, a reloaded and a windowed reload's
+        ``last_update_time``, as offsets from the creation time."""
+        session = await service.create_session(app_name="app", user_id="u", session_id="s")
+        created = session.last_update_time
+        seen = []
+        for offset in offsets:
+            await service.append_event(session, user_text(f"{offset}", timestamp=created + offset))
+            got = await service.get_session(app_name="app", user_id="u", session_id="s")
+            none = GetSessionConfig(num_recent_events=0)
+            windowed = await service.get_session(
+                app_name="app", user_id="u", session_id="s", config=none
+            )
+            assert got is not None
+            assert windowed is not None
+            seen.append(
+                (
+                    session.last_update_time - created,
+                    got.last_update_time - created,
+                    windowed.last_update_time - created,
+                )
+            )
+        return seen
+
+    with convstore.open_store(location) as store:
+        ours = asyncio.run(scenario(ConvstoreSessionService(store=store)))
+    theirs = asyncio.run(scenario(InMemorySessionService()))
+    assert ours == theirs == [(offset,) * 3 for offset in offsets]
+
+
+def test_a_different_event_reusing_a_stored_id_is_refused(location: str) -> None:
+    """A different event whose id the session already stored raises ValueError naming the
+    id, and nothing is written, neither its event nor its state (ADK's database services
+    refuse it too), from the session that holds the first and from one that does not (a
+    window of no events). The same event delivered again is still ignored: by a session that
+    holds it, by one that does not, and by one that shows it as prose (a call no response
+    answers). Before, the store kept its one entry per id and dropped the second event
+    silently, while the session object took it in."""
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store)
+        session = run(
+            service.create_session(app_name="app", user_id="u", session_id="s", state={"k": 1})
+        )
+        first = user_text("first")
+        call = agent_call("lookup", "inv-1")
+        for event in (first, call):
+            run(service.append_event(session, event.model_copy(deep=True)))
+        conversation = session_conversation("app", "u", "s")
+        before = store.last_event(conversation)
+        delta = {"k": 2, "user:lang": "no", "temp:scratch": 1}
+        clash = user_text("not the first", id=first.id, actions=EventActions(state_delta=delta))
+        none = GetSessionConfig(num_recent_events=0)
+        blind = run(service.get_session(app_name="app", user_id="u", session_id="s", config=none))
+        assert blind is not None
+        for holder in (session, blind):
+            with pytest.raises(ValueError, match=rf"^Event with id {re.escape(first.id)} "):
+                run(service.append_event(holder, clash.model_copy(deep=True)))
+            assert holder.state == {"k": 1}
+        assert store.last_event(conversation) == before
+        assert [e.id for e in session.events] == [first.id, call.id]
+        assert blind.events == []
+        assert run(service.get_user_state(app_name="app", user_id="u")) == {}
+
+        prose = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+        assert prose is not None
+        assert prose.events[-1].get_function_calls() == []  # unanswered: shown as prose
+        for holder in (session, blind, prose):
+            for again in (first, call):
+                run(service.append_event(holder, again.model_copy(deep=True)))
+        assert store.last_event(conversation) == before
+        assert len(session.events) == 2
+        assert blind.events == []
+        assert len(prose.events) == 2
+        exact = ConvstoreSessionService(store=store, unanswered_calls_as_prose=False)
+        back = run(exact.get_session(app_name="app", user_id="u", session_id="s"))
+        assert back is not None
+        assert back.events == [first, call]
 
 
 def test_a_new_turn_waits_for_the_turn_under_way_in_another_runner(location: str) -> None:

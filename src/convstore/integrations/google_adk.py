@@ -376,7 +376,9 @@ class ConvstoreSessionService(BaseSessionService):
         for event in events:
             state.update(split_state(event.actions.state_delta)[2])
         state.update(await self._shared(app_name, user_id))
-        updated = max([float(log.created.get("created") or 0), *(e.timestamp for e in events)])
+        # As ADK's services: the last event's timestamp (what append_event set), even one from
+        # before the creation (a clock behind); the creation time while there is none.
+        updated = events[-1].timestamp if events else float(log.created.get("created") or 0)
         turn: str | None = None
         for event in events:  # as stored: a call shown as prose is still a turn under way
             turn = _turn_after(turn, event)
@@ -402,7 +404,9 @@ class ConvstoreSessionService(BaseSessionService):
         listing index by labels (a thousand rows a read), never the log: its cost follows the
         sessions listed, not the events or the other conversations the store holds.
         As ``BaseSessionService`` says, events and state are not set (``get_session`` has
-        them); ``last_update_time`` is the session's last write to the store."""
+        them): ADK's own services fill state, but here that would read every listed session's
+        log, which is where its state is. ``last_update_time`` is the session's last write to
+        the store."""
         # A user's label is rare, so the listing reads its matches first (the labels' index);
         # the kind is read from the source instead (the app's and a user's state
         # conversations carry these labels too, and a third label only adds a check a row).
@@ -442,7 +446,9 @@ class ConvstoreSessionService(BaseSessionService):
     async def append_event(self, session: Session, event: Event) -> Event:
         """Record a (non-partial) event, conditional on the session being current; see the
         module's docstring for when a turn waits, what is written where and what raises
-        ``StaleSessionError``."""
+        ``StaleSessionError``. An event whose id the session has stored already is ignored
+        when it is that event (delivered again), and refused with ``ValueError`` when it is
+        another (nothing of it is written, and the session is left as it was)."""
         if event.partial:
             return event
         if event.id and any(e.id == event.id and e == event for e in session.events):
@@ -455,7 +461,6 @@ class ConvstoreSessionService(BaseSessionService):
             await self._take_turn(conversation, session, event.invocation_id)
         delta = event.actions.state_delta if event.actions else {}
         temp = {k: v for k, v in delta.items() if k.startswith(State.TEMP_PREFIX)}
-        session.state.update(temp)  # ADK's _apply_temp_state, kept to apply again
         event = self._trim_temp_delta_state(event)
         for _ in range(APPEND_ATTEMPTS):
             version = _marker(session)
@@ -481,7 +486,6 @@ class ConvstoreSessionService(BaseSessionService):
                 if starts_turn:  # nothing of this turn is written: start it on what is stored
                     await self._refresh(session)
                     await self._take_turn(conversation, session, event.invocation_id)
-                    session.state.update(temp)
                 else:
                     _set_marker(
                         session,
@@ -495,6 +499,14 @@ class ConvstoreSessionService(BaseSessionService):
             break
         else:
             raise StaleSessionError(STALE)
+        if not new:  # the store keeps one entry per id, and this id has one already
+            if await self._stored_as(conversation, event):
+                return event  # delivered again, to a session that does not show it as it came
+            msg = (
+                f"Event with id {event.id} already exists in session {session.id} and differs "
+                "from this one: a new event needs a new id"
+            )
+            raise ValueError(msg)
         # The versions this write took: its entry, and its message's events (its blocks, and
         # in a store of format 1 or 2 its start and end). A compaction's event is left out of
         # the count: a marker behind the log only costs the next append one read, one ahead
@@ -515,8 +527,20 @@ class ConvstoreSessionService(BaseSessionService):
             cast("dict[str, Any]", entry[ENTRY_KEY]).get("actions", {}).get("state_delta", {})
         )
         await self._share(session.app_name, session.user_id, app, user, event.id)
+        session.state.update(temp)  # ADK's _apply_temp_state, once the event is stored
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
+
+    async def _stored_as(self, conversation: UUID, event: Event) -> bool:
+        """Whether the event stored under ``event``'s id is ``event`` (delivered again), not a
+        different one reusing the id: a read of the log, only when an append finds its id
+        taken (ADK's database services refuse any second event of an id; its in-memory one
+        ignores an equal one, as this does)."""
+        log = _Log(await self.store.events(conversation))
+        return any(
+            entry.get("uuid") == event.id and entry_event(entry, blocks) == event
+            for entry, blocks in log.items
+        )
 
     async def _take_turn(self, conversation: UUID, session: Session, invocation: str) -> None:
         """Wait, before ``invocation``'s first event, while the session shows another runner's
