@@ -124,7 +124,7 @@ class ConvstoreSession:
     ``vision`` says whether the agent's model can see images (replay shows them natively,
     else as markers). ``session_settings`` is a ``SessionSettings`` or a dict of its fields
     (``{"limit": 20}``), normalised as the SDK's own sessions normalise it (a key it does not
-    know is a ``TypeError``).
+    know is a ``TypeError``; none given is ``SessionSettings()``).
     """
 
     def __init__(
@@ -136,8 +136,10 @@ class ConvstoreSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
-        self.session_settings: SessionSettings | None = (
-            None if session_settings is None else coerce_session_settings(session_settings)
+        self.session_settings = (
+            SessionSettings()
+            if session_settings is None
+            else coerce_session_settings(session_settings)
         )
         self.store = as_async(store)
         self.vision = vision
