@@ -510,6 +510,27 @@ def test_last_update_time_is_the_last_events_even_from_before_the_creation(
     assert ours == theirs == [(offset,) * 3 for offset in offsets]
 
 
+def test_events_of_two_sessions_sharing_an_id_both_reach_the_users_state(
+    location: str,
+) -> None:
+    """An event id is unique within its session only: two sessions of one user whose events
+    share an id each record their ``user:`` and ``app:`` deltas, and the later one wins, as in
+    ADK's own services (keyed by the bare event id, the second was dropped silently)."""
+    with convstore.open_store(location) as store:
+        service = ConvstoreSessionService(store=store)
+        for session_id, value in (("s1", "first"), ("s2", "second")):
+            session = run(
+                service.create_session(app_name="app", user_id="u", session_id=session_id)
+            )
+            delta = {"user:v": value, "app:v": value}
+            event = user_text(value, id="e-1", actions=EventActions(state_delta=delta))
+            run(service.append_event(session, event))
+        assert run(service.get_user_state(app_name="app", user_id="u")) == {"v": "second"}
+        fresh = run(service.get_session(app_name="app", user_id="u", session_id="s1"))
+        assert fresh is not None
+        assert fresh.state["user:v"] == fresh.state["app:v"] == "second"
+
+
 def test_a_different_event_reusing_a_stored_id_is_refused(location: str) -> None:
     """A different event whose id the session already stored raises ValueError naming the
     id, and nothing is written, neither its event nor its state (ADK's database services

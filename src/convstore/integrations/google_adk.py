@@ -526,7 +526,10 @@ class ConvstoreSessionService(BaseSessionService):
         app, user, _ = split_state(
             cast("dict[str, Any]", entry[ENTRY_KEY]).get("actions", {}).get("state_delta", {})
         )
-        await self._share(session.app_name, session.user_id, app, user, event.id)
+        # Keyed by session and event: an event id is unique within its session only, and two
+        # sessions' events sharing one must both reach the app's and the user's state.
+        shared_key = f"{session.id}:{event.id}" if event.id else ""
+        await self._share(session.app_name, session.user_id, app, user, shared_key)
         session.state.update(temp)  # ADK's _apply_temp_state, once the event is stored
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
