@@ -1,7 +1,7 @@
 """One OpenAI Agents SDK run on a ConvstoreSession, as its own process (no network).
 
 ``python -m tests.agents_worker LOCATION SESSION_ID PROMPT SEEN_FILE [--die-in-tool]
-[--ready=FILE]``
+[--ready=FILE] [--turns=N] [--lease=SECONDS]``
 
 The agent's model is :class:`ScriptedModel`, written against the SDK's ``Model`` interface: a
 prompt that says "delete" gets a ``delete_tmp`` tool call, a tool output gets a closing text,
@@ -10,7 +10,9 @@ JSON line. With ``--die-in-tool`` the tool kills its own process (SIGKILL) befor
 so the tool's output is never saved. A prompt that says "wipe" calls ``wipe_disk``, a tool that
 needs a person's approval: the run stops there with the call saved and no output. A prompt
 that names release-7 calls ``delete_branch``, which with ``--ready=FILE`` writes FILE and then
-waits for its parent to kill it. The run passes the session's hooks, which record a call before
+waits for its parent to kill it. A prompt that says "look up" calls ``slow_lookup``, which
+takes a tenth of a second. ``--turns=N`` runs N turns (the prompt numbered), ``--lease`` sets
+the session's ``turn_lease``. The run passes the session's hooks, which record a call before
 its tool runs.
 """
 
@@ -81,6 +83,13 @@ class ScriptedModel(Model):
         last = items[-1]
         if last.get("type") == "function_call_output":
             output: Any = _message("Deleted.")
+        elif "look up" in _text(last):
+            output = ResponseFunctionToolCall(
+                type="function_call",
+                call_id=f"call_{uuid4().hex}",
+                name="slow_lookup",
+                arguments=json.dumps({"what": _text(last)}),
+            )
         elif "release-7" in _text(last):
             output = ResponseFunctionToolCall(
                 type="function_call",
@@ -134,27 +143,38 @@ def delete_branch(branch: str) -> str:
     return f"deleted {branch}"
 
 
+@function_tool
+def slow_lookup(what: str) -> str:
+    """Look something up, slowly (a tenth of a second), so two runs' turns overlap."""
+    time.sleep(0.1)
+    return f"found {what}"
+
+
 @function_tool(needs_approval=True)
 def wipe_disk(path: str) -> str:
     """Wipe a disk; a person must approve it first."""
     return f"wiped {path}"
 
 
-async def main(location: str, session_id: str, prompt: str, seen: Path) -> None:
+async def main(
+    location: str, session_id: str, prompt: str, seen: Path, *, turns: int = 1, lease: float = 30.0
+) -> None:
     set_tracing_disabled(True)
     store = await convstore.open_async_store(location)
     try:
-        session = ConvstoreSession(session_id, store=store)
+        session = ConvstoreSession(session_id, store=store, turn_lease=lease)
         agent = Agent(
             name="janitor",
             instructions="Clean up when asked.",
             model=ScriptedModel(seen),
-            tools=[delete_tmp, delete_branch, wipe_disk],
+            tools=[delete_tmp, delete_branch, wipe_disk, slow_lookup],
         )
-        result = await Runner.run(agent, prompt, session=session, hooks=session.hooks)
-        # The test reads it: the answer, or the tools left waiting for approval.
-        waiting = [i.raw_item.name for i in result.interruptions]  # type: ignore[union-attr]
-        print(f"waiting for approval: {waiting}" if waiting else result.final_output)  # noqa: T201
+        for turn in range(turns):
+            asked = prompt if turns == 1 else f"{prompt} {turn}"
+            result = await Runner.run(agent, asked, session=session, hooks=session.hooks)
+            # The test reads it: the answer, or the tools left waiting for approval.
+            waiting = [i.raw_item.name for i in result.interruptions]  # type: ignore[union-attr]
+            print(f"waiting for approval: {waiting}" if waiting else result.final_output)  # noqa: T201
     finally:
         await store.close()
 
@@ -162,8 +182,17 @@ async def main(location: str, session_id: str, prompt: str, seen: Path) -> None:
 if __name__ == "__main__":
     if "--die-in-tool" in sys.argv:
         os.environ["CONVSTORE_DIE_IN_TOOL"] = "1"
+    turns_arg, lease_arg = 1, 30.0
     for flag in sys.argv[5:]:
         if flag.startswith("--ready="):
             os.environ["CONVSTORE_READY_FILE"] = flag.removeprefix("--ready=")
+        elif flag.startswith("--turns="):
+            turns_arg = int(flag.removeprefix("--turns="))
+        elif flag.startswith("--lease="):
+            lease_arg = float(flag.removeprefix("--lease="))
     location_arg, session_arg, prompt_arg, seen_arg = sys.argv[1:5]
-    asyncio.run(main(location_arg, session_arg, prompt_arg, Path(seen_arg)))
+    asyncio.run(
+        main(
+            location_arg, session_arg, prompt_arg, Path(seen_arg), turns=turns_arg, lease=lease_arg
+        )
+    )

@@ -74,11 +74,13 @@ def test_runs_killed_mid_tool_or_left_waiting_do_not_poison_the_next_run(
     seen = tmp_path / "seen.jsonl"
     killed = run_agent(location, "ops-1", "Please delete tmp", seen, "--die-in-tool")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    waiting = run_agent(location, "ops-1", "Now wipe the disk", seen)
+    # The killed turn, and the one left waiting, hold the session for the turn lease: the next
+    # runs take it after 1 s rather than the default 30.
+    waiting = run_agent(location, "ops-1", "Now wipe the disk", seen, "--lease=1")
     assert waiting.returncode == 0, waiting.stderr
     assert waiting.stdout.strip() == "waiting for approval: ['wipe_disk']"
 
-    resumed = run_agent(location, "ops-1", "Are you there?", seen)
+    resumed = run_agent(location, "ops-1", "Are you there?", seen, "--lease=1")
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.strip() == "I am here."
     last_input = json.loads(seen.read_text().splitlines()[-1])
@@ -121,7 +123,7 @@ def test_a_call_killed_inside_its_tool_is_recorded_and_resumes_as_prose(
         ("delete_branch", '{"branch":"release-7"}')
     ]
 
-    resumed = run_agent(location, "ops-2", "Did that go through?", seen)
+    resumed = run_agent(location, "ops-2", "Did that go through?", seen, "--lease=1")
     assert resumed.returncode == 0, resumed.stderr
     first_request = json.loads(seen.read_text().splitlines()[-1])
     assert first_request == [
@@ -259,6 +261,65 @@ def test_session_settings_given_as_a_dict_limit_what_the_runner_sends(tmp_path: 
     assert texts == ["hello 2", "I am here.", "hello 3"]
     with convstore.open_store(tmp_path / "store.db") as store, pytest.raises(TypeError):
         ConvstoreSession("limited", store=store, session_settings={"lmit": 2})
+
+
+def _turns(location: str, session: str, tmp_path: Path, *flags: str) -> list[Any]:
+    """Two runner processes, five turns each (a tool round a turn) on one session, at once;
+    the session's messages afterwards."""
+    runs = [
+        subprocess.Popen(
+            [
+                *(sys.executable, "-m", "tests.agents_worker", location, session),
+                *(f"look up {name}", str(tmp_path / f"seen-{name}.jsonl"), "--turns=5", *flags),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in "ab"
+    ]
+    for run in runs:
+        _, err = run.communicate(timeout=180)
+        assert run.returncode == 0, err
+    with convstore.open_store(location) as store:
+        return [m for m in store.messages(conversation_for(session)) if not m.withdrawn]
+
+
+def _text_of(message: Any) -> str:
+    block = message.blocks[0].block
+    return str(getattr(block, "text", None) or getattr(block, "content", None) or block.input)
+
+
+@pytest.mark.slow
+def test_two_runners_in_two_processes_take_turns(location: str, tmp_path: Path) -> None:
+    """Two processes run five turns each on one session at once: every turn completes, each
+    turn's four messages (question, call, output, answer) are contiguous, and every request
+    that starts a turn carries the whole of the turn before it, ending with its answer (a
+    turn never starts on a history another run is still writing). With ``--lease=0`` (no
+    turns taken) the turns interleave and this fails."""
+    messages = _turns(location, "shared", tmp_path)
+    assert len(messages) == 40  # ten turns of four
+    asked = []
+    for start in range(0, 40, 4):
+        question, call, output, answer = messages[start : start + 4]
+        assert [m.role for m in (question, call, output, answer)] == [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+        ]
+        prompt = _text_of(question)
+        assert prompt in _text_of(call)
+        assert f"found {prompt}" in _text_of(output)
+        assert _text_of(answer) == "Deleted."
+        asked.append(prompt)
+    assert sorted(asked) == sorted(f"look up {n} {k}" for n in "ab" for k in range(5))
+    for name in "ab":
+        for line in (tmp_path / f"seen-{name}.jsonl").read_text().splitlines():
+            items = json.loads(line)
+            if items[-1].get("role") == "user" and len(items) > 1:  # a turn's first request
+                assert items[-2] == {"role": "assistant", "content": "Deleted."}, items[-2:]
 
 
 def test_session_semantics_limit_pop_and_clear(location: str) -> None:

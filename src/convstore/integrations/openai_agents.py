@@ -28,11 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import random
+import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, cast
-from uuid import UUID, uuid5
+from uuid import UUID, uuid4, uuid5
 
 from convstore.ports.extras import missing_extra
 
@@ -54,8 +56,10 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(msg) from exc
 
 from convstore.convert.responses_tools import CALLER_RUN
+from convstore.domain.blocks import HostedToolUseBlock, ToolUseBlock
 from convstore.domain.errors import ConcurrencyError, InvalidInput, VersionConflict
-from convstore.projections.messages import collect_messages
+from convstore.domain.events import EntriesRecorded, Event
+from convstore.projections.messages import RecordedMessage, collect_history, collect_messages
 from convstore.recording.openai import arecord_responses_items
 from convstore.store import Store
 from convstore.store.aio import AsyncStore, as_async
@@ -65,6 +69,16 @@ SESSION_NAMESPACE = UUID("5b0f3c52-8a4e-4f1e-9a77-0c6f2d1e9b43")
 
 POP_ATTEMPTS = 200
 """How many times a pop reads and tries its conditional rewind before it gives up."""
+
+TURN_KEY = "openai_agents_turn"
+"""The runtime entry a run records when it takes the session for its turn (its value: the
+taking session object's token); replay never shows entries."""
+
+TURN_LEASE = 30.0
+"""Seconds a turn under way holds the session without a new event before another may take
+it (``turn_lease``)."""
+
+log = logging.getLogger(__name__)
 
 RUN_HERE = ("function_call", *(kind for kind in CALLER_RUN if not kind.endswith("_output")))
 """The call item types the caller's code runs: a response holding one is recorded before its
@@ -124,7 +138,9 @@ class ConvstoreSession:
     ``vision`` says whether the agent's model can see images (replay shows them natively,
     else as markers). ``session_settings`` is a ``SessionSettings`` or a dict of its fields
     (``{"limit": 20}``), normalised as the SDK's own sessions normalise it (a key it does not
-    know is a ``TypeError``; none given is ``SessionSettings()``).
+    know is a ``TypeError``; none given is ``SessionSettings()``). ``turn_lease`` (seconds;
+    0 turns it off) makes runs in several processes on one session take turns: see
+    :meth:`get_items`.
     """
 
     def __init__(
@@ -134,9 +150,10 @@ class ConvstoreSession:
         store: Store | AsyncStore,
         vision: bool = False,
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        turn_lease: float = TURN_LEASE,
     ) -> None:
         self.session_id = session_id
-        self.session_settings = (
+        self.session_settings: SessionSettings | None = (  # the protocol's type
             SessionSettings()
             if session_settings is None
             else coerce_session_settings(session_settings)
@@ -148,6 +165,10 @@ class ConvstoreSession:
         self.hooks: RunHooks[Any] = _RecordCallsEarly(self)
         """Run hooks to pass to ``Runner.run(..., hooks=session.hooks)``: they record each
         response that holds a tool call before its tools run (see :meth:`record_response`)."""
+        self.turn_lease = turn_lease
+        self._token = uuid4().hex
+        self._turn: int | None = None
+        """The version of this session object's latest turn entry."""
         self._created = False
         self._early: Counter[str] = Counter()
         """Items recorded by :meth:`record_response` that the runner has not saved yet."""
@@ -168,14 +189,59 @@ class ConvstoreSession:
         request = await self.store.replay(conversation, vision=self.vision)
         return [_input_item(m) for m in request["messages"]]
 
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+    async def get_items(
+        self, limit: int | None = None, *, wrapper: object = None
+    ) -> list[TResponseInputItem]:
         """The history as plain message items (prose), the latest ``limit`` of them when
-        given (or set in ``session_settings``), in chronological order."""
+        given (or set in ``session_settings``), in chronological order.
+
+        Called by the runner (which passes its ``wrapper``, the run's context, to a session
+        whose history methods all take one) as a run prepares its input, it first takes the
+        session for the run's turn (:meth:`take_turn`), so runs in two processes on one
+        session never interleave their turns. Called by anyone else, it only reads. The
+        other methods take ``wrapper`` and ignore it."""
+        if wrapper is not None and self.turn_lease > 0:
+            await self.take_turn()
         items = await self._replayed()
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is None:
             return items
         return items[-limit:] if limit > 0 else []
+
+    async def take_turn(self) -> None:
+        """Take the session for a turn: wait while another run's turn is under way on it (its
+        newest message is not an assistant's answer without calls, or another run took the
+        session since), until that turn ends or shows no new event for ``turn_lease``
+        seconds; then record that this session object has the turn (a runtime entry written
+        only if nothing was written since it looked, so two runs never both take it). A turn
+        of this session object's own still under way is simply continued."""
+        conversation = await self._conversation()
+        if self._turn is not None:
+            _, since = await self.store.events_after(conversation, self._turn)
+            if not _turn_taken(since) and not _answered(since):
+                return
+        pause, waited = 0.02, 0.0
+        while True:
+            tail = await self.store.tail(conversation, messages=2)
+            newest = tail[-1]
+            idle = time.time() - newest.timestamp.timestamp()
+            if _under_way(tail) and idle < self.turn_lease:
+                if not waited:
+                    log.info("session %s: waiting for another run's turn", self.session_id)
+                await asyncio.sleep(pause)
+                waited += pause
+                pause = min(pause * 2, 0.5)
+                continue
+            try:
+                await self.store.record_entries(
+                    conversation,
+                    [{TURN_KEY: self._token}],
+                    expected_version=newest.originator_version,
+                )
+            except VersionConflict:
+                continue  # written meanwhile: look again
+            self._turn = newest.originator_version + 1
+            return
 
     async def record_response(self, response: ModelResponse) -> None:
         """Record a model response now, as one assistant message, when it holds a call the
@@ -190,7 +256,7 @@ class ConvstoreSession:
         await arecord_responses_items(self.store, await self._conversation(), items)
         self._early.update(_echo_key(item) for item in items)
 
-    async def add_items(self, items: list[TResponseInputItem]) -> None:
+    async def add_items(self, items: list[TResponseInputItem], *, wrapper: object = None) -> None:
         """Record Responses items as blocks: consecutive assistant-side items form one
         assistant message, consecutive tool outputs one user message. Items
         :meth:`record_response` already recorded are skipped. An item type the converter does
@@ -207,7 +273,7 @@ class ConvstoreSession:
             await arecord_responses_items(self.store, await self._conversation(), fresh)
         self._early -= echoed
 
-    async def pop_item(self) -> TResponseInputItem | None:
+    async def pop_item(self, *, wrapper: object = None) -> TResponseInputItem | None:
         """Withdraw the latest message (a rewind; the log keeps it) and return it as
         ``get_items`` showed it; ``None`` when the session is empty.
 
@@ -239,6 +305,45 @@ class ConvstoreSession:
         msg = f"gave up popping from session {self.session_id!r} after {POP_ATTEMPTS} attempts"
         raise ConcurrencyError(msg)
 
-    async def clear_session(self) -> None:
+    async def clear_session(self, *, wrapper: object = None) -> None:
         """Withdraw every message (a rewind; the log keeps them)."""
         await self.store.rewind(await self._conversation(), to=None)
+
+
+def _turn_taken(events: list[Event]) -> bool:
+    """Whether a run took the session in ``events``."""
+    return any(
+        isinstance(event, EntriesRecorded) and any(TURN_KEY in entry for entry in event.entries)
+        for event in events
+    )
+
+
+def _answered(events: list[Event]) -> bool:
+    """Whether ``events`` hold an answer that ends a turn: an assistant message without a call."""
+    return any(_is_answer(message) for message in collect_history(events, tail=True).messages)
+
+
+def _is_answer(message: RecordedMessage) -> bool:
+    return message.role == "assistant" and not any(
+        isinstance(recorded.block, ToolUseBlock | HostedToolUseBlock) for recorded in message.blocks
+    )
+
+
+def _under_way(tail: list[Event]) -> bool:
+    """Whether the end of a session's log (its last two messages on) shows a turn under way:
+    a run took the session after the newest message, or the newest message is not an
+    answer (a question, a call, a tool's output)."""
+    messages = collect_history(tail, tail=True).messages
+    if not messages:
+        return _turn_taken(tail)
+    last = messages[-1]
+    after = [e for e in tail if e.originator_version > _last_version(tail, last.message_id)]
+    return _turn_taken(after) or not _is_answer(last)
+
+
+def _last_version(tail: list[Event], message_id: UUID) -> int:
+    """The version of the newest event of message ``message_id`` in ``tail``."""
+    return max(
+        (e.originator_version for e in tail if getattr(e, "message_id", None) == message_id),
+        default=0,
+    )
