@@ -24,6 +24,23 @@ def _counts(summary: str) -> dict[str, int]:
     return {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", summary)}
 
 
+def _suite(
+    dist: str, plugin: str, files: list[str], backend: str, request: pytest.FixtureRequest
+) -> tuple[dict[str, int], str]:
+    """Run ``dist``'s upstream ``files`` with ``plugin`` on ``backend``; the outcome counts
+    (the run must exit 0) and where the files came from."""
+    tree = upstream(dist)
+    env = {}
+    if backend == "postgres":
+        env["CONVSTORE_UPSTREAM_POSTGRES"] = request.getfixturevalue("postgres_server")
+    ran = run_upstream(tree, plugin, files, env)
+    summary = ran.stdout.strip().splitlines()[-1] if ran.stdout.strip() else ran.stderr
+    assert ran.returncode == 0, (
+        f"{tree.origin}: {summary}\n{ran.stdout[-4000:]}{ran.stderr[-2000:]}"
+    )
+    return _counts(summary), f"{tree.origin}: {summary}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_the_agents_sdks_own_session_tests_pass_on_convstore(
@@ -32,18 +49,11 @@ def test_the_agents_sdks_own_session_tests_pass_on_convstore(
     """The Agents SDK's ``tests/memory/test_session.py`` and ``test_session_limit.py`` with
     ``ConvstoreSession`` for ``SQLiteSession``: every test passes but those marked (their
     reasons are in ``tests/upstream/convstore_agents_swap.py``)."""
-    tree = upstream("openai-agents")
-    env = {}
-    if backend == "postgres":
-        env["CONVSTORE_UPSTREAM_POSTGRES"] = request.getfixturevalue("postgres_server")
-    ran = run_upstream(tree, "convstore_agents_swap", AGENTS_SESSION_TESTS, env)
-    summary = ran.stdout.strip().splitlines()[-1] if ran.stdout.strip() else ran.stderr
-    assert ran.returncode == 0, (
-        f"{tree.origin}: {summary}\n{ran.stdout[-4000:]}{ran.stderr[-2000:]}"
+    counts, origin = _suite(
+        "openai-agents", "convstore_agents_swap", AGENTS_SESSION_TESTS, backend, request
     )
-    counts = _counts(summary)
-    assert counts.get("passed", 0) >= 40, (tree.origin, summary)
-    assert not {"failed", "error", "errors", "xpassed"} & counts.keys(), (tree.origin, summary)
+    assert counts.get("passed", 0) >= 40, origin
+    assert not {"failed", "error", "errors", "xpassed"} & counts.keys(), origin
 
 
 @pytest.mark.slow
@@ -54,15 +64,8 @@ def test_langchain_cores_own_message_history_tests_pass_on_convstore(
     """langchain-core's ``tests/unit_tests/runnables/test_history.py``
     (``RunnableWithMessageHistory``) with ``ConvstoreChatMessageHistory`` for
     ``InMemoryChatMessageHistory``: every test passes, none marked."""
-    tree = upstream("langchain-core")
-    env = {}
-    if backend == "postgres":
-        env["CONVSTORE_UPSTREAM_POSTGRES"] = request.getfixturevalue("postgres_server")
-    ran = run_upstream(tree, "convstore_langchain_swap", LANGCHAIN_HISTORY_TESTS, env)
-    summary = ran.stdout.strip().splitlines()[-1] if ran.stdout.strip() else ran.stderr
-    assert ran.returncode == 0, (
-        f"{tree.origin}: {summary}\n{ran.stdout[-4000:]}{ran.stderr[-2000:]}"
+    counts, origin = _suite(
+        "langchain-core", "convstore_langchain_swap", LANGCHAIN_HISTORY_TESTS, backend, request
     )
-    counts = _counts(summary)
-    assert counts.get("passed", 0) >= 20, (tree.origin, summary)
-    assert counts.keys() == {"passed"}, (tree.origin, summary)
+    assert counts.get("passed", 0) >= 20, origin
+    assert counts.keys() == {"passed"}, origin
