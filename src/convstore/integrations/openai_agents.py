@@ -20,7 +20,9 @@ those items when the runner saves the turn, so nothing is recorded twice.
 
 The session id maps to the same conversation in every process and after a restart (a UUID5 of
 the id); :attr:`ConvstoreSession.conversation_id` names it for ``convstore replay``, ``audit``
-and ``show``.
+and ``show``. Runs in several processes on one session take turns: the runner's ``get_items``
+(given the run's context) waits while another run's turn is under way, then takes the
+conversation for its own (:meth:`ConvstoreSession.take_turn`, ``turn_lease``).
 """
 
 from __future__ import annotations
