@@ -286,7 +286,7 @@ def stored_block(plain: bytes, event: Callable[[], Event]) -> StoredBlock | None
     if len(plain) < 2 or plain[1] & mapper.KIND_MASK != _BLOCK_RECORDED:
         return None
     try:
-        _head, version_end, has_time, has_message, at = mapper.layout_of(plain)
+        _head, version_end, _has_time, has_message, at = mapper.layout_of(plain)
         body = plain[at:] if plain[0] == mapper.COMPACT else mapper.inflate(plain[at:])
         fields = from_json(b"{" + body[1:])
     except _NOT_READ:
@@ -304,10 +304,9 @@ def stored_block(plain: bytes, event: Callable[[], Event]) -> StoredBlock | None
         or (tool_name is not None and type(tool_name) is not str)
     ):
         return None
-    at_message = version_end + 8 if has_time else version_end
     return StoredBlock(
         int.from_bytes(plain[18:version_end], "big"),
-        plain[at_message : at_message + 16].hex(),
+        plain[at - 16 : at].hex(),  # the message id ends the header
         role,
         index,
         closes is True,
