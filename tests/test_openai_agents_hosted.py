@@ -6,6 +6,7 @@ and what ``get_items`` gives back."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -161,3 +162,24 @@ def test_an_unknown_or_refused_item_is_named_and_nothing_is_recorded(
             assert await session.get_items() == []
 
     asyncio.run(go())
+
+
+def test_an_answer_holding_calls_the_provider_ran_ends_the_turn(tmp_path: Path) -> None:
+    """A turn whose answer holds calls the provider ran (web search, MCP, ... beside the text)
+    is over: nothing of the caller's is left to run, so another run (a new session object, as
+    in another process) takes the session at once instead of waiting out the turn lease."""
+
+    async def scenario() -> float:
+        store = await convstore.open_async_store(tmp_path / "store.db")
+        try:
+            first = ConvstoreSession("hosted-turn", store=store)
+            await first.take_turn()
+            await first.add_items([{"role": "user", "content": "Search."}, *TURN])  # type: ignore[list-item]
+            other = ConvstoreSession("hosted-turn", store=store)
+            started = time.monotonic()
+            await asyncio.wait_for(other.take_turn(), timeout=10)
+            return time.monotonic() - started
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) < 5

@@ -58,7 +58,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(msg) from exc
 
 from convstore.convert.responses_tools import CALLER_RUN
-from convstore.domain.blocks import HostedToolUseBlock, ToolUseBlock
+from convstore.domain.blocks import ToolUseBlock
 from convstore.domain.errors import ConcurrencyError, InvalidInput, VersionConflict
 from convstore.domain.events import EntriesRecorded, Event
 from convstore.projections.messages import RecordedMessage, collect_history, collect_messages
@@ -212,11 +212,11 @@ class ConvstoreSession:
 
     async def take_turn(self) -> None:
         """Take the session for a turn: wait while another run's turn is under way on it (its
-        newest message is not an assistant's answer without calls, or another run took the
-        session since), until that turn ends or shows no new event for ``turn_lease``
-        seconds; then record that this session object has the turn (a runtime entry written
-        only if nothing was written since it looked, so two runs never both take it). A turn
-        of this session object's own still under way is simply continued."""
+        newest message is not an assistant's answer holding no call the caller runs, or
+        another run took the session since), until that turn ends or shows no new event for
+        ``turn_lease`` seconds; then record that this session object has the turn (a runtime
+        entry written only if nothing was written since it looked, so two runs never both take
+        it). A turn of this session object's own still under way is simply continued."""
         conversation = await self._conversation()
         if self._turn is not None:
             _, since = await self.store.events_after(conversation, self._turn)
@@ -321,31 +321,26 @@ def _turn_taken(events: list[Event]) -> bool:
 
 
 def _answered(events: list[Event]) -> bool:
-    """Whether ``events`` hold an answer that ends a turn: an assistant message without a call."""
+    """Whether ``events`` hold an answer that ends a turn (:func:`_is_answer`)."""
     return any(_is_answer(message) for message in collect_history(events, tail=True).messages)
 
 
 def _is_answer(message: RecordedMessage) -> bool:
+    """Whether ``message`` ends a turn: an assistant message holding no call the caller's code
+    runs (calls the provider ran, hosted ones, leave nothing to run)."""
     return message.role == "assistant" and not any(
-        isinstance(recorded.block, ToolUseBlock | HostedToolUseBlock) for recorded in message.blocks
+        isinstance(recorded.block, ToolUseBlock) for recorded in message.blocks
     )
 
 
 def _under_way(tail: list[Event]) -> bool:
     """Whether the end of a session's log (its last two messages on) shows a turn under way:
-    a run took the session after the newest message, or the newest message is not an
-    answer (a question, a call, a tool's output)."""
+    a run took the session after the newest message's last event, or the newest message is
+    not an answer (a question, a call, a tool's output)."""
+    for event in reversed(tail):
+        if _turn_taken([event]):
+            return True
+        if getattr(event, "message_id", None) is not None:
+            break  # the newest message's last event: no run took the session after it
     messages = collect_history(tail, tail=True).messages
-    if not messages:
-        return _turn_taken(tail)
-    last = messages[-1]
-    after = [e for e in tail if e.originator_version > _last_version(tail, last.message_id)]
-    return _turn_taken(after) or not _is_answer(last)
-
-
-def _last_version(tail: list[Event], message_id: UUID) -> int:
-    """The version of the newest event of message ``message_id`` in ``tail``."""
-    return max(
-        (e.originator_version for e in tail if getattr(e, "message_id", None) == message_id),
-        default=0,
-    )
+    return bool(messages) and not _is_answer(messages[-1])
