@@ -283,6 +283,7 @@ def test_a_file_left_empty_by_an_old_killed_open_is_finished(tmp_path: Path, con
     db.touch(mode=0o600)
     if content == "header only":
         with closing(sqlite3.connect(db)) as conn:
+            conn.execute("PRAGMA page_size = 8192")
             conn.execute("PRAGMA journal_mode=WAL")
         assert db.stat().st_size > 0
     _write_and_read_back(db)
@@ -290,7 +291,7 @@ def test_a_file_left_empty_by_an_old_killed_open_is_finished(tmp_path: Path, con
         assert conn.execute(
             "SELECT key, value FROM convstore_store WHERE key != 'id'"
         ).fetchall() == [("format", "3")]
-    assert _page_size(db) == (PAGE_SIZE if content == "nothing" else 4096)
+    assert _page_size(db) == (PAGE_SIZE if content == "nothing" else 8192)
 
 
 def test_a_store_of_another_format_is_refused(tmp_path: Path) -> None:
@@ -371,12 +372,12 @@ def _page_size(db: Path) -> int:
         return int(conn.execute("PRAGMA page_size").fetchone()[0])
 
 
-def test_a_new_store_is_made_in_pages_of_8_kb_whether_opened_or_loaded(tmp_path: Path) -> None:
+def test_a_new_store_is_made_in_pages_of_4_kb_whether_opened_or_loaded(tmp_path: Path) -> None:
     """Both ways a store file is made (a first open, a load into a new file) give it
     :data:`PAGE_SIZE` pages, and the store they make is the same."""
     opened = tmp_path / "opened.db"
     conv = _write_and_read_back(opened)
-    assert _page_size(opened) == PAGE_SIZE == 8192
+    assert _page_size(opened) == PAGE_SIZE == 4096
     with open_store(opened) as store:
         dumped = list(store.dump())
         expected = store.replay(conv, shape="openai", vision=False)
@@ -389,17 +390,17 @@ def test_a_new_store_is_made_in_pages_of_8_kb_whether_opened_or_loaded(tmp_path:
     assert result.exit_code == 0, result.output
 
 
-def test_a_store_made_in_4_kb_pages_keeps_them_and_works(tmp_path: Path) -> None:
-    """A store an earlier version made (SQLite's 4 KB pages) is written, vacuumed, replayed
-    and verified in its own page size: nothing rewrites it into another."""
+def test_a_store_made_in_8_kb_pages_keeps_them_and_works(tmp_path: Path) -> None:
+    """A store an earlier build made in 8 KB pages is written, vacuumed, replayed and verified
+    in its own page size: nothing rewrites it into another."""
     db = tmp_path / "old.db"
     conv = _write_and_read_back(db)
     with closing(sqlite3.connect(db, isolation_level=None)) as conn:
         conn.execute("PRAGMA journal_mode = DELETE")
-        conn.execute("PRAGMA page_size = 4096")
+        conn.execute("PRAGMA page_size = 8192")
         conn.execute("VACUUM")
         conn.execute("PRAGMA journal_mode = WAL")
-    assert _page_size(db) == 4096
+    assert _page_size(db) == 8192
     with open_store(db) as store:
         for n in range(40):
             store.append_message(conv, "assistant", [{"type": "text", "text": f"{n} " * 900}])
@@ -408,4 +409,4 @@ def test_a_store_made_in_4_kb_pages_keeps_them_and_works(tmp_path: Path) -> None
         assert [m["content"] for m in replayed[1:]] == [f"{n} " * 900 for n in range(40)]
     result = CliRunner().invoke(cli, ["--db", str(db), "verify"])
     assert result.exit_code == 0, result.output
-    assert _page_size(db) == 4096
+    assert _page_size(db) == 8192

@@ -36,17 +36,15 @@ from convstore.infrastructure.sqlite.tables import EVENTS_TABLE
 from convstore.ports.chain import HEADS_TABLE
 from convstore.ports.erasure import ERASED_TABLE
 
-PAGE_SIZE = 8192
-"""The page size of a store this version creates (SQLite's default is 4 KB; a file keeps
-the size it was made with, so older stores stay at theirs). A row of the replay
-model earlier versions kept (~2.3 KB for two 2 KB tool outputs) or an event holding a long
-block leaves
-the rest of a 4 KB page unused when the next row does not fit: on issue 23's agent workload
-8 KB pages took the file from 1.62x to 1.59x the raw rows at 1,000 messages and from 1.59x
-to 1.51x at 10,000. The prices: each commit writes its pages whole to the write-ahead log,
-so a durable append writes twice the bytes there, ~4-6% of its time on this machine's disk
-(paired, message by message); and an empty store's ~20 one-page tables take ~84 KB more,
-which a store of a few hundred KB of short messages notices (see the benchmarks page)."""
+PAGE_SIZE = 4096
+"""The page size of a store this version creates (SQLite's default; a file keeps the size it
+was made with, so a store made in other pages stays in them). Each commit writes every page it
+changed whole to the write-ahead log, and an append changes five or six (the events' table and
+its index, the conversation's head, its listing row and the listing's activity index): in
+8 KB pages, which earlier builds chose to pack the rows of the replay model they kept, a
+durable agent append wrote twice the log bytes and took 6-7% longer, paired message by message
+on this machine's disk (2026-12-07). With the model gone, the page size moves that workload's
+file little: 4 KB pages take 3% less at 1,000 messages and 3% more at 10,000."""
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 """How every SQLite database file starts (a rollback journal may still have to restore it)."""
