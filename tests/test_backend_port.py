@@ -25,7 +25,7 @@ import pytest
 from convstore import InvalidInput, Store, open_async_store, open_store
 from convstore.audit.file import default_audit_file, store_file_of
 from convstore.infrastructure import BACKENDS, backend_for
-from convstore.infrastructure.common.mapper import COMPACT, COMPACT_ZLIB
+from convstore.infrastructure.common.mapper import COMPACT, COMPACT_LZ4
 from convstore.infrastructure.postgres.backend import PostgresBackend
 from convstore.infrastructure.sqlite.backend import SQLiteBackend
 from convstore.ports.backend import Backend, Opening, StoreUpgrade
@@ -244,4 +244,4 @@ def test_the_backend_decides_from_what_size_event_bodies_are_compressed(tmp_path
                 (conv.hex,),
             ).fetchall()
         firsts[name] = state[0]
-    assert firsts == {"sqlite": COMPACT_ZLIB, "toy": COMPACT}
+    assert firsts == {"sqlite": COMPACT_LZ4, "toy": COMPACT}

@@ -41,6 +41,7 @@ from convstore.domain.events import (
 from convstore.infrastructure.common import mapper
 from convstore.infrastructure.common.mapper import (
     COMPACT,
+    COMPACT_LZ4,
     COMPACT_ZLIB,
     COMPRESS_FROM,
     COMPRESS_LEVEL,
@@ -51,6 +52,7 @@ from convstore.infrastructure.common.mapper import (
     decode_compact,
     event_json,
 )
+from convstore.infrastructure.common.trusted_decode import decode_trusted
 from convstore.ports.chain import HEADS_TABLE, genesis, link
 from convstore.projections.format3 import format3_events
 from tests.conftest import format2_store_file, one_error_line
@@ -230,7 +232,7 @@ def test_appending_to_a_format_1_store_keeps_writing_full_json(
             assert moved.events(info.id) == format3_events(old.events(info.id))
     moved_db = tmp_path / "moved.db"
     assert marker(moved_db) == [("format", "3")]  # a new store; it reads the events as they are
-    assert all(state[0] in {COMPACT, COMPACT_ZLIB} for *_, state in stored_rows(moved_db))
+    assert {state[0] for *_, state in stored_rows(moved_db)} == {COMPACT, COMPACT_LZ4}
     assert verify_problems(moved_db) == []
 
 
@@ -312,13 +314,18 @@ def test_a_changed_text_is_found_in_either_form(twins: tuple[Store, Store]) -> N
         assert "do not match the hash chain in its head" in found[0]
 
 
-def test_a_damaged_compressed_state_is_reported(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "tag", [COMPACT_LZ4, COMPACT_ZLIB], ids=["lz4 (format 3)", "zlib (format 2)"]
+)
+def test_a_damaged_compressed_state_is_reported(tmp_path: Path, tag: int) -> None:
     """A byte flipped inside a compressed body: verify names the row, replay refuses it."""
     db = tmp_path / "store.db"
+    if tag == COMPACT_ZLIB:
+        format2_store_file(db)
     with convstore.open_store(db) as store:
         conv = store.new_conversation()
         store.append_message(conv, "user", [{"type": "text", "text": "long words " * 400}])
-    [(rowid, state)] = [(r[0], r[4]) for r in stored_rows(db) if r[4][0] == COMPACT_ZLIB]
+    [(rowid, state)] = [(r[0], r[4]) for r in stored_rows(db) if r[4][0] == tag]
     damaged = state[:-10] + bytes([state[-10] ^ 0xFF]) + state[-9:]
     tamper(db, "UPDATE stored_events SET state = ? WHERE rowid = ?", [damaged, rowid])
     found = verify_problems(db)
@@ -584,6 +591,54 @@ def test_compressed_bodies_are_zlib_streams_whichever_library_wrote_them() -> No
         mapper.inflate(b"\x78\x9c not a stream")
 
 
+def test_lz4_bodies_read_back_and_a_damaged_one_is_refused_before_its_size_is_allocated() -> None:
+    """A store of format 3 compresses bodies with LZ4 (size in front): every body reads back;
+    one cut short, one whose size field claims more than LZ4 can expand to (a damaged row
+    that would otherwise allocate that much), and garbage are each a ``ValueError`` saying
+    so, as a zlib body that does not inflate is."""
+    bodies = [
+        b"x",
+        ("tool output line\n" * 300).encode(),
+        json.dumps({"k": list(range(2000)), "s": "é" * 500}).encode(),
+        bytes(range(256)) * 20,
+        bytes(1_000_000),  # LZ4's best ratio, just under its bound
+    ]
+    for body in bodies:
+        packed = mapper.lz4_pack(body)
+        assert mapper.lz4_unpack(packed) == body
+        assert mapper.unpacked(COMPACT_LZ4, packed) == body
+    packed = mapper.lz4_pack(("tool output line\n" * 300).encode())
+    claims_a_gigabyte = (2**30).to_bytes(4, "little") + packed[4:]
+    for damaged in (packed[:-7], claims_a_gigabyte, b"\x10\x00\x00\x00 not a block", b"\x01"):
+        with pytest.raises(ValueError):  # noqa: PT011 - the message varies by the damage
+            mapper.unpacked(COMPACT_LZ4, damaged)
+    with pytest.raises(ValueError, match="cannot hold 1,073,741,824 bytes"):
+        mapper.lz4_unpack(claims_a_gigabyte)
+
+
+def test_each_store_format_writes_its_own_codec_and_reads_both() -> None:
+    """A store of format 3 writes LZ4 bodies, one of format 2 zlib bodies, as 0.3.0 does (it
+    shares such a store); a compact state of either tag decodes to the same event, through
+    the validating decoder and the trusted one alike."""
+    event = ConversationStarted(
+        originator_id=uuid4(), originator_version=1, timestamp=datetime.now(UTC), title="t " * 1500
+    )
+    states = {tag: compact_state(event, packed_tag=tag) for tag in (COMPACT_LZ4, COMPACT_ZLIB)}
+    assert {tag: state[0] for tag, state in states.items()} == {
+        COMPACT_LZ4: COMPACT_LZ4,
+        COMPACT_ZLIB: COMPACT_ZLIB,
+    }
+    for state in states.values():
+        assert decode_compact(state) == event
+        assert decode_trusted(state) == event
+        assert event_json(state) == event.model_dump_json().encode()
+    transcoder = JSONTranscoder()
+    three = PydanticMapper(transcoder, block_events=True, packed_tag=COMPACT_LZ4)
+    two = PydanticMapper(transcoder, packed_tag=COMPACT_ZLIB)
+    assert three.to_stored_event(event).state[0] == COMPACT_LZ4
+    assert two.to_stored_event(event).state[0] == COMPACT_ZLIB
+
+
 _WITHOUT_ISAL = """
 import sys
 sys.modules["isal"] = None  # as on a platform without its wheel
@@ -596,17 +651,18 @@ with open_store(path) as store:
         conversation = str(store.new_conversation())
     store.append_message(conversation, "user", [{"type": "text", "text": "written by zlib " * 80}])
     print(json.dumps({"conversation": conversation, "replay": store.replay(conversation),
-                      "inflate": mapper.inflate.__module__}))
+                      "inflate": mapper.zlib_library()}))
 """
 
 
 def test_a_store_reads_the_same_with_and_without_isal(tmp_path: Path) -> None:
-    """A process without isal (the standard library's zlib) reads a store this process wrote
-    through isal and appends to it, and this process reads what it wrote: one format."""
+    """A process without isal (the standard library's zlib) reads a store of format 2 this
+    process wrote through isal and appends to it, and this process reads what it wrote: one
+    format."""
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    path = tmp_path / "store.db"
+    path = format2_store_file(tmp_path / "store.db")  # a store of format 3 writes LZ4 bodies
     with convstore.open_store(path) as store:
         conv = store.new_conversation()
         store.append_message(conv, "user", [{"type": "text", "text": "written by isal " * 80}])
@@ -618,7 +674,7 @@ def test_a_store_reads_the_same_with_and_without_isal(tmp_path: Path) -> None:
     )
     other = json.loads(result.stdout)
     assert other["inflate"] == "zlib"
-    assert mapper.inflate.__module__ != "zlib"  # this process writes through isal
+    assert mapper.zlib_library() != "zlib"  # this process writes through isal
     tags = {row[4][0] for row in stored_rows(path)}
     assert tags == {COMPACT, COMPACT_ZLIB}
     with convstore.open_store(path) as store:

@@ -10,7 +10,12 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import Environment, EnvType
 
-from convstore.infrastructure.common.mapper import COMPRESS_FROM, PydanticMapper
+from convstore.infrastructure.common.mapper import (
+    COMPACT_LZ4,
+    COMPACT_ZLIB,
+    COMPRESS_FROM,
+    PydanticMapper,
+)
 from convstore.infrastructure.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.infrastructure.common.tables import COMPACT_FORMAT as COMPACT_FORMAT  # noqa: PLC0414
 from convstore.infrastructure.common.tables import FULL_JSON_FORMAT as FULL_JSON_FORMAT  # noqa: PLC0414
@@ -127,6 +132,7 @@ class EventLog(Application[UUID]):
             compact=self.store_format != FULL_JSON_FORMAT,
             compress_from=self.compress_from,
             block_events=self.store_format >= BLOCK_EVENTS_FORMAT,
+            packed_tag=COMPACT_LZ4 if self.store_format >= BLOCK_EVENTS_FORMAT else COMPACT_ZLIB,
         )
 
     @property

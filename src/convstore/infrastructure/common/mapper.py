@@ -9,9 +9,10 @@ event's JSON without what the header holds::
     tag (1) | kind (1) | conversation id (16) | version (4, or 8 from 2**32 on)
         [| timestamp (8: microseconds since 1970, UTC)] [| message id (16)] | body
 
-The tag says how the body is stored: :data:`COMPACT` as it is, :data:`COMPACT_ZLIB`
-zlib-compressed (bodies of :data:`COMPRESS_FROM` bytes or more, or the backend's own threshold,
-when that saves an eighth).
+The tag says how the body is stored: :data:`COMPACT` as it is, :data:`COMPACT_LZ4`
+LZ4-compressed (a store of format 3) or :data:`COMPACT_ZLIB` zlib-compressed (a store of
+format 2), bodies of :data:`COMPRESS_FROM` bytes or more (or the backend's own threshold)
+when that saves an eighth. Every reader reads every tag.
 The kind byte holds the event type's stable code (:data:`KIND_CODES`) and flags saying
 whether the version is long and whether the timestamp (a UTC one from 1970 on) and the
 message id are in the header. The body is the event's JSON without its opening brace, the
@@ -37,6 +38,7 @@ compressor set, the body is not compressed twice).
 from __future__ import annotations
 
 import functools
+import types
 import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -70,22 +72,32 @@ TOPICS: frozenset[str] = frozenset(topic_of(cls) for cls in EVENT_CLASSES)
 COMPACT = 1
 """First byte of a compact state whose body is stored as it is."""
 COMPACT_ZLIB = 2
-"""First byte of a compact state whose body is zlib-compressed."""
+"""First byte of a compact state whose body is zlib-compressed: what a store of format 2
+writes, as convstore 0.3.0 does."""
+COMPACT_LZ4 = 3
+"""First byte of a compact state whose body is LZ4-compressed (LZ4's block format, the
+body's size in four little-endian bytes in front): what a store of format 3 writes. Measured
+on the agent benchmark's 1,000 compressed bodies (1.39 MB, 2026-12-07): LZ4 inflates them in
+0.73 ms against ISA-L's zlib 4.5 ms (a fresh process's first load of that conversation
+takes ~26 ms and inflates every one), deflates them in 2.8 ms against 8.5 ms, to 947 KB
+against 618 KB; the store stays under the raw rows' bytes (see the benchmarks page)."""
+PACKED_TAGS = (COMPACT_ZLIB, COMPACT_LZ4)
+"""The tags of a compact state whose body is compressed."""
 
 COMPRESS_FROM = 2048
 """Bodies of at least this many bytes are compressed (when that saves an eighth or more),
 unless the backend says otherwise (:attr:`convstore.ports.backend.Backend.compress_from`).
 
-From 2 KB on, real tool results and answers shrink to 30-50%. Below it the saving costs
-CPU on the append path, where PostgreSQL's and NATS's throughput targets are measured: zlib
-takes ~26 µs for a 600-byte body and ~55 µs for a 1 KB one here (a 1 KB block append
-~10% more CPU), and a fold from the log ~8 µs to inflate one. SQLite stores, whose host's
-disk holds the store, compress from 512 bytes."""
+From 2 KB on, real tool results and answers shrink to 30-50%. Below it the saving cost
+CPU on the append path, where PostgreSQL's and NATS's throughput targets are measured, when
+it was chosen (the standard library's zlib: ~26 µs for a 600-byte body, ~55 µs for a 1 KB
+one; LZ4 takes a tenth of that). SQLite stores, whose host's disk holds the store, compress
+from 512 bytes."""
 
 COMPRESS_LEVEL = 1
 """zlib's fastest level, which compresses the shared corpus's long transcript lines a
 quarter faster than its default (6) to bodies 5% larger (0.51 of the raw bytes, not 0.48);
-ISA-L's level 1 (see :func:`_codec`) compresses the agent benchmark's bodies 3.4x faster
+ISA-L's level 1 (see :func:`_zlib`) compresses the agent benchmark's bodies 3.4x faster
 than zlib's level 1, to bodies 2% smaller (its level 0 is faster still but 27% larger).
 Reading is the same at every level, so stores written at another level, or by the other
 library, read unchanged."""
@@ -95,14 +107,15 @@ Deflate = Callable[[bytes, int], bytes]
 Inflate = Callable[[bytes], bytes]
 
 
-def _codec() -> tuple[Deflate, Inflate, tuple[type[Exception], ...]]:
-    """How compressed bodies are written and read: zlib's format, through ISA-L's
-    implementation of it (the ``isal`` package, a dependency) where it is installed, else
+@functools.cache
+def _zlib() -> tuple[Deflate, Inflate, tuple[type[Exception], ...]]:
+    """How zlib bodies (:data:`COMPACT_ZLIB`) are written and read: through ISA-L's
+    implementation of zlib (the ``isal`` package, a dependency) where it is installed, else
     the standard library's. The streams are the same format either way: each reads what the
     other wrote, so the library never shows in a store. ISA-L, measured on the 1,000 bodies
     of the agent benchmark's store (1.39 MB, 2026-12-07): inflating 7.5 ms against zlib's
-    12.2 ms, which every fresh process's first load pays; deflating 10 ms against 34 ms; its
-    import ~1 ms."""
+    12.2 ms; deflating 10 ms against 34 ms; its import ~1 ms, paid on first use (a store of
+    format 3, whose bodies are LZ4, never pays it)."""
     try:
         from isal import isal_zlib  # noqa: PLC0415 - the fallback needs the try
     except ImportError:  # a platform without its wheel
@@ -111,9 +124,76 @@ def _codec() -> tuple[Deflate, Inflate, tuple[type[Exception], ...]]:
     return isal_zlib.compress, isal_zlib.decompress, (zlib.error, failed)
 
 
-deflate, inflate, INFLATE_ERRORS = _codec()
-"""The compressed bodies' codec (:func:`_codec`), and what ``inflate`` raises for a body
-that is not a zlib stream."""
+def zlib_library() -> str:
+    """The module that writes and reads zlib bodies in this process (``isal.isal_zlib``, or
+    ``zlib`` where isal is not installed)."""
+    return _zlib()[1].__module__ or "zlib"
+
+
+def deflate(body: bytes, level: int) -> bytes:
+    """A body as a zlib stream (:data:`COMPACT_ZLIB`)."""
+    return _zlib()[0](body, level)
+
+
+def inflate(packed: bytes) -> bytes:
+    """The body :func:`deflate` (or any zlib) packed; ``ValueError`` for one that is not a
+    zlib stream."""
+    _deflate, read, failures = _zlib()
+    try:
+        return read(packed)
+    except failures as exc:
+        raise ValueError(str(exc)) from None
+
+
+@functools.cache
+def _lz4() -> types.ModuleType:
+    """LZ4's block functions, imported on first use (~0.8 ms): a process that reads no
+    compressed body of a store of format 3 never pays it."""
+    from lz4 import block  # noqa: PLC0415 - on first use
+
+    module: types.ModuleType = block
+    return module
+
+
+LZ4_MAX_RATIO = 255
+"""LZ4's block format cannot expand a body more than ~255 times (each byte of a match's
+length adds at most 255 bytes): an LZ4 body whose size field says more is damaged, and is
+refused before the size is allocated."""
+
+
+def lz4_pack(body: bytes) -> bytes:
+    """A body in LZ4's block format, its size in front (:data:`COMPACT_LZ4`)."""
+    packed: bytes = _lz4().compress(body, store_size=True)
+    return packed
+
+
+def lz4_unpack(packed: bytes) -> bytes:
+    """The body :func:`lz4_pack` packed; ``ValueError`` for one that does not unpack."""
+    size = int.from_bytes(packed[:4], "little")
+    if len(packed) < 5 or size > LZ4_MAX_RATIO * len(packed):
+        msg = f"an LZ4 body of {len(packed)} bytes cannot hold {size:,} bytes"
+        raise ValueError(msg)
+    block = _lz4()
+    try:
+        body: bytes = block.decompress(packed)
+    except block.LZ4BlockError as exc:
+        raise ValueError(str(exc)) from None
+    return body
+
+
+INFLATE_ERRORS: tuple[type[Exception], ...] = (ValueError,)
+"""What :func:`unpacked` raises for a compressed body that does not inflate."""
+
+
+def unpacked(tag: int, body: bytes) -> bytes:
+    """A compact state's body (after its header) as JSON, whichever way its ``tag`` says it
+    is stored; raises one of :data:`INFLATE_ERRORS` when it does not inflate."""
+    if tag == COMPACT:
+        return body
+    if tag == COMPACT_LZ4:
+        return lz4_unpack(body)
+    return inflate(body)
+
 
 KIND_CODES: tuple[str, ...] = (
     "conversation_started",
@@ -196,10 +276,15 @@ class UnreadableEvent(ValueError):
 
 
 def compact_state(
-    event: BaseModel, *, compress: bool = True, compress_from: int = COMPRESS_FROM
+    event: BaseModel,
+    *,
+    compress: bool = True,
+    compress_from: int = COMPRESS_FROM,
+    packed_tag: int = COMPACT_ZLIB,
 ) -> bytes:
-    """The event's compact state (see the module's notes), its body zlib-compressed from
-    ``compress_from`` bytes (when ``compress``, and when that saves an eighth). Raises
+    """The event's compact state (see the module's notes), its body compressed from
+    ``compress_from`` bytes (when ``compress``, and when that saves an eighth) as
+    ``packed_tag`` says (:data:`COMPACT_ZLIB` or :data:`COMPACT_LZ4`). Raises
     :class:`UnreadableEvent` saying why when it has none.
 
     Encoded once and not read back: every value reaching here was checked at the edge
@@ -240,9 +325,9 @@ def compact_state(
     body = b"}" if dumped == b"{}" else b"," + dumped[1:]
     state = bytes((COMPACT, kind)) + header + body
     if compress and len(body) >= compress_from:
-        packed = deflate(body, COMPRESS_LEVEL)
+        packed = lz4_pack(body) if packed_tag == COMPACT_LZ4 else deflate(body, COMPRESS_LEVEL)
         if len(packed) <= len(body) - len(body) // 8:
-            return bytes((COMPACT_ZLIB, kind)) + header + packed
+            return bytes((packed_tag, kind)) + header + packed
     return state
 
 
@@ -267,7 +352,7 @@ def layout_of(state: bytes) -> tuple[bytes, int, bool, bool, int]:
         msg = "not a compact state (cut short, or an unknown event kind)"
         raise ValueError(msg) from None
     tag = state[0]
-    if len(state) <= layout[4] or (tag != COMPACT and tag != COMPACT_ZLIB):  # noqa: PLR1714
+    if len(state) <= layout[4] or not COMPACT <= tag <= COMPACT_LZ4:
         msg = f"not a well-formed compact state (first byte {tag}, {len(state)} bytes)"
         raise ValueError(msg)
     return layout
@@ -312,7 +397,7 @@ def full_json(state: bytes) -> bytes:
     if tag == COMPACT:
         return head + state[at:]
     try:
-        return head + inflate(state[at:])
+        return head + unpacked(tag, state[at:])
     except INFLATE_ERRORS as exc:
         msg = f"a compressed state does not inflate ({exc})"
         raise ValueError(msg) from None
@@ -346,6 +431,7 @@ class PydanticMapper(Mapper[UUID]):
         compact: bool = True,
         compress_from: int = COMPRESS_FROM,
         block_events: bool = False,
+        packed_tag: int = COMPACT_ZLIB,
     ) -> None:
         super().__init__(transcoder, compressor=compressor, cipher=cipher)
         self.compact = compact
@@ -355,7 +441,10 @@ class PydanticMapper(Mapper[UUID]):
         (:class:`~convstore.domain.events.BlockRecorded`, format 3): a store of an earlier
         format refuses them, since the versions that share it could not read them."""
         self.compress_from = compress_from
-        """A compact state's body is zlib-compressed from this many bytes."""
+        """A compact state's body is compressed from this many bytes."""
+        self.packed_tag = packed_tag
+        """How a compressed body is written (:data:`COMPACT_LZ4` in a store of format 3,
+        :data:`COMPACT_ZLIB` in one of format 2, as 0.3.0 writes it)."""
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         assert isinstance(domain_event, BaseModel)
@@ -367,7 +456,10 @@ class PydanticMapper(Mapper[UUID]):
             raise UnreadableEvent(msg)
         if self.compact:
             state = compact_state(
-                domain_event, compress=not self.compressor, compress_from=self.compress_from
+                domain_event,
+                compress=not self.compressor,
+                compress_from=self.compress_from,
+                packed_tag=self.packed_tag,
             )
         else:
             state = checked_json(domain_event)

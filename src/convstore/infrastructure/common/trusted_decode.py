@@ -248,7 +248,7 @@ def _rebuilt(state: bytes) -> Event:
     plan, kind = _EVENT_PLANS[state[1] & mapper.KIND_MASK]
     if plan is None:
         raise _Fallback
-    body = state[at:] if state[0] == mapper.COMPACT else mapper.inflate(state[at:])
+    body = mapper.unpacked(state[0], state[at:])
     # pydantic's JSON reader (Rust, already a dependency) parses twice as fast as the
     # standard one, to the same plain values; what it refuses, the validating decoder judges.
     fields: dict[str, Any] = from_json(b"{" + body[1:]) if body != b"}" else {}
@@ -287,7 +287,7 @@ def stored_block(plain: bytes, event: Callable[[], Event]) -> StoredBlock | None
         return None
     try:
         _head, version_end, _has_time, has_message, at = mapper.layout_of(plain)
-        body = plain[at:] if plain[0] == mapper.COMPACT else mapper.inflate(plain[at:])
+        body = mapper.unpacked(plain[0], plain[at:])
         fields = from_json(b"{" + body[1:])
     except _NOT_READ:
         return None
