@@ -380,23 +380,6 @@ def test_the_provider_is_the_frameworks_history_provider(tmp_path: Path) -> None
         ConvstoreHistoryProvider("store.db")  # type: ignore[arg-type]
 
 
-def test_importing_without_the_framework_names_the_extra() -> None:
-    """Without agent-framework-core, importing the module fails with one line naming the extra."""
-    hide = (
-        "import sys; sys.modules['agent_framework'] = None\n"
-        "import convstore.integrations.agent_framework"
-    )
-    failed = subprocess.run(
-        [sys.executable, "-c", hide], check=False, capture_output=True, text=True, timeout=60
-    )
-    assert failed.returncode == 1
-    assert failed.stderr.strip().splitlines()[-1] == (
-        "ImportError: convstore.integrations.agent_framework (Microsoft Agent Framework) needs "
-        "convstore's 'agent-framework' extra: pip install -e '.[agent-framework]' in the "
-        "convstore checkout, or pip install 'agent-framework-core>=1.26'"
-    )
-
-
 class FailsAfterTheTool(ScriptedClient):
     """A scripted client whose model call after a tool's result fails; after that failure,
     it answers everything with "I am here." and calls no tool."""

@@ -187,24 +187,6 @@ def test_delete_withdraws_messages_from_replay_and_keeps_the_log(tmp_path: Path)
     asyncio.run(run())
 
 
-@pytest.mark.slow
-def test_importing_without_the_sdk_names_the_extra() -> None:
-    """Without claude-agent-sdk, importing the integration fails with one line naming the
-    extra to install."""
-    code = (
-        "import sys; sys.modules['claude_agent_sdk'] = None\n"
-        "import convstore.integrations.claude_agent\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 1
-    last = done.stderr.strip().splitlines()[-1]
-    assert last == (
-        "ImportError: convstore.integrations.claude_agent (the Claude Agent SDK) needs "
-        "convstore's 'claude-agent' extra: pip install -e '.[claude-agent]' in the convstore "
-        "checkout, or pip install 'claude-agent-sdk>=0.2.189'"
-    )
-
-
 def test_the_sdks_own_store_readers_see_what_its_disk_readers_see(
     corpus_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -253,19 +253,3 @@ def test_runnable_with_message_history_across_processes(location: str, tmp_path:
             ("user", "Again?"),
             ("assistant", "Yes."),
         ]
-
-
-def test_importing_without_langchain_names_the_extra() -> None:
-    """Without langchain-core, importing the module fails with one line naming the extra."""
-    hide = (
-        "import sys; sys.modules['langchain_core'] = None; import convstore.integrations.langchain"
-    )
-    failed = subprocess.run(
-        [sys.executable, "-c", hide], check=False, capture_output=True, text=True, timeout=60
-    )
-    assert failed.returncode == 1
-    assert failed.stderr.strip().splitlines()[-1] == (
-        "ImportError: convstore.integrations.langchain (langchain-core 1.8 or newer) needs "
-        "convstore's 'langchain' extra: pip install -e '.[langchain]' in the convstore "
-        "checkout, or pip install 'langchain-core>=1.8'"
-    )

@@ -415,23 +415,6 @@ def test_a_pdf_comes_back_as_an_input_file_part_for_a_vision_model(tmp_path: Pat
     asyncio.run(go())
 
 
-def test_importing_without_the_sdk_names_the_extra() -> None:
-    """Without the openai-agents package the module fails with one line naming the extra."""
-    code = (
-        "import sys; sys.modules['agents'] = None\n"
-        "try:\n    import convstore.integrations.openai_agents\n"
-        "except ImportError as e:\n    print(e)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert done.stdout.strip() == (
-        "convstore.integrations.openai_agents (the OpenAI Agents SDK) needs convstore's "
-        "'openai-agents' extra: pip install -e '.[openai-agents]' in the convstore checkout, "
-        "or pip install 'openai-agents>=0.24'"
-    )
-
-
 POPPERS = 4
 """Sessions (each on a store of its own, as processes would hold) popping at once."""
 

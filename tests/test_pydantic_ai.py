@@ -575,25 +575,6 @@ def _contents(history: list[ModelMessage]) -> list[list[tuple[str, Any]]]:
     return [[(type(p).__name__, getattr(p, "content", None)) for p in m.parts] for m in history]
 
 
-def test_importing_without_pydantic_ai_names_the_extra() -> None:
-    """Without pydantic-ai installed, importing the module fails with one line naming the
-    extra to install."""
-    hide = (
-        "import sys; sys.modules['pydantic_ai'] = None; import convstore.integrations.pydantic_ai"
-    )
-    failed = subprocess.run(
-        [sys.executable, "-c", hide], check=False, capture_output=True, text=True, timeout=60
-    )
-    assert failed.returncode == 1
-    assert failed.stderr.strip().splitlines()[-1] == (
-        "ImportError: convstore.integrations.pydantic_ai (Pydantic AI 2.78 or newer) needs "
-        "convstore's 'pydantic-ai' extra: pip install -e '.[pydantic-ai]' in the convstore "
-        "checkout, or pip install 'pydantic-ai-slim>=2.78'"
-    )
-
-
-# -- a real recorded Anthropic response, through pydantic-ai's own Anthropic model -----------
-
 THINKING_CASE = "anthropic-messages/pydanticai-anthropic-tool-with-thinking"
 """pydantic-ai's recorded test: claude-sonnet-4 answers with thinking (signed), text and a
 tool call (resp0); req1 is the request pydantic-ai sent next, with the tool's return."""

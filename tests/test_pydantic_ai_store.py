@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -436,21 +434,3 @@ def test_delete_leaves_no_byte_of_the_conversation_in_the_sqlite_files(tmp_path:
         assert in_files() != []  # written (to the database or its write-ahead log)
         asyncio.run(delete(conversations))
         assert in_files() == []
-
-
-def test_importing_without_pydantic_ai_names_the_extra() -> None:
-    """Without pydantic-ai installed, importing the module fails with one line naming the
-    extra to install."""
-    hide = (
-        "import sys; sys.modules['pydantic_ai'] = None; "
-        "import convstore.integrations.pydantic_ai_store"
-    )
-    failed = subprocess.run(
-        [sys.executable, "-c", hide], check=False, capture_output=True, text=True, timeout=60
-    )
-    assert failed.returncode == 1
-    assert failed.stderr.strip().splitlines()[-1] == (
-        "ImportError: convstore.integrations.pydantic_ai_store (Pydantic AI 2.78 or newer) "
-        "needs convstore's 'pydantic-ai' extra: pip install -e '.[pydantic-ai]' in the "
-        "convstore checkout, or pip install 'pydantic-ai-slim>=2.78'"
-    )
