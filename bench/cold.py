@@ -21,7 +21,7 @@ FULL = (1_000, 9)  # messages, repeats
 QUICK = (1_000, 3)
 
 RAW_CODE = (
-    "import sqlite3, json, sys, zlib\n"  # noqa: S608 - a fixed query, no input
+    "import sqlite3, json, sys, zlib, lz4.block\n"  # noqa: S608 - a fixed query, no input
     + STATE_JSON_CODE
     + "c = sqlite3.connect(sys.argv[1]); "
     "rows = [json.loads(state_json(s)) for (s,) in c.execute('SELECT state FROM stored_events "

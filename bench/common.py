@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import lz4.block
+
 import convstore
 from bench.report import Report, Row, fmt_value
 from bench.workload import (
@@ -122,17 +124,22 @@ def raw_sqlite_inserter(path: Path) -> tuple[sqlite3.Connection, Callable[[Store
 def state_json(state: bytes) -> bytes:
     """A stored state's JSON as a plain reader parses it, without convstore or pydantic: the
     state itself in the earlier full-JSON form, else a compact state's body after its binary
-    header (inflated when compressed; see ``convstore.infrastructure.common.mapper``)."""
+    header (inflated when compressed: tag 3 LZ4, tag 2 zlib; see
+    ``convstore.infrastructure.common.mapper``)."""
     if state[:1] == b"{":
         return state
-    kind = state[1]
+    kind, tag = state[1], state[0]
     at = 18 + (8 if kind & 0x20 else 4) + (8 if kind & 0x40 else 0) + (16 if kind & 0x80 else 0)
-    body = state[at:] if state[0] == 1 else zlib.decompress(state[at:])
+    if tag == 1:
+        body = state[at:]
+    else:
+        body = lz4.block.decompress(state[at:]) if tag == 3 else zlib.decompress(state[at:])
     return b"{" + body[1:] if body[:1] == b"," else b"{}"
 
 
 STATE_JSON_CODE = inspect.getsource(state_json)
-""":func:`state_json`'s source, for the baselines run as ``python -c`` (with ``zlib``)."""
+""":func:`state_json`'s source, for the baselines run as ``python -c`` (with ``zlib`` and
+``lz4.block`` imported)."""
 
 
 def raw_read(conn: sqlite3.Connection, conv_hex: str) -> list[Any]:

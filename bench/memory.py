@@ -39,7 +39,7 @@ print(json.dumps({'peak': peak, 'rss': after, 'rss_growth': after - before,
 )
 
 RAW_CODE = (
-    "import sys, json, sqlite3, tracemalloc, zlib\n"  # noqa: S608 - a fixed query, no input
+    "import sys, json, sqlite3, tracemalloc, zlib, lz4.block\n"  # noqa: S608 - a fixed query, no input
     + _HWM
     + STATE_JSON_CODE
     + """
