@@ -81,8 +81,6 @@ on the agent benchmark's 1,000 compressed bodies (1.39 MB, 2026-12-07): LZ4 infl
 0.73 ms against ISA-L's zlib 4.5 ms (a fresh process's first load of that conversation
 takes ~26 ms and inflates every one), deflates them in 2.8 ms against 8.5 ms, to 947 KB
 against 618 KB; the store stays under the raw rows' bytes (see the benchmarks page)."""
-PACKED_TAGS = (COMPACT_ZLIB, COMPACT_LZ4)
-"""The tags of a compact state whose body is compressed."""
 
 COMPRESS_FROM = 2048
 """Bodies of at least this many bytes are compressed (when that saves an eighth or more),
