@@ -202,7 +202,10 @@ class ConvstoreHistoryProvider(HistoryProvider):
     is taken through :func:`convstore.store.aio.as_async`, so no store call runs on the event
     loop). ``vision`` says whether the agent's model can see images (replay shows them
     natively, else as markers). ``record_calls_early`` (on by default) records a model reply
-    holding a tool call before the tool runs. The other keywords are ``HistoryProvider``'s.
+    holding a tool call before the tool runs. ``conversation_for`` names the convstore
+    conversation that holds a session id (default :func:`conversation_for`): mapping one to an
+    existing conversation is how a conversation recorded through another framework is handed
+    over. The other keywords are ``HistoryProvider``'s.
     """
 
     DEFAULT_SOURCE_ID = "convstore"
@@ -219,6 +222,7 @@ class ConvstoreHistoryProvider(HistoryProvider):
         store_context_messages: bool = False,
         store_context_from: set[str] | None = None,
         store_outputs: bool = True,
+        conversation_for: Callable[[str], UUID] = conversation_for,
     ) -> None:
         if not isinstance(store, Store | AsyncStore):
             msg = f"store must be a convstore Store or AsyncStore, not {type(store).__name__}"
@@ -234,11 +238,12 @@ class ConvstoreHistoryProvider(HistoryProvider):
         self.store = as_async(store)
         self.vision = vision
         self.record_calls_early = record_calls_early
+        self.conversation_for = conversation_for
         self._created: set[UUID] = set()
 
     def conversation_id(self, session_id: str) -> UUID:
-        """The convstore conversation that holds ``session_id`` (:func:`conversation_for`)."""
-        return conversation_for(session_id)
+        """The convstore conversation that holds ``session_id`` (``conversation_for``)."""
+        return self.conversation_for(session_id)
 
     async def _conversation(self, session_id: str | None) -> UUID:
         """The session's conversation, created on first use (another process may win the race
@@ -246,7 +251,7 @@ class ConvstoreHistoryProvider(HistoryProvider):
         if not isinstance(session_id, str) or not session_id:
             msg = f"a convstore history needs a session id (a non-empty string), not {session_id!r}"
             raise InvalidInput(msg)
-        conversation = conversation_for(session_id)
+        conversation = self.conversation_for(session_id)
         if conversation not in self._created:
             title = f"agent-framework session {session_id}"
             with contextlib.suppress(InvalidInput):  # it exists already

@@ -6,7 +6,10 @@ each ADK ``Event`` appended to it is one write: a runtime entry holding the even
 parts, and a message whose blocks are the parts (see
 :mod:`convstore.integrations.google_adk_parts`). ``get_session`` folds the log back into the
 events exactly as they were appended; ``convstore replay``, ``show``, ``audit`` and ``serve``
-see the session like any other conversation.
+see the session like any other conversation. Given ``conversation_for``, the service keeps a
+session in the conversation it names instead: one another framework recorded is handed over,
+and each message recorded there without an ADK event comes back as an event holding its prose
+(:func:`~convstore.integrations.google_adk_parts.handed_over_event`).
 
 State, by ADK's prefixes:
 
@@ -38,6 +41,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 from uuid import UUID, uuid4, uuid5
 
@@ -79,14 +83,17 @@ from convstore.domain.events import (
     EntriesRecorded,
     MessageStarted,
     Rewound,
+    Role,
 )
 from convstore.domain.events import Event as LogEvent
 from convstore.domain.metadata import parse_labels
 from convstore.infrastructure.common.tables import BLOCK_EVENTS_FORMAT
 from convstore.integrations.google_adk_parts import (
     ENTRY_KEY,
+    HANDED_OVER_AUTHOR,
     entry_event,
     event_entry,
+    handed_over_event,
     unanswered_calls,
 )
 from convstore.integrations.google_adk_parts import unanswered_calls_as_prose as _as_prose
@@ -190,43 +197,74 @@ def _folded(entries: list[dict[str, JsonValue]] | None) -> dict[str, Any]:
 
 
 class _Log:
-    """A session's log folded: its creation entry, its events' entries with their blocks."""
+    """A session's log folded: its creation entry, its events' entries with their blocks, and
+    the messages recorded without an ADK event (another framework's, in a conversation handed
+    over to ADK), each after the events recorded before it."""
 
     def __init__(self, events: list[LogEvent]) -> None:
         self.created: dict[str, Any] | None = None
         self.items: list[tuple[dict[str, JsonValue], list[Block]]] = []
         self.messages: dict[int, UUID] = {}
         """The message each item's blocks are in, by the item's index (none: no blocks)."""
+        self.handed_over: list[tuple[int, UUID, Role, float, list[tuple[Block, str | None]]]] = []
+        """Messages recorded without an ADK event: how many items come before each, its id,
+        role and time, and its blocks with their tool names."""
         self.version = events[-1].originator_version if events else 0
         owners: dict[UUID, list[Block]] = {}
+        others: dict[UUID, list[tuple[Block, str | None]]] = {}
         current: list[Block] | None = None
+        entry_version = 0
         for event in events:
             if isinstance(event, EntriesRecorded):
-                current = None
+                current, entry_version = None, event.originator_version
                 for entry in event.entries:
                     if CREATED_KEY in entry:
                         self.created = cast("dict[str, Any]", entry[CREATED_KEY])
                     elif ENTRY_KEY in entry:
                         current = []
                         self.items.append((entry, current))
-            elif isinstance(event, MessageStarted):
-                self._own(owners, current, event.message_id)
+            opens = isinstance(event, MessageStarted) or (
+                isinstance(event, BlockRecorded) and event.index == 0
+            )
+            if isinstance(event, MessageStarted | BlockRecorded) and opens:
+                message = event.message_id
+                if current is not None and event.originator_version == entry_version + 1:
+                    self._own(owners, current, message)  # an event's message: its next write
+                elif message not in owners and message not in others:
+                    others[message] = []
+                    when = event.timestamp.timestamp()
+                    self.handed_over.append(
+                        (len(self.items), message, event.role, when, others[message])
+                    )
                 current = None
-            elif isinstance(event, BlockAppended | BlockRecorded):
-                if isinstance(event, BlockRecorded) and event.index == 0:
-                    self._own(owners, current, event.message_id)
-                    current = None
+            if isinstance(event, BlockAppended | BlockRecorded):
                 if event.message_id in owners:
                     owners[event.message_id].append(event.block)
+                elif event.message_id in others:
+                    others[event.message_id].append((event.block, event.tool_name))
 
-    def _own(
-        self, owners: dict[UUID, list[Block]], current: list[Block] | None, message: UUID
-    ) -> None:
-        """A message opened right after an item's entry holds that item's blocks; nothing is
-        current after it (a first block after its message's start opens nothing more)."""
-        if current is not None:
-            owners[message] = current
-            self.messages[len(self.items) - 1] = message
+    def _own(self, owners: dict[UUID, list[Block]], current: list[Block], message: UUID) -> None:
+        """A message opened right after an item's entry, in the same write, holds that item's
+        blocks."""
+        owners[message] = current
+        self.messages[len(self.items) - 1] = message
+
+    def events(self, assistant: str) -> list[Event]:
+        """The session's events in the order they were recorded: each item's event, and each
+        message recorded without one (and holding a block) as the event
+        :func:`handed_over_event` makes of it (an assistant's authored by ``assistant``)."""
+        events: list[Event] = []
+        others = self.handed_over
+        taken = 0
+        for index in range(len(self.items) + 1):
+            while taken < len(others) and others[taken][0] == index:
+                _, message, role, when, blocks = others[taken]
+                if blocks:
+                    events.append(handed_over_event(str(message), role, when, blocks, assistant))
+                taken += 1
+            if index < len(self.items):
+                events.append(entry_event(*self.items[index]))
+        return events
 
 
 def _marker(session: Session) -> int | None:
@@ -281,6 +319,15 @@ class ConvstoreSessionService(BaseSessionService):
     killed mid-turn never ends its turn; a live one whose model or tool takes longer than
     this between two events loses its turn to the waiting one, and gets ``StaleSessionError``
     at its next append). ``0`` never waits: turns then race as ADK's own services let them.
+
+    ``conversation_for(app_name, user_id, session_id)`` names the convstore conversation that
+    holds a session (default :func:`session_conversation`). Mapping a session to an existing
+    conversation is how a conversation recorded through another framework is handed over:
+    ``create_session`` starts the session in it, and ``get_session`` shows each message
+    recorded without an ADK event as an event holding its prose: the user's as the user's,
+    an assistant's authored by ``handed_over_author`` (by default ``convstore``, which ADK
+    sends its agent as another agent's quoted turn; the agent's own name makes it the agent's
+    own earlier turn, sent in the model's role).
     """
 
     def __init__(
@@ -289,6 +336,8 @@ class ConvstoreSessionService(BaseSessionService):
         store: Store | AsyncStore,
         unanswered_calls_as_prose: bool = True,
         turn_lease: float = TURN_LEASE,
+        conversation_for: Callable[[str, str, str], UUID] = session_conversation,
+        handed_over_author: str = HANDED_OVER_AUTHOR,
     ) -> None:
         if not turn_lease >= 0:
             msg = f"turn_lease must be a number of seconds, 0 or more, not {turn_lease!r}"
@@ -296,6 +345,8 @@ class ConvstoreSessionService(BaseSessionService):
         self.store = as_async(store)
         self.unanswered_calls_as_prose = unanswered_calls_as_prose
         self.turn_lease = turn_lease
+        self.conversation_for = conversation_for
+        self.handed_over_author = handed_over_author
         self._started: dict[str, None] = {}
         """The invocations this service started a turn for, newest last (a few only)."""
         self._hidden: dict[UUID, frozenset[str]] = {}
@@ -316,10 +367,11 @@ class ConvstoreSessionService(BaseSessionService):
         ``user:`` keys go to the app's and user's state. ``AlreadyExistsError`` if the id is
         taken (or was deleted: an erased conversation takes no more events)."""
         session_id = (session_id.strip() if session_id else None) or str(uuid4())
-        conversation = session_conversation(app_name, user_id, session_id)
+        conversation = self.conversation_for(app_name, user_id, session_id)
         labels = {KIND: "session", APP: app_name, USER: user_id}
         parse_labels(labels, self.store.limits)  # a name no label can hold: nothing written
         app, user, own = split_state(_json_state(state or {}))
+        start = 1  # the version the session's first entry follows
         try:
             await self.store.new_conversation(
                 f"ADK session {session_id}",
@@ -330,7 +382,9 @@ class ConvstoreSessionService(BaseSessionService):
             msg = f"session {session_id} was deleted; its id cannot be used again"
             raise AlreadyExistsError(msg) from None
         except InvalidInput:
-            pass  # it exists: made by another creation (finished, under way or killed)
+            # It exists: made by another creation (finished, under way or killed), or handed
+            # over (another framework's: no creation entry, more than its start).
+            start = await self._handed_over_at(conversation)
         # The creation whose initial state lands right after the start is the session's (the
         # write is conditional on the start being the only event); any other is told so,
         # even one racing it from another process. A creation killed before that write is
@@ -338,7 +392,9 @@ class ConvstoreSessionService(BaseSessionService):
         created = {"state": own, "created": time.time()}
         try:
             await self.store.record_entries(
-                conversation, [{"uuid": CREATED_UUID, CREATED_KEY: created}], expected_version=1
+                conversation,
+                [{"uuid": CREATED_UUID, CREATED_KEY: created}],
+                expected_version=start,
             )
         except VersionConflict:
             # The session is another creation's. Its labels are set here if it has none yet
@@ -353,6 +409,16 @@ class ConvstoreSessionService(BaseSessionService):
         assert session is not None
         return session
 
+    async def _handed_over_at(self, conversation: UUID) -> int:
+        """The log's version when ``conversation`` holds no session's creation yet (a
+        conversation handed over, or one whose creation was killed), else 1 (its creation
+        then finds it taken)."""
+        head = await self.store.last_event(conversation)
+        if head is None or head.originator_version == 1:
+            return 1
+        log = _Log(await self.store.events(conversation))
+        return 1 if log.created is not None else log.version
+
     async def get_session(
         self,
         *,
@@ -364,14 +430,14 @@ class ConvstoreSessionService(BaseSessionService):
         """The session with every event (or those ``config`` asks for), its state merged with
         the app's and user's; ``None`` if there is no such session (or it was deleted)."""
         session_id = session_id.strip() if session_id else session_id
-        conversation = session_conversation(app_name, user_id, session_id)
+        conversation = self.conversation_for(app_name, user_id, session_id)
         try:
             log = _Log(await self.store.events(conversation))
         except ConversationNotFound:
             return None
         if log.created is None:
             return None
-        events = [entry_event(entry, blocks) for entry, blocks in log.items]
+        events = log.events(self.handed_over_author)
         state = dict(log.created.get("state") or {})
         for event in events:
             state.update(split_state(event.actions.state_delta)[2])
@@ -431,7 +497,7 @@ class ConvstoreSessionService(BaseSessionService):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Erase the session's conversation for good (convstore's erase: a tombstone stays,
         see ``convstore erasures``). Deleting a session that does not exist does nothing."""
-        conversation = session_conversation(app_name, user_id, session_id.strip())
+        conversation = self.conversation_for(app_name, user_id, session_id.strip())
         try:
             await self.store.erase(conversation, reason="google-adk delete_session")
         except ConversationNotFound:
@@ -453,7 +519,7 @@ class ConvstoreSessionService(BaseSessionService):
             return event
         if event.id and any(e.id == event.id and e == event for e in session.events):
             return event  # delivered again: recorded already
-        conversation = session_conversation(session.app_name, session.user_id, session.id)
+        conversation = self.conversation_for(session.app_name, session.user_id, session.id)
         starts_turn = all(e.invocation_id != event.invocation_id for e in session.events)
         if starts_turn:
             if _marker(session) is None:  # a listed session: it holds no events yet

@@ -49,8 +49,8 @@ from convstore.domain.blocks import (
 from convstore.domain.conversation import EntryMessage
 from convstore.domain.events import Role
 from convstore.domain.images import ImageMediaType
-from convstore.projections.prose import tool_use_text
-from convstore.projections.wording import BLOCK_SEPARATOR, NO_RESULT
+from convstore.projections.prose import Text, block_segments, tool_use_text
+from convstore.projections.wording import BLOCK_SEPARATOR, CANNOT_READ, CANNOT_SEE, NO_RESULT
 
 ENTRY_KEY = "adk_event"
 """The key of an entry that holds an ADK event (its envelope)."""
@@ -60,6 +60,11 @@ PARTS_KEY = "adk_parts"
 ``{"part": {...}}`` (kept whole)."""
 
 IMAGE_TYPES: frozenset[str] = frozenset(get_args(ImageMediaType))
+
+HANDED_OVER_AUTHOR = "convstore"
+"""The default author of an event that shows an assistant message recorded without an ADK
+event (by another framework, through the same conversation): ADK presents it to its agent as
+another agent's turn."""
 
 
 def _json(model: Any) -> dict[str, Any]:
@@ -306,3 +311,30 @@ def unanswered_calls_as_prose(events: list[Event], unanswered: set[str]) -> list
         content = event.content.model_copy(update={"parts": parts})
         shown.append(event.model_copy(update={"content": content}))
     return shown
+
+
+def handed_over_event(
+    message_id: str,
+    role: Role,
+    timestamp: float,
+    blocks: list[tuple[Block, str | None]],
+    assistant: str = HANDED_OVER_AUTHOR,
+) -> Event:
+    """A message recorded without an ADK event (another framework's, in a conversation handed
+    over to ADK) as an event holding its prose, as replay words it for a model that cannot see
+    (each block with its tool name, when it is a result): ``author`` is ``assistant`` for an
+    assistant's, ``user`` for any other (a system message too). Its id is the message's."""
+    texts: list[str] = []
+    for block, tool_name in blocks:
+        for segment in block_segments(block, tool_name, (CANNOT_SEE, CANNOT_READ)):
+            assert isinstance(segment, Text)  # a model that cannot see is sent text only
+            texts.append(segment.text)
+    author, content_role = (assistant, "model") if role == "assistant" else ("user", "user")
+    text = BLOCK_SEPARATOR.join(texts)
+    return Event(
+        id=message_id,
+        invocation_id="",
+        author=author,
+        timestamp=timestamp,
+        content=types.Content(role=content_role, parts=[types.Part(text=text)]),
+    )

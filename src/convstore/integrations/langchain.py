@@ -293,18 +293,31 @@ class ConvstoreChatMessageHistory(BaseChatMessageHistory):
     ``store`` is a :class:`~convstore.Store` or an :class:`~convstore.AsyncStore`: the sync
     methods use the ``Store`` (an ``AsyncStore``'s own), the async ones the ``AsyncStore``
     (a ``Store`` through :func:`convstore.store.aio.as_async`). ``vision`` says whether the
-    model can see images (replay shows them natively, else as markers).
+    model can see images (replay shows them natively, else as markers). ``conversation_id``
+    keeps the session in that convstore conversation instead of :func:`conversation_for` of
+    ``session_id``: how a conversation recorded through another framework is handed over (made
+    if it does not exist yet).
     """
 
-    def __init__(self, session_id: str, *, store: Store | AsyncStore, vision: bool = False) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        store: Store | AsyncStore,
+        vision: bool = False,
+        conversation_id: UUID | str | None = None,
+    ) -> None:
         if not isinstance(session_id, str) or not session_id:
             msg = "session_id must be a non-empty string"
             raise InvalidInput(msg)
         self.session_id = session_id
         self.store = store.store if isinstance(store, AsyncStore) else store
         self.vision = vision
-        self.conversation_id = conversation_for(session_id)
-        """The convstore conversation that holds this session."""
+        self.conversation_id = (
+            conversation_for(session_id) if conversation_id is None else UUID(str(conversation_id))
+        )
+        """The convstore conversation that holds this session: ``conversation_id`` when given,
+        else :func:`conversation_for` of the session id."""
         self._title = f"langchain session {session_id}"
         self._created = False
 

@@ -19,7 +19,8 @@ before any tool starts (:meth:`ConvstoreSession.record_response`), and ``add_ite
 those items when the runner saves the turn, so nothing is recorded twice.
 
 The session id maps to the same conversation in every process and after a restart (a UUID5 of
-the id); :attr:`ConvstoreSession.conversation_id` names it for ``convstore replay``, ``audit``
+the id), or ``conversation_id=`` names one (a conversation another framework recorded, handed
+over); :attr:`ConvstoreSession.conversation_id` names it for ``convstore replay``, ``audit``
 and ``show``. Runs in several processes on one session take turns: the runner's ``get_items``
 (given the run's context) waits while another run's turn is under way, then takes the
 conversation for its own (:meth:`ConvstoreSession.take_turn`, ``turn_lease``).
@@ -142,7 +143,9 @@ class ConvstoreSession:
     (``{"limit": 20}``), normalised as the SDK's own sessions normalise it (a key it does not
     know is a ``TypeError``; none given is ``SessionSettings()``). ``turn_lease`` (seconds;
     0 turns it off) makes runs in several processes on one session take turns: see
-    :meth:`get_items`.
+    :meth:`get_items`. ``conversation_id`` keeps the session in that convstore conversation
+    instead of :func:`conversation_for` of ``session_id``: how a conversation recorded through
+    another framework is handed over (made if it does not exist yet).
     """
 
     def __init__(
@@ -153,6 +156,7 @@ class ConvstoreSession:
         vision: bool = False,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         turn_lease: float = TURN_LEASE,
+        conversation_id: UUID | str | None = None,
     ) -> None:
         self.session_id = session_id
         self.session_settings: SessionSettings | None = (  # the protocol's type
@@ -162,8 +166,12 @@ class ConvstoreSession:
         )
         self.store = as_async(store)
         self.vision = vision
-        self.conversation_id = conversation_for(session_id)
-        """The convstore conversation that holds this session."""
+        self.conversation_id = (
+            conversation_for(session_id) if conversation_id is None else UUID(str(conversation_id))
+        )
+        """The convstore conversation that holds this session: ``conversation_id`` when given
+        (an existing conversation to continue, whatever recorded it), else
+        :func:`conversation_for` of the session id."""
         self.hooks: RunHooks[Any] = _RecordCallsEarly(self)
         """Run hooks to pass to ``Runner.run(..., hooks=session.hooks)``: they record each
         response that holds a tool call before its tools run (see :meth:`record_response`)."""
