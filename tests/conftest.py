@@ -120,6 +120,16 @@ def postgres_url(make_postgres_url: Callable[[], str]) -> str:
     return make_postgres_url()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server (a
+    module that needs another kind of location defines its own ``location``)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
 def _corpus_location() -> Path | None:
     """Where the shared transcript corpus is: ``$CONVSTORE_CORPUS``, else the checkout's
     sibling ``shared/corpus`` (as CI lays it out); ``None`` when neither exists."""

@@ -33,15 +33,6 @@ PNG = TINY_IMAGES["image/png"][0]
 PDF = base64.b64encode(b"%PDF-1.4 tiny").decode()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def worker(location: str, session: str, prompt: str, seen: Path, *flags: str) -> list[str]:
     """The worker's command line: one or more agent runs in a process of their own."""
     return [

@@ -85,15 +85,6 @@ def test_the_store_attributes_are_there_too(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def test_async_calls_give_what_sync_calls_give(location: str) -> None:
     """A conversation recorded through the async store reads back, through every read
     method, exactly as the sync store reads it."""

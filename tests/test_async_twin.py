@@ -116,15 +116,6 @@ def test_a_method_missing_from_the_table_stops_the_generator(
     assert "await self._write(self.store.archive, conversation)" in source
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def test_load_reads_a_generator_on_the_callers_thread(location: str, tmp_path: Path) -> None:
     """``load`` (like every method taking an iterable) reads a one-shot iterator into a list on
     the caller's side: the generator never runs on a worker thread after the caller moved on."""

@@ -467,15 +467,6 @@ def test_any_chunking_gives_the_blocks_of_the_whole_message(
 # -- the async recorder and helpers on both backends ---------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 @pytest.mark.parametrize("given", ["AsyncStore", "Store"])
 def test_async_recorder_and_helpers_record_what_the_sync_ones_do(location: str, given: str) -> None:
     """On an AsyncStore (or a Store, taken through as_async) the stream recorder and the list

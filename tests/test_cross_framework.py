@@ -70,15 +70,6 @@ ELSEWHERE = [
 ]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def run_turn(framework: str, location: str, conversation: str, prompt: str, seen: Path) -> str:
     done = subprocess.run(
         [

@@ -24,15 +24,6 @@ SCRIPT = Path(sys.executable).parent / "convstore"
 SECRET = "erase-race-secret-5500000000000004"  # noqa: S105 - the bytes grep looks for
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def _full_pipe() -> tuple[int, int]:
     """A pipe whose buffer is already full: a process writing to it blocks at its first
     write until the reading end is drained."""

@@ -53,15 +53,6 @@ def run(awaitable: Awaitable[T]) -> T:
     return asyncio.run(wrapped())
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def user_text(text: str, invocation_id: str = "inv-1", **fields: Any) -> Event:
     content = types.Content(role="user", parts=[types.Part(text=text)])
     return Event(author="user", invocation_id=invocation_id, content=content, **fields)

@@ -35,15 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PNG = TINY_IMAGES["image/png"][0]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def blocks_of(message: Any) -> tuple[str, list[dict[str, Any]]]:
     role, blocks = message_blocks(message)
     return role, [

@@ -22,15 +22,6 @@ from tests.killed_in_tool import kill_in_tool, missing_calls
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def test_conformance_suite_passes_with_no_capability_skipped(location: str) -> None:
     """Every contract of langgraph-checkpoint-conformance, the optional ones included
     (delete_for_runs, copy_thread, prune): all detected, all passed."""

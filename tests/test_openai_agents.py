@@ -37,15 +37,6 @@ INPUT_ADAPTER: TypeAdapter[Any] = TypeAdapter(ResponseInputParam)
 PNG = TINY_IMAGES["image/png"][0]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def run_agent(location: str, session: str, prompt: str, seen: Path, *flags: str) -> Any:
     """One Runner.run in a process of its own."""
     return subprocess.run(

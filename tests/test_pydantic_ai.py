@@ -117,15 +117,6 @@ asyncio.run(main())
 """A run whose process is killed in its tool, after recording the model's tool call."""
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store location: a SQLite file, or a schema of the PostgreSQL test server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
 def _texts(store: Store, conversation: Any) -> list[tuple[str, list[Any]]]:
     return [(m.role, [b.block for b in m.blocks]) for m in store.messages(conversation)]
 
