@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,13 @@ def test_agents_sdk_and_langchain_sessions_continue_a_given_conversation(tmp_pat
         ]
         default_history = langchain.ConvstoreChatMessageHistory("s", store=store)
         assert default_history.conversation_id == langchain.conversation_for("s")
+
+        # A conversation id that is not one is refused in one line, as every id of the API is.
+        bad = re.escape("'chat-7' is not a conversation id (ids look like")
+        with pytest.raises(convstore.InvalidInput, match=bad):
+            openai_agents.ConvstoreSession("s", store=store, conversation_id="chat-7")
+        with pytest.raises(convstore.InvalidInput, match=bad):
+            langchain.ConvstoreChatMessageHistory("s", store=store, conversation_id="chat-7")
 
 
 def test_agent_framework_provider_maps_a_session_to_a_given_conversation(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ from convstore.domain.conversation import EntryMessage
 from convstore.domain.errors import InvalidBlock, InvalidInput
 from convstore.domain.events import Role
 from convstore.domain.limits import Limits
-from convstore.domain.parsing import parse_block
+from convstore.domain.parsing import parse_block, parse_id
 from convstore.engine.plan import JSONDict
 from convstore.store import EntryBatch, Store
 from convstore.store.aio import AsyncStore, as_async
@@ -314,7 +314,9 @@ class ConvstoreChatMessageHistory(BaseChatMessageHistory):
         self.store = store.store if isinstance(store, AsyncStore) else store
         self.vision = vision
         self.conversation_id = (
-            conversation_for(session_id) if conversation_id is None else UUID(str(conversation_id))
+            conversation_for(session_id)
+            if conversation_id is None
+            else parse_id(conversation_id, "conversation")
         )
         """The convstore conversation that holds this session: ``conversation_id`` when given,
         else :func:`conversation_for` of the session id."""

@@ -62,6 +62,7 @@ from convstore.convert.responses_tools import CALLER_RUN
 from convstore.domain.blocks import ToolUseBlock
 from convstore.domain.errors import ConcurrencyError, InvalidInput, VersionConflict
 from convstore.domain.events import EntriesRecorded, Event
+from convstore.domain.parsing import parse_id
 from convstore.projections.messages import RecordedMessage, collect_history, collect_messages
 from convstore.recording.openai import arecord_responses_items
 from convstore.store import Store
@@ -167,7 +168,9 @@ class ConvstoreSession:
         self.store = as_async(store)
         self.vision = vision
         self.conversation_id = (
-            conversation_for(session_id) if conversation_id is None else UUID(str(conversation_id))
+            conversation_for(session_id)
+            if conversation_id is None
+            else parse_id(conversation_id, "conversation")
         )
         """The convstore conversation that holds this session: ``conversation_id`` when given
         (an existing conversation to continue, whatever recorded it), else
