@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from agent_framework import (
 
 import convstore
 from convstore.integrations.agent_framework import ConvstoreHistoryProvider
+from tests import worker_tools
 
 
 def request_record(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -108,21 +108,8 @@ class ScriptedClient(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], Bas
         return response()
 
 
-@tool
-def delete_branch(branch: str) -> str:
-    """Delete a git branch; with a ready file, say the deletion started and wait to be killed."""
-    ready = os.environ.get("CONVSTORE_READY_FILE")
-    if ready:
-        Path(ready).write_text(branch)
-        time.sleep(120)
-    return f"deleted {branch}"
-
-
-@tool
-def slow_lookup(what: str) -> str:
-    """Look something up, slowly (a tenth of a second), so two runs' turns overlap."""
-    time.sleep(0.1)
-    return f"found {what}"
+delete_branch = tool(worker_tools.delete_branch)
+slow_lookup = tool(worker_tools.slow_lookup)
 
 
 def make_agent(store: Any, client: ScriptedClient) -> Agent[Any]:

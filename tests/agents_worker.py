@@ -23,7 +23,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from openai.types.responses.response_prompt_param import ResponsePromptParam
 
 import convstore
 from convstore.integrations.openai_agents import ConvstoreSession
+from tests import worker_tools
 
 
 def _text(message: TResponseInputItem) -> str:
@@ -133,21 +133,8 @@ def delete_tmp(path: str) -> str:
     return f"deleted {path}"
 
 
-@function_tool
-def delete_branch(branch: str) -> str:
-    """Delete a git branch; with a ready file, say the deletion started and wait to be killed."""
-    ready = os.environ.get("CONVSTORE_READY_FILE")
-    if ready:
-        Path(ready).write_text(branch)
-        time.sleep(120)
-    return f"deleted {branch}"
-
-
-@function_tool
-def slow_lookup(what: str) -> str:
-    """Look something up, slowly (a tenth of a second), so two runs' turns overlap."""
-    time.sleep(0.1)
-    return f"found {what}"
+delete_branch = function_tool(worker_tools.delete_branch)
+slow_lookup = function_tool(worker_tools.slow_lookup)
 
 
 @function_tool(needs_approval=True)

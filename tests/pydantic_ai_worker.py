@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from uuid import uuid4
 
@@ -28,6 +27,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import convstore
 from convstore.integrations.pydantic_ai import RunRecorder, message_history
+from tests import worker_tools
 
 
 def main(location: str, conversation: str, prompt: str, seen: Path) -> None:
@@ -44,14 +44,7 @@ def main(location: str, conversation: str, prompt: str, seen: Path) -> None:
 
     agent = Agent(FunctionModel(model))
 
-    @agent.tool_plain
-    def delete_branch(branch: str) -> str:
-        """Delete a git branch."""
-        ready = os.environ.get("CONVSTORE_READY_FILE")
-        if ready:
-            Path(ready).write_text(branch)
-            time.sleep(120)
-        return f"deleted {branch}"
+    agent.tool_plain(worker_tools.delete_branch)
 
     with convstore.open_store(location) as store:
         result = agent.run_sync(
