@@ -587,7 +587,7 @@ def test_compressed_bodies_are_zlib_streams_whichever_library_wrote_them() -> No
         assert zlib.decompress(mapper.deflate(body, COMPRESS_LEVEL)) == body
         for level in (1, 6, 9):
             assert mapper.inflate(zlib.compress(body, level)) == body
-    with pytest.raises(mapper.INFLATE_ERRORS):
+    with pytest.raises(ValueError, match=r"^Error -\d"):  # zlib's and ISA-L's both say so
         mapper.inflate(b"\x78\x9c not a stream")
 
 

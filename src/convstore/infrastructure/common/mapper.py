@@ -179,13 +179,9 @@ def lz4_unpack(packed: bytes) -> bytes:
     return body
 
 
-INFLATE_ERRORS: tuple[type[Exception], ...] = (ValueError,)
-"""What :func:`unpacked` raises for a compressed body that does not inflate."""
-
-
 def unpacked(tag: int, body: bytes) -> bytes:
     """A compact state's body (after its header) as JSON, whichever way its ``tag`` says it
-    is stored; raises one of :data:`INFLATE_ERRORS` when it does not inflate."""
+    is stored; raises ``ValueError`` when it does not inflate."""
     if tag == COMPACT:
         return body
     if tag == COMPACT_LZ4:
@@ -396,7 +392,7 @@ def full_json(state: bytes) -> bytes:
         return head + state[at:]
     try:
         return head + unpacked(tag, state[at:])
-    except INFLATE_ERRORS as exc:
+    except ValueError as exc:
         msg = f"a compressed state does not inflate ({exc})"
         raise ValueError(msg) from None
 

@@ -227,10 +227,8 @@ _NOT_REBUILT: tuple[type[Exception], ...] = (
     TypeError,
     KeyError,
     AttributeError,
-    *mapper.INFLATE_ERRORS,
 )
 """What sends a state to the validating decoder."""
-_NOT_READ: tuple[type[Exception], ...] = (ValueError, *mapper.INFLATE_ERRORS)
 
 
 def decode_trusted(state: bytes) -> Event:
@@ -289,7 +287,7 @@ def stored_block(plain: bytes, event: Callable[[], Event]) -> StoredBlock | None
         _head, version_end, _has_time, has_message, at = mapper.layout_of(plain)
         body = mapper.unpacked(plain[0], plain[at:])
         fields = from_json(b"{" + body[1:])
-    except _NOT_READ:
+    except ValueError:  # a body that does not inflate, or JSON that does not parse
         return None
     if not has_message or type(fields) is not dict or not _BLOCK_FIELDS.issuperset(fields):
         return None
